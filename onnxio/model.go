@@ -1,0 +1,194 @@
+package onnxio
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/qtool/qtool/onnxio/onnxpb"
+)
+
+// The range of models qtool reads. Older IR versions predate opset imports; opsets
+// below 7 use broadcasting and attribute conventions that no current exporter writes.
+const (
+	MinIRVersion = 3
+	MaxIRVersion = 10
+	MinOpset     = 7
+	MaxOpset     = 21
+)
+
+// Model is an ONNX model together with where it came from.
+type Model struct {
+	// Proto is the decoded model. Callers may edit it; Save writes it back as it stands.
+	Proto *onnxpb.ModelProto
+	// Name identifies the model in error messages, usually the path it was read from.
+	Name string
+	// Dir is the folder that external-data locations are relative to.
+	Dir string
+}
+
+// Load reads and checks the model at path. External data is resolved relative to the
+// model's folder.
+func Load(path string) (*Model, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("onnxio: %w", err)
+	}
+	return Parse(data, path, filepath.Dir(path))
+}
+
+// Read reads and checks a model from r. Name is used in error messages; dir is the folder
+// that external-data locations are relative to.
+func Read(r io.Reader, name, dir string) (*Model, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("onnxio: %s: %w", name, err)
+	}
+	return Parse(data, name, dir)
+}
+
+// Parse decodes and checks a serialized model.
+func Parse(data []byte, name, dir string) (*Model, error) {
+	if len(data) == 0 {
+		return nil, fmt.Errorf("onnxio: %s: empty file, not an ONNX model", name)
+	}
+	if err := checkWire(data); err != nil {
+		return nil, fmt.Errorf("onnxio: %s: %w", name, err)
+	}
+	mp := &onnxpb.ModelProto{}
+	if err := proto.Unmarshal(data, mp); err != nil {
+		return nil, fmt.Errorf("onnxio: %s: not an ONNX model: protobuf decoding failed: %v", name, err)
+	}
+	m := &Model{Proto: mp, Name: name, Dir: dir}
+	if err := m.Check(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// checkWire walks the top level of the protobuf wire format so that a truncated file
+// and a file that is not a protobuf at all get different, precise messages; the generic
+// decoder reports both as "invalid wire-format data".
+func checkWire(b []byte) error {
+	off := 0
+	for off < len(b) {
+		num, typ, n := protowire.ConsumeTag(b[off:])
+		if n < 0 {
+			if errors.Is(protowire.ParseError(n), io.ErrUnexpectedEOF) {
+				return fmt.Errorf("truncated file: it ends inside a field tag at byte %d of %d", off, len(b))
+			}
+			return fmt.Errorf("not an ONNX model: no protobuf field tag at byte %d", off)
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[off+n:])
+		if m < 0 {
+			if typ == protowire.BytesType {
+				if l, k := protowire.ConsumeVarint(b[off+n:]); k > 0 && uint64(len(b)-off-n-k) < l {
+					return fmt.Errorf("truncated file: field %d at byte %d needs %d bytes, only %d remain", num, off, l, len(b)-off-n-k)
+				}
+			}
+			if errors.Is(protowire.ParseError(m), io.ErrUnexpectedEOF) {
+				return fmt.Errorf("truncated file: it ends inside field %d at byte %d", num, off)
+			}
+			return fmt.Errorf("not an ONNX model: malformed protobuf field %d at byte %d", num, off)
+		}
+		off += n + m
+	}
+	return nil
+}
+
+// Check verifies that the model is one qtool can work with: a graph, an IR version and
+// default-domain opset in range, and external data files that exist.
+func (m *Model) Check() error {
+	mp := m.Proto
+	if mp.GetGraph() == nil || mp.IrVersion == nil {
+		return fmt.Errorf("onnxio: %s: not an ONNX model: it has no graph or no ir_version", m.Name)
+	}
+	if v := mp.GetIrVersion(); v < MinIRVersion || v > MaxIRVersion {
+		return fmt.Errorf("onnxio: %s: IR version %d is outside the supported range %d to %d; re-export the model with a supported version", m.Name, v, MinIRVersion, MaxIRVersion)
+	}
+	op := m.Opset("")
+	if op == 0 {
+		return fmt.Errorf("onnxio: %s: the model imports no default-domain (ai.onnx) opset", m.Name)
+	}
+	if op < MinOpset || op > MaxOpset {
+		return fmt.Errorf("onnxio: %s: opset %d is outside the supported range %d to %d; convert it with onnx.version_converter or re-export", m.Name, op, MinOpset, MaxOpset)
+	}
+	for _, t := range m.Proto.GetGraph().GetInitializer() {
+		if err := m.checkExternal(t); err != nil {
+			return err
+		}
+	}
+	for _, n := range m.Proto.GetGraph().GetNode() {
+		if t := constantValue(n); t != nil {
+			if err := m.checkExternal(t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (m *Model) checkExternal(t *onnxpb.TensorProto) error {
+	if !isExternal(t) {
+		return nil
+	}
+	ext, err := parseExternal(t)
+	if err != nil {
+		return fmt.Errorf("onnxio: %s: tensor %q: %w", m.Name, t.GetName(), err)
+	}
+	path := filepath.Join(m.Dir, ext.location)
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("onnxio: %s: tensor %q: external data file %s is missing; keep it next to the model", m.Name, t.GetName(), path)
+	}
+	if ext.length >= 0 && ext.offset+ext.length > st.Size() {
+		return fmt.Errorf("onnxio: %s: tensor %q: external data %s has %d bytes, the tensor needs bytes %d to %d", m.Name, t.GetName(), path, st.Size(), ext.offset, ext.offset+ext.length)
+	}
+	return nil
+}
+
+// Opset returns the version the model imports for domain; "" and "ai.onnx" both name the
+// default domain. It returns 0 when the domain is not imported.
+func (m *Model) Opset(domain string) int64 {
+	if domain == "ai.onnx" {
+		domain = ""
+	}
+	for _, o := range m.Proto.GetOpsetImport() {
+		d := o.GetDomain()
+		if d == "ai.onnx" {
+			d = ""
+		}
+		if d == domain {
+			return o.GetVersion()
+		}
+	}
+	return 0
+}
+
+// Marshal serializes the model deterministically, so that the same model always gives
+// the same bytes.
+func (m *Model) Marshal() ([]byte, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m.Proto)
+	if err != nil {
+		return nil, fmt.Errorf("onnxio: %s: encoding: %w", m.Name, err)
+	}
+	return b, nil
+}
+
+// Write serializes the model to w.
+func (m *Model) Write(w io.Writer) error {
+	b, err := m.Marshal()
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(w, bytes.NewReader(b)); err != nil {
+		return fmt.Errorf("onnxio: %s: %w", m.Name, err)
+	}
+	return nil
+}
