@@ -1,0 +1,20 @@
+// Package blas chooses the BLAS implementation that carries qtool's matrix work.
+//
+// Every matrix product in qtool goes through gonum's blas.Float32 interface.
+// The pure-Go gonum implementation is always available and is the fallback.
+// When the OpenBLAS shared library (Debian package libopenblas0) is installed,
+// package blas loads it at run time with github.com/ebitengine/purego, so the
+// qtool binary is still built with CGO_ENABLED=0 and needs no C toolchain.
+//
+// The OpenBLAS-backed value embeds gonum's implementation and overrides only
+// the routines that carry the work (Sgemm, Sgemv, Saxpy, Sdot, Sscal). Each
+// override validates its arguments exactly as gonum does and panics with the
+// same messages, so switching backends never changes which calls are legal.
+// Where the BLAS contract lets an implementation choose (beta == 0 with NaN in
+// C, alpha == 0), the override follows the reference BLAS: with beta == 0 the
+// old contents of C or y are never read, so NaN garbage there does not
+// propagate, and with alpha == 0 the operands A, B, x are not read.
+//
+// Select picks the implementation from a mode string; ModeFromEnv reads the
+// mode from the QTOOL_BLAS environment variable (auto, go or openblas).
+package blas

@@ -1,0 +1,217 @@
+package blas
+
+import (
+	"fmt"
+	"strings"
+
+	gblas "gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+)
+
+// InstallHint says how to get the OpenBLAS shared library on Debian and Ubuntu.
+const InstallHint = "install OpenBLAS with `apt-get install libopenblas0` (or set QTOOL_BLAS=go)"
+
+// DefaultLibraries returns the names tried, in order, when Options.Path is
+// empty: the soname first (found through the dynamic loader's search path),
+// the development symlink, then Debian's alternatives path on x86-64
+// explicitly, in case the loader cache is stale.
+func DefaultLibraries() []string {
+	return []string{
+		"libopenblas.so.0",
+		"libopenblas.so",
+		"/usr/lib/x86_64-linux-gnu/libopenblas.so.0",
+	}
+}
+
+// Options control how OpenBLAS is loaded.
+type Options struct {
+	// Path is the shared library to load; empty tries DefaultLibraries.
+	Path string
+	// Threads is the number of threads each OpenBLAS call may use. Zero
+	// keeps the library's own setting, which is OPENBLAS_NUM_THREADS when
+	// that is set and the number of cores otherwise; see SetThreads for why
+	// that default suits the engine.
+	Threads int
+}
+
+// CBLAS enumerations (cblas.h).
+const (
+	cblasRowMajor = 101
+	cblasNoTrans  = 111
+	cblasTrans    = 112
+)
+
+// minLevel1 is the vector length below which Saxpy, Sdot and Sscal stay in
+// Go: a foreign call costs about as much as a few hundred multiply-adds, so
+// shorter vectors are faster in gonum's assembly kernels.
+// BenchmarkLevel1 measures the crossover.
+const minLevel1 = 4096
+
+// OpenBLAS is a blas.Float32 whose level-3 and main level-1/2 routines run in
+// the OpenBLAS shared library. Every other routine is gonum's pure-Go code.
+// An OpenBLAS is safe for concurrent use.
+type OpenBLAS struct {
+	gonum.Implementation
+	lib *openblasLib
+}
+
+var _ gblas.Float32 = (*OpenBLAS)(nil)
+
+// LoadOpenBLAS loads the OpenBLAS shared library. The library stays loaded
+// for the life of the process; loading it again is cheap and returns a value
+// sharing the same library (and the same, process-wide, thread setting).
+func LoadOpenBLAS(opts Options) (*OpenBLAS, error) {
+	if opts.Threads < 0 {
+		return nil, fmt.Errorf("openblas: Threads = %d, want >= 0", opts.Threads)
+	}
+	names := DefaultLibraries()
+	if opts.Path != "" {
+		names = []string{opts.Path}
+	}
+	var errs []string
+	for _, name := range names {
+		lib, err := openLib(name)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		o := &OpenBLAS{lib: lib}
+		if opts.Threads > 0 {
+			o.SetThreads(opts.Threads)
+		}
+		return o, nil
+	}
+	return nil, fmt.Errorf("openblas: cannot load %s: %s; %s", strings.Join(names, " or "), strings.Join(errs, "; "), InstallHint)
+}
+
+// Info describes the loaded library.
+func (o *OpenBLAS) Info() Info {
+	return Info{Name: ModeOpenBLAS, Library: o.lib.path, Config: o.lib.config, Threads: o.Threads()}
+}
+
+// Threads returns the number of threads each OpenBLAS call may use.
+func (o *OpenBLAS) Threads() int { return int(o.lib.getNumThreads()) }
+
+// SetThreads sets the number of threads each OpenBLAS call may use. The
+// setting belongs to the library, so it is shared by every OpenBLAS value in
+// the process.
+//
+// The default (the number of cores) is right for qtool: the engine's big
+// products (an MLP layer at batch 256) run one at a time, and splitting each
+// over both cores nearly halves its time; when two goroutines call Sgemm at
+// once, OpenBLAS's pthread build runs the calls one after the other on its
+// thread pool rather than oversubscribing the cores, which costs little
+// since each call already uses every core. BenchmarkThreads measures both.
+func (o *OpenBLAS) SetThreads(n int) {
+	if n < 1 {
+		n = 1
+	}
+	o.lib.setNumThreads(int32(n))
+}
+
+func cblasTransOf(trans bool) int32 {
+	if trans {
+		return cblasTrans
+	}
+	return cblasNoTrans
+}
+
+// Sgemm computes C = alpha * op(A) * op(B) + beta * C in row-major order with
+// the same argument checks and panics as gonum. With beta == 0, C is not read;
+// with alpha == 0 or k == 0, A and B are not read.
+func (o *OpenBLAS) Sgemm(tA, tB gblas.Transpose, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	aTrans, bTrans, work := checkGemm(tA, tB, m, n, k, a, lda, b, ldb, c, ldc)
+	if !work {
+		return
+	}
+	if alpha == 0 || k == 0 {
+		scaleMatrix(m, n, beta, c, ldc)
+		return
+	}
+	if beta == 0 {
+		// OpenBLAS zero-fills too, but doing it here keeps "C is not read"
+		// independent of the library version.
+		scaleMatrix(m, n, 0, c, ldc)
+	}
+	o.lib.sgemm(cblasRowMajor, cblasTransOf(aTrans), cblasTransOf(bTrans), int32(m), int32(n), int32(k),
+		alpha, &a[0], int32(lda), &b[0], int32(ldb), beta, &c[0], int32(ldc))
+}
+
+// scaleMatrix sets C = beta*C for the m×n matrix C, writing zeros without
+// reading C when beta == 0.
+func scaleMatrix(m, n int, beta float32, c []float32, ldc int) {
+	if beta == 1 {
+		return
+	}
+	for i := range m {
+		row := c[i*ldc : i*ldc+n]
+		if beta == 0 {
+			clear(row)
+			continue
+		}
+		for j := range row {
+			row[j] *= beta
+		}
+	}
+}
+
+// Sgemv computes y = alpha * op(A) * x + beta * y with the same argument
+// checks and panics as gonum. With beta == 0, y is not read; with alpha == 0,
+// A and x are not read.
+func (o *OpenBLAS) Sgemv(tA gblas.Transpose, m, n int, alpha float32, a []float32, lda int, x []float32, incX int, beta float32, y []float32, incY int) {
+	_, lenY, work := checkGemv(tA, m, n, a, lda, x, incX, y, incY)
+	if !work {
+		return
+	}
+	if alpha == 0 || beta == 0 {
+		incAbs := incY
+		if incAbs < 0 {
+			incAbs = -incAbs
+		}
+		if alpha == 0 {
+			o.Implementation.Sscal(lenY, beta, y, incAbs)
+			return
+		}
+		o.Implementation.Sscal(lenY, 0, y, incAbs)
+	}
+	o.lib.sgemv(cblasRowMajor, cblasTransOf(isTrans(tA)), int32(m), int32(n),
+		alpha, &a[0], int32(lda), &x[0], int32(incX), beta, &y[0], int32(incY))
+}
+
+// Saxpy computes y += alpha * x with the same checks and panics as gonum.
+func (o *OpenBLAS) Saxpy(n int, alpha float32, x []float32, incX int, y []float32, incY int) {
+	if n < minLevel1 {
+		o.Implementation.Saxpy(n, alpha, x, incX, y, incY)
+		return
+	}
+	if !checkAxpyDot(n, x, incX, y, incY) || alpha == 0 {
+		return
+	}
+	o.lib.saxpy(int32(n), alpha, &x[0], int32(incX), &y[0], int32(incY))
+}
+
+// Sdot returns the dot product of x and y with the same checks and panics as
+// gonum.
+func (o *OpenBLAS) Sdot(n int, x []float32, incX int, y []float32, incY int) float32 {
+	if n < minLevel1 {
+		return o.Implementation.Sdot(n, x, incX, y, incY)
+	}
+	if !checkAxpyDot(n, x, incX, y, incY) {
+		return 0
+	}
+	return o.lib.sdot(int32(n), &x[0], int32(incX), &y[0], int32(incY))
+}
+
+// Sscal computes x = alpha * x with the same checks and panics as gonum: a
+// negative increment does nothing, and alpha == 0 writes zeros without
+// reading x.
+func (o *OpenBLAS) Sscal(n int, alpha float32, x []float32, incX int) {
+	if n < minLevel1 || incX < 1 || alpha == 0 {
+		o.Implementation.Sscal(n, alpha, x, incX)
+		return
+	}
+	if (n-1)*incX >= len(x) {
+		panic(shortX)
+	}
+	o.lib.sscal(int32(n), alpha, &x[0], int32(incX))
+}
