@@ -1,0 +1,241 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+)
+
+// Forward runs the graph on inputs, given in the order of Inputs, and returns its
+// outputs in the order of Outputs. The outputs belong to the graph and stay valid until
+// the next Forward.
+//
+// ctx may be nil, which means inference with the graph's Options. A Context's zero BLAS,
+// Workers and Rand are filled from Options. With ctx.Training set, BatchNormalization
+// uses batch statistics and updates its running statistics, Dropout drops, and the run
+// keeps what Backward needs; the inputs must then stay unchanged until Backward.
+//
+// The first run for an input signature (shapes and mode) plans it: shape inference,
+// constant folding and buffer assignment. Later runs with that signature allocate
+// nothing.
+func (g *Graph) Forward(ctx *Context, inputs ...*Tensor) (outs []*Tensor, err error) {
+	g.setContext(ctx)
+	g.ready = false
+	p := g.last
+	if p == nil || p.training != g.ctx.Training || !p.matches(inputs) {
+		if err := g.checkInputs(inputs); err != nil {
+			return nil, err
+		}
+		if p, err = g.planFor(inputs); err != nil {
+			return nil, err
+		}
+		g.last = p
+	}
+	for i, t := range inputs {
+		p.inVals[i].F, p.inVals[i].I = t.F, t.I
+	}
+	var cur *step
+	defer func() {
+		if r := recover(); r != nil {
+			outs, err = nil, fmt.Errorf("engine: %s: %s", g.name, cur.node.n.Errorf("internal error in forward pass: %v", r))
+		}
+	}()
+	for s := range p.steps {
+		cur = &p.steps[s]
+		if err := cur.node.k.Forward(&g.ctx, cur.in, cur.out); err != nil {
+			return nil, g.nodeErr(cur.node, "forward", err)
+		}
+	}
+	g.ready = g.ctx.Training
+	return p.outs, nil
+}
+
+// Backward propagates the loss gradients of the outputs (in the order of Outputs; nil for
+// an output the loss does not depend on) back through the last Forward, which must have
+// run in training mode, and adds the gradients of the trainable parameters into their
+// Grad. The Context is as for Forward.
+func (g *Graph) Backward(ctx *Context, gradOutputs ...*Tensor) (err error) {
+	if !g.ready {
+		return fmt.Errorf("engine: %s: Backward needs a training-mode Forward (Context.Training) right before it", g.name)
+	}
+	p := g.last
+	if len(gradOutputs) != len(p.outs) {
+		return fmt.Errorf("engine: %s: Backward got %d output gradients, the graph has %d outputs", g.name, len(gradOutputs), len(p.outs))
+	}
+	for i, t := range gradOutputs {
+		if t == nil {
+			continue
+		}
+		if t.DType != Float32 || !slices.Equal(t.Shape, p.outs[i].Shape) || len(t.F) != p.outs[i].Len() {
+			return fmt.Errorf("engine: %s: gradient of output %q: got %s %v with %d values, want float32 %v", g.name, g.outputs[i].Name, t.DType, t.Shape, len(t.F), p.outs[i].Shape)
+		}
+	}
+	g.setContext(ctx)
+	g.ready = false
+	for _, t := range p.zeroOuts {
+		clear(t.F)
+	}
+	for i, t := range gradOutputs {
+		if t == nil || p.outGrads[i] == nil {
+			continue
+		}
+		dst := p.outGrads[i][0].F
+		for j, v := range t.F {
+			dst[j] += v
+		}
+	}
+	var cur *step
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("engine: %s: %s", g.name, cur.node.n.Errorf("internal error in backward pass: %v", r))
+		}
+	}()
+	for s := len(p.steps) - 1; s >= 0; s-- {
+		cur = &p.steps[s]
+		if !cur.back {
+			continue
+		}
+		for _, t := range cur.zero {
+			clear(t.F)
+		}
+		if err := cur.node.k.(Differentiable).Backward(&g.ctx, cur.in, cur.out, cur.gout, cur.gin); err != nil {
+			return g.nodeErr(cur.node, "backward", err)
+		}
+	}
+	return nil
+}
+
+// setContext copies the caller's context and fills what it leaves unset from Options.
+func (g *Graph) setContext(ctx *Context) {
+	if ctx == nil {
+		g.ctx = Context{}
+	} else {
+		g.ctx = *ctx
+	}
+	if g.ctx.BLAS == nil {
+		g.ctx.BLAS = g.opts.BLAS
+	}
+	if g.ctx.Workers < 1 {
+		g.ctx.Workers = g.opts.Workers
+	}
+	if g.ctx.Rand == nil {
+		g.ctx.Rand = g.rand
+	}
+}
+
+// matches reports whether the inputs have the plan's shapes and types.
+func (p *plan) matches(inputs []*Tensor) bool {
+	if len(inputs) != len(p.inVals) {
+		return false
+	}
+	for i, t := range inputs {
+		v := p.inVals[i]
+		if t == nil || t.DType != v.DType || !slices.Equal(t.Shape, v.Shape) {
+			return false
+		}
+		if t.DType == Int64 {
+			if len(t.I) != v.Len() {
+				return false
+			}
+		} else if len(t.F) != v.Len() {
+			return false
+		}
+	}
+	return true
+}
+
+// planFor returns the cached plan for the inputs' signature, making it on first use.
+func (g *Graph) planFor(inputs []*Tensor) (*plan, error) {
+	b := g.keyBuf[:0]
+	if g.ctx.Training {
+		b = append(b, 'T')
+	}
+	for _, t := range inputs {
+		b = append(b, byte('0'+t.DType), '[')
+		for _, d := range t.Shape {
+			b = strconv.AppendInt(b, int64(d), 10)
+			b = append(b, ',')
+		}
+		b = append(b, ']')
+	}
+	g.keyBuf = b
+	if p, ok := g.plans[string(b)]; ok {
+		return p, nil
+	}
+	p, err := g.makePlan(inputs, g.ctx.Training)
+	if err != nil {
+		return nil, err
+	}
+	if len(g.plans) >= maxPlans {
+		clear(g.plans)
+	}
+	g.plans[string(b)] = p
+	return p, nil
+}
+
+// checkInputs validates the inputs against the model's declared inputs.
+func (g *Graph) checkInputs(inputs []*Tensor) error {
+	if len(inputs) != len(g.inputs) {
+		return fmt.Errorf("engine: %s: got %d inputs, the model takes %d (%s)", g.name, len(inputs), len(g.inputs), g.inputNames())
+	}
+	for i, t := range inputs {
+		info := g.inputs[i]
+		if t == nil {
+			return fmt.Errorf("engine: %s: input %q is nil", g.name, info.Name)
+		}
+		if t.DType != info.DType {
+			return fmt.Errorf("engine: %s: input %q holds %s values, the model declares %s", g.name, info.Name, t.DType, info.DType)
+		}
+		for _, d := range t.Shape {
+			if d < 0 {
+				return fmt.Errorf("engine: %s: input %q has a negative dimension in shape %v", g.name, info.Name, t.Shape)
+			}
+		}
+		n := len(t.F)
+		if t.DType == Int64 {
+			n = len(t.I)
+		}
+		if n != t.Len() {
+			return fmt.Errorf("engine: %s: input %q has %d values, its shape %v needs %d", g.name, info.Name, n, t.Shape, t.Len())
+		}
+		if info.Shape == nil {
+			continue
+		}
+		if len(t.Shape) != len(info.Shape) {
+			return fmt.Errorf("engine: %s: input %q has shape %v (rank %d), the model declares %s (rank %d)", g.name, info.Name, t.Shape, len(t.Shape), dimString(info.Shape), len(info.Shape))
+		}
+		for j, d := range info.Shape {
+			if d >= 0 && t.Shape[j] != d {
+				return fmt.Errorf("engine: %s: input %q has shape %v, the model declares %s: dimension %d is %d, want %d", g.name, info.Name, t.Shape, dimString(info.Shape), j, t.Shape[j], d)
+			}
+		}
+	}
+	return nil
+}
+
+func (g *Graph) inputNames() string {
+	var b []byte
+	for i, in := range g.inputs {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = strconv.AppendQuote(b, in.Name)
+	}
+	return string(b)
+}
+
+// dimString formats a declared shape with "?" for free dimensions.
+func dimString(shape []int) string {
+	b := []byte{'['}
+	for i, d := range shape {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		if d < 0 {
+			b = append(b, '?')
+		} else {
+			b = strconv.AppendInt(b, int64(d), 10)
+		}
+	}
+	return string(append(b, ']'))
+}

@@ -1,0 +1,439 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+
+	"github.com/qtool/qtool/onnxio"
+	"github.com/qtool/qtool/onnxio/onnxpb"
+)
+
+// Options configures a Graph. The zero value is ready to use.
+type Options struct {
+	// BLAS does matrix products when the Context passed to Forward or Backward has none.
+	// Nil means gonum's pure-Go implementation.
+	BLAS blas.Float32
+	// Workers is the goroutine count used when the Context has none (Workers < 1).
+	// Values below 1 mean runtime.GOMAXPROCS(0).
+	Workers int
+	// Seed seeds the random stream Dropout draws from in training mode when the Context
+	// has no Rand.
+	Seed uint64
+}
+
+// Param is a parameter of the graph: an initializer, or the tensor of a Constant node.
+type Param struct {
+	Name string
+	// Value is the tensor the executor reads on every run; optimizers update it in place.
+	// Its DType is Float32 for every floating-point ONNX type and Int64 for the others.
+	Value *Tensor
+	// Grad accumulates the loss gradient of Value over Backward calls until ZeroGrad. It
+	// is allocated for trainable parameters and nil for the others.
+	Grad *Tensor
+	// Trainable reports whether Backward computes Grad; see Graph.SetTrainable.
+	Trainable bool
+
+	stored onnxpb.TensorProto_DataType // element type in the file, kept by WriteParams
+}
+
+// ValueInfo describes a graph input or output as the model declares it.
+type ValueInfo struct {
+	Name  string
+	DType DType
+	// Shape holds the declared dimensions, -1 for a symbolic or unknown one; it is nil
+	// when the model declares no shape.
+	Shape []int
+}
+
+// valueKind says where a value of the graph comes from.
+type valueKind uint8
+
+const (
+	kindNode valueKind = iota
+	kindInput
+	kindParam
+)
+
+type value struct {
+	name  string
+	kind  valueKind
+	index int // graph input index, parameter index or producing node index
+}
+
+type gnode struct {
+	n       *Node
+	op      string
+	k       Kernel
+	in, out []int // value ids; -1 for an absent optional input or output
+}
+
+// Graph is an ONNX model ready to run. It is not safe for concurrent use: outputs and
+// intermediate buffers belong to the graph and are reused from run to run.
+type Graph struct {
+	name    string
+	opts    Options
+	rand    *rand.Rand
+	ctx     Context // the run's context: the caller's, with defaults filled in
+	values  []value
+	nodes   []gnode // in topological order
+	params  []*Param
+	inputs  []ValueInfo
+	inIDs   []int
+	outputs []ValueInfo
+	outIDs  []int
+
+	plans  map[string]*plan
+	last   *plan
+	keyBuf []byte
+	// ready is set by a training-mode Forward and cleared by Backward, so that Backward
+	// never reads the buffers of an inference run or of a run it already used.
+	ready bool
+}
+
+// Build checks every node of m against the supported ops and returns the graph. All
+// unsupported ops and attribute values are reported together in one error.
+func Build(m *onnxio.Model, opts Options) (*Graph, error) {
+	gp := m.Proto.GetGraph()
+	if len(gp.GetSparseInitializer()) > 0 {
+		return nil, fmt.Errorf("engine: %s: sparse initializers are not supported; store them densely", m.Name)
+	}
+	if opts.BLAS == nil {
+		opts.BLAS = gonum.Implementation{}
+	}
+	if opts.Workers < 1 {
+		opts.Workers = runtime.GOMAXPROCS(0)
+	}
+	g := &Graph{
+		name:  m.Name,
+		opts:  opts,
+		rand:  rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15)),
+		plans: map[string]*plan{},
+	}
+	ids := map[string]int{}
+	add := func(v value) int {
+		g.values = append(g.values, v)
+		return len(g.values) - 1
+	}
+
+	// Parameters come first, so that an input that is also an initializer (IR < 4 lists
+	// every initializer as an input) is a parameter.
+	lifted := map[*onnxpb.NodeProto]bool{}
+	for _, p := range m.Params() {
+		if _, dup := ids[p.Name]; dup {
+			return nil, fmt.Errorf("engine: %s: parameter %q is defined twice", m.Name, p.Name)
+		}
+		t, err := m.Tensor(p.Tensor)
+		if err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
+		par := &Param{Name: p.Name, Value: fromONNX(t), stored: t.Type}
+		g.params = append(g.params, par)
+		ids[p.Name] = add(value{name: p.Name, kind: kindParam, index: len(g.params) - 1})
+		if p.Node != nil {
+			lifted[p.Node] = true
+		}
+	}
+	for _, vi := range gp.GetInput() {
+		if _, isParam := ids[vi.GetName()]; isParam {
+			continue
+		}
+		info, err := valueInfo(vi)
+		if err != nil {
+			return nil, fmt.Errorf("engine: %s: input %q: %w", m.Name, vi.GetName(), err)
+		}
+		g.inputs = append(g.inputs, info)
+		id := add(value{name: info.Name, kind: kindInput, index: len(g.inputs) - 1})
+		g.inIDs = append(g.inIDs, id)
+		ids[info.Name] = id
+	}
+
+	// Every node is checked before anything fails, so that one error lists them all.
+	var bad []string
+	opset := m.Opset("")
+	bs := builders()
+	var nodes []*onnxpb.NodeProto
+	for _, np := range gp.GetNode() {
+		if lifted[np] {
+			continue
+		}
+		nodes = append(nodes, np)
+	}
+	order, err := topoSort(nodes, ids)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %s: %w", m.Name, err)
+	}
+	for _, np := range order {
+		n := &Node{Proto: np, Opset: opset}
+		var k Kernel
+		if d := np.GetDomain(); d != "" && d != "ai.onnx" {
+			bad = append(bad, n.Errorf("op %s of domain %q is not supported", np.GetOpType(), d).Error())
+		} else if b, ok := bs[np.GetOpType()]; !ok {
+			bad = append(bad, n.Errorf("op %s is not supported", np.GetOpType()).Error())
+		} else if k, err = buildKernel(b, n); err != nil {
+			bad = append(bad, err.Error())
+		}
+		gn := gnode{n: n, op: np.GetOpType(), k: k}
+		for _, in := range np.GetInput() {
+			if in == "" {
+				gn.in = append(gn.in, -1)
+				continue
+			}
+			gn.in = append(gn.in, ids[in]) // topoSort checked that it exists
+		}
+		for _, out := range np.GetOutput() {
+			if out == "" {
+				gn.out = append(gn.out, add(value{name: "", kind: kindNode, index: len(g.nodes)}))
+				continue
+			}
+			if _, dup := ids[out]; dup {
+				return nil, fmt.Errorf("engine: %s: %s", m.Name, n.Errorf("output %q is already defined elsewhere in the graph", out))
+			}
+			ids[out] = add(value{name: out, kind: kindNode, index: len(g.nodes)})
+			gn.out = append(gn.out, ids[out])
+		}
+		g.nodes = append(g.nodes, gn)
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("engine: %s: %d unsupported node(s): %s", m.Name, len(bad), strings.Join(bad, "; "))
+	}
+	for _, vi := range gp.GetOutput() {
+		id, ok := ids[vi.GetName()]
+		if !ok {
+			return nil, fmt.Errorf("engine: %s: graph output %q is not produced by any node, input or initializer", m.Name, vi.GetName())
+		}
+		info, err := valueInfo(vi)
+		if err != nil {
+			return nil, fmt.Errorf("engine: %s: output %q: %w", m.Name, vi.GetName(), err)
+		}
+		g.outputs = append(g.outputs, info)
+		g.outIDs = append(g.outIDs, id)
+	}
+	return g, nil
+}
+
+// buildKernel calls a builder, turning a panic on a malformed node into an error.
+func buildKernel(b Builder, n *Node) (k Kernel, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			k, err = nil, n.Errorf("malformed node: %v", r)
+		}
+	}()
+	k, err = b(n)
+	if err == nil && k == nil {
+		err = n.Errorf("builder returned no kernel")
+	}
+	return k, err
+}
+
+// topoSort orders nodes so that each comes after the producers of its inputs, keeping
+// the file order where it is already valid. known holds the names available before any
+// node runs (inputs and parameters).
+func topoSort(nodes []*onnxpb.NodeProto, known map[string]int) ([]*onnxpb.NodeProto, error) {
+	producer := map[string]int{}
+	for i, n := range nodes {
+		for _, o := range n.GetOutput() {
+			if o != "" {
+				producer[o] = i
+			}
+		}
+	}
+	waiting := make([]int, len(nodes)) // unfinished producers per node
+	users := make([][]int, len(nodes))
+	for i, n := range nodes {
+		seen := map[int]bool{}
+		for _, in := range n.GetInput() {
+			if in == "" {
+				continue
+			}
+			if _, ok := known[in]; ok {
+				continue
+			}
+			p, ok := producer[in]
+			if !ok {
+				nd := &Node{Proto: n}
+				return nil, nd.Errorf("input %q is not a graph input, an initializer or the output of any node", in)
+			}
+			if !seen[p] {
+				seen[p] = true
+				waiting[i]++
+				users[p] = append(users[p], i)
+			}
+		}
+	}
+	// Kahn's algorithm with the ready set kept sorted by file position.
+	var ready []int
+	for i := range nodes {
+		if waiting[i] == 0 {
+			ready = append(ready, i)
+		}
+	}
+	order := make([]*onnxpb.NodeProto, 0, len(nodes))
+	for len(ready) > 0 {
+		best := 0
+		for j := range ready {
+			if ready[j] < ready[best] {
+				best = j
+			}
+		}
+		i := ready[best]
+		ready = append(ready[:best], ready[best+1:]...)
+		order = append(order, nodes[i])
+		for _, u := range users[i] {
+			if waiting[u]--; waiting[u] == 0 {
+				ready = append(ready, u)
+			}
+		}
+	}
+	if len(order) < len(nodes) {
+		for i, w := range waiting {
+			if w > 0 {
+				nd := &Node{Proto: nodes[i]}
+				return nil, nd.Errorf("the graph has a cycle through this node")
+			}
+		}
+	}
+	return order, nil
+}
+
+// valueInfo reads a declared input or output type.
+func valueInfo(vi *onnxpb.ValueInfoProto) (ValueInfo, error) {
+	info := ValueInfo{Name: vi.GetName(), DType: Float32}
+	tt := vi.GetType().GetTensorType()
+	if vi.GetType() != nil && tt == nil {
+		return info, fmt.Errorf("only tensor values are supported, not %T", vi.GetType().GetValue())
+	}
+	if tt == nil {
+		return info, nil
+	}
+	dt := onnxpb.TensorProto_DataType(tt.GetElemType())
+	switch {
+	case onnxio.IsFloat(dt):
+	case onnxio.IsInt(dt):
+		info.DType = Int64
+	case dt == onnxpb.TensorProto_UNDEFINED:
+	default:
+		return info, fmt.Errorf("data type %s is not supported (qtool computes in float32 and int64)", dt)
+	}
+	if sh := tt.GetShape(); sh != nil {
+		info.Shape = make([]int, len(sh.GetDim()))
+		for i, d := range sh.GetDim() {
+			info.Shape[i] = -1
+			if v, ok := d.GetValue().(*onnxpb.TensorShapeProto_Dimension_DimValue); ok && v.DimValue >= 0 {
+				info.Shape[i] = int(v.DimValue)
+			}
+		}
+	}
+	return info, nil
+}
+
+// fromONNX converts a decoded onnxio tensor to an engine tensor, sharing its data.
+func fromONNX(t *onnxio.Tensor) *Tensor {
+	shape := make([]int, len(t.Dims))
+	for i, d := range t.Dims {
+		shape[i] = int(d)
+	}
+	if onnxio.IsFloat(t.Type) {
+		if t.Float == nil {
+			t.Float = []float32{}
+		}
+		return NewFloat(shape, t.Float)
+	}
+	if t.Int == nil {
+		t.Int = []int64{}
+	}
+	return NewInt(shape, t.Int)
+}
+
+// Inputs describes the graph's inputs (initializers excluded), in the order Forward takes
+// them.
+func (g *Graph) Inputs() []ValueInfo { return g.inputs }
+
+// Outputs describes the graph's outputs, in the order Forward returns them.
+func (g *Graph) Outputs() []ValueInfo { return g.outputs }
+
+// Params returns the graph's parameters: initializers in file order, then the tensors of
+// Constant nodes in node order.
+func (g *Graph) Params() []*Param { return g.params }
+
+// Param returns the named parameter, or nil.
+func (g *Graph) Param(name string) *Param {
+	for _, p := range g.params {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// SetTrainable makes exactly the named parameters trainable and freezes all others. It
+// allocates (zeroed) gradients for the trainable ones and drops the others' gradients.
+// Only floating-point parameters can be trainable. On error nothing changes.
+func (g *Graph) SetTrainable(names ...string) error {
+	want := map[string]bool{}
+	var bad []string
+	for _, name := range names {
+		p := g.Param(name)
+		switch {
+		case p == nil:
+			bad = append(bad, fmt.Sprintf("%q is not a parameter", name))
+		case p.Value.DType != Float32:
+			bad = append(bad, fmt.Sprintf("%q holds %s values, only float tensors can be trained", name, p.Value.DType))
+		default:
+			want[name] = true
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("engine: %s: SetTrainable: %s", g.name, strings.Join(bad, "; "))
+	}
+	for _, p := range g.params {
+		p.Trainable = want[p.Name]
+		switch {
+		case !p.Trainable:
+			p.Grad = nil
+		case p.Grad == nil:
+			p.Grad = NewFloat(append([]int(nil), p.Value.Shape...), make([]float32, p.Value.Len()))
+		}
+	}
+	// Training plans depend on which values carry gradients.
+	g.clearPlans()
+	return nil
+}
+
+// ZeroGrad sets the gradients of all trainable parameters to zero.
+func (g *Graph) ZeroGrad() {
+	for _, p := range g.params {
+		if p.Grad != nil {
+			clear(p.Grad.F)
+		}
+	}
+}
+
+// WriteParams stores the current values of the graph's floating-point parameters into
+// m, which must be the model the graph was built from or a copy of it. Each tensor keeps
+// the element type it was stored with (float16, bfloat16, double or float).
+func (g *Graph) WriteParams(m *onnxio.Model) error {
+	for _, p := range g.params {
+		if p.Value.DType != Float32 {
+			continue
+		}
+		dims := make([]int64, len(p.Value.Shape))
+		for i, d := range p.Value.Shape {
+			dims[i] = int64(d)
+		}
+		if err := m.SetParam(p.Name, encodeFloat(p.Name, dims, p.Value.F, p.stored)); err != nil {
+			return fmt.Errorf("engine: %s: writing parameters: %w", g.name, err)
+		}
+	}
+	return nil
+}
+
+func (g *Graph) clearPlans() {
+	clear(g.plans)
+	g.last = nil
+	g.ready = false
+}

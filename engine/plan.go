@@ -1,0 +1,437 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// maxPlans bounds the plan cache; a workload that keeps changing its input shapes
+// re-plans instead of growing without limit.
+const maxPlans = 16
+
+// plan is the executable form of the graph for one input signature and mode: shapes of
+// every value, constants folded, buffers assigned, and for training the gradient buffers
+// and the reverse schedule.
+type plan struct {
+	training bool
+	shapes   [][]int   // input shapes the plan was made for
+	vals     []*Tensor // per value id
+	inVals   []*Tensor // vals of the graph inputs, whose data Forward sets per run
+	steps    []step    // nodes that run, in order
+	outs     []*Tensor // returned by Forward
+
+	// Training plans only.
+	outGrads [][]*Tensor // per graph output: its gradient buffer, nil when none flows
+	zeroOuts []*Tensor   // output gradient buffers to clear before adding the caller's
+}
+
+type step struct {
+	node    *gnode
+	in, out []*Tensor
+	// Backward pass.
+	back      bool
+	gin, gout []*Tensor
+	zero      []*Tensor // gradient buffers this step is the first to add into
+}
+
+// noFold lists ops whose training-mode result is not a function of their inputs.
+func noFold(op string, training bool) bool {
+	return training && (op == "Dropout" || op == "BatchNormalization")
+}
+
+// bufPool hands out buffers for values whose lifetimes do not overlap.
+type bufPool struct {
+	f [][]float32
+	i [][]int64
+}
+
+func (p *bufPool) get(t *Tensor) {
+	n := t.Len()
+	if t.DType == Int64 {
+		best := -1
+		for j, b := range p.i {
+			if cap(b) >= n && (best < 0 || cap(b) < cap(p.i[best])) {
+				best = j
+			}
+		}
+		if best < 0 {
+			t.I = make([]int64, n)
+			return
+		}
+		t.I = p.i[best][:n]
+		p.i = slices.Delete(p.i, best, best+1)
+		return
+	}
+	best := -1
+	for j, b := range p.f {
+		if cap(b) >= n && (best < 0 || cap(b) < cap(p.f[best])) {
+			best = j
+		}
+	}
+	if best < 0 {
+		t.F = make([]float32, n)
+		return
+	}
+	t.F = p.f[best][:n]
+	p.f = slices.Delete(p.f, best, best+1)
+}
+
+func (p *bufPool) put(t *Tensor) {
+	if t.DType == Int64 {
+		if cap(t.I) > 0 {
+			p.i = append(p.i, t.I[:0])
+		}
+		return
+	}
+	if cap(t.F) > 0 {
+		p.f = append(p.f, t.F[:0])
+	}
+}
+
+// makePlan infers shapes, folds constants, assigns buffers and, in training mode,
+// schedules the backward pass, for the given inputs' shapes.
+func (g *Graph) makePlan(inputs []*Tensor, training bool) (p *plan, err error) {
+	p = &plan{training: training, vals: make([]*Tensor, len(g.values))}
+	konst := make([]bool, len(g.values))
+	for id, v := range g.values {
+		if v.kind == kindParam {
+			pv := g.params[v.index].Value
+			p.vals[id] = pv
+			// Integer parameters are shapes, indices and axes: nothing trains them, so
+			// what depends on them alone is folded. Float parameters may change between
+			// runs (optimizers, quantizers), so nothing is folded through them.
+			konst[id] = pv.DType == Int64
+		}
+	}
+	for i, id := range g.inIDs {
+		t := &Tensor{DType: inputs[i].DType, Shape: slices.Clone(inputs[i].Shape)}
+		p.vals[id] = t
+		p.inVals = append(p.inVals, t)
+		p.shapes = append(p.shapes, t.Shape)
+	}
+
+	foldCtx := &Context{BLAS: g.opts.BLAS, Workers: g.opts.Workers, Rand: g.rand}
+	var cur *gnode
+	defer func() {
+		if r := recover(); r != nil {
+			p, err = nil, fmt.Errorf("engine: %s: %s", g.name, cur.n.Errorf("internal error while planning: %v", r))
+		}
+	}()
+
+	// Shape inference and constant folding.
+	var run []*gnode
+	in := make([]*Tensor, 0, 8)
+	for i := range g.nodes {
+		gn := &g.nodes[i]
+		cur = gn
+		in = in[:0]
+		all := !noFold(gn.op, training)
+		for _, id := range gn.in {
+			if id < 0 {
+				in = append(in, nil)
+				continue
+			}
+			in = append(in, p.vals[id])
+			all = all && konst[id]
+		}
+		out, err := gn.k.Infer(slices.Clone(in))
+		if err != nil {
+			return nil, g.nodeErr(gn, "shape inference", err)
+		}
+		if len(out) > len(gn.out) {
+			return nil, g.nodeErr(gn, "shape inference", fmt.Errorf("kernel returned %d outputs, the node has %d", len(out), len(gn.out)))
+		}
+		for j := len(out); j < len(gn.out); j++ {
+			if g.values[gn.out[j]].name != "" {
+				return nil, g.nodeErr(gn, "shape inference", fmt.Errorf("kernel returned %d outputs, the node uses output %d", len(out), j))
+			}
+		}
+		gn.out = gn.out[:len(out)]
+		for j, t := range out {
+			if t == nil || (t.DType != Float32 && t.DType != Int64) || slices.ContainsFunc(t.Shape, func(d int) bool { return d < 0 }) {
+				return nil, g.nodeErr(gn, "shape inference", fmt.Errorf("kernel returned an invalid output %d", j))
+			}
+		}
+		if all {
+			// Every input is a constant: run the node now, once.
+			outs := make([]*Tensor, len(out))
+			for j, t := range out {
+				outs[j] = &Tensor{DType: t.DType, Shape: slices.Clone(t.Shape)}
+				if t.DType == Int64 {
+					outs[j].I = make([]int64, t.Len())
+				} else {
+					outs[j].F = make([]float32, t.Len())
+				}
+			}
+			if err := gn.k.Forward(foldCtx, slices.Clone(in), outs); err != nil {
+				return nil, g.nodeErr(gn, "constant folding", err)
+			}
+			for j, id := range gn.out {
+				p.vals[id], konst[id] = outs[j], true
+			}
+			continue
+		}
+		for j, id := range gn.out {
+			t := out[j]
+			// Shape-derived integer values are constants whatever the inputs hold.
+			if t.DType == Int64 && t.Known() && len(t.I) == t.Len() {
+				p.vals[id], konst[id] = &Tensor{DType: Int64, Shape: slices.Clone(t.Shape), I: slices.Clone(t.I)}, true
+				continue
+			}
+			p.vals[id] = &Tensor{DType: t.DType, Shape: slices.Clone(t.Shape)}
+		}
+		run = append(run, gn)
+	}
+	cur = nil
+
+	// Keep only the nodes that some graph output depends on.
+	needed := make([]bool, len(g.values))
+	for _, id := range g.outIDs {
+		needed[id] = true
+	}
+	live := make([]bool, len(run))
+	for s := len(run) - 1; s >= 0; s-- {
+		gn := run[s]
+		for _, id := range gn.out {
+			if needed[id] && !konst[id] {
+				live[s] = true
+			}
+		}
+		if live[s] {
+			for _, id := range gn.in {
+				if id >= 0 {
+					needed[id] = true
+				}
+			}
+		}
+	}
+	for s, gn := range run {
+		if live[s] {
+			p.steps = append(p.steps, step{node: gn})
+		}
+	}
+
+	// Which values carry gradients: float values that depend on a trainable parameter
+	// through differentiable nodes and that some graph output depends on the same way.
+	var needGrad []bool
+	if training {
+		if needGrad, err = g.gradValues(p, konst); err != nil {
+			return nil, err
+		}
+	}
+
+	// Forward buffers. A value's buffer returns to the pool after its last reader, except
+	// for graph outputs and, in training, what the backward pass reads.
+	pinned := make([]bool, len(g.values))
+	for _, id := range g.outIDs {
+		pinned[id] = true
+	}
+	lastUse := make([]int, len(g.values))
+	for i := range lastUse {
+		lastUse[i] = -1
+	}
+	for s := range p.steps {
+		st := &p.steps[s]
+		for _, id := range st.node.in {
+			if id >= 0 {
+				lastUse[id] = s
+			}
+		}
+		if training {
+			g.markBackward(st, needGrad)
+			if st.back {
+				ri, ro := retains(st.node.k, len(st.node.in), len(st.node.out))
+				for j, id := range st.node.in {
+					if id >= 0 && ri[j] {
+						pinned[id] = true
+					}
+				}
+				for j, id := range st.node.out {
+					if ro[j] {
+						pinned[id] = true
+					}
+				}
+			}
+		}
+	}
+	owned := func(id int) bool { return id >= 0 && g.values[id].kind == kindNode && !konst[id] }
+	var pool bufPool
+	for s := range p.steps {
+		st := &p.steps[s]
+		for _, id := range st.node.out {
+			pool.get(p.vals[id])
+		}
+		for j, id := range st.node.in {
+			if owned(id) && lastUse[id] == s && !pinned[id] && !slices.Contains(st.node.in[:j], id) {
+				pool.put(p.vals[id])
+			}
+		}
+		for _, id := range st.node.out {
+			if lastUse[id] < 0 && !pinned[id] {
+				pool.put(p.vals[id])
+			}
+		}
+	}
+	for s := range p.steps {
+		st := &p.steps[s]
+		st.in = make([]*Tensor, len(st.node.in))
+		for j, id := range st.node.in {
+			if id >= 0 {
+				st.in[j] = p.vals[id]
+			}
+		}
+		st.out = make([]*Tensor, len(st.node.out))
+		for j, id := range st.node.out {
+			st.out[j] = p.vals[id]
+		}
+	}
+	for _, id := range g.outIDs {
+		p.outs = append(p.outs, p.vals[id])
+	}
+	if training {
+		g.planBackward(p, needGrad, &pool)
+	}
+	return p, nil
+}
+
+// retains returns which inputs and outputs a kernel's Backward reads.
+func retains(k Kernel, nin, nout int) (in, out []bool) {
+	if r, ok := k.(Retainer); ok {
+		in, out = r.Retains()
+	}
+	// Kernels that do not say, or say for fewer slots than the node has, keep the rest.
+	for len(in) < nin {
+		in = append(in, true)
+	}
+	for len(out) < nout {
+		out = append(out, true)
+	}
+	return in, out
+}
+
+// gradValues marks the values that carry gradients in a training plan and rejects
+// graphs where a gradient would have to cross a node without a backward pass.
+func (g *Graph) gradValues(p *plan, konst []bool) ([]bool, error) {
+	isFloat := func(id int) bool { return id >= 0 && p.vals[id].DType == Float32 && !konst[id] }
+	fromParam := make([]bool, len(g.values))
+	for id, v := range g.values {
+		if v.kind == kindParam && g.params[v.index].Trainable {
+			fromParam[id] = true
+		}
+	}
+	for s := range p.steps {
+		gn := p.steps[s].node
+		if slices.ContainsFunc(gn.in, func(id int) bool { return isFloat(id) && fromParam[id] }) {
+			for _, id := range gn.out {
+				fromParam[id] = isFloat(id)
+			}
+		}
+	}
+	toOut := make([]bool, len(g.values))
+	for _, id := range g.outIDs {
+		toOut[id] = isFloat(id)
+	}
+	for s := len(p.steps) - 1; s >= 0; s-- {
+		gn := p.steps[s].node
+		if !slices.ContainsFunc(gn.out, func(id int) bool { return toOut[id] && fromParam[id] }) {
+			continue
+		}
+		if _, ok := gn.k.(Differentiable); !ok {
+			for _, id := range gn.in {
+				if isFloat(id) && fromParam[id] {
+					return nil, fmt.Errorf("engine: %s: %s", g.name, gn.n.Errorf("has no backward pass, but a trainable parameter's gradient must flow through it"))
+				}
+			}
+			continue
+		}
+		for _, id := range gn.in {
+			if isFloat(id) {
+				toOut[id] = true
+			}
+		}
+	}
+	need := make([]bool, len(g.values))
+	for id := range need {
+		need[id] = fromParam[id] && toOut[id]
+	}
+	return need, nil
+}
+
+// markBackward decides whether a step runs in the backward pass.
+func (g *Graph) markBackward(st *step, need []bool) {
+	if _, ok := st.node.k.(Differentiable); !ok {
+		return
+	}
+	anyIn := slices.ContainsFunc(st.node.in, func(id int) bool { return id >= 0 && need[id] })
+	anyOut := slices.ContainsFunc(st.node.out, func(id int) bool { return need[id] })
+	st.back = anyIn && anyOut
+}
+
+// planBackward assigns gradient buffers in reverse order, reusing forward buffers that
+// are dead once the forward pass is over.
+func (g *Graph) planBackward(p *plan, need []bool, pool *bufPool) {
+	grads := make([]*Tensor, len(g.values))
+	alloc := func(id int) (*Tensor, bool) {
+		if grads[id] != nil {
+			return grads[id], false
+		}
+		if v := g.values[id]; v.kind == kindParam {
+			grads[id] = g.params[v.index].Grad
+			return grads[id], false
+		}
+		t := &Tensor{DType: Float32, Shape: p.vals[id].Shape}
+		pool.get(t)
+		grads[id] = t
+		return t, true
+	}
+	p.outGrads = make([][]*Tensor, len(g.outIDs))
+	for i, id := range g.outIDs {
+		if !need[id] {
+			continue
+		}
+		t, fresh := alloc(id)
+		if fresh {
+			p.zeroOuts = append(p.zeroOuts, t)
+		}
+		p.outGrads[i] = []*Tensor{t}
+	}
+	for s := len(p.steps) - 1; s >= 0; s-- {
+		st := &p.steps[s]
+		if !st.back {
+			continue
+		}
+		st.gout = make([]*Tensor, len(st.node.out))
+		for j, id := range st.node.out {
+			if need[id] {
+				st.gout[j] = grads[id]
+			}
+		}
+		st.gin = make([]*Tensor, len(st.node.in))
+		for j, id := range st.node.in {
+			if id < 0 || !need[id] {
+				continue
+			}
+			t, fresh := alloc(id)
+			if fresh {
+				st.zero = append(st.zero, t)
+			}
+			st.gin[j] = t
+		}
+		// The outputs' gradients are complete and consumed once this step is done.
+		for j, id := range st.node.out {
+			if t := st.gout[j]; t != nil && g.values[id].kind == kindNode && !slices.Contains(st.gout[:j], t) {
+				pool.put(t)
+			}
+		}
+	}
+}
+
+// nodeErr wraps a kernel error so that it names the model and, unless the kernel already
+// did, the node.
+func (g *Graph) nodeErr(gn *gnode, what string, err error) error {
+	if strings.HasPrefix(err.Error(), "node ") {
+		return fmt.Errorf("engine: %s: %w", g.name, err)
+	}
+	return fmt.Errorf("engine: %s: %s: %w", g.name, gn.n.Errorf("%s", what), err)
+}
