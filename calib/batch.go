@@ -1,0 +1,138 @@
+package calib
+
+import (
+	"fmt"
+	"math/rand/v2"
+)
+
+// BatchOptions configures a Batches iterator.
+type BatchOptions struct {
+	// Size is the number of samples per batch.
+	Size int
+	// Shuffle draws a new seeded permutation of the samples each epoch; otherwise batches
+	// follow the data set's order.
+	Shuffle bool
+	// Seed seeds the permutations: epoch e of a given seed is always the same.
+	Seed uint64
+	// DropLast skips the last batch of an epoch when it is smaller than Size.
+	DropLast bool
+}
+
+// Batches iterates over a data set in mini-batches, reusing its buffers: after the first
+// batch, iterating allocates nothing.
+//
+//	b, err := calib.NewBatches(d, calib.BatchOptions{Size: 256, Shuffle: true, Seed: seed})
+//	for epoch := 0; epoch < epochs; epoch++ {
+//		for b.Next() {
+//			step(b.X(), b.Shape(), b.Y())
+//		}
+//		if err := b.Err(); err != nil { ... }
+//		b.Reset()
+//	}
+type Batches struct {
+	d      Dataset
+	opt    BatchOptions
+	sample int
+	epoch  int
+	order  []int
+	pos    int
+	n      int
+	x      []float32
+	y      []int64
+	shape  []int64
+	err    error
+}
+
+// NewBatches returns an iterator over d positioned before the first batch of epoch 0.
+func NewBatches(d Dataset, o BatchOptions) (*Batches, error) {
+	if o.Size <= 0 {
+		return nil, fmt.Errorf("batch size %d: want at least 1", o.Size)
+	}
+	if d.Len() == 0 {
+		return nil, fmt.Errorf("empty data set")
+	}
+	b := &Batches{d: d, opt: o, sample: SampleSize(d)}
+	b.order = make([]int, d.Len())
+	b.x = make([]float32, o.Size*b.sample)
+	if d.HasLabels() {
+		b.y = make([]int64, o.Size)
+	}
+	b.shape = append([]int64{0}, d.SampleShape()...)
+	b.arrange()
+	return b, nil
+}
+
+// arrange sets the sample order of the current epoch.
+func (b *Batches) arrange() {
+	for i := range b.order {
+		b.order[i] = i
+	}
+	if b.opt.Shuffle {
+		// One generator per epoch, so that epoch e does not depend on how far earlier
+		// epochs were iterated.
+		rng := rand.New(rand.NewPCG(b.opt.Seed, uint64(b.epoch)))
+		rng.Shuffle(len(b.order), func(i, j int) { b.order[i], b.order[j] = b.order[j], b.order[i] })
+	}
+	b.pos, b.n = 0, 0
+}
+
+// Next reads the next batch. It returns false at the end of the epoch or on an error, which
+// Err then returns.
+func (b *Batches) Next() bool {
+	if b.err != nil {
+		return false
+	}
+	rest := len(b.order) - b.pos
+	n := min(rest, b.opt.Size)
+	if n == 0 || (b.opt.DropLast && n < b.opt.Size) {
+		b.n = 0
+		return false
+	}
+	idx := b.order[b.pos : b.pos+n]
+	var y []int64
+	if b.y != nil {
+		y = b.y[:n]
+	}
+	if err := b.d.Read(idx, b.x[:n*b.sample], y); err != nil {
+		b.err = err
+		b.n = 0
+		return false
+	}
+	b.pos += n
+	b.n = n
+	b.shape[0] = int64(n)
+	return true
+}
+
+// Reset starts the next epoch, with a new permutation when shuffling.
+func (b *Batches) Reset() {
+	b.epoch++
+	b.arrange()
+}
+
+// Epoch returns the current epoch, counted from 0.
+func (b *Batches) Epoch() int { return b.epoch }
+
+// Len returns the number of samples in the current batch.
+func (b *Batches) Len() int { return b.n }
+
+// X returns the current batch, Len() samples in the model's layout. The slice is reused by
+// the next call to Next.
+func (b *Batches) X() []float32 { return b.x[:b.n*b.sample] }
+
+// Y returns the labels of the current batch, or nil without labels.
+func (b *Batches) Y() []int64 {
+	if b.y == nil {
+		return nil
+	}
+	return b.y[:b.n]
+}
+
+// Shape returns the shape of X: the batch size, then the sample shape.
+func (b *Batches) Shape() []int64 { return b.shape }
+
+// Indices returns the data set indices of the current batch's samples.
+func (b *Batches) Indices() []int { return b.order[b.pos-b.n : b.pos] }
+
+// Err returns the error that stopped the iteration, if any.
+func (b *Batches) Err() error { return b.err }
