@@ -1,12 +1,13 @@
 // Package blas chooses the BLAS implementation that carries qtool's matrix work.
 //
 // Every matrix product in qtool goes through gonum's blas.Float32 interface.
-// The pure-Go gonum implementation is always available and is the fallback.
+// The pure-Go gonum implementation (type Go, which also keeps gonum's Sgemv
+// from writing past the end of y) is always available and is the fallback.
 // When the OpenBLAS shared library (Debian package libopenblas0) is installed,
 // package blas loads it at run time with github.com/ebitengine/purego, so the
 // qtool binary is still built with CGO_ENABLED=0 and needs no C toolchain.
 //
-// The OpenBLAS-backed value embeds gonum's implementation and overrides only
+// The OpenBLAS-backed value embeds Go and overrides only
 // the routines that carry the work (Sgemm, Sgemv, Saxpy, Sdot, Sscal). Each
 // override validates its arguments exactly as gonum does and panics with the
 // same messages, so switching backends never changes which calls are legal.

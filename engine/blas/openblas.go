@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	gblas "gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/gonum"
 )
 
 // InstallHint says how to get the OpenBLAS shared library on Debian and Ubuntu.
@@ -41,17 +40,27 @@ const (
 	cblasTrans    = 112
 )
 
-// minLevel1 is the vector length below which Saxpy, Sdot and Sscal stay in
-// Go: a foreign call costs about as much as a few hundred multiply-adds, so
-// shorter vectors are faster in gonum's assembly kernels.
-// BenchmarkLevel1 measures the crossover.
-const minLevel1 = 4096
+// Sizes below which a routine stays in gonum's Go code. A purego call costs
+// about 1.5 µs (reflection plus the switch to the system stack), as much as a
+// few thousand multiply-adds in gonum's assembly kernels, so small problems
+// are faster without it. The crossovers were measured on 2 cores
+// (BenchmarkLevel1, BenchmarkSgemv, BenchmarkSgemmSmall).
+const (
+	// minLevel1 is the vector length for Saxpy, Sdot and Sscal; OpenBLAS's
+	// sdot wins from about 16384 elements, saxpy from about 65536.
+	minLevel1 = 1 << 15
+	// minGemv is m*n for Sgemv; gonum wins at 128×256, OpenBLAS at 128×784.
+	minGemv = 1 << 16
+	// minGemm is m*n*k for Sgemm; gonum wins at 8×8×8, OpenBLAS at 16×16×16.
+	minGemm = 1 << 11
+)
 
 // OpenBLAS is a blas.Float32 whose level-3 and main level-1/2 routines run in
-// the OpenBLAS shared library. Every other routine is gonum's pure-Go code.
+// the OpenBLAS shared library. Every other routine, and every problem too
+// small to repay a foreign call, runs in Go.
 // An OpenBLAS is safe for concurrent use.
 type OpenBLAS struct {
-	gonum.Implementation
+	Go
 	lib *openblasLib
 }
 
@@ -128,6 +137,10 @@ func (o *OpenBLAS) Sgemm(tA, tB gblas.Transpose, m, n, k int, alpha float32, a [
 		scaleMatrix(m, n, beta, c, ldc)
 		return
 	}
+	if m*n*k < minGemm {
+		o.Implementation.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
 	if beta == 0 {
 		// OpenBLAS zero-fills too, but doing it here keeps "C is not read"
 		// independent of the library version.
@@ -163,16 +176,18 @@ func (o *OpenBLAS) Sgemv(tA gblas.Transpose, m, n int, alpha float32, a []float3
 	if !work {
 		return
 	}
-	if alpha == 0 || beta == 0 {
-		incAbs := incY
-		if incAbs < 0 {
-			incAbs = -incAbs
-		}
-		if alpha == 0 {
-			o.Implementation.Sscal(lenY, beta, y, incAbs)
-			return
-		}
-		o.Implementation.Sscal(lenY, 0, y, incAbs)
+	incAbsY := max(incY, -incY)
+	if alpha == 0 {
+		o.Implementation.Sscal(lenY, beta, y, incAbsY)
+		return
+	}
+	if m*n < minGemv {
+		o.Go.Sgemv(tA, m, n, alpha, a, lda, x, incX, beta, y, incY)
+		return
+	}
+	if beta == 0 {
+		// As in Sgemm: y is not read, whatever the library version does.
+		o.Implementation.Sscal(lenY, 0, y, incAbsY)
 	}
 	o.lib.sgemv(cblasRowMajor, cblasTransOf(isTrans(tA)), int32(m), int32(n),
 		alpha, &a[0], int32(lda), &x[0], int32(incX), beta, &y[0], int32(incY))

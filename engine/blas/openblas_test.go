@@ -193,7 +193,7 @@ func TestSgemvMatchesGonum(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, 1))
 	nan := float32(math.NaN())
 	for _, tA := range transposes {
-		for _, sz := range [][2]int{{1, 1}, {3, 7}, {33, 1}, {1, 40}, {129, 65}, {300, 513}} {
+		for _, sz := range [][2]int{{1, 1}, {3, 7}, {33, 1}, {1, 40}, {129, 65}, {257, 300}, {300, 513}, {1, 70001}, {70001, 1}} {
 			for _, extra := range []int{0, 5} {
 				for _, inc := range [][2]int{{1, 1}, {2, 3}, {-1, 1}, {1, -2}, {-3, -1}} {
 					for _, ab := range [][2]float32{{1, 0}, {1, 1}, {-0.5, 2.5}, {0, 0.5}, {0, 0}} {
@@ -418,7 +418,7 @@ func TestSelect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := impl.(gonum.Implementation); !ok || info.Name != ModeGo {
+	if _, ok := impl.(Go); !ok || info.Name != ModeGo {
 		t.Errorf("Select(go) = %T, %+v", impl, info)
 	}
 
@@ -434,8 +434,8 @@ func TestSelect(t *testing.T) {
 	if err != nil || info.Name != ModeGo || info.Fallback == "" {
 		t.Errorf("auto with missing library = %T, %+v, %v; want go with a fallback reason", impl, info, err)
 	}
-	if _, ok := impl.(gonum.Implementation); !ok {
-		t.Errorf("auto with missing library = %T, want gonum.Implementation", impl)
+	if _, ok := impl.(Go); !ok {
+		t.Errorf("auto with missing library = %T, want Go", impl)
 	}
 	if _, _, err := SelectWith(ModeOpenBLAS, Options{Threads: -1}); err == nil {
 		t.Error("Threads -1 accepted")
@@ -464,5 +464,33 @@ func TestModeFromEnv(t *testing.T) {
 	t.Setenv(EnvVar, " OpenBLAS ")
 	if m := ModeFromEnv(); m != ModeOpenBLAS {
 		t.Errorf("' OpenBLAS ': %q, want openblas", m)
+	}
+}
+
+// TestGoSgemvStaysInVector checks that Go.Sgemv leaves the elements of y's
+// buffer past the vector alone in every branch, including the transposed,
+// beta == 0, unit-stride case where gonum v0.17.0 clears the whole slice.
+func TestGoSgemvStaysInVector(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 1))
+	for _, tA := range transposes {
+		for _, beta := range []float32{0, 1, 0.5} {
+			for _, incY := range []int{1, 2, -1} {
+				const m, n = 5, 3
+				a, x := randSlice(rng, m*n), randSlice(rng, max(m, n))
+				lenY := m
+				if tA != gblas.NoTrans {
+					lenY = n
+				}
+				absInc := max(incY, -incY)
+				y := randVec(rng, lenY, incY)
+				y0 := append([]float32(nil), y...)
+				Go{}.Sgemv(tA, m, n, 1, a, n, x, 1, beta, y, incY)
+				for i := (lenY-1)*absInc + 1; i < len(y); i++ {
+					if y[i] != y0[i] {
+						t.Errorf("%c beta %g incY %d: y[%d] past the vector changed from %v to %v", tA, beta, incY, i, y0[i], y[i])
+					}
+				}
+			}
+		}
 	}
 }

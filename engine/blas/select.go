@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	gblas "gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/gonum"
 )
 
 // Modes accepted by Select.
@@ -78,7 +77,7 @@ func Select(mode string) (gblas.Float32, Info, error) {
 func SelectWith(mode string, opts Options) (gblas.Float32, Info, error) {
 	switch mode {
 	case ModeGo:
-		return gonum.Implementation{}, goInfo(""), nil
+		return Go{}, goInfo(""), nil
 	case ModeOpenBLAS:
 		o, err := LoadOpenBLAS(opts)
 		if err != nil {
@@ -88,7 +87,7 @@ func SelectWith(mode string, opts Options) (gblas.Float32, Info, error) {
 	case ModeAuto, "":
 		o, err := LoadOpenBLAS(opts)
 		if err != nil {
-			return gonum.Implementation{}, goInfo(err.Error()), nil
+			return Go{}, goInfo(err.Error()), nil
 		}
 		return o, o.Info(), nil
 	default:

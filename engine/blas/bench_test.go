@@ -1,0 +1,175 @@
+package blas
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	gblas "gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+)
+
+// gemmShape is one product C(m×n) = op(A) op(B) with inner dimension k.
+type gemmShape struct {
+	name    string
+	tA, tB  gblas.Transpose
+	m, n, k int
+}
+
+// mlpShapes are the products of one training step of the paper's MLP
+// 784-4096-4096-4096-10 at batch 256, with activations stored batch-major
+// (X is 256×in) and weights as in×out: the first layer's forward product,
+// and a hidden layer's forward product with its two backward products
+// (dX = dY·Wᵀ and dW = Xᵀ·dY).
+var mlpShapes = []gemmShape{
+	{"fwd_256x784x4096", gblas.NoTrans, gblas.NoTrans, 256, 4096, 784},
+	{"fwd_256x4096x4096", gblas.NoTrans, gblas.NoTrans, 256, 4096, 4096},
+	{"bwd_dX_256x4096x4096_NT", gblas.NoTrans, gblas.Trans, 256, 4096, 4096},
+	{"bwd_dW_4096x4096x256_TN", gblas.Trans, gblas.NoTrans, 4096, 4096, 256},
+}
+
+func (s gemmShape) operands() (a, b, c []float32, lda, ldb, ldc int) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	lda, ldb, ldc = s.k, s.n, s.n
+	if s.tA != gblas.NoTrans {
+		lda = s.m
+	}
+	if s.tB != gblas.NoTrans {
+		ldb = s.k
+	}
+	return randSlice(rng, s.m*s.k), randSlice(rng, s.k*s.n), make([]float32, s.m*s.n), lda, ldb, ldc
+}
+
+func benchGemm(b *testing.B, impl gblas.Float32, s gemmShape) {
+	a, bm, c, lda, ldb, ldc := s.operands()
+	b.ResetTimer()
+	for b.Loop() {
+		impl.Sgemm(s.tA, s.tB, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, c, ldc)
+	}
+	flops := 2 * float64(s.m) * float64(s.n) * float64(s.k)
+	b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// BenchmarkSgemm compares pure Go and OpenBLAS on the MLP training shapes.
+//
+//	go test -run '^$' -bench Sgemm ./engine/blas
+func BenchmarkSgemm(b *testing.B) {
+	for _, s := range mlpShapes {
+		b.Run("go/"+s.name, func(b *testing.B) { benchGemm(b, gonum.Implementation{}, s) })
+	}
+	o := requireOpenBLAS(b)
+	for _, s := range mlpShapes {
+		b.Run("openblas/"+s.name, func(b *testing.B) { benchGemm(b, o, s) })
+	}
+}
+
+// BenchmarkThreads measures OpenBLAS's thread setting on the largest MLP
+// product, called from one goroutine and from two at once (each goroutine
+// with its own operands), reporting the combined GFLOP/s.
+func BenchmarkThreads(b *testing.B) {
+	o := requireOpenBLAS(b)
+	old := o.Threads()
+	defer o.SetThreads(old)
+	s := mlpShapes[1]
+	for _, threads := range []int{1, 2} {
+		for _, callers := range []int{1, 2} {
+			b.Run(fmt.Sprintf("threads%d/callers%d", threads, callers), func(b *testing.B) {
+				o.SetThreads(threads)
+				type ops struct {
+					a, bm, c      []float32
+					lda, ldb, ldc int
+				}
+				work := make([]ops, callers)
+				for i := range work {
+					w := &work[i]
+					w.a, w.bm, w.c, w.lda, w.ldb, w.ldc = s.operands()
+				}
+				b.ResetTimer()
+				for b.Loop() {
+					var wg sync.WaitGroup
+					for _, w := range work {
+						wg.Go(func() {
+							o.Sgemm(s.tA, s.tB, s.m, s.n, s.k, 1, w.a, w.lda, w.bm, w.ldb, 0, w.c, w.ldc)
+						})
+					}
+					wg.Wait()
+				}
+				flops := 2 * float64(s.m) * float64(s.n) * float64(s.k) * float64(callers)
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+// BenchmarkLevel1 compares gonum's assembly kernels with direct OpenBLAS
+// calls (bypassing minLevel1) to locate the length where the foreign call
+// pays off.
+func BenchmarkLevel1(b *testing.B) {
+	o := requireOpenBLAS(b)
+	g := gonum.Implementation{}
+	rng := rand.New(rand.NewPCG(8, 8))
+	for _, n := range []int{256, 1024, 4096, 16384, 65536} {
+		x, y := randSlice(rng, n), randSlice(rng, n)
+		b.Run(fmt.Sprintf("sdot/go/n%d", n), func(b *testing.B) {
+			for b.Loop() {
+				g.Sdot(n, x, 1, y, 1)
+			}
+		})
+		b.Run(fmt.Sprintf("sdot/openblas/n%d", n), func(b *testing.B) {
+			for b.Loop() {
+				o.lib.sdot(int32(n), &x[0], 1, &y[0], 1)
+			}
+		})
+		b.Run(fmt.Sprintf("saxpy/go/n%d", n), func(b *testing.B) {
+			for b.Loop() {
+				g.Saxpy(n, 1e-3, x, 1, y, 1)
+			}
+		})
+		b.Run(fmt.Sprintf("saxpy/openblas/n%d", n), func(b *testing.B) {
+			for b.Loop() {
+				o.lib.saxpy(int32(n), 1e-3, &x[0], 1, &y[0], 1)
+			}
+		})
+	}
+}
+
+// BenchmarkSgemv compares gonum and OpenBLAS matrix-vector products (the
+// batch-1 inference shapes of the small models and of the paper's MLP).
+func BenchmarkSgemv(b *testing.B) {
+	o := requireOpenBLAS(b)
+	rng := rand.New(rand.NewPCG(9, 9))
+	for _, sz := range [][2]int{{32, 32}, {64, 128}, {64, 256}, {128, 256}, {128, 784}, {512, 512}, {4096, 784}, {4096, 4096}} {
+		m, n := sz[0], sz[1]
+		a, x, y := randSlice(rng, m*n), randSlice(rng, n), make([]float32, m)
+		for _, impl := range []struct {
+			name string
+			f    gblas.Float32
+		}{{"go", gonum.Implementation{}}, {"openblas", o}} {
+			b.Run(fmt.Sprintf("%s/%dx%d", impl.name, m, n), func(b *testing.B) {
+				for b.Loop() {
+					impl.f.Sgemv(gblas.NoTrans, m, n, 1, a, n, x, 1, 0, y, 1)
+				}
+				b.ReportMetric(2*float64(m)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+// BenchmarkSgemmSmall locates the product size below which a foreign call
+// costs more than gonum's Go kernels.
+func BenchmarkSgemmSmall(b *testing.B) {
+	o := requireOpenBLAS(b)
+	for _, s := range []gemmShape{
+		{"8x8x8", gblas.NoTrans, gblas.NoTrans, 8, 8, 8},
+		{"16x16x16", gblas.NoTrans, gblas.NoTrans, 16, 16, 16},
+		{"32x32x32", gblas.NoTrans, gblas.NoTrans, 32, 32, 32},
+		{"64x64x64", gblas.NoTrans, gblas.NoTrans, 64, 64, 64},
+		{"1x128x784", gblas.NoTrans, gblas.NoTrans, 1, 128, 784},
+		{"1x10x128", gblas.NoTrans, gblas.NoTrans, 1, 10, 128},
+		{"256x10x128", gblas.NoTrans, gblas.NoTrans, 256, 10, 128},
+	} {
+		b.Run("go/"+s.name, func(b *testing.B) { benchGemm(b, gonum.Implementation{}, s) })
+		b.Run("openblas/"+s.name, func(b *testing.B) { benchGemm(b, o, s) })
+	}
+}

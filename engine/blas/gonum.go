@@ -1,0 +1,26 @@
+package blas
+
+import (
+	gblas "gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+)
+
+// Go is gonum's pure-Go implementation with one correction: Sgemv never
+// writes outside the vector y. In gonum v0.17.0, Sgemv with a transposed A,
+// beta == 0 and incY == 1 clears all of y, not just its first n elements, so
+// a y that is a prefix view of a longer buffer loses the rest of it.
+type Go struct {
+	gonum.Implementation
+}
+
+var _ gblas.Float32 = Go{}
+
+// Sgemv computes y = alpha * op(A) * x + beta * y exactly as gonum does but
+// touches only the elements of y that belong to the vector.
+func (g Go) Sgemv(tA gblas.Transpose, m, n int, alpha float32, a []float32, lda int, x []float32, incX int, beta float32, y []float32, incY int) {
+	_, lenY, work := checkGemv(tA, m, n, a, lda, x, incX, y, incY)
+	if !work {
+		return
+	}
+	g.Implementation.Sgemv(tA, m, n, alpha, a, lda, x, incX, beta, y[:(lenY-1)*max(incY, -incY)+1], incY)
+}
