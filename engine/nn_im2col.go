@@ -1,0 +1,174 @@
+package engine
+
+// nnIm2col writes the column matrix of the C-channel image x (C × g.inSize()) into col
+// (C·g.kSize() × g.outSize()): row (c, k0, k1, k2) holds, for every window position, the
+// image value under kernel offset (k0, k1, k2), or zero where the window reaches into
+// padding.
+func nnIm2col(g *nnGeom, C int, x, col []float32) {
+	O, isz := g.outSize(), g.inSize()
+	r := 0
+	for c := 0; c < C; c++ {
+		xc := x[c*isz : (c+1)*isz]
+		for k0 := 0; k0 < g.k[0]; k0++ {
+			for k1 := 0; k1 < g.k[1]; k1++ {
+				for k2 := 0; k2 < g.k[2]; k2++ {
+					nnGatherRow(g, xc, col[r*O:(r+1)*O], k0, k1, k2)
+					r++
+				}
+			}
+		}
+	}
+}
+
+// nnGatherRow fills dst (one im2col row) for kernel offset (k0, k1, k2).
+func nnGatherRow(g *nnGeom, xc, dst []float32, k0, k1, k2 int) {
+	lo0, hi0 := g.validRange(0, k0)
+	lo1, hi1 := g.validRange(1, k1)
+	lo2, hi2 := g.validRange(2, k2)
+	out1, out2 := g.out[1], g.out[2]
+	in1, in2 := g.in[1], g.in[2]
+	s2 := g.s[2]
+	plane := out1 * out2
+	p := 0
+	for o0 := 0; o0 < g.out[0]; o0++ {
+		if o0 < lo0 || o0 >= hi0 {
+			clear(dst[p : p+plane])
+			p += plane
+			continue
+		}
+		i0 := o0*g.s[0] - g.pb[0] + k0*g.d[0]
+		for o1 := 0; o1 < out1; o1++ {
+			seg := dst[p : p+out2]
+			p += out2
+			if o1 < lo1 || o1 >= hi1 {
+				clear(seg)
+				continue
+			}
+			i1 := o1*g.s[1] - g.pb[1] + k1*g.d[1]
+			row := xc[(i0*in1+i1)*in2 : (i0*in1+i1+1)*in2]
+			clear(seg[:lo2])
+			i2 := lo2*s2 - g.pb[2] + k2*g.d[2]
+			if s2 == 1 {
+				copy(seg[lo2:hi2], row[i2:])
+			} else {
+				for o := lo2; o < hi2; o++ {
+					seg[o] = row[i2]
+					i2 += s2
+				}
+			}
+			clear(seg[hi2:])
+		}
+	}
+}
+
+// nnCol2im is the adjoint of nnIm2col: it adds every entry of col to the image element
+// it was gathered from (entries gathered from padding are dropped).
+func nnCol2im(g *nnGeom, C int, col, x []float32) {
+	O, isz := g.outSize(), g.inSize()
+	r := 0
+	for c := 0; c < C; c++ {
+		xc := x[c*isz : (c+1)*isz]
+		for k0 := 0; k0 < g.k[0]; k0++ {
+			for k1 := 0; k1 < g.k[1]; k1++ {
+				for k2 := 0; k2 < g.k[2]; k2++ {
+					nnScatterRow(g, col[r*O:(r+1)*O], xc, k0, k1, k2)
+					r++
+				}
+			}
+		}
+	}
+}
+
+// nnScatterRow adds src (one im2col row for kernel offset (k0, k1, k2)) into xc.
+func nnScatterRow(g *nnGeom, src, xc []float32, k0, k1, k2 int) {
+	lo0, hi0 := g.validRange(0, k0)
+	lo1, hi1 := g.validRange(1, k1)
+	lo2, hi2 := g.validRange(2, k2)
+	out1, out2 := g.out[1], g.out[2]
+	in1, in2 := g.in[1], g.in[2]
+	s2 := g.s[2]
+	for o0 := lo0; o0 < hi0; o0++ {
+		i0 := o0*g.s[0] - g.pb[0] + k0*g.d[0]
+		for o1 := lo1; o1 < hi1; o1++ {
+			i1 := o1*g.s[1] - g.pb[1] + k1*g.d[1]
+			row := xc[(i0*in1+i1)*in2 : (i0*in1+i1+1)*in2]
+			seg := src[(o0*out1+o1)*out2 : (o0*out1+o1+1)*out2]
+			i2 := lo2*s2 - g.pb[2] + k2*g.d[2]
+			if s2 == 1 {
+				dst := row[i2 : i2+hi2-lo2]
+				for o, v := range seg[lo2:hi2] {
+					dst[o] += v
+				}
+			} else {
+				for o := lo2; o < hi2; o++ {
+					row[i2] += seg[o]
+					i2 += s2
+				}
+			}
+		}
+	}
+}
+
+// nnDepthwiseRow adds w times the image values under kernel offset (k0, k1, k2) to the
+// output plane y (g.outSize()), the direct form of a convolution with one input channel
+// per output channel.
+func nnDepthwiseRow(g *nnGeom, w float32, xc, y []float32, k0, k1, k2 int) {
+	lo0, hi0 := g.validRange(0, k0)
+	lo1, hi1 := g.validRange(1, k1)
+	lo2, hi2 := g.validRange(2, k2)
+	out1, out2 := g.out[1], g.out[2]
+	in1, in2 := g.in[1], g.in[2]
+	s2 := g.s[2]
+	for o0 := lo0; o0 < hi0; o0++ {
+		i0 := o0*g.s[0] - g.pb[0] + k0*g.d[0]
+		for o1 := lo1; o1 < hi1; o1++ {
+			i1 := o1*g.s[1] - g.pb[1] + k1*g.d[1]
+			row := xc[(i0*in1+i1)*in2 : (i0*in1+i1+1)*in2]
+			seg := y[(o0*out1+o1)*out2 : (o0*out1+o1+1)*out2]
+			i2 := lo2*s2 - g.pb[2] + k2*g.d[2]
+			if s2 == 1 {
+				src := row[i2 : i2+hi2-lo2]
+				for o, v := range src {
+					seg[lo2+o] += w * v
+				}
+			} else {
+				for o := lo2; o < hi2; o++ {
+					seg[o] += w * row[i2]
+					i2 += s2
+				}
+			}
+		}
+	}
+}
+
+// nnDepthwiseBackRow is the adjoint of nnDepthwiseRow: it adds w·gy to the image
+// gradient gx and returns the gradient of w, Σ gy·x over the covered positions.
+func nnDepthwiseBackRow(g *nnGeom, w float32, xc, gy, gx []float32, k0, k1, k2 int) float32 {
+	lo0, hi0 := g.validRange(0, k0)
+	lo1, hi1 := g.validRange(1, k1)
+	lo2, hi2 := g.validRange(2, k2)
+	out1, out2 := g.out[1], g.out[2]
+	in1, in2 := g.in[1], g.in[2]
+	s2 := g.s[2]
+	var gw float32
+	for o0 := lo0; o0 < hi0; o0++ {
+		i0 := o0*g.s[0] - g.pb[0] + k0*g.d[0]
+		for o1 := lo1; o1 < hi1; o1++ {
+			i1 := o1*g.s[1] - g.pb[1] + k1*g.d[1]
+			base := (i0*in1 + i1) * in2
+			seg := gy[(o0*out1+o1)*out2 : (o0*out1+o1+1)*out2]
+			i2 := lo2*s2 - g.pb[2] + k2*g.d[2]
+			for o := lo2; o < hi2; o++ {
+				v := seg[o]
+				if xc != nil {
+					gw += v * xc[base+i2]
+				}
+				if gx != nil {
+					gx[base+i2] += w * v
+				}
+				i2 += s2
+			}
+		}
+	}
+	return gw
+}

@@ -1,0 +1,611 @@
+package engine
+
+import "math"
+
+// nnMeanInvStd returns the mean and 1/sqrt(population variance + eps) of x, accumulated
+// in float64 in two passes so that large means do not cancel the variance.
+func nnMeanInvStd(x []float32, eps float32) (mean, inv float32) {
+	if len(x) == 0 {
+		return 0, 0
+	}
+	var s float64
+	for _, v := range x {
+		s += float64(v)
+	}
+	mu := s / float64(len(x))
+	var q float64
+	for _, v := range x {
+		d := float64(v) - mu
+		q += d * d
+	}
+	return float32(mu), float32(1 / math.Sqrt(q/float64(len(x))+float64(eps)))
+}
+
+// batchNormKernel is BatchNormalization. In inference it applies the running
+// statistics; with Context.Training, or the opset-14+ training_mode attribute, it uses
+// the batch statistics.
+//
+// Running statistics: under Context.Training the kernel updates inputs 3 and 4 (the
+// graph's running mean and variance) in place as PyTorch does, running = running·momentum
+// + batch·(1−momentum), with the unbiased (m/(m−1)) batch variance for running_var. The
+// optional outputs of training_mode=1 follow the ONNX spec instead and use the population
+// variance. Gradients do not flow through the running statistics, as in PyTorch where
+// they are buffers.
+type batchNormKernel struct {
+	n            *Node
+	eps          float32
+	momentum     float32
+	trainingMode bool
+	outputs      int // 1, or 3 with training_mode=1
+
+	// Per-channel scratch: scale and shift of the affine form, batch mean and inverse
+	// standard deviation, and backward sums.
+	a, b, mean, inv, sg, sgx []float32
+}
+
+func buildBatchNorm(n *Node) (Kernel, error) {
+	k := &batchNormKernel{n: n, eps: n.Float("epsilon", 1e-5), momentum: n.Float("momentum", 0.9), outputs: 1}
+	if n.Opset < 9 {
+		if s := n.Int("spatial", 1); s != 1 {
+			return nil, n.Errorf("unsupported spatial=%d (only spatial=1)", s)
+		}
+	}
+	if n.Has("consumed_inputs") || n.Has("is_test") {
+		return nil, n.Errorf("opset-1/6 attributes consumed_inputs and is_test are not supported; use opset 7 or later")
+	}
+	outs := n.Proto.GetOutput()
+	extra := 0
+	for _, o := range outs[1:] {
+		if o != "" {
+			extra++
+		}
+	}
+	if n.Opset >= 14 {
+		k.trainingMode = n.Int("training_mode", 0) != 0
+		if extra > 0 && !k.trainingMode {
+			return nil, n.Errorf("outputs running_mean and running_var are only valid with training_mode=1")
+		}
+		if len(outs) > 3 {
+			return nil, n.Errorf("has %d outputs, want at most 3", len(outs))
+		}
+		if k.trainingMode {
+			k.outputs = len(outs)
+		}
+	} else if extra > 0 {
+		return nil, n.Errorf("the training outputs (mean, var, saved_mean, saved_var) of opset-%d BatchNormalization are not supported; export with opset 14 or later", n.Opset)
+	}
+	if n.NumInputs() != 5 {
+		return nil, n.Errorf("want 5 inputs (X, scale, B, mean, var), have %d", n.NumInputs())
+	}
+	return k, nil
+}
+
+// shape returns N, C and the number of elements per (n, c) plane.
+func (k *batchNormKernel) shape(in []*Tensor) (N, C, inner int, err error) {
+	x := in[0].Shape
+	if len(x) < 2 {
+		return 0, 0, 0, k.n.Errorf("input X has rank %d, want at least 2 (N, C, ...)", len(x))
+	}
+	N, C = x[0], x[1]
+	inner = numel(x[2:])
+	for i := 1; i < 5; i++ {
+		if !nnShapeEq(in[i].Shape, []int{C}) {
+			return 0, 0, 0, k.n.Errorf("input %d has shape %v, want [%d] for X %v", i, in[i].Shape, C, x)
+		}
+	}
+	return N, C, inner, nil
+}
+
+func (k *batchNormKernel) Infer(in []*Tensor) ([]*Tensor, error) {
+	for i, t := range in {
+		if t != nil && t.DType != Float32 {
+			return nil, k.n.Errorf("input %d is %v, want float32", i, t.DType)
+		}
+	}
+	_, C, _, err := k.shape(in)
+	if err != nil {
+		return nil, err
+	}
+	outs := []*Tensor{{DType: Float32, Shape: append([]int(nil), in[0].Shape...)}}
+	for i := 1; i < k.outputs; i++ {
+		outs = append(outs, &Tensor{DType: Float32, Shape: []int{C}})
+	}
+	return outs, nil
+}
+
+func (k *batchNormKernel) Retains() (inputs, outputs []bool) {
+	return []bool{true, true, false, true, true}, make([]bool, k.outputs)
+}
+
+func (k *batchNormKernel) scratch(C int) {
+	k.a, k.b = nnGrow(k.a, C), nnGrow(k.b, C)
+	k.mean, k.inv = nnGrow(k.mean, C), nnGrow(k.inv, C)
+	k.sg, k.sgx = nnGrow(k.sg, C), nnGrow(k.sgx, C)
+}
+
+// nnChannelGrain is the number of channels below which splitting per-channel
+// reductions over workers does not pay.
+func nnChannelGrain(N, inner int) int { return max(1, 16384/max(1, N*inner)) }
+
+// batchStats fills k.mean and k.inv with the per-channel batch statistics of x, and
+// returns the population variances in k.sg as a by-product (overwritten by Backward).
+func (k *batchNormKernel) batchStats(ctx *Context, x []float32, N, C, inner int) {
+	ctx.Parallel(C, nnChannelGrain(N, inner), func(lo, hi int) {
+		// Channels lo..hi, traversed row by row so that inner == 1 (a BatchNorm after
+		// Gemm) reads memory contiguously.
+		for c := lo; c < hi; c++ {
+			k.mean[c], k.sg[c] = 0, 0
+		}
+		for c := lo; c < hi; c++ {
+			var s float64
+			for n := 0; n < N; n++ {
+				for _, v := range x[(n*C+c)*inner : (n*C+c+1)*inner] {
+					s += float64(v)
+				}
+			}
+			k.mean[c] = float32(s / float64(N*inner))
+		}
+		for c := lo; c < hi; c++ {
+			mu := float64(k.mean[c])
+			var q float64
+			for n := 0; n < N; n++ {
+				for _, v := range x[(n*C+c)*inner : (n*C+c+1)*inner] {
+					d := float64(v) - mu
+					q += d * d
+				}
+			}
+			v := q / float64(N*inner)
+			k.sg[c] = float32(v)
+			k.inv[c] = float32(1 / math.Sqrt(v+float64(k.eps)))
+		}
+	})
+}
+
+func (k *batchNormKernel) Forward(ctx *Context, in, out []*Tensor) error {
+	N, C, inner, err := k.shape(in)
+	if err != nil {
+		return err
+	}
+	k.scratch(C)
+	x, scale, bias, rmean, rvar := in[0].F, in[1].F, in[2].F, in[3].F, in[4].F
+	batch := ctx.Training || k.trainingMode
+	if batch {
+		k.batchStats(ctx, x, N, C, inner)
+		m := N * inner
+		for c := 0; c < C; c++ {
+			if k.outputs > 1 && out[1] != nil {
+				out[1].F[c] = rmean[c]*k.momentum + k.mean[c]*(1-k.momentum)
+			}
+			if k.outputs > 2 && out[2] != nil {
+				out[2].F[c] = rvar[c]*k.momentum + k.sg[c]*(1-k.momentum)
+			}
+			if ctx.Training {
+				unbiased := k.sg[c]
+				if m > 1 {
+					unbiased *= float32(m) / float32(m-1)
+				}
+				rmean[c] = rmean[c]*k.momentum + k.mean[c]*(1-k.momentum)
+				rvar[c] = rvar[c]*k.momentum + unbiased*(1-k.momentum)
+			}
+			k.a[c] = scale[c] * k.inv[c]
+			k.b[c] = bias[c] - k.mean[c]*k.a[c]
+		}
+	} else {
+		for c := 0; c < C; c++ {
+			inv := float32(1 / math.Sqrt(float64(rvar[c])+float64(k.eps)))
+			k.a[c] = scale[c] * inv
+			k.b[c] = bias[c] - rmean[c]*k.a[c]
+		}
+	}
+	y := out[0].F
+	ctx.Parallel(N*C, max(1, 16384/max(inner, 1)), func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			c := p % C
+			a, b := k.a[c], k.b[c]
+			yp := y[p*inner : (p+1)*inner]
+			for i, v := range x[p*inner : (p+1)*inner] {
+				yp[i] = v*a + b
+			}
+		}
+	})
+	return nil
+}
+
+func (k *batchNormKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error {
+	gy := gout[0]
+	if gy == nil {
+		return nil
+	}
+	N, C, inner, err := k.shape(in)
+	if err != nil {
+		return err
+	}
+	k.scratch(C)
+	x, scale, rmean, rvar := in[0].F, in[1].F, in[3].F, in[4].F
+	batch := ctx.Training || k.trainingMode
+	if batch {
+		k.batchStats(ctx, x, N, C, inner)
+	} else {
+		for c := 0; c < C; c++ {
+			k.mean[c] = rmean[c]
+			k.inv[c] = float32(1 / math.Sqrt(float64(rvar[c])+float64(k.eps)))
+		}
+	}
+	// Per-channel sums Σgy and Σgy·x̂.
+	ctx.Parallel(C, nnChannelGrain(N, inner), func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			mu, inv := k.mean[c], k.inv[c]
+			var sg, sgx float64
+			for n := 0; n < N; n++ {
+				off := (n*C + c) * inner
+				xs := x[off : off+inner]
+				for i, g := range gy.F[off : off+inner] {
+					sg += float64(g)
+					sgx += float64(g) * float64((xs[i]-mu)*inv)
+				}
+			}
+			k.sg[c], k.sgx[c] = float32(sg), float32(sgx)
+		}
+	})
+	if gx := nnGrad(gin, 0); gx != nil {
+		m := float32(N * inner)
+		ctx.Parallel(N*C, max(1, 16384/max(inner, 1)), func(lo, hi int) {
+			for p := lo; p < hi; p++ {
+				c := p % C
+				a := scale[c] * k.inv[c]
+				gxp := gx[p*inner : (p+1)*inner]
+				gyp := gy.F[p*inner : (p+1)*inner]
+				if !batch {
+					for i, g := range gyp {
+						gxp[i] += g * a
+					}
+					continue
+				}
+				mu, inv := k.mean[c], k.inv[c]
+				mg, mgx := k.sg[c]/m, k.sgx[c]/m
+				xp := x[p*inner : (p+1)*inner]
+				for i, g := range gyp {
+					gxp[i] += a * (g - mg - (xp[i]-mu)*inv*mgx)
+				}
+			}
+		})
+	}
+	gs, gb, gm, gv := nnGrad(gin, 1), nnGrad(gin, 2), nnGrad(gin, 3), nnGrad(gin, 4)
+	for c := 0; c < C; c++ {
+		if gs != nil {
+			gs[c] += k.sgx[c]
+		}
+		if gb != nil {
+			gb[c] += k.sg[c]
+		}
+		if !batch {
+			// y = scale·(x−mean)·(var+eps)^(-1/2) + B
+			if gm != nil {
+				gm[c] -= scale[c] * k.inv[c] * k.sg[c]
+			}
+			if gv != nil {
+				inv := k.inv[c]
+				gv[c] -= 0.5 * scale[c] * inv * inv * k.sgx[c]
+			}
+		}
+	}
+	return nil
+}
+
+// layerNormKernel is LayerNormalization (opset 17): each row of the trailing dimensions
+// from axis on is normalised to zero mean and unit variance, then scaled and shifted.
+type layerNormKernel struct {
+	n       *Node
+	axis    int64
+	eps     float32
+	outputs int
+
+	mean, inv []float32 // per-row scratch for Backward
+	gs, gb    []float32
+}
+
+func buildLayerNorm(n *Node) (Kernel, error) {
+	if st := n.Int("stash_type", 1); st != 1 {
+		return nil, n.Errorf("unsupported stash_type %d (only 1, float32)", st)
+	}
+	if in := n.NumInputs(); in < 2 || in > 3 {
+		return nil, n.Errorf("want 2 or 3 inputs (X, Scale, optional B), have %d", in)
+	}
+	outs := n.Proto.GetOutput()
+	if len(outs) > 3 {
+		return nil, n.Errorf("has %d outputs, want at most 3", len(outs))
+	}
+	return &layerNormKernel{n: n, axis: n.Int("axis", -1), eps: n.Float("epsilon", 1e-5), outputs: len(outs)}, nil
+}
+
+// rows returns the number of rows and their length.
+func (k *layerNormKernel) rows(in []*Tensor) (axis, outer, D int, err error) {
+	x := in[0].Shape
+	r := len(x)
+	axis = int(k.axis)
+	if axis < 0 {
+		axis += r
+	}
+	if axis < 0 || axis >= r {
+		return 0, 0, 0, k.n.Errorf("axis %d out of range for X %v", k.axis, x)
+	}
+	outer, D = numel(x[:axis]), numel(x[axis:])
+	for i := 1; i < len(in) && i < 3; i++ {
+		if in[i] == nil || !k.n.HasInput(i) {
+			continue
+		}
+		if s := in[i].Shape; numel(s) != D || len(s) > r-axis {
+			return 0, 0, 0, k.n.Errorf("input %d has shape %v, want %v", i, s, x[axis:])
+		}
+	}
+	return axis, outer, D, nil
+}
+
+func (k *layerNormKernel) Infer(in []*Tensor) ([]*Tensor, error) {
+	for i, t := range in {
+		if t != nil && t.DType != Float32 {
+			return nil, k.n.Errorf("input %d is %v, want float32", i, t.DType)
+		}
+	}
+	axis, _, _, err := k.rows(in)
+	if err != nil {
+		return nil, err
+	}
+	x := in[0].Shape
+	outs := []*Tensor{{DType: Float32, Shape: append([]int(nil), x...)}}
+	stat := append([]int(nil), x...)
+	for i := axis; i < len(stat); i++ {
+		stat[i] = 1
+	}
+	for i := 1; i < k.outputs; i++ {
+		outs = append(outs, &Tensor{DType: Float32, Shape: append([]int(nil), stat...)})
+	}
+	return outs, nil
+}
+
+func (k *layerNormKernel) Retains() (inputs, outputs []bool) {
+	return []bool{true, true, false}, make([]bool, k.outputs)
+}
+
+func (k *layerNormKernel) bias(in []*Tensor) []float32 {
+	if len(in) > 2 && in[2] != nil && k.n.HasInput(2) {
+		return in[2].F
+	}
+	return nil
+}
+
+func (k *layerNormKernel) Forward(ctx *Context, in, out []*Tensor) error {
+	_, outer, D, err := k.rows(in)
+	if err != nil {
+		return err
+	}
+	x, scale, bias, y := in[0].F, in[1].F, k.bias(in), out[0].F
+	var om, oi []float32
+	if len(out) > 1 && out[1] != nil {
+		om = out[1].F
+	}
+	if len(out) > 2 && out[2] != nil {
+		oi = out[2].F
+	}
+	ctx.Parallel(outer, max(1, 16384/max(D, 1)), func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			xr, yr := x[r*D:(r+1)*D], y[r*D:(r+1)*D]
+			mu, inv := nnMeanInvStd(xr, k.eps)
+			for i, v := range xr {
+				yr[i] = (v - mu) * inv * scale[i]
+			}
+			if bias != nil {
+				for i, b := range bias {
+					yr[i] += b
+				}
+			}
+			if om != nil {
+				om[r] = mu
+			}
+			if oi != nil {
+				oi[r] = inv
+			}
+		}
+	})
+	return nil
+}
+
+func (k *layerNormKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error {
+	_, outer, D, err := k.rows(in)
+	if err != nil {
+		return err
+	}
+	x, scale := in[0].F, in[1].F
+	var gy, gm, gi []float32
+	if gout[0] != nil {
+		gy = gout[0].F
+	}
+	if len(gout) > 1 && gout[1] != nil {
+		gm = gout[1].F
+	}
+	if len(gout) > 2 && gout[2] != nil {
+		gi = gout[2].F
+	}
+	if gy == nil && gm == nil && gi == nil {
+		return nil
+	}
+	k.mean, k.inv = nnGrow(k.mean, outer), nnGrow(k.inv, outer)
+	fd := float32(D)
+	ctx.Parallel(outer, max(1, 16384/max(D, 1)), func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			xr := x[r*D : (r+1)*D]
+			mu, inv := nnMeanInvStd(xr, k.eps)
+			k.mean[r], k.inv[r] = mu, inv
+			if gin[0] == nil {
+				continue
+			}
+			gxr := gin[0].F[r*D : (r+1)*D]
+			if gy != nil {
+				// g' = gy·scale; gx = inv·(g' − mean(g') − x̂·mean(g'·x̂))
+				var sg, sgx float64
+				gyr := gy[r*D : (r+1)*D]
+				for i, g := range gyr {
+					gp := float64(g * scale[i])
+					sg += gp
+					sgx += gp * float64((xr[i]-mu)*inv)
+				}
+				mg, mgx := float32(sg)/fd, float32(sgx)/fd
+				for i, g := range gyr {
+					gxr[i] += inv * (g*scale[i] - mg - (xr[i]-mu)*inv*mgx)
+				}
+			}
+			if gm != nil {
+				v := gm[r] / fd
+				for i := range gxr {
+					gxr[i] += v
+				}
+			}
+			if gi != nil {
+				// d inv/dx_i = −inv³·(x_i−mean)/D
+				v := -gi[r] * inv * inv * inv / fd
+				for i, xv := range xr {
+					gxr[i] += v * (xv - mu)
+				}
+			}
+		}
+	})
+	var gs, gb []float32
+	if len(gin) > 1 && gin[1] != nil {
+		gs = gin[1].F
+	}
+	if len(gin) > 2 && gin[2] != nil && k.bias(in) != nil {
+		gb = gin[2].F
+	}
+	if gy == nil || (gs == nil && gb == nil) {
+		return nil
+	}
+	// Column sums over rows, split by column so that workers write disjoint entries.
+	ctx.Parallel(D, max(1, 16384/max(outer, 1)), func(lo, hi int) {
+		for r := 0; r < outer; r++ {
+			mu, inv := k.mean[r], k.inv[r]
+			xr, gyr := x[r*D:(r+1)*D], gy[r*D:(r+1)*D]
+			for i := lo; i < hi; i++ {
+				if gs != nil {
+					gs[i] += gyr[i] * (xr[i] - mu) * inv
+				}
+				if gb != nil {
+					gb[i] += gyr[i]
+				}
+			}
+		}
+	})
+	return nil
+}
+
+// instanceNormKernel is InstanceNormalization: each (n, c) plane is normalised over
+// its spatial elements, then scaled and shifted per channel.
+type instanceNormKernel struct {
+	n   *Node
+	eps float32
+
+	sg, sgx []float32 // per-plane backward sums
+}
+
+func buildInstanceNorm(n *Node) (Kernel, error) {
+	if n.NumInputs() != 3 {
+		return nil, n.Errorf("want 3 inputs (input, scale, B), have %d", n.NumInputs())
+	}
+	return &instanceNormKernel{n: n, eps: n.Float("epsilon", 1e-5)}, nil
+}
+
+func (k *instanceNormKernel) shape(in []*Tensor) (N, C, inner int, err error) {
+	x := in[0].Shape
+	if len(x) < 3 {
+		return 0, 0, 0, k.n.Errorf("input has rank %d, want at least 3 (N, C, spatial...)", len(x))
+	}
+	N, C, inner = x[0], x[1], numel(x[2:])
+	for i := 1; i < 3; i++ {
+		if !nnShapeEq(in[i].Shape, []int{C}) {
+			return 0, 0, 0, k.n.Errorf("input %d has shape %v, want [%d]", i, in[i].Shape, C)
+		}
+	}
+	return N, C, inner, nil
+}
+
+func (k *instanceNormKernel) Infer(in []*Tensor) ([]*Tensor, error) {
+	for i, t := range in {
+		if t != nil && t.DType != Float32 {
+			return nil, k.n.Errorf("input %d is %v, want float32", i, t.DType)
+		}
+	}
+	if _, _, _, err := k.shape(in); err != nil {
+		return nil, err
+	}
+	return []*Tensor{{DType: Float32, Shape: append([]int(nil), in[0].Shape...)}}, nil
+}
+
+func (k *instanceNormKernel) Retains() (inputs, outputs []bool) {
+	return []bool{true, true, false}, []bool{false}
+}
+
+func (k *instanceNormKernel) Forward(ctx *Context, in, out []*Tensor) error {
+	N, C, inner, err := k.shape(in)
+	if err != nil {
+		return err
+	}
+	x, scale, bias, y := in[0].F, in[1].F, in[2].F, out[0].F
+	ctx.Parallel(N*C, max(1, 16384/max(inner, 1)), func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			c := p % C
+			xp, yp := x[p*inner:(p+1)*inner], y[p*inner:(p+1)*inner]
+			mu, inv := nnMeanInvStd(xp, k.eps)
+			a := scale[c] * inv
+			b := bias[c] - mu*a
+			for i, v := range xp {
+				yp[i] = v*a + b
+			}
+		}
+	})
+	return nil
+}
+
+func (k *instanceNormKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error {
+	if gout[0] == nil {
+		return nil
+	}
+	N, C, inner, err := k.shape(in)
+	if err != nil {
+		return err
+	}
+	x, scale, gy := in[0].F, in[1].F, gout[0].F
+	k.sg, k.sgx = nnGrow(k.sg, N*C), nnGrow(k.sgx, N*C)
+	fi := float32(inner)
+	ctx.Parallel(N*C, max(1, 16384/max(inner, 1)), func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			c := p % C
+			xp, gyp := x[p*inner:(p+1)*inner], gy[p*inner:(p+1)*inner]
+			mu, inv := nnMeanInvStd(xp, k.eps)
+			var sg, sgx float64
+			for i, g := range gyp {
+				sg += float64(g)
+				sgx += float64(g) * float64((xp[i]-mu)*inv)
+			}
+			k.sg[p], k.sgx[p] = float32(sg), float32(sgx)
+			if gin[0] == nil {
+				continue
+			}
+			a := scale[c] * inv
+			mg, mgx := float32(sg)/fi, float32(sgx)/fi
+			gxp := gin[0].F[p*inner : (p+1)*inner]
+			for i, g := range gyp {
+				gxp[i] += a * (g - mg - (xp[i]-mu)*inv*mgx)
+			}
+		}
+	})
+	gs, gb := nnGrad(gin, 1), nnGrad(gin, 2)
+	for p := 0; p < N*C; p++ {
+		c := p % C
+		if gs != nil {
+			gs[c] += k.sgx[p]
+		}
+		if gb != nil {
+			gb[c] += k.sg[p]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,412 @@
+package engine
+
+import "math"
+
+// poolKernel is MaxPool or AveragePool over 1 to 3 spatial dimensions, parallel over
+// the N×C planes.
+type poolKernel struct {
+	n           *Node
+	win         nnWindow
+	max         bool
+	includePad  bool // AveragePool count_include_pad
+	columnMajor bool // MaxPool storage_order=1 for Indices
+	wantIndices bool
+	kernelShape []int
+}
+
+func buildMaxPool(n *Node) (Kernel, error) { return buildPool(n, true) }
+
+func buildAveragePool(n *Node) (Kernel, error) { return buildPool(n, false) }
+
+func buildPool(n *Node, isMax bool) (Kernel, error) {
+	win, err := nnParseWindow(n, true)
+	if err != nil {
+		return nil, err
+	}
+	k := &poolKernel{n: n, win: win, max: isMax}
+	for _, v := range win.kernel {
+		k.kernelShape = append(k.kernelShape, int(v))
+	}
+	if isMax {
+		switch so := n.Int("storage_order", 0); so {
+		case 0:
+		case 1:
+			k.columnMajor = true
+		default:
+			return nil, n.Errorf("unsupported storage_order %d (want 0 or 1)", so)
+		}
+		outs := n.Proto.GetOutput()
+		k.wantIndices = len(outs) > 1 && outs[1] != ""
+	} else {
+		k.includePad = n.Int("count_include_pad", 0) != 0
+		if len(n.Proto.GetOutput()) > 1 {
+			return nil, n.Errorf("AveragePool has one output, the node lists %d", len(n.Proto.GetOutput()))
+		}
+	}
+	if n.NumInputs() != 1 {
+		return nil, n.Errorf("want 1 input, have %d", n.NumInputs())
+	}
+	return k, nil
+}
+
+func (k *poolKernel) geom(x []int) (nnGeom, error) {
+	if len(x) < 3 {
+		return nnGeom{}, k.n.Errorf("input X has rank %d, want at least 3 (N, C, spatial...)", len(x))
+	}
+	return k.win.resolve(k.n, x[2:], k.kernelShape)
+}
+
+func (k *poolKernel) Infer(in []*Tensor) ([]*Tensor, error) {
+	x := in[0]
+	if x.DType != Float32 && !(k.max && x.DType == Int64) {
+		return nil, k.n.Errorf("input X is %v, want float32", x.DType)
+	}
+	g, err := k.geom(x.Shape)
+	if err != nil {
+		return nil, err
+	}
+	shape := append([]int{x.Shape[0], x.Shape[1]}, g.outShape()...)
+	outs := []*Tensor{{DType: x.DType, Shape: shape}}
+	if k.wantIndices {
+		outs = append(outs, &Tensor{DType: Int64, Shape: append([]int(nil), shape...)})
+	}
+	return outs, nil
+}
+
+func (k *poolKernel) Retains() (inputs, outputs []bool) {
+	// MaxPool finds the argmax again in its input; AveragePool needs shapes only.
+	return []bool{k.max}, []bool{false, false}
+}
+
+// nnKRange returns the kernel offsets [klo, khi) of dimension j that place window
+// position o inside [lo, hi) of the image axis.
+func (g *nnGeom) kRange(j, o, lo, hi int) (klo, khi int) {
+	start := o*g.s[j] - g.pb[j]
+	d := g.d[j]
+	// smallest k with start + k*d >= lo
+	if start >= lo {
+		klo = 0
+	} else {
+		klo = (lo - start + d - 1) / d
+	}
+	// smallest k with start + k*d >= hi
+	if start >= hi {
+		khi = 0
+	} else {
+		khi = (hi - start + d - 1) / d
+	}
+	khi = min(khi, g.k[j])
+	klo = min(klo, khi)
+	return klo, khi
+}
+
+// poolMax computes one plane's max pool and, when idx is non-nil, the flat indices of
+// the maxima (base is the plane's offset in the whole tensor).
+func poolMax[T float32 | int64](g *nnGeom, x, y []T, idx []int64, base int, colMajor bool, lowest T) {
+	p := 0
+	for o0 := 0; o0 < g.out[0]; o0++ {
+		a0, b0 := g.kRange(0, o0, 0, g.in[0])
+		s0 := o0*g.s[0] - g.pb[0]
+		for o1 := 0; o1 < g.out[1]; o1++ {
+			a1, b1 := g.kRange(1, o1, 0, g.in[1])
+			s1 := o1*g.s[1] - g.pb[1]
+			for o2 := 0; o2 < g.out[2]; o2++ {
+				a2, b2 := g.kRange(2, o2, 0, g.in[2])
+				s2 := o2*g.s[2] - g.pb[2]
+				best, arg := lowest, -1
+				for k0 := a0; k0 < b0; k0++ {
+					i0 := s0 + k0*g.d[0]
+					for k1 := a1; k1 < b1; k1++ {
+						r := (i0*g.in[1] + s1 + k1*g.d[1]) * g.in[2]
+						for k2 := a2; k2 < b2; k2++ {
+							i := r + s2 + k2*g.d[2]
+							if v := x[i]; arg < 0 || v > best {
+								best, arg = v, i
+							}
+						}
+					}
+				}
+				y[p] = best
+				if idx != nil {
+					if arg < 0 {
+						idx[p] = -1
+					} else if colMajor {
+						i2 := arg % g.in[2]
+						i1 := arg / g.in[2] % g.in[1]
+						i0 := arg / (g.in[2] * g.in[1])
+						idx[p] = int64(base + (i2*g.in[1]+i1)*g.in[0] + i0)
+					} else {
+						idx[p] = int64(base + arg)
+					}
+				}
+				p++
+			}
+		}
+	}
+}
+
+// poolAvg computes one plane's average pool (back=false), or adds the plane's input
+// gradient gy/count into x (back=true).
+func poolAvg(g *nnGeom, x, y []float32, includePad, back bool) {
+	p := 0
+	for o0 := 0; o0 < g.out[0]; o0++ {
+		a0, b0 := g.kRange(0, o0, 0, g.in[0])
+		s0 := o0*g.s[0] - g.pb[0]
+		c0 := b0 - a0
+		if includePad {
+			pa, pb := g.kRange(0, o0, -g.pb[0], g.in[0]+g.pe[0])
+			c0 = pb - pa
+		}
+		for o1 := 0; o1 < g.out[1]; o1++ {
+			a1, b1 := g.kRange(1, o1, 0, g.in[1])
+			s1 := o1*g.s[1] - g.pb[1]
+			c1 := b1 - a1
+			if includePad {
+				pa, pb := g.kRange(1, o1, -g.pb[1], g.in[1]+g.pe[1])
+				c1 = pb - pa
+			}
+			for o2 := 0; o2 < g.out[2]; o2++ {
+				a2, b2 := g.kRange(2, o2, 0, g.in[2])
+				s2 := o2*g.s[2] - g.pb[2]
+				c2 := b2 - a2
+				if includePad {
+					pa, pb := g.kRange(2, o2, -g.pb[2], g.in[2]+g.pe[2])
+					c2 = pb - pa
+				}
+				var inv float32
+				if cnt := c0 * c1 * c2; cnt > 0 {
+					inv = 1 / float32(cnt)
+				}
+				if back {
+					gv := y[p] * inv
+					for k0 := a0; k0 < b0; k0++ {
+						i0 := s0 + k0*g.d[0]
+						for k1 := a1; k1 < b1; k1++ {
+							r := (i0*g.in[1]+s1+k1*g.d[1])*g.in[2] + s2
+							for k2 := a2; k2 < b2; k2++ {
+								x[r+k2*g.d[2]] += gv
+							}
+						}
+					}
+				} else {
+					var sum float32
+					for k0 := a0; k0 < b0; k0++ {
+						i0 := s0 + k0*g.d[0]
+						for k1 := a1; k1 < b1; k1++ {
+							r := (i0*g.in[1]+s1+k1*g.d[1])*g.in[2] + s2
+							for k2 := a2; k2 < b2; k2++ {
+								sum += x[r+k2*g.d[2]]
+							}
+						}
+					}
+					y[p] = sum * inv
+				}
+				p++
+			}
+		}
+	}
+}
+
+// poolGrain is the number of planes below which splitting work over workers does not
+// pay, for planes of isz elements.
+func poolGrain(isz int) int { return max(1, 16384/max(isz, 1)) }
+
+func (k *poolKernel) Forward(ctx *Context, in, out []*Tensor) error {
+	x := in[0]
+	g, err := k.geom(x.Shape)
+	if err != nil {
+		return err
+	}
+	planes := x.Shape[0] * x.Shape[1]
+	isz, osz := g.inSize(), g.outSize()
+	var idx []int64
+	if k.wantIndices && len(out) > 1 && out[1] != nil {
+		idx = out[1].I
+	}
+	ctx.Parallel(planes, poolGrain(isz), func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			var ip []int64
+			if idx != nil {
+				ip = idx[p*osz : (p+1)*osz]
+			}
+			switch {
+			case !k.max:
+				poolAvg(&g, x.F[p*isz:(p+1)*isz], out[0].F[p*osz:(p+1)*osz], k.includePad, false)
+			case x.DType == Int64:
+				poolMax(&g, x.I[p*isz:(p+1)*isz], out[0].I[p*osz:(p+1)*osz], ip, p*isz, k.columnMajor, math.MinInt64)
+			default:
+				poolMax(&g, x.F[p*isz:(p+1)*isz], out[0].F[p*osz:(p+1)*osz], ip, p*isz, k.columnMajor, float32(math.Inf(-1)))
+			}
+		}
+	})
+	return nil
+}
+
+func (k *poolKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error {
+	gy := gout[0]
+	if gy == nil || gin[0] == nil {
+		return nil
+	}
+	if gin[0].DType != Float32 {
+		return k.n.Errorf("no gradient for %v input", gin[0].DType)
+	}
+	g, err := k.geom(gin[0].Shape)
+	if err != nil {
+		return err
+	}
+	planes := gin[0].Shape[0] * gin[0].Shape[1]
+	isz, osz := g.inSize(), g.outSize()
+	gx := gin[0].F
+	ctx.Parallel(planes, poolGrain(isz), func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			gxp, gyp := gx[p*isz:(p+1)*isz], gy.F[p*osz:(p+1)*osz]
+			if !k.max {
+				poolAvg(&g, gxp, gyp, k.includePad, true)
+				continue
+			}
+			maxPoolBack(&g, in[0].F[p*isz:(p+1)*isz], gyp, gxp)
+		}
+	})
+	return nil
+}
+
+// maxPoolBack routes each output gradient to the first maximum of its window, the
+// element poolMax selected.
+func maxPoolBack(g *nnGeom, x, gy, gx []float32) {
+	p := 0
+	for o0 := 0; o0 < g.out[0]; o0++ {
+		a0, b0 := g.kRange(0, o0, 0, g.in[0])
+		s0 := o0*g.s[0] - g.pb[0]
+		for o1 := 0; o1 < g.out[1]; o1++ {
+			a1, b1 := g.kRange(1, o1, 0, g.in[1])
+			s1 := o1*g.s[1] - g.pb[1]
+			for o2 := 0; o2 < g.out[2]; o2++ {
+				a2, b2 := g.kRange(2, o2, 0, g.in[2])
+				s2 := o2*g.s[2] - g.pb[2]
+				var best float32
+				arg := -1
+				for k0 := a0; k0 < b0; k0++ {
+					i0 := s0 + k0*g.d[0]
+					for k1 := a1; k1 < b1; k1++ {
+						r := (i0*g.in[1] + s1 + k1*g.d[1]) * g.in[2]
+						for k2 := a2; k2 < b2; k2++ {
+							i := r + s2 + k2*g.d[2]
+							if v := x[i]; arg < 0 || v > best {
+								best, arg = v, i
+							}
+						}
+					}
+				}
+				if arg >= 0 {
+					gx[arg] += gy[p]
+				}
+				p++
+			}
+		}
+	}
+}
+
+// globalPoolKernel is GlobalAveragePool or GlobalMaxPool: one value per N×C plane.
+type globalPoolKernel struct {
+	n   *Node
+	max bool
+}
+
+func buildGlobalAveragePool(n *Node) (Kernel, error) { return buildGlobalPool(n, false) }
+
+func buildGlobalMaxPool(n *Node) (Kernel, error) { return buildGlobalPool(n, true) }
+
+func buildGlobalPool(n *Node, isMax bool) (Kernel, error) {
+	if n.NumInputs() != 1 {
+		return nil, n.Errorf("want 1 input, have %d", n.NumInputs())
+	}
+	return &globalPoolKernel{n: n, max: isMax}, nil
+}
+
+func (k *globalPoolKernel) Infer(in []*Tensor) ([]*Tensor, error) {
+	x := in[0]
+	if x.DType != Float32 {
+		return nil, k.n.Errorf("input X is %v, want float32", x.DType)
+	}
+	if len(x.Shape) < 3 {
+		return nil, k.n.Errorf("input X has rank %d, want at least 3 (N, C, spatial...)", len(x.Shape))
+	}
+	shape := make([]int, len(x.Shape))
+	shape[0], shape[1] = x.Shape[0], x.Shape[1]
+	for i := 2; i < len(shape); i++ {
+		shape[i] = 1
+	}
+	return []*Tensor{{DType: Float32, Shape: shape}}, nil
+}
+
+func (k *globalPoolKernel) Retains() (inputs, outputs []bool) {
+	return []bool{k.max}, []bool{false}
+}
+
+func (k *globalPoolKernel) Forward(ctx *Context, in, out []*Tensor) error {
+	x := in[0]
+	planes := x.Shape[0] * x.Shape[1]
+	if planes == 0 {
+		return nil
+	}
+	isz := x.Len() / planes
+	y := out[0].F
+	ctx.Parallel(planes, poolGrain(isz), func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			xp := x.F[p*isz : (p+1)*isz]
+			if k.max {
+				best := float32(math.Inf(-1))
+				for i, v := range xp {
+					if i == 0 || v > best {
+						best = v
+					}
+				}
+				y[p] = best
+				continue
+			}
+			var s float64
+			for _, v := range xp {
+				s += float64(v)
+			}
+			y[p] = float32(s / float64(isz))
+		}
+	})
+	return nil
+}
+
+func (k *globalPoolKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error {
+	gy := gout[0]
+	if gy == nil || gin[0] == nil {
+		return nil
+	}
+	shape := gin[0].Shape
+	planes := shape[0] * shape[1]
+	if planes == 0 {
+		return nil
+	}
+	isz := numel(shape) / planes
+	gx := gin[0].F
+	ctx.Parallel(planes, poolGrain(isz), func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			gxp := gx[p*isz : (p+1)*isz]
+			if k.max {
+				xp := in[0].F[p*isz : (p+1)*isz]
+				arg := 0
+				for i, v := range xp {
+					if v > xp[arg] {
+						arg = i
+					}
+				}
+				if isz > 0 {
+					gxp[arg] += gy.F[p]
+				}
+				continue
+			}
+			v := gy.F[p] / float32(isz)
+			for i := range gxp {
+				gxp[i] += v
+			}
+		}
+	})
+	return nil
+}
