@@ -1,0 +1,439 @@
+package engine
+
+import (
+	"math"
+)
+
+// binOp is a two-input element-wise operation with numpy broadcasting.
+type binOp uint8
+
+const (
+	opAdd binOp = iota
+	opSub
+	opMul
+	opDiv
+	opPow
+	opPRelu
+)
+
+// binaryKernel runs Add, Sub, Mul, Div, Pow and PRelu. Float32 inputs are differentiable;
+// Add, Sub, Mul, Div and Pow also compute on int64 (the shape arithmetic exporters emit),
+// and Pow mixes a float32 base with an int64 exponent and the reverse, as ONNX allows.
+type binaryKernel struct {
+	n  *Node
+	op binOp
+
+	plan    bcastPlan
+	red     reducer
+	redAxes []bool
+	tmp     []float32
+
+	// Arguments of the current call, read by the chunk and row functions below, which
+	// are bound once so that passing them to ctx.Parallel does not allocate.
+	o, a, b, g, dst  []float32
+	oi, ai, bi       []int64
+	wrt              int
+	sign             float32
+	fwdF, fwdI, bwd  func(lo, hi int)
+	addG             func(lo, hi int)
+	rowF, rowI, rowB func(o, a, b, n, ia, ib int)
+}
+
+func newBinary(op binOp) Builder {
+	return func(n *Node) (Kernel, error) {
+		if n.Opset < 7 && n.Int("broadcast", 0) != 0 && n.Has("axis") {
+			return nil, n.Errorf("legacy broadcasting with attribute axis (opset %d) is not supported; re-export the model with opset 7 or later", n.Opset)
+		}
+		if op == opPRelu && n.Opset < 7 {
+			return nil, n.Errorf("opset %d PRelu is not supported; re-export the model with opset 7 or later", n.Opset)
+		}
+		k := &binaryKernel{n: n, op: op}
+		k.fwdF = func(lo, hi int) { k.plan.rows(lo, hi, k.rowF) }
+		k.fwdI = func(lo, hi int) { k.plan.rows(lo, hi, k.rowI) }
+		k.bwd = func(lo, hi int) { k.plan.rows(lo, hi, k.rowB) }
+		k.addG = func(lo, hi int) {
+			dst, g, s := k.dst[lo:hi], k.g[lo:hi], k.sign
+			for i := range dst {
+				dst[i] += s * g[i]
+			}
+		}
+		k.rowF = k.forwardRowF
+		k.rowI = k.forwardRowI
+		k.rowB = k.backwardRow
+		return k, nil
+	}
+}
+
+func (k *binaryKernel) Infer(in []*Tensor) ([]*Tensor, error) {
+	if len(in) != 2 {
+		return nil, k.n.Errorf("needs 2 inputs, has %d", len(in))
+	}
+	a, b := in[0], in[1]
+	dt := a.DType
+	switch k.op {
+	case opPow:
+		// The result has the base's type; the exponent may be of either type.
+	case opPRelu:
+		if a.DType != Float32 || b.DType != Float32 {
+			return nil, k.n.Errorf("inputs are %s and %s; PRelu computes on float32 only", a.DType, b.DType)
+		}
+	default:
+		if a.DType != b.DType {
+			return nil, k.n.Errorf("inputs have types %s and %s; both must be the same", a.DType, b.DType)
+		}
+	}
+	shape, ok := broadcastShape(nil, a.Shape, b.Shape)
+	if !ok {
+		return nil, k.n.Errorf("input shapes %v and %v do not broadcast", a.Shape, b.Shape)
+	}
+	if k.op == opPRelu && !sameShape(shape, a.Shape) {
+		return nil, k.n.Errorf("slope of shape %v does not broadcast to the input's shape %v", b.Shape, a.Shape)
+	}
+	return []*Tensor{{DType: dt, Shape: shape}}, nil
+}
+
+func (k *binaryKernel) Forward(ctx *Context, in, out []*Tensor) error {
+	a, b, o := in[0], in[1], out[0]
+	if err := k.plan.init(o.Shape, a.Shape, b.Shape); err != nil {
+		return k.n.Errorf("%v", err)
+	}
+	defer k.release()
+	switch {
+	case a.DType == Float32 && b.DType == Float32:
+		k.o, k.a, k.b = o.F, a.F, b.F
+		ctx.Parallel(k.plan.n, ewGrain, k.fwdF)
+	case a.DType == Int64 && b.DType == Int64:
+		if k.op == opDiv {
+			for _, v := range b.I {
+				if v == 0 {
+					return k.n.Errorf("integer division by zero")
+				}
+			}
+		}
+		k.oi, k.ai, k.bi = o.I, a.I, b.I
+		ctx.Parallel(k.plan.n, ewGrain, k.fwdI)
+	default:
+		// Pow with mixed types: rare and small, so one plain loop.
+		k.plan.rows(0, k.plan.n, func(oo, ao, bo, n, ia, ib int) {
+			for i := 0; i < n; i++ {
+				var x, y float64
+				if a.DType == Float32 {
+					x = float64(a.F[ao+i*ia])
+				} else {
+					x = float64(a.I[ao+i*ia])
+				}
+				if b.DType == Float32 {
+					y = float64(b.F[bo+i*ib])
+				} else {
+					y = float64(b.I[bo+i*ib])
+				}
+				if o.DType == Float32 {
+					o.F[oo+i] = float32(math.Pow(x, y))
+				} else {
+					o.I[oo+i] = int64(math.Pow(x, y))
+				}
+			}
+		})
+	}
+	return nil
+}
+
+// release drops the references to the caller's buffers, which a kernel must not keep.
+func (k *binaryKernel) release() {
+	k.o, k.a, k.b, k.g, k.dst = nil, nil, nil, nil, nil
+	k.oi, k.ai, k.bi = nil, nil, nil
+}
+
+func (k *binaryKernel) forwardRowF(o, a, b, n, ia, ib int) {
+	out := k.o[o : o+n]
+	if k.op == opPow || k.op == opPRelu {
+		k.forwardRowSlow(out, a, b, ia, ib)
+		return
+	}
+	switch {
+	case ia == 1 && ib == 1:
+		x, y := k.a[a:a+n], k.b[b:b+n]
+		switch k.op {
+		case opAdd:
+			for i := range out {
+				out[i] = x[i] + y[i]
+			}
+		case opSub:
+			for i := range out {
+				out[i] = x[i] - y[i]
+			}
+		case opMul:
+			for i := range out {
+				out[i] = x[i] * y[i]
+			}
+		case opDiv:
+			for i := range out {
+				out[i] = x[i] / y[i]
+			}
+		}
+	case ia == 1:
+		x, s := k.a[a:a+n], k.b[b]
+		switch k.op {
+		case opAdd:
+			for i := range out {
+				out[i] = x[i] + s
+			}
+		case opSub:
+			for i := range out {
+				out[i] = x[i] - s
+			}
+		case opMul:
+			for i := range out {
+				out[i] = x[i] * s
+			}
+		case opDiv:
+			// Dividing, not multiplying by the reciprocal, keeps results bit-exact.
+			for i := range out {
+				out[i] = x[i] / s
+			}
+		}
+	case ib == 1:
+		s, y := k.a[a], k.b[b:b+n]
+		switch k.op {
+		case opAdd:
+			for i := range out {
+				out[i] = s + y[i]
+			}
+		case opSub:
+			for i := range out {
+				out[i] = s - y[i]
+			}
+		case opMul:
+			for i := range out {
+				out[i] = s * y[i]
+			}
+		case opDiv:
+			for i := range out {
+				out[i] = s / y[i]
+			}
+		}
+	default:
+		v := binF(k.op, k.a[a], k.b[b])
+		for i := range out {
+			out[i] = v
+		}
+	}
+}
+
+// forwardRowSlow computes Pow and PRelu, whose per-element cost dwarfs the indexing.
+func (k *binaryKernel) forwardRowSlow(out []float32, a, b, ia, ib int) {
+	if k.op == opPow && ib == 0 {
+		// A scalar exponent: squares (LayerNorm exports) and identities skip math.Pow.
+		y := k.b[b]
+		switch y {
+		case 1:
+			for i := range out {
+				out[i] = k.a[a+i*ia]
+			}
+			return
+		case 2:
+			for i := range out {
+				x := k.a[a+i*ia]
+				out[i] = x * x
+			}
+			return
+		}
+	}
+	for i := range out {
+		out[i] = binF(k.op, k.a[a+i*ia], k.b[b+i*ib])
+	}
+}
+
+// binF is the float32 operation on one pair of elements.
+func binF(op binOp, x, y float32) float32 {
+	switch op {
+	case opAdd:
+		return x + y
+	case opSub:
+		return x - y
+	case opMul:
+		return x * y
+	case opDiv:
+		return x / y
+	case opPow:
+		return float32(math.Pow(float64(x), float64(y)))
+	default: // opPRelu
+		if x < 0 {
+			return y * x
+		}
+		return x
+	}
+}
+
+func (k *binaryKernel) forwardRowI(o, a, b, n, ia, ib int) {
+	out := k.oi[o : o+n]
+	for i := range out {
+		x, y := k.ai[a+i*ia], k.bi[b+i*ib]
+		var v int64
+		switch k.op {
+		case opAdd:
+			v = x + y
+		case opSub:
+			v = x - y
+		case opMul:
+			v = x * y
+		case opDiv:
+			// Go's division truncates toward zero, as C and onnxruntime do.
+			v = x / y
+		case opPow:
+			v = ipow(x, y)
+		}
+		out[i] = v
+	}
+}
+
+// ipow is x**y in integers; a negative exponent gives the truncated real result.
+func ipow(x, y int64) int64 {
+	if y < 0 {
+		switch x {
+		case 1:
+			return 1
+		case -1:
+			if y%2 == 0 {
+				return 1
+			}
+			return -1
+		}
+		return 0
+	}
+	r := int64(1)
+	for y > 0 {
+		if y&1 == 1 {
+			r *= x
+		}
+		x *= x
+		y >>= 1
+	}
+	return r
+}
+
+// Retains: Add and Sub need only the shapes (taken from the gradient buffers); the
+// other ops need both inputs and never the output.
+func (k *binaryKernel) Retains() (inputs, outputs []bool) {
+	need := k.op != opAdd && k.op != opSub
+	return []bool{need, need}, []bool{false}
+}
+
+// Backward adds the vector-Jacobian products. For an input that was broadcast, the
+// product is computed at the output's shape and then summed over the broadcast axes.
+//
+// Conventions at points where a derivative does not exist follow PyTorch: PRelu's
+// derivative at x = 0 is the slope; Pow's base derivative is 0 where the exponent is 0,
+// and its exponent derivative is 0 where the base is 0 and the exponent non-negative
+// (and NaN, from log, where the base is negative).
+func (k *binaryKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error {
+	g := gout[0]
+	if g == nil {
+		return nil
+	}
+	for i := 0; i < 2; i++ {
+		if i >= len(gin) || gin[i] == nil {
+			continue
+		}
+		if gin[i].DType != Float32 || g.DType != Float32 {
+			return k.n.Errorf("no gradient for %s input %d", gin[i].DType, i)
+		}
+		if err := k.backwardInput(ctx, in, g, gin[i], i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (k *binaryKernel) backwardInput(ctx *Context, in []*Tensor, g, gi *Tensor, wrt int) error {
+	defer k.release()
+	full := numel(gi.Shape) == numel(g.Shape)
+	if k.op == opAdd || k.op == opSub {
+		sign := float32(1)
+		if k.op == opSub && wrt == 1 {
+			sign = -1
+		}
+		if full {
+			k.dst, k.g, k.sign = gi.F, g.F, sign
+			ctx.Parallel(len(gi.F), ewGrain, k.addG)
+			return nil
+		}
+		k.redAxes = k.red.reduceTo(ctx, g.F, g.Shape, gi.Shape, gi.F, sign, k.redAxes)
+		return nil
+	}
+	a, b := in[0], in[1]
+	if a.DType != Float32 || b.DType != Float32 {
+		return k.n.Errorf("no gradient through %s and %s inputs", a.DType, b.DType)
+	}
+	if err := k.plan.init(g.Shape, a.Shape, b.Shape); err != nil {
+		return k.n.Errorf("%v", err)
+	}
+	k.a, k.b, k.g, k.wrt = a.F, b.F, g.F, wrt
+	if full {
+		k.dst = gi.F
+		ctx.Parallel(k.plan.n, ewGrain, k.bwd)
+		return nil
+	}
+	k.tmp = growF(k.tmp, k.plan.n)
+	clear(k.tmp)
+	k.dst = k.tmp
+	ctx.Parallel(k.plan.n, ewGrain, k.bwd)
+	k.redAxes = k.red.reduceTo(ctx, k.tmp, g.Shape, gi.Shape, gi.F, 1, k.redAxes)
+	return nil
+}
+
+// backwardRow adds one run's contributions to the gradient of input k.wrt into k.dst,
+// which is laid out like the output.
+func (k *binaryKernel) backwardRow(o, a, b, n, ia, ib int) {
+	g, dst := k.g[o:o+n], k.dst[o:o+n]
+	A, B := k.a, k.b
+	switch {
+	case k.op == opMul && k.wrt == 0:
+		for i := range dst {
+			dst[i] += g[i] * B[b+i*ib]
+		}
+	case k.op == opMul:
+		for i := range dst {
+			dst[i] += g[i] * A[a+i*ia]
+		}
+	case k.op == opDiv && k.wrt == 0:
+		for i := range dst {
+			dst[i] += g[i] / B[b+i*ib]
+		}
+	case k.op == opDiv:
+		for i := range dst {
+			y := B[b+i*ib]
+			dst[i] -= (g[i] / y) * (A[a+i*ia] / y)
+		}
+	case k.op == opPow && k.wrt == 0:
+		for i := range dst {
+			x, y := float64(A[a+i*ia]), float64(B[b+i*ib])
+			if y == 0 {
+				continue
+			}
+			dst[i] += g[i] * float32(y*math.Pow(x, y-1))
+		}
+	case k.op == opPow:
+		for i := range dst {
+			x, y := float64(A[a+i*ia]), float64(B[b+i*ib])
+			if x == 0 && y >= 0 {
+				continue
+			}
+			dst[i] += g[i] * float32(math.Pow(x, y)*math.Log(x))
+		}
+	case k.op == opPRelu && k.wrt == 0:
+		for i := range dst {
+			if A[a+i*ia] > 0 {
+				dst[i] += g[i]
+			} else {
+				dst[i] += g[i] * B[b+i*ib]
+			}
+		}
+	case k.op == opPRelu:
+		for i := range dst {
+			if x := A[a+i*ia]; x <= 0 {
+				dst[i] += g[i] * x
+			}
+		}
+	}
+}

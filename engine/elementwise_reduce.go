@@ -1,0 +1,218 @@
+package engine
+
+// reduceKernel runs ReduceSum, ReduceMean and ReduceMax on float32.
+//
+// Axes come from the attribute, or from the optional second input from opset 13
+// (ReduceSum) or 18 (ReduceMean, ReduceMax); that input must be known when the graph is
+// planned, since it decides the output's shape. No axes reduce everything, unless
+// noop_with_empty_axes is set, which makes the op an identity.
+type reduceKernel struct {
+	n        *Node
+	op       reduceOp
+	mean     bool
+	keepdims bool
+	noop     bool
+	axesIn   bool // axes are the second input (else the attribute)
+	axesAttr []int64
+
+	mask    []bool // reduced axes of the current input
+	kept    []int  // the output's shape with reduced axes kept as 1
+	red     reducer
+	cnt     []float32
+	tmp     []float32
+	plan    bcastPlan
+	scale   float32
+	x, y, g []float32
+	dst     []float32
+
+	mask1, bwdSum, bwdMax func(lo, hi int)
+	rowMask, rowSum       func(o, a, b, n, ia, ib int)
+	rowMax                func(o, a, b, n, ia, ib int)
+}
+
+func newReduce(op reduceOp, mean bool) Builder {
+	return func(n *Node) (Kernel, error) {
+		k := &reduceKernel{n: n, op: op, mean: mean, keepdims: n.Int("keepdims", 1) != 0}
+		since := int64(18)
+		if op == reduceSum && !mean {
+			since = 13
+		}
+		k.axesIn = n.Opset >= since
+		if k.axesIn {
+			if n.Has("axes") {
+				return nil, n.Errorf("attribute axes is not part of opset %d; axes are an input since opset %d", n.Opset, since)
+			}
+			k.noop = n.Int("noop_with_empty_axes", 0) != 0
+		} else {
+			if n.NumInputs() > 1 {
+				return nil, n.Errorf("opset %d takes axes as an attribute, not an input", n.Opset)
+			}
+			k.axesAttr = n.Ints("axes", nil)
+		}
+		k.rowMask, k.rowSum, k.rowMax = k.maskRow, k.sumRow, k.maxRow
+		k.mask1 = func(lo, hi int) { k.plan.rows(lo, hi, k.rowMask) }
+		k.bwdSum = func(lo, hi int) { k.plan.rows(lo, hi, k.rowSum) }
+		k.bwdMax = func(lo, hi int) { k.plan.rows(lo, hi, k.rowMax) }
+		return k, nil
+	}
+}
+
+// resolve sets k.mask and k.kept for an input of shape, with axes from the attribute or
+// from in[1], and returns the output shape appended to dst.
+func (k *reduceKernel) resolve(shape []int, in []*Tensor, dst []int) ([]int, error) {
+	axes := k.axesAttr
+	given := axes != nil
+	if k.axesIn && len(in) > 1 && k.n.HasInput(1) && in[1] != nil {
+		t := in[1]
+		if t.DType != Int64 {
+			return nil, k.n.Errorf("axes input is %s, must be integers", t.DType)
+		}
+		if !t.Known() && t.Len() > 0 {
+			return nil, k.n.Errorf("axes input is computed at run time; qtool needs it constant to plan shapes")
+		}
+		axes, given = t.I, true
+	}
+	r := len(shape)
+	k.mask = k.mask[:0]
+	for range r {
+		k.mask = append(k.mask, false)
+	}
+	switch {
+	case given && len(axes) == 0 && k.noop:
+	case !given && k.noop:
+	case len(axes) == 0:
+		for i := range k.mask {
+			k.mask[i] = true
+		}
+	default:
+		for _, a := range axes {
+			if a < -int64(r) || a >= int64(r) {
+				return nil, k.n.Errorf("axis %d is out of range for an input of rank %d", a, r)
+			}
+			if a < 0 {
+				a += int64(r)
+			}
+			if k.mask[a] {
+				return nil, k.n.Errorf("axis %d is listed twice", a)
+			}
+			k.mask[a] = true
+		}
+	}
+	k.kept = k.kept[:0]
+	dst = dst[:0]
+	for i, s := range shape {
+		if k.mask[i] {
+			k.kept = append(k.kept, 1)
+			if k.keepdims {
+				dst = append(dst, 1)
+			}
+			continue
+		}
+		k.kept = append(k.kept, s)
+		dst = append(dst, s)
+	}
+	return dst, nil
+}
+
+func (k *reduceKernel) Infer(in []*Tensor) ([]*Tensor, error) {
+	if len(in) < 1 {
+		return nil, k.n.Errorf("needs an input")
+	}
+	if in[0].DType != Float32 {
+		return nil, k.n.Errorf("input is %s; this op computes on float32 only", in[0].DType)
+	}
+	shape, err := k.resolve(in[0].Shape, in, nil)
+	if err != nil {
+		return nil, err
+	}
+	return []*Tensor{{DType: Float32, Shape: shape}}, nil
+}
+
+func (k *reduceKernel) Forward(ctx *Context, in, out []*Tensor) error {
+	x := in[0]
+	if _, err := k.resolve(x.Shape, in, nil); err != nil {
+		return err
+	}
+	k.red.plan(x.Shape, k.mask)
+	scale := float32(1)
+	if k.mean {
+		scale = 1 / float32(k.red.count)
+	}
+	k.red.run(ctx, k.op, x.F, out[0].F, scale, false)
+	return nil
+}
+
+// Retains keeps the axes input (its values decide the layout) and, for ReduceMax, the
+// input and output that locate the maxima; a sum's gradient needs only shapes.
+func (k *reduceKernel) Retains() (inputs, outputs []bool) {
+	inputs = make([]bool, max(1, k.n.NumInputs()))
+	for i := 1; i < len(inputs); i++ {
+		inputs[i] = true
+	}
+	inputs[0] = k.op == reduceMax
+	return inputs, []bool{k.op == reduceMax}
+}
+
+// Backward adds the vector-Jacobian product: a sum spreads its gradient over the
+// reduced elements (a mean divides it by their count); a maximum sends it to the
+// elements equal to the maximum, split equally among ties (PyTorch's rule for amax).
+func (k *reduceKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error {
+	g := gout[0]
+	if g == nil || len(gin) == 0 || gin[0] == nil {
+		return nil
+	}
+	gi := gin[0]
+	if _, err := k.resolve(gi.Shape, in, nil); err != nil {
+		return err
+	}
+	if err := k.plan.init(gi.Shape, gi.Shape, k.kept); err != nil {
+		return k.n.Errorf("%v", err)
+	}
+	k.g, k.dst = g.F, gi.F
+	defer func() { k.x, k.y, k.g, k.dst = nil, nil, nil, nil }()
+	n := len(gi.F)
+	if k.op == reduceSum {
+		k.scale = 1
+		if k.mean {
+			k.scale = float32(numel(k.kept)) / float32(max(1, n))
+		}
+		ctx.Parallel(n, ewGrain, k.bwdSum)
+		return nil
+	}
+	k.x, k.y = in[0].F, out[0].F
+	k.tmp = growF(k.tmp, n)
+	ctx.Parallel(n, ewGrain, k.mask1)
+	k.cnt = growF(k.cnt, len(g.F))
+	k.red.plan(gi.Shape, k.mask)
+	k.red.run(ctx, reduceSum, k.tmp, k.cnt, 1, false)
+	ctx.Parallel(n, ewGrain, k.bwdMax)
+	return nil
+}
+
+func (k *reduceKernel) sumRow(o, _, b, n, _, ib int) {
+	dst, g, s := k.dst[o:o+n], k.g, k.scale
+	for i := range dst {
+		dst[i] += s * g[b+i*ib]
+	}
+}
+
+// maskRow marks the input elements equal to their lane's maximum.
+func (k *reduceKernel) maskRow(o, _, b, n, _, ib int) {
+	x, m, y := k.x[o:o+n], k.tmp[o:o+n], k.y
+	for i, v := range x {
+		if v == y[b+i*ib] {
+			m[i] = 1
+		} else {
+			m[i] = 0
+		}
+	}
+}
+
+func (k *reduceKernel) maxRow(o, _, b, n, _, ib int) {
+	m, dst, g, c := k.tmp[o:o+n], k.dst[o:o+n], k.g, k.cnt
+	for i, v := range m {
+		if v != 0 {
+			dst[i] += g[b+i*ib] / c[b+i*ib]
+		}
+	}
+}

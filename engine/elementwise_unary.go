@@ -1,0 +1,426 @@
+package engine
+
+import (
+	"math"
+)
+
+// unOp is a one-input element-wise operation.
+type unOp uint8
+
+const (
+	uSqrt unOp = iota
+	uNeg
+	uAbs
+	uExp
+	uLog
+	uErf
+	uRecip
+	uRelu
+	uLeakyRelu
+	uSigmoid
+	uHardSigmoid
+	uHardSwish
+	uTanh
+	uClip
+)
+
+// unaryKernel runs the element-wise math and activation ops and Clip. Neg, Abs and Clip
+// also compute on int64; the rest on float32 only.
+type unaryKernel struct {
+	n           *Node
+	op          unOp
+	alpha, beta float32 // LeakyRelu's slope; HardSigmoid's and HardSwish's line
+
+	// Clip's bounds as attributes (before opset 11); from 11 they are inputs.
+	attrLo, attrHi float32
+
+	// Arguments of the current call, read by fwd and bwd, bound once so that passing
+	// them to ctx.Parallel does not allocate.
+	x, y, g, dst []float32
+	lo, hi       float32
+	fwd, bwd     func(lo, hi int)
+}
+
+func newUnary(op unOp) Builder {
+	return func(n *Node) (Kernel, error) {
+		k := &unaryKernel{n: n, op: op}
+		switch op {
+		case uLeakyRelu:
+			k.alpha = n.Float("alpha", 0.01)
+		case uHardSigmoid:
+			k.alpha, k.beta = n.Float("alpha", 0.2), n.Float("beta", 0.5)
+		case uHardSwish:
+			k.alpha, k.beta = 1.0/6, 0.5
+		case uClip:
+			if n.Opset < 11 {
+				// Opset 6's defaults are the float32 limits, not infinities.
+				k.attrLo = n.Float("min", -math.MaxFloat32)
+				k.attrHi = n.Float("max", math.MaxFloat32)
+			} else if n.Has("min") || n.Has("max") {
+				return nil, n.Errorf("attributes min/max are not part of opset %d Clip; bounds are inputs since opset 11", n.Opset)
+			}
+		}
+		k.fwd = k.forward
+		k.bwd = k.backward
+		return k, nil
+	}
+}
+
+func (k *unaryKernel) Infer(in []*Tensor) ([]*Tensor, error) {
+	if len(in) < 1 {
+		return nil, k.n.Errorf("needs an input")
+	}
+	x := in[0]
+	if x.DType != Float32 {
+		switch k.op {
+		case uNeg, uAbs, uClip:
+		default:
+			return nil, k.n.Errorf("input is %s; this op computes on float32 only", x.DType)
+		}
+	}
+	if k.op == uClip {
+		if len(in) > 1 && k.n.Opset < 11 {
+			return nil, k.n.Errorf("opset %d Clip takes one input, has %d", k.n.Opset, len(in))
+		}
+		for i := 1; i < len(in) && i < 3; i++ {
+			if !k.n.HasInput(i) || in[i] == nil {
+				continue
+			}
+			if in[i].DType != x.DType || numel(in[i].Shape) != 1 {
+				return nil, k.n.Errorf("bound %d must be a single %s, is %s of shape %v", i, x.DType, in[i].DType, in[i].Shape)
+			}
+		}
+	} else if len(in) != 1 {
+		return nil, k.n.Errorf("needs 1 input, has %d", len(in))
+	}
+	return []*Tensor{{DType: x.DType, Shape: append([]int(nil), x.Shape...)}}, nil
+}
+
+// clipBound returns Clip's optional input i, or nil when absent.
+func (k *unaryKernel) clipBound(in []*Tensor, i int) *Tensor {
+	if i < len(in) && k.n.HasInput(i) && in[i] != nil {
+		return in[i]
+	}
+	return nil
+}
+
+// bounds returns Clip's float bounds for this call.
+func (k *unaryKernel) bounds(in []*Tensor) (lo, hi float32) {
+	if k.n.Opset < 11 {
+		return k.attrLo, k.attrHi
+	}
+	lo, hi = negInf(), posInf()
+	if t := k.clipBound(in, 1); t != nil {
+		lo = t.F[0]
+	}
+	if t := k.clipBound(in, 2); t != nil {
+		hi = t.F[0]
+	}
+	return lo, hi
+}
+
+func (k *unaryKernel) Forward(ctx *Context, in, out []*Tensor) error {
+	x, y := in[0], out[0]
+	if x.DType == Int64 {
+		k.forwardInt(in, y.I)
+		return nil
+	}
+	if k.op == uClip {
+		k.lo, k.hi = k.bounds(in)
+	}
+	k.x, k.y = x.F, y.F
+	ctx.Parallel(len(y.F), ewGrain, k.fwd)
+	k.x, k.y = nil, nil
+	return nil
+}
+
+func (k *unaryKernel) forwardInt(in []*Tensor, y []int64) {
+	x := in[0].I
+	switch k.op {
+	case uNeg:
+		for i, v := range x {
+			y[i] = -v
+		}
+	case uAbs:
+		for i, v := range x {
+			if v < 0 {
+				v = -v
+			}
+			y[i] = v
+		}
+	case uClip:
+		lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+		if t := k.clipBound(in, 1); t != nil {
+			lo = t.I[0]
+		}
+		if t := k.clipBound(in, 2); t != nil {
+			hi = t.I[0]
+		}
+		for i, v := range x {
+			y[i] = min(max(v, lo), hi)
+		}
+	}
+}
+
+func (k *unaryKernel) forward(lo, hi int) {
+	x, y := k.x[lo:hi], k.y[lo:hi]
+	y = y[:len(x)]
+	switch k.op {
+	case uSqrt:
+		for i, v := range x {
+			y[i] = float32(math.Sqrt(float64(v)))
+		}
+	case uNeg:
+		for i, v := range x {
+			y[i] = -v
+		}
+	case uAbs:
+		for i, v := range x {
+			y[i] = float32(math.Abs(float64(v)))
+		}
+	case uExp:
+		for i, v := range x {
+			y[i] = float32(math.Exp(float64(v)))
+		}
+	case uLog:
+		for i, v := range x {
+			y[i] = float32(math.Log(float64(v)))
+		}
+	case uErf:
+		for i, v := range x {
+			y[i] = float32(math.Erf(float64(v)))
+		}
+	case uRecip:
+		for i, v := range x {
+			y[i] = 1 / v
+		}
+	case uRelu:
+		for i, v := range x {
+			// Written so that NaN passes through, as in PyTorch.
+			if v < 0 {
+				v = 0
+			}
+			y[i] = v
+		}
+	case uLeakyRelu:
+		a := k.alpha
+		for i, v := range x {
+			if v < 0 {
+				v *= a
+			}
+			y[i] = v
+		}
+	case uSigmoid:
+		for i, v := range x {
+			y[i] = sigmoid(v)
+		}
+	case uHardSigmoid:
+		a, b := k.alpha, k.beta
+		for i, v := range x {
+			y[i] = max(0, min(1, a*v+b))
+		}
+	case uHardSwish:
+		a, b := k.alpha, k.beta
+		for i, v := range x {
+			y[i] = v * max(0, min(1, a*v+b))
+		}
+	case uTanh:
+		for i, v := range x {
+			y[i] = float32(math.Tanh(float64(v)))
+		}
+	case uClip:
+		l, h := k.lo, k.hi
+		for i, v := range x {
+			if v < l {
+				v = l
+			}
+			if v > h {
+				v = h
+			}
+			y[i] = v
+		}
+	}
+}
+
+// sigmoid is 1/(1+e^-v), evaluated so that neither branch overflows.
+func sigmoid(v float32) float32 {
+	if v >= 0 {
+		return float32(1 / (1 + math.Exp(-float64(v))))
+	}
+	e := math.Exp(float64(v))
+	return float32(e / (1 + e))
+}
+
+// usesOutput reports whether the op's derivative is computed from its output, so that
+// its input need not be kept for the backward pass.
+func (k *unaryKernel) usesOutput() bool {
+	switch k.op {
+	case uSqrt, uExp, uRecip, uRelu, uSigmoid, uTanh:
+		return true
+	}
+	return false
+}
+
+func (k *unaryKernel) Retains() (inputs, outputs []bool) {
+	inputs = []bool{!k.usesOutput() && k.op != uNeg}
+	if k.op == uClip {
+		inputs = []bool{true, true, true}
+	}
+	return inputs, []bool{k.usesOutput()}
+}
+
+// Backward adds the vector-Jacobian product. Where the derivative jumps, the value
+// follows PyTorch: Relu's derivative at 0 is 0, LeakyRelu's is alpha; Clip passes the
+// gradient for min ≤ x ≤ max (inclusive) and sends the rest to the bound that was
+// selected (when min > max every element takes max); HardSigmoid passes alpha strictly
+// inside its linear piece; HardSwish's derivative is 0 below −3, x/3+1/2 on [−3, 3] and 1
+// above.
+func (k *unaryKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error {
+	g := gout[0]
+	if g == nil {
+		return nil
+	}
+	if g.DType != Float32 {
+		return k.n.Errorf("no gradient through %s values", g.DType)
+	}
+	if k.op == uClip {
+		k.lo, k.hi = k.bounds(in)
+		k.clipBoundGrads(in, g, gin)
+	}
+	if len(gin) == 0 || gin[0] == nil {
+		return nil
+	}
+	if k.usesOutput() {
+		k.y = out[0].F
+	} else if k.op != uNeg {
+		k.x = in[0].F
+	}
+	k.g, k.dst = g.F, gin[0].F
+	ctx.Parallel(len(k.dst), ewGrain, k.bwd)
+	k.x, k.y, k.g, k.dst = nil, nil, nil, nil
+	return nil
+}
+
+// clipBoundGrads adds the gradients of Clip's min and max inputs: the sums of the
+// output gradient over the elements each bound replaced.
+func (k *unaryKernel) clipBoundGrads(in []*Tensor, g *Tensor, gin []*Tensor) {
+	var gLo, gHi *Tensor
+	if len(gin) > 1 {
+		gLo = gin[1]
+	}
+	if len(gin) > 2 {
+		gHi = gin[2]
+	}
+	if gLo == nil && gHi == nil {
+		return
+	}
+	var sLo, sHi float64
+	l, h := k.lo, k.hi
+	for i, v := range in[0].F {
+		switch {
+		case h < v || h < l:
+			sHi += float64(g.F[i])
+		case v < l:
+			sLo += float64(g.F[i])
+		}
+	}
+	if gLo != nil {
+		gLo.F[0] += float32(sLo)
+	}
+	if gHi != nil {
+		gHi.F[0] += float32(sHi)
+	}
+}
+
+func (k *unaryKernel) backward(lo, hi int) {
+	g, dst := k.g[lo:hi], k.dst[lo:hi]
+	var x, y []float32
+	if k.usesOutput() {
+		y = k.y[lo:hi]
+	} else if k.op != uNeg {
+		x = k.x[lo:hi]
+	}
+	switch k.op {
+	case uSqrt:
+		for i := range dst {
+			dst[i] += g[i] * 0.5 / y[i]
+		}
+	case uNeg:
+		for i := range dst {
+			dst[i] -= g[i]
+		}
+	case uAbs:
+		// The derivative at 0 is 0 (the sign function), as in PyTorch.
+		for i, v := range x {
+			switch {
+			case v > 0:
+				dst[i] += g[i]
+			case v < 0:
+				dst[i] -= g[i]
+			}
+		}
+	case uExp:
+		for i := range dst {
+			dst[i] += g[i] * y[i]
+		}
+	case uLog:
+		for i := range dst {
+			dst[i] += g[i] / x[i]
+		}
+	case uErf:
+		const c = 2 / 1.7724538509055159 // 2/√π
+		for i, v := range x {
+			dst[i] += g[i] * float32(c*math.Exp(-float64(v)*float64(v)))
+		}
+	case uRecip:
+		for i := range dst {
+			dst[i] -= g[i] * y[i] * y[i]
+		}
+	case uRelu:
+		for i := range dst {
+			if y[i] > 0 {
+				dst[i] += g[i]
+			}
+		}
+	case uLeakyRelu:
+		a := k.alpha
+		for i, v := range x {
+			if v > 0 {
+				dst[i] += g[i]
+			} else {
+				dst[i] += a * g[i]
+			}
+		}
+	case uSigmoid:
+		for i := range dst {
+			dst[i] += g[i] * y[i] * (1 - y[i])
+		}
+	case uHardSigmoid:
+		a, b := k.alpha, k.beta
+		for i, v := range x {
+			if t := a*v + b; t > 0 && t < 1 {
+				dst[i] += a * g[i]
+			}
+		}
+	case uHardSwish:
+		for i, v := range x {
+			switch {
+			case v > 3:
+				dst[i] += g[i]
+			case v >= -3:
+				dst[i] += g[i] * (v/3 + 0.5)
+			}
+		}
+	case uTanh:
+		for i := range dst {
+			dst[i] += g[i] * (1 - y[i]*y[i])
+		}
+	case uClip:
+		l, h := k.lo, k.hi
+		for i, v := range x {
+			if v >= l && v <= h {
+				dst[i] += g[i]
+			}
+		}
+	}
+}
