@@ -222,6 +222,21 @@ func pixels(dst []byte, img image.Image) ([]byte, int) {
 			}
 		}
 		return dst, 3
+	case *image.RGBA:
+		dst = growBytes(dst, h*w*3)
+		for y := range h {
+			row := m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):]
+			for x := range w {
+				o := (y*w + x) * 3
+				if row[4*x+3] == 255 {
+					dst[o], dst[o+1], dst[o+2] = row[4*x], row[4*x+1], row[4*x+2]
+					continue
+				}
+				c := color.NRGBAModel.Convert(m.RGBAAt(b.Min.X+x, b.Min.Y+y)).(color.NRGBA)
+				dst[o], dst[o+1], dst[o+2] = c.R, c.G, c.B
+			}
+		}
+		return dst, 3
 	case *image.NRGBA:
 		dst = growBytes(dst, h*w*3)
 		for y := range h {
