@@ -15,7 +15,8 @@ import (
 // uses batch statistics and updates its running statistics, Dropout drops, and the run
 // keeps what Backward needs; the inputs must then stay unchanged until Backward.
 //
-// The first run for an input signature (shapes and mode) plans it: shape inference,
+// The first run for an input signature (shapes, mode and the values of integer inputs,
+// which usually hold shapes or indices) plans it: shape inference,
 // constant folding and buffer assignment. Later runs with that signature allocate
 // nothing.
 func (g *Graph) Forward(ctx *Context, inputs ...*Tensor) (outs []*Tensor, err error) {
@@ -32,7 +33,9 @@ func (g *Graph) Forward(ctx *Context, inputs ...*Tensor) (outs []*Tensor, err er
 		g.last = p
 	}
 	for i, t := range inputs {
-		p.inVals[i].F, p.inVals[i].I = t.F, t.I
+		if t.DType == Float32 {
+			p.inVals[i].F = t.F
+		}
 	}
 	var cur *step
 	defer func() {
@@ -134,7 +137,7 @@ func (p *plan) matches(inputs []*Tensor) bool {
 			return false
 		}
 		if t.DType == Int64 {
-			if len(t.I) != v.Len() {
+			if !slices.Equal(t.I, v.I) {
 				return false
 			}
 		} else if len(t.F) != v.Len() {
@@ -157,6 +160,10 @@ func (g *Graph) planFor(inputs []*Tensor) (*plan, error) {
 			b = append(b, ',')
 		}
 		b = append(b, ']')
+		for _, v := range t.I {
+			b = strconv.AppendInt(b, v, 10)
+			b = append(b, ',')
+		}
 	}
 	g.keyBuf = b
 	if p, ok := g.plans[string(b)]; ok {

@@ -174,7 +174,7 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 			bad = append(bad, n.Errorf("op %s of domain %q is not supported", np.GetOpType(), d).Error())
 		} else if b, ok := bs[np.GetOpType()]; !ok {
 			bad = append(bad, n.Errorf("op %s is not supported", np.GetOpType()).Error())
-		} else if k, err = buildKernel(b, n); err != nil {
+		} else if k, err = makeKernel(b, n); err != nil {
 			bad = append(bad, err.Error())
 		}
 		gn := gnode{n: n, op: np.GetOpType(), k: k}
@@ -216,8 +216,8 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 	return g, nil
 }
 
-// buildKernel calls a builder, turning a panic on a malformed node into an error.
-func buildKernel(b Builder, n *Node) (k Kernel, err error) {
+// makeKernel calls a builder, turning a panic on a malformed node into an error.
+func makeKernel(b Builder, n *Node) (k Kernel, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			k, err = nil, n.Errorf("malformed node: %v", r)

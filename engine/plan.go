@@ -106,6 +106,11 @@ func (g *Graph) makePlan(inputs []*Tensor, training bool) (p *plan, err error) {
 	}
 	for i, id := range g.inIDs {
 		t := &Tensor{DType: inputs[i].DType, Shape: slices.Clone(inputs[i].Shape)}
+		if t.DType == Int64 {
+			// Integer inputs (shapes, indices, axes) are part of the signature, so that
+			// shapes computed from them are known when planning.
+			t.I, konst[id] = slices.Clone(inputs[i].I), true
+		}
 		p.vals[id] = t
 		p.inVals = append(p.inVals, t)
 		p.shapes = append(p.shapes, t.Shape)
