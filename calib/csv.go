@@ -77,7 +77,7 @@ func openCSV(path string, in Input, o *Options) (*set, error) {
 				return nil, fmt.Errorf("%s: line %d, column %d%s: %q is not a number", path, line, c+1, colName(header, c), field)
 			}
 			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return nil, fmt.Errorf("%s: line %d, column %d%s is %s: remove or impute non-finite values", path, line, c+1, colName(header, c), field)
+				return nil, fmt.Errorf("%s: line %d, column %d%s is %v: remove or impute non-finite values", path, line, c+1, colName(header, c), float32(v))
 			}
 			data = binary.LittleEndian.AppendUint32(data, math.Float32bits(float32(v)))
 		}
