@@ -1,0 +1,377 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/qtool/qtool/onnxio/onnxpb"
+)
+
+// refConv is a direct float64 convolution over any number of spatial dimensions with
+// explicit pads (begin..., end...), written independently of the im2col kernels.
+func refConv(x []float64, xs []int, w []float64, ws []int, b []float64, group int, strides, dil, pads []int) ([]float64, []int) {
+	nd := len(xs) - 2
+	N, C, M := xs[0], xs[1], ws[0]
+	Cg, Mg := C/group, M/group
+	os := []int{N, M}
+	for j := 0; j < nd; j++ {
+		ek := (ws[2+j]-1)*dil[j] + 1
+		os = append(os, (xs[2+j]+pads[j]+pads[nd+j]-ek)/strides[j]+1)
+	}
+	y := make([]float64, numel(os))
+	oi := make([]int, len(os))
+	ki := make([]int, nd)
+	xi := make([]int, len(xs))
+	wi := make([]int, len(ws))
+	K := numel(ws[2:])
+	for f := range y {
+		nntUnravel(f, os, oi)
+		n, m := oi[0], oi[1]
+		grp := m / Mg
+		var s float64
+		if b != nil {
+			s = b[m]
+		}
+		for c := 0; c < Cg; c++ {
+			for kf := 0; kf < K; kf++ {
+				nntUnravel(kf, ws[2:], ki)
+				xi[0], xi[1] = n, grp*Cg+c
+				inside := true
+				for j := 0; j < nd; j++ {
+					p := oi[2+j]*strides[j] - pads[j] + ki[j]*dil[j]
+					if p < 0 || p >= xs[2+j] {
+						inside = false
+					}
+					xi[2+j] = p
+				}
+				if !inside {
+					continue
+				}
+				wi[0], wi[1] = m, c
+				copy(wi[2:], ki)
+				s += x[nntRavel(xi, xs)] * w[nntRavel(wi, ws)]
+			}
+		}
+		y[f] = s
+	}
+	return y, os
+}
+
+// refConvTranspose scatters every input element through the kernel, the definition of
+// the transposed convolution, with explicit pads and output padding.
+func refConvTranspose(x []float64, xs []int, w []float64, ws []int, b []float64, group int, strides, dil, pads, outPad []int) ([]float64, []int) {
+	nd := len(xs) - 2
+	N, C, Mg := xs[0], xs[1], ws[1]
+	Cg, M := C/group, Mg*group
+	os := []int{N, M}
+	for j := 0; j < nd; j++ {
+		os = append(os, strides[j]*(xs[2+j]-1)+outPad[j]+(ws[2+j]-1)*dil[j]+1-pads[j]-pads[nd+j])
+	}
+	y := make([]float64, numel(os))
+	xi := make([]int, len(xs))
+	ki := make([]int, nd)
+	yi := make([]int, len(os))
+	wi := make([]int, len(ws))
+	K := numel(ws[2:])
+	for f := range x {
+		nntUnravel(f, xs, xi)
+		n, c := xi[0], xi[1]
+		grp := c / Cg
+		for mg := 0; mg < Mg; mg++ {
+			for kf := 0; kf < K; kf++ {
+				nntUnravel(kf, ws[2:], ki)
+				yi[0], yi[1] = n, grp*Mg+mg
+				inside := true
+				for j := 0; j < nd; j++ {
+					p := xi[2+j]*strides[j] + ki[j]*dil[j] - pads[j]
+					if p < 0 || p >= os[2+j] {
+						inside = false
+					}
+					yi[2+j] = p
+				}
+				if !inside {
+					continue
+				}
+				wi[0], wi[1] = c, mg
+				copy(wi[2:], ki)
+				y[nntRavel(yi, os)] += x[f] * w[nntRavel(wi, ws)]
+			}
+		}
+	}
+	if b != nil {
+		inner := numel(os[2:])
+		for f := range y {
+			y[f] += b[(f/inner)%M]
+		}
+	}
+	return y, os
+}
+
+func nntI64(v []int) []int64 {
+	out := make([]int64, len(v))
+	for i, x := range v {
+		out[i] = int64(x)
+	}
+	return out
+}
+
+func nntOnes(n, v int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = v
+	}
+	return s
+}
+
+type convCase struct {
+	name     string
+	x, w     []int
+	bias     bool
+	group    int
+	strides  []int
+	dil      []int
+	pads     []int  // explicit pads for the node; nil: none given
+	autoPad  string // "" = NOTSET
+	refPads  []int  // pads the reference uses (derived by hand for auto_pad)
+	kernAttr bool   // give kernel_shape
+}
+
+var convCases = []convCase{
+	{name: "basic_pad1", x: []int{1, 1, 5, 5}, w: []int{1, 1, 3, 3}, pads: []int{1, 1, 1, 1}, kernAttr: true},
+	{name: "no_pad", x: []int{1, 1, 5, 5}, w: []int{1, 1, 3, 3}, pads: []int{0, 0, 0, 0}},
+	{name: "strides_asym_pad", x: []int{2, 1, 7, 5}, w: []int{2, 1, 3, 3}, strides: []int{2, 2}, pads: []int{1, 0, 1, 0}, bias: true},
+	{name: "strides_pad", x: []int{3, 2, 7, 5}, w: []int{3, 2, 3, 3}, strides: []int{2, 2}, pads: []int{1, 1, 1, 1}, bias: true},
+	// SAME_LOWER, stride 2 on 5: out 3, total pad (3-1)*2+3-5 = 2, split 1/1.
+	{name: "same_lower", x: []int{1, 1, 5, 5}, w: []int{1, 1, 3, 3}, strides: []int{2, 2}, autoPad: "SAME_LOWER", refPads: []int{1, 1, 1, 1}},
+	// SAME_UPPER/LOWER with an odd total: on 6 with stride 1 and kernel 2, total 1.
+	{name: "same_upper_odd", x: []int{2, 2, 6, 6}, w: []int{2, 2, 2, 2}, autoPad: "SAME_UPPER", refPads: []int{0, 0, 1, 1}},
+	{name: "same_lower_odd", x: []int{2, 2, 6, 6}, w: []int{2, 2, 2, 2}, autoPad: "SAME_LOWER", refPads: []int{1, 1, 0, 0}},
+	{name: "valid", x: []int{2, 2, 6, 5}, w: []int{3, 2, 3, 2}, strides: []int{2, 1}, autoPad: "VALID", refPads: []int{0, 0, 0, 0}},
+	{name: "dilations", x: []int{2, 2, 7, 7}, w: []int{2, 2, 2, 3}, dil: []int{2, 3}, pads: []int{1, 2, 0, 1}, bias: true},
+	{name: "group2", x: []int{3, 4, 6, 6}, w: []int{6, 2, 3, 3}, group: 2, pads: []int{1, 1, 1, 1}, bias: true},
+	{name: "depthwise", x: []int{3, 3, 6, 7}, w: []int{3, 1, 3, 3}, group: 3, pads: []int{1, 1, 1, 1}, strides: []int{1, 2}, bias: true},
+	{name: "depthwise_mult2_dil", x: []int{2, 2, 7, 7}, w: []int{4, 1, 2, 2}, group: 2, dil: []int{2, 2}, pads: []int{0, 1, 1, 0}, bias: true},
+	{name: "pointwise", x: []int{3, 4, 5, 5}, w: []int{3, 4, 1, 1}, bias: true},
+	{name: "pointwise_strided", x: []int{2, 3, 5, 5}, w: []int{2, 3, 1, 1}, strides: []int{2, 2}},
+	{name: "1d", x: []int{2, 2, 9}, w: []int{3, 2, 3}, strides: []int{2}, pads: []int{1, 2}, bias: true},
+	{name: "3d", x: []int{2, 2, 4, 5, 4}, w: []int{2, 2, 2, 3, 2}, pads: []int{1, 0, 1, 0, 1, 1}, strides: []int{1, 2, 1}, bias: true},
+}
+
+func (c convCase) node(opset int64) (*Node, []int, []int, []int) {
+	nd := len(c.x) - 2
+	var attrs []*onnxpb.AttributeProto
+	strides, dil, refPads := c.strides, c.dil, c.refPads
+	if strides != nil {
+		attrs = append(attrs, nntInts("strides", nntI64(strides)...))
+	} else {
+		strides = nntOnes(nd, 1)
+	}
+	if dil != nil {
+		attrs = append(attrs, nntInts("dilations", nntI64(dil)...))
+	} else {
+		dil = nntOnes(nd, 1)
+	}
+	if c.pads != nil {
+		attrs = append(attrs, nntInts("pads", nntI64(c.pads)...))
+		refPads = c.pads
+	}
+	if refPads == nil {
+		refPads = nntOnes(2*nd, 0)
+	}
+	if c.autoPad != "" {
+		attrs = append(attrs, nntStr("auto_pad", c.autoPad))
+	}
+	if c.group > 0 {
+		attrs = append(attrs, nntInt("group", int64(c.group)))
+	}
+	if c.kernAttr {
+		attrs = append(attrs, nntInts("kernel_shape", nntI64(c.w[2:])...))
+	}
+	nIn := 2
+	if c.bias {
+		nIn = 3
+	}
+	return nntNode("Conv", opset, nIn, 1, attrs...), strides, dil, refPads
+}
+
+func (c convCase) inputs(r *rand.Rand) []*Tensor {
+	in := []*Tensor{nntRand(r, c.x, -1, 1), nntRand(r, c.w, -1, 1)}
+	if c.bias {
+		in = append(in, nntRand(r, []int{c.w[0]}, -1, 1))
+	}
+	return in
+}
+
+func TestConvForwardMatchesDirect(t *testing.T) {
+	for _, c := range convCases {
+		for _, workers := range []int{1, 3} {
+			t.Run(fmt.Sprintf("%s/w%d", c.name, workers), func(t *testing.T) {
+				r := rand.New(rand.NewPCG(1, 2))
+				n, strides, dil, pads := c.node(11)
+				in := c.inputs(r)
+				out := nntRun(t, nntBuild(t, n), nntCtx(workers), in)
+				var b []float64
+				if c.bias {
+					b = nnt64(in[2].F)
+				}
+				group := max(c.group, 1)
+				want, ws := refConv(nnt64(in[0].F), c.x, nnt64(in[1].F), c.w, b, group, strides, dil, pads)
+				if !nnShapeEq(out[0].Shape, ws) {
+					t.Fatalf("shape %v, want %v", out[0].Shape, ws)
+				}
+				nntClose(t, "Y", out[0].F, want, 1e-5, 1e-5)
+			})
+		}
+	}
+}
+
+func TestConvGradient(t *testing.T) {
+	for _, c := range convCases {
+		t.Run(c.name, func(t *testing.T) {
+			n, _, _, _ := c.node(11)
+			nntGradCheck(t, nntGradCase{name: c.name, op: "Conv", opset: 11, attrs: n.Proto.Attribute, inputs: c.inputs})
+		})
+	}
+}
+
+type convTCase struct {
+	name    string
+	x, w    []int
+	bias    bool
+	group   int
+	strides []int
+	dil     []int
+	pads    []int
+	outPad  []int
+}
+
+var convTCases = []convTCase{
+	{name: "default", x: []int{1, 1, 3, 3}, w: []int{1, 2, 3, 3}},
+	{name: "1d", x: []int{2, 1, 3}, w: []int{1, 2, 3}, bias: true},
+	{name: "3d", x: []int{1, 1, 3, 4, 3}, w: []int{1, 2, 3, 3, 2}},
+	{name: "dilations", x: []int{2, 1, 3, 3}, w: []int{1, 1, 2, 2}, dil: []int{2, 2}},
+	{name: "strides_outpad", x: []int{2, 1, 3, 3}, w: []int{1, 2, 3, 3}, strides: []int{3, 2}, outPad: []int{1, 1}, bias: true},
+	{name: "pads", x: []int{2, 1, 3, 3}, w: []int{1, 2, 3, 3}, strides: []int{3, 2}, pads: []int{1, 2, 1, 2}},
+	{name: "group", x: []int{3, 4, 3, 4}, w: []int{4, 3, 2, 3}, group: 2, strides: []int{2, 1}, pads: []int{0, 1, 1, 0}, bias: true},
+}
+
+func (c convTCase) node() (*Node, []int, []int, []int, []int) {
+	nd := len(c.x) - 2
+	var attrs []*onnxpb.AttributeProto
+	strides, dil, pads, outPad := c.strides, c.dil, c.pads, c.outPad
+	if strides != nil {
+		attrs = append(attrs, nntInts("strides", nntI64(strides)...))
+	} else {
+		strides = nntOnes(nd, 1)
+	}
+	if dil != nil {
+		attrs = append(attrs, nntInts("dilations", nntI64(dil)...))
+	} else {
+		dil = nntOnes(nd, 1)
+	}
+	if pads != nil {
+		attrs = append(attrs, nntInts("pads", nntI64(pads)...))
+	} else {
+		pads = nntOnes(2*nd, 0)
+	}
+	if outPad != nil {
+		attrs = append(attrs, nntInts("output_padding", nntI64(outPad)...))
+	} else {
+		outPad = nntOnes(nd, 0)
+	}
+	if c.group > 0 {
+		attrs = append(attrs, nntInt("group", int64(c.group)))
+	}
+	nIn := 2
+	if c.bias {
+		nIn = 3
+	}
+	return nntNode("ConvTranspose", 11, nIn, 1, attrs...), strides, dil, pads, outPad
+}
+
+func (c convTCase) inputs(r *rand.Rand) []*Tensor {
+	in := []*Tensor{nntRand(r, c.x, -1, 1), nntRand(r, c.w, -1, 1)}
+	if c.bias {
+		in = append(in, nntRand(r, []int{c.w[1] * max(c.group, 1)}, -1, 1))
+	}
+	return in
+}
+
+func TestConvTransposeForwardMatchesScatter(t *testing.T) {
+	for _, c := range convTCases {
+		t.Run(c.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(3, 4))
+			n, strides, dil, pads, outPad := c.node()
+			in := c.inputs(r)
+			out := nntRun(t, nntBuild(t, n), nntCtx(2), in)
+			var b []float64
+			if c.bias {
+				b = nnt64(in[2].F)
+			}
+			want, ws := refConvTranspose(nnt64(in[0].F), c.x, nnt64(in[1].F), c.w, b, max(c.group, 1), strides, dil, pads, outPad)
+			if !nnShapeEq(out[0].Shape, ws) {
+				t.Fatalf("shape %v, want %v", out[0].Shape, ws)
+			}
+			nntClose(t, "Y", out[0].F, want, 1e-5, 1e-5)
+		})
+	}
+}
+
+func TestConvTransposeGradient(t *testing.T) {
+	cases := append([]convTCase(nil), convTCases...)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n, _, _, _, _ := c.node()
+			nntGradCheck(t, nntGradCase{name: c.name, op: "ConvTranspose", opset: 11, attrs: n.Proto.Attribute, inputs: c.inputs})
+		})
+	}
+	// The attribute forms the conformance suite uses that the scatter reference does not
+	// take directly: output_shape (negative total padding) and auto_pad.
+	for _, c := range []struct {
+		name  string
+		attrs []*onnxpb.AttributeProto
+	}{
+		{"output_shape", []*onnxpb.AttributeProto{nntInts("output_shape", 10, 8), nntInts("strides", 3, 2)}},
+		{"kernel_shape_output_shape", []*onnxpb.AttributeProto{nntInts("kernel_shape", 3, 3), nntInts("output_padding", 1, 1), nntInts("output_shape", 10, 8), nntInts("strides", 3, 2)}},
+		{"autopad_same_upper", []*onnxpb.AttributeProto{nntStr("auto_pad", "SAME_UPPER"), nntInts("strides", 2, 2)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			nntGradCheck(t, nntGradCase{name: c.name, op: "ConvTranspose", opset: 11, attrs: c.attrs,
+				inputs: func(r *rand.Rand) []*Tensor {
+					return []*Tensor{nntRand(r, []int{1, 1, 3, 3}, -1, 1), nntRand(r, []int{1, 2, 3, 3}, -1, 1)}
+				}})
+		})
+	}
+}
+
+func TestConvRejectsBadInput(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		n      *Node
+		shapes [][]int
+		want   string
+	}{
+		{"auto_pad", nntNode("Conv", 11, 2, 1, nntStr("auto_pad", "SAME")), nil, "auto_pad"},
+		{"channels", nntNode("Conv", 11, 2, 1), [][]int{{1, 3, 5, 5}, {2, 2, 3, 3}}, "channels"},
+		{"group", nntNode("Conv", 11, 2, 1, nntInt("group", 2)), [][]int{{1, 4, 5, 5}, {3, 2, 3, 3}}, "group"},
+		{"too_small", nntNode("Conv", 11, 2, 1), [][]int{{1, 1, 2, 2}, {1, 1, 3, 3}}, "smaller"},
+		{"4d_spatial", nntNode("Conv", 11, 2, 1), [][]int{{1, 1, 2, 2, 2, 2}, {1, 1, 1, 1, 1, 1}}, "spatial"},
+		{"kernel_shape", nntNode("Conv", 11, 2, 1, nntInts("kernel_shape", 2, 2)), [][]int{{1, 1, 5, 5}, {1, 1, 3, 3}}, "kernel_shape"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k, err := nnOps()["Conv"](c.n)
+			if err == nil {
+				in := make([]*Tensor, len(c.shapes))
+				for i, s := range c.shapes {
+					in[i] = &Tensor{DType: Float32, Shape: s}
+				}
+				_, err = k.Infer(in)
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "t_Conv") {
+				t.Fatalf("error %v, want one naming the node and %q", err, c.want)
+			}
+		})
+	}
+}
