@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
 	"gonum.org/v1/gonum/blas/gonum"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/qtool/qtool/onnxio/onnxpb"
 )
