@@ -200,7 +200,7 @@ func runConformance(c conformanceCase) (skip string, err error) {
 			if err != nil {
 				return "", err
 			}
-			if err := compareTensor(outs[i], fromONNX(ot), 1e-4, 1e-4); err != nil {
+			if err := closeTensors(outs[i], fromONNX(ot), 1e-4, 1e-4); err != nil {
 				return "", fmt.Errorf("%s: output %d (%s): %w", filepath.Base(set), i, g.Outputs()[i].Name, err)
 			}
 		}
@@ -208,9 +208,9 @@ func runConformance(c conformanceCase) (skip string, err error) {
 	return "", nil
 }
 
-// compareTensor checks got against want element by element within atol + rtol*|want|.
+// closeTensors checks got against want element by element within atol + rtol*|want|.
 // NaN matches NaN, and infinities must match exactly.
-func compareTensor(got, want *Tensor, atol, rtol float64) error {
+func closeTensors(got, want *Tensor, atol, rtol float64) error {
 	if !slices.Equal(got.Shape, want.Shape) {
 		return fmt.Errorf("shape %v, want %v", got.Shape, want.Shape)
 	}
