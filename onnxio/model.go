@@ -1,10 +1,10 @@
 package onnxio
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -55,6 +55,20 @@ func Read(r io.Reader, name, dir string) (*Model, error) {
 
 // Parse decodes and checks a serialized model.
 func Parse(data []byte, name, dir string) (*Model, error) {
+	m, err := Decode(data, name, dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Check(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Decode decodes a serialized model without checking it, for tools that must carry
+// models qtool cannot execute (an opset outside the range, say) through unchanged. Use
+// Parse for anything that will compute with the model.
+func Decode(data []byte, name, dir string) (*Model, error) {
 	if len(data) == 0 {
 		return nil, fmt.Errorf("onnxio: %s: empty file, not an ONNX model", name)
 	}
@@ -65,11 +79,7 @@ func Parse(data []byte, name, dir string) (*Model, error) {
 	if err := proto.Unmarshal(data, mp); err != nil {
 		return nil, fmt.Errorf("onnxio: %s: not an ONNX model: protobuf decoding failed: %v", name, err)
 	}
-	m := &Model{Proto: mp, Name: name, Dir: dir}
-	if err := m.Check(); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return &Model{Proto: mp, Name: name, Dir: dir}, nil
 }
 
 // checkWire walks the top level of the protobuf wire format so that a truncated file
@@ -103,7 +113,8 @@ func checkWire(b []byte) error {
 }
 
 // Check verifies that the model is one qtool can work with: a graph, an IR version and
-// default-domain opset in range, and external data files that exist.
+// default-domain opset in range, tensors whose stored data matches their shape, and
+// external data files that exist and are long enough. It reads no tensor data.
 func (m *Model) Check() error {
 	mp := m.Proto
 	if mp.GetGraph() == nil || mp.IrVersion == nil {
@@ -112,43 +123,47 @@ func (m *Model) Check() error {
 	if v := mp.GetIrVersion(); v < MinIRVersion || v > MaxIRVersion {
 		return fmt.Errorf("onnxio: %s: IR version %d is outside the supported range %d to %d; re-export the model with a supported version", m.Name, v, MinIRVersion, MaxIRVersion)
 	}
+	if len(mp.GetOpsetImport()) == 0 {
+		// Exporters write opset_import after the graph, so a file cut at a field
+		// boundary typically loses it.
+		return fmt.Errorf("onnxio: %s: the model has no opset_import; the file is truncated or was not written by an ONNX exporter", m.Name)
+	}
 	op := m.Opset("")
 	if op == 0 {
-		return fmt.Errorf("onnxio: %s: the model imports no default-domain (ai.onnx) opset", m.Name)
+		return fmt.Errorf("onnxio: %s: the model imports no default-domain (ai.onnx) opset; qtool reads only models built from standard ONNX operators", m.Name)
 	}
 	if op < MinOpset || op > MaxOpset {
 		return fmt.Errorf("onnxio: %s: opset %d is outside the supported range %d to %d; convert it with onnx.version_converter or re-export", m.Name, op, MinOpset, MaxOpset)
 	}
-	for _, t := range m.Proto.GetGraph().GetInitializer() {
-		if err := m.checkExternal(t); err != nil {
-			return err
+	return eachTensor(mp, func(t *onnxpb.TensorProto, desc string) error {
+		if err := checkStorage(t); err != nil {
+			return fmt.Errorf("onnxio: %s: %s: %w; the file is corrupt or its exporter is broken", m.Name, desc, err)
 		}
-	}
-	for _, n := range m.Proto.GetGraph().GetNode() {
-		if t := constantValue(n); t != nil {
-			if err := m.checkExternal(t); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+		return m.checkExternal(t, desc)
+	})
 }
 
-func (m *Model) checkExternal(t *onnxpb.TensorProto) error {
+func (m *Model) checkExternal(t *onnxpb.TensorProto, desc string) error {
 	if !isExternal(t) {
 		return nil
 	}
 	ext, err := parseExternal(t)
 	if err != nil {
-		return fmt.Errorf("onnxio: %s: tensor %q: %w", m.Name, t.GetName(), err)
+		return fmt.Errorf("onnxio: %s: %s: %w", m.Name, desc, err)
 	}
 	path := filepath.Join(m.Dir, ext.location)
 	st, err := os.Stat(path)
-	if err != nil {
-		return fmt.Errorf("onnxio: %s: tensor %q: external data file %s is missing; keep it next to the model", m.Name, t.GetName(), path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("onnxio: %s: %s: external data file %s is missing; keep it next to the model", m.Name, desc, path)
 	}
-	if ext.length >= 0 && ext.offset+ext.length > st.Size() {
-		return fmt.Errorf("onnxio: %s: tensor %q: external data %s has %d bytes, the tensor needs bytes %d to %d", m.Name, t.GetName(), path, st.Size(), ext.offset, ext.offset+ext.length)
+	if err != nil {
+		return fmt.Errorf("onnxio: %s: %s: external data: %w", m.Name, desc, err)
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("onnxio: %s: %s: external data %s is not a regular file", m.Name, desc, path)
+	}
+	if ext.offset > st.Size() || ext.length > st.Size()-ext.offset {
+		return fmt.Errorf("onnxio: %s: %s: external data %s has %d bytes, the tensor needs %d bytes from offset %d; the data file is truncated or belongs to another model", m.Name, desc, path, st.Size(), max(ext.length, 0), ext.offset)
 	}
 	return nil
 }
@@ -187,7 +202,7 @@ func (m *Model) Write(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(w, bytes.NewReader(b)); err != nil {
+	if _, err := w.Write(b); err != nil {
 		return fmt.Errorf("onnxio: %s: %w", m.Name, err)
 	}
 	return nil

@@ -56,21 +56,85 @@ func IsInt(dt DataType) bool {
 	return false
 }
 
-// elemBits is the stored width of one element in raw_data.
+// elemBits is the stored width of one element in raw_data, or 0 for types without a
+// fixed width (STRING, UNDEFINED).
 func elemBits(dt DataType) int {
 	switch dt {
 	case onnxpb.TensorProto_INT4, onnxpb.TensorProto_UINT4:
 		return 4
-	case onnxpb.TensorProto_INT8, onnxpb.TensorProto_UINT8, onnxpb.TensorProto_BOOL:
+	case onnxpb.TensorProto_INT8, onnxpb.TensorProto_UINT8, onnxpb.TensorProto_BOOL,
+		onnxpb.TensorProto_FLOAT8E4M3FN, onnxpb.TensorProto_FLOAT8E4M3FNUZ,
+		onnxpb.TensorProto_FLOAT8E5M2, onnxpb.TensorProto_FLOAT8E5M2FNUZ:
 		return 8
 	case onnxpb.TensorProto_INT16, onnxpb.TensorProto_UINT16, onnxpb.TensorProto_FLOAT16, onnxpb.TensorProto_BFLOAT16:
 		return 16
 	case onnxpb.TensorProto_INT32, onnxpb.TensorProto_UINT32, onnxpb.TensorProto_FLOAT:
 		return 32
-	case onnxpb.TensorProto_INT64, onnxpb.TensorProto_UINT64, onnxpb.TensorProto_DOUBLE:
+	case onnxpb.TensorProto_INT64, onnxpb.TensorProto_UINT64, onnxpb.TensorProto_DOUBLE, onnxpb.TensorProto_COMPLEX64:
 		return 64
+	case onnxpb.TensorProto_COMPLEX128:
+		return 128
 	}
 	return 0
+}
+
+// typedField returns the name and length of the typed field that holds a tensor of type
+// dt when it has no raw_data, and how many entries n elements take there. The mapping is
+// the one onnx.proto documents for each field.
+func typedField(t *onnxpb.TensorProto, dt DataType, n int) (field string, have, need int) {
+	switch dt {
+	case onnxpb.TensorProto_FLOAT:
+		return "float_data", len(t.GetFloatData()), n
+	case onnxpb.TensorProto_COMPLEX64:
+		return "float_data", len(t.GetFloatData()), 2 * n
+	case onnxpb.TensorProto_DOUBLE:
+		return "double_data", len(t.GetDoubleData()), n
+	case onnxpb.TensorProto_COMPLEX128:
+		return "double_data", len(t.GetDoubleData()), 2 * n
+	case onnxpb.TensorProto_INT64:
+		return "int64_data", len(t.GetInt64Data()), n
+	case onnxpb.TensorProto_UINT32, onnxpb.TensorProto_UINT64:
+		return "uint64_data", len(t.GetUint64Data()), n
+	case onnxpb.TensorProto_INT4, onnxpb.TensorProto_UINT4:
+		return "int32_data", len(t.GetInt32Data()), (n + 1) / 2
+	}
+	return "int32_data", len(t.GetInt32Data()), n
+}
+
+// checkStorage reports a tensor whose stored data does not match its shape, from the
+// lengths alone, so that a corrupt tensor is refused before anything is allocated for
+// it. External data is checked against the length its entry declares; the file itself
+// is checked by readExternal and Model.Check.
+func checkStorage(t *onnxpb.TensorProto) error {
+	n, err := numElements(t.GetDims())
+	if err != nil {
+		return err
+	}
+	dt := DataType(t.GetDataType())
+	bits := elemBits(dt)
+	if bits == 0 || t.GetSegment() != nil {
+		return nil // no fixed width, or a segment holding only part of the tensor
+	}
+	want := (int64(n)*int64(bits) + 7) / 8
+	switch {
+	case isExternal(t):
+		ref, err := parseExternal(t)
+		if err != nil {
+			return err
+		}
+		if ref.length >= 0 && ref.length != want {
+			return fmt.Errorf("external data length is %d bytes, but shape %v of %s needs %d", ref.length, t.GetDims(), dt, want)
+		}
+	case t.RawData != nil:
+		if int64(len(t.RawData)) != want {
+			return fmt.Errorf("raw_data holds %d bytes, but shape %v of %s needs %d", len(t.RawData), t.GetDims(), dt, want)
+		}
+	default:
+		if field, have, need := typedField(t, dt, n); have != need {
+			return fmt.Errorf("%s holds %d values, but shape %v of %s needs %d", field, have, t.GetDims(), dt, need)
+		}
+	}
+	return nil
 }
 
 // numElements multiplies dims, refusing negative dims and products that overflow, which
@@ -110,35 +174,33 @@ func (m *Model) Tensor(t *onnxpb.TensorProto) (*Tensor, error) {
 
 func decodeTensor(t *onnxpb.TensorProto, dir string) (*Tensor, error) {
 	dt := DataType(t.GetDataType())
-	n, err := numElements(t.GetDims())
-	if err != nil {
-		return nil, err
+	if !IsFloat(dt) && !IsInt(dt) {
+		return nil, fmt.Errorf("data type %s is not supported (qtool computes in float32 and int64)", dt)
 	}
 	if t.GetSegment() != nil {
 		return nil, fmt.Errorf("segmented tensors are not supported")
 	}
-	out := &Tensor{Name: t.GetName(), Dims: append([]int64(nil), t.GetDims()...), Type: dt}
-	if !IsFloat(dt) && !IsInt(dt) {
-		return nil, fmt.Errorf("data type %s is not supported (qtool computes in float32 and int64)", dt)
+	if err := checkStorage(t); err != nil {
+		return nil, err
 	}
-	raw := t.GetRawData()
-	hasRaw := t.RawData != nil
-	if isExternal(t) {
-		raw, err = readExternal(t, dir)
+	n, _ := numElements(t.GetDims()) // checked by checkStorage
+	out := &Tensor{Name: t.GetName(), Dims: append([]int64(nil), t.GetDims()...), Type: dt}
+	switch {
+	case isExternal(t):
+		raw, err := readExternal(t, dir)
 		if err != nil {
 			return nil, err
 		}
-		hasRaw = true
-	}
-	if hasRaw {
-		want := (n*elemBits(dt) + 7) / 8
-		if len(raw) != want {
-			return nil, fmt.Errorf("raw data holds %d bytes, but shape %v of %s needs %d", len(raw), t.GetDims(), dt, want)
+		if want := (n*elemBits(dt) + 7) / 8; len(raw) != want {
+			return nil, fmt.Errorf("external data holds %d bytes, but shape %v of %s needs %d", len(raw), t.GetDims(), dt, want)
 		}
 		decodeRaw(out, raw, n)
-		return out, nil
+	case t.RawData != nil:
+		decodeRaw(out, t.RawData, n)
+	default:
+		decodeTyped(out, t, n)
 	}
-	return out, decodeTyped(out, t, n)
+	return out, nil
 }
 
 func decodeRaw(out *Tensor, raw []byte, n int) {
@@ -157,7 +219,7 @@ func decodeRaw(out *Tensor, raw []byte, n int) {
 		case onnxpb.TensorProto_FLOAT16:
 			out.Float[i] = HalfToFloat32(le.Uint16(raw[2*i:]))
 		case onnxpb.TensorProto_BFLOAT16:
-			out.Float[i] = math.Float32frombits(uint32(le.Uint16(raw[2*i:])) << 16)
+			out.Float[i] = BFloat16ToFloat32(le.Uint16(raw[2*i:]))
 		case onnxpb.TensorProto_INT8:
 			out.Int[i] = int64(int8(raw[i]))
 		case onnxpb.TensorProto_UINT8, onnxpb.TensorProto_BOOL:
@@ -193,70 +255,56 @@ func nibble(dt DataType, b byte, i int) int64 {
 	return int64(v)
 }
 
-func decodeTyped(out *Tensor, t *onnxpb.TensorProto, n int) error {
-	have := func(k int, field string) error {
-		if k != n {
-			return fmt.Errorf("%s holds %d values, but shape %v needs %d", field, k, t.GetDims(), n)
-		}
-		return nil
-	}
+// decodeTyped decodes the typed fields of a tensor whose lengths checkStorage accepted.
+func decodeTyped(out *Tensor, t *onnxpb.TensorProto, n int) {
 	switch dt := out.Type; dt {
 	case onnxpb.TensorProto_FLOAT:
-		if err := have(len(t.GetFloatData()), "float_data"); err != nil {
-			return err
-		}
 		out.Float = append([]float32(nil), t.GetFloatData()...)
 	case onnxpb.TensorProto_DOUBLE:
-		if err := have(len(t.GetDoubleData()), "double_data"); err != nil {
-			return err
-		}
 		out.Float = make([]float32, n)
 		for i, v := range t.GetDoubleData() {
 			out.Float[i] = float32(v)
 		}
-	case onnxpb.TensorProto_FLOAT16, onnxpb.TensorProto_BFLOAT16:
-		if err := have(len(t.GetInt32Data()), "int32_data"); err != nil {
-			return err
-		}
+	case onnxpb.TensorProto_FLOAT16:
 		out.Float = make([]float32, n)
 		for i, v := range t.GetInt32Data() {
-			if dt == onnxpb.TensorProto_FLOAT16 {
-				out.Float[i] = HalfToFloat32(uint16(v))
-			} else {
-				out.Float[i] = math.Float32frombits(uint32(uint16(v)) << 16)
-			}
+			out.Float[i] = HalfToFloat32(uint16(v))
+		}
+	case onnxpb.TensorProto_BFLOAT16:
+		out.Float = make([]float32, n)
+		for i, v := range t.GetInt32Data() {
+			out.Float[i] = BFloat16ToFloat32(uint16(v))
 		}
 	case onnxpb.TensorProto_INT64:
-		if err := have(len(t.GetInt64Data()), "int64_data"); err != nil {
-			return err
-		}
 		out.Int = append([]int64(nil), t.GetInt64Data()...)
 	case onnxpb.TensorProto_UINT32, onnxpb.TensorProto_UINT64:
-		if err := have(len(t.GetUint64Data()), "uint64_data"); err != nil {
-			return err
-		}
 		out.Int = make([]int64, n)
 		for i, v := range t.GetUint64Data() {
 			out.Int[i] = int64(v)
 		}
 	case onnxpb.TensorProto_INT4, onnxpb.TensorProto_UINT4:
-		if err := have(2*len(t.GetInt32Data())-n%2, "int32_data"); err != nil {
-			return err
-		}
 		out.Int = make([]int64, n)
 		for i := range out.Int {
 			out.Int[i] = nibble(dt, byte(t.GetInt32Data()[i/2]), i)
 		}
 	default: // the remaining integer types and BOOL are stored in int32_data
-		if err := have(len(t.GetInt32Data()), "int32_data"); err != nil {
-			return err
-		}
 		out.Int = make([]int64, n)
 		for i, v := range t.GetInt32Data() {
 			out.Int[i] = int64(v)
 		}
 	}
-	return nil
+	if out.Float == nil && IsFloat(out.Type) {
+		out.Float = []float32{} // an empty tensor decodes to an empty, non-nil slice
+	}
+	if out.Int == nil && IsInt(out.Type) {
+		out.Int = []int64{}
+	}
+}
+
+// BFloat16ToFloat32 converts a bfloat16 value, the upper half of a float32, to float32
+// exactly.
+func BFloat16ToFloat32(b uint16) float32 {
+	return math.Float32frombits(uint32(b) << 16)
 }
 
 // HalfToFloat32 converts an IEEE 754 binary16 value to float32 exactly.
@@ -327,22 +375,28 @@ func readExternal(t *onnxpb.TensorProto, dir string) ([]byte, error) {
 	path := filepath.Join(dir, ref.location)
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("external data file %s is missing; keep it next to the model: %w", path, err)
+		return nil, fmt.Errorf("external data file %s cannot be opened; keep it next to the model: %w", path, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("external data %s: %w", path, err)
 	}
-	length := ref.length
-	if length < 0 {
-		length = st.Size() - ref.offset
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("external data %s is not a regular file", path)
 	}
-	if ref.offset+length > st.Size() || length < 0 {
-		return nil, fmt.Errorf("external data %s has %d bytes, the tensor needs bytes %d to %d", path, st.Size(), ref.offset, ref.offset+length)
+	size := st.Size()
+	length := ref.length
+	if length < 0 && ref.offset <= size {
+		length = size - ref.offset
+	}
+	// Compared without adding, so that a hostile offset cannot overflow past the check
+	// into a huge allocation.
+	if ref.offset > size || length > size-ref.offset {
+		return nil, fmt.Errorf("external data %s has %d bytes, the tensor needs %d bytes from offset %d", path, size, length, ref.offset)
 	}
 	buf := make([]byte, length)
-	if _, err := f.ReadAt(buf, ref.offset); err != nil && err != io.EOF {
+	if _, err := f.ReadAt(buf, ref.offset); err != nil && !(err == io.EOF && length == 0) {
 		return nil, fmt.Errorf("external data %s: %w", path, err)
 	}
 	return buf, nil
