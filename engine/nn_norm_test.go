@@ -1,0 +1,320 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/qtool/qtool/onnxio"
+	"github.com/qtool/qtool/onnxio/onnxpb"
+)
+
+// bnInputs returns X, scale, B, mean and var (positive) for X of the given shape.
+func bnInputs(r *rand.Rand, shape []int) []*Tensor {
+	C := []int{shape[1]}
+	return []*Tensor{nntRand(r, shape, -2, 3), nntRand(r, C, 0.5, 1.5), nntRand(r, C, -1, 1),
+		nntRand(r, C, -0.5, 0.5), nntRand(r, C, 0.5, 2)}
+}
+
+// refChannelStats returns the per-channel mean and population variance of x (N, C, ...).
+func refChannelStats(x []float64, shape []int) (mean, pvar []float64) {
+	N, C, inner := shape[0], shape[1], numel(shape[2:])
+	mean, pvar = make([]float64, C), make([]float64, C)
+	m := float64(N * inner)
+	for c := 0; c < C; c++ {
+		for n := 0; n < N; n++ {
+			for i := 0; i < inner; i++ {
+				mean[c] += x[(n*C+c)*inner+i] / m
+			}
+		}
+		for n := 0; n < N; n++ {
+			for i := 0; i < inner; i++ {
+				d := x[(n*C+c)*inner+i] - mean[c]
+				pvar[c] += d * d / m
+			}
+		}
+	}
+	return mean, pvar
+}
+
+func refBatchNorm(x []float64, shape []int, scale, b, mean, vr []float64, eps float64) []float64 {
+	C, inner := shape[1], numel(shape[2:])
+	y := make([]float64, len(x))
+	for i, v := range x {
+		c := (i / inner) % C
+		y[i] = (v-mean[c])/math.Sqrt(vr[c]+eps)*scale[c] + b[c]
+	}
+	return y
+}
+
+func TestBatchNormInference(t *testing.T) {
+	for _, opset := range []int64{7, 9, 15} {
+		for _, shape := range [][]int{{2, 3, 4, 5}, {5, 4}, {2, 3, 7}} {
+			t.Run(fmt.Sprintf("opset%d/%v", opset, shape), func(t *testing.T) {
+				r := rand.New(rand.NewPCG(21, 22))
+				in := bnInputs(r, shape)
+				n := nntNode("BatchNormalization", opset, 5, 1, nntFloat("epsilon", 1e-2))
+				out := nntRun(t, nntBuild(t, n), nntCtx(2), in)
+				want := refBatchNorm(nnt64(in[0].F), shape, nnt64(in[1].F), nnt64(in[2].F), nnt64(in[3].F), nnt64(in[4].F), float64(float32(1e-2)))
+				nntClose(t, "Y", out[0].F, want, 1e-5, 1e-5)
+			})
+		}
+	}
+}
+
+// TestBatchNormTrainingMode checks the opset-15 training_mode outputs against the ONNX
+// formulas (population variance for the running-variance output).
+func TestBatchNormTrainingMode(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	shape := []int{3, 2, 4, 5}
+	in := bnInputs(r, shape)
+	const mom = 0.8
+	n := nntNode("BatchNormalization", 15, 5, 3, nntInt("training_mode", 1), nntFloat("momentum", mom))
+	out := nntRun(t, nntBuild(t, n), nntCtx(2), in)
+	x := nnt64(in[0].F)
+	mean, pvar := refChannelStats(x, shape)
+	want := refBatchNorm(x, shape, nnt64(in[1].F), nnt64(in[2].F), mean, pvar, float64(float32(1e-5)))
+	nntClose(t, "Y", out[0].F, want, 1e-5, 1e-5)
+	rm, rv := make([]float64, 2), make([]float64, 2)
+	for c := range rm {
+		rm[c] = float64(in[3].F[c])*float64(float32(mom)) + mean[c]*(1-float64(float32(mom)))
+		rv[c] = float64(in[4].F[c])*float64(float32(mom)) + pvar[c]*(1-float64(float32(mom)))
+	}
+	nntClose(t, "running_mean", out[1].F, rm, 1e-6, 1e-5)
+	nntClose(t, "running_var", out[2].F, rv, 1e-6, 1e-5)
+}
+
+// TestBatchNormContextTraining checks the in-place running-statistic update under
+// Context.Training: PyTorch's rule, with the unbiased batch variance.
+func TestBatchNormContextTraining(t *testing.T) {
+	for _, shape := range [][]int{{4, 3, 3, 3}, {6, 5}} {
+		t.Run(fmt.Sprint(shape), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(25, 26))
+			in := bnInputs(r, shape)
+			rm0, rv0 := nnt64(in[3].F), nnt64(in[4].F)
+			const mom = 0.9
+			n := nntNode("BatchNormalization", 9, 5, 1, nntFloat("momentum", mom))
+			ctx := nntCtx(2)
+			ctx.Training = true
+			out := nntRun(t, nntBuild(t, n), ctx, in)
+			x := nnt64(in[0].F)
+			mean, pvar := refChannelStats(x, shape)
+			want := refBatchNorm(x, shape, nnt64(in[1].F), nnt64(in[2].F), mean, pvar, float64(float32(1e-5)))
+			nntClose(t, "Y", out[0].F, want, 1e-5, 1e-5)
+			m := float64(numel(shape) / shape[1])
+			m32 := float64(float32(mom))
+			rm, rv := make([]float64, shape[1]), make([]float64, shape[1])
+			for c := range rm {
+				rm[c] = rm0[c]*m32 + mean[c]*(1-m32)
+				rv[c] = rv0[c]*m32 + pvar[c]*m/(m-1)*(1-m32)
+			}
+			nntClose(t, "running_mean (in place)", in[3].F, rm, 1e-6, 1e-5)
+			nntClose(t, "running_var (in place)", in[4].F, rv, 1e-6, 1e-5)
+		})
+	}
+}
+
+func TestBatchNormGradient(t *testing.T) {
+	for _, shape := range [][]int{{2, 3, 4, 5}, {6, 4}, {3, 2, 5}} {
+		gen := func(r *rand.Rand) []*Tensor { return bnInputs(r, shape) }
+		t.Run(fmt.Sprintf("inference/%v", shape), func(t *testing.T) {
+			nntGradCheck(t, nntGradCase{name: "bn_inference", op: "BatchNormalization", opset: 15,
+				attrs: []*onnxpb.AttributeProto{nntFloat("epsilon", 1e-2)}, inputs: gen, step: 1e-3})
+		})
+		t.Run(fmt.Sprintf("context_training/%v", shape), func(t *testing.T) {
+			nntGradCheck(t, nntGradCase{name: "bn_ctx_training", op: "BatchNormalization", opset: 9,
+				inputs: gen, training: true, check: []int{0, 1, 2}, step: 1e-3})
+		})
+		t.Run(fmt.Sprintf("training_mode/%v", shape), func(t *testing.T) {
+			nntGradCheck(t, nntGradCase{name: "bn_training_mode", op: "BatchNormalization", opset: 15, nOut: 3,
+				attrs:  []*onnxpb.AttributeProto{nntInt("training_mode", 1), nntFloat("epsilon", 1e-2)},
+				inputs: gen, lossOuts: []int{0}, check: []int{0, 1, 2}, step: 1e-3})
+		})
+	}
+}
+
+func TestBatchNormRejects(t *testing.T) {
+	for _, n := range []*Node{
+		nntNode("BatchNormalization", 7, 5, 1, nntInt("spatial", 0)),
+		nntNode("BatchNormalization", 15, 5, 3),
+		nntNode("BatchNormalization", 9, 5, 5),
+	} {
+		if _, err := buildBatchNorm(n); err == nil {
+			t.Errorf("opset %d %v with %d outputs: no error", n.Opset, n.Proto.Attribute, len(n.Proto.Output))
+		}
+	}
+}
+
+// refLayerNorm normalises rows of length D = prod(shape[axis:]).
+func refLayerNorm(x []float64, D int, scale, b []float64, eps float64) (y, mean, inv []float64) {
+	rows := len(x) / D
+	y, mean, inv = make([]float64, len(x)), make([]float64, rows), make([]float64, rows)
+	for r := 0; r < rows; r++ {
+		row := x[r*D : (r+1)*D]
+		for _, v := range row {
+			mean[r] += v / float64(D)
+		}
+		var q float64
+		for _, v := range row {
+			q += (v - mean[r]) * (v - mean[r]) / float64(D)
+		}
+		inv[r] = 1 / math.Sqrt(q+eps)
+		for i, v := range row {
+			y[r*D+i] = (v-mean[r])*inv[r]*scale[i] + b[i]
+		}
+	}
+	return y, mean, inv
+}
+
+var layerNormCases = []struct {
+	shape []int
+	axis  int
+}{
+	{[]int{3, 4}, 0}, {[]int{3, 4}, 1}, {[]int{3, 4}, -1}, {[]int{3, 4}, -2},
+	{[]int{2, 3, 5}, 0}, {[]int{2, 3, 5}, 1}, {[]int{2, 3, 5}, 2}, {[]int{2, 3, 5}, -2},
+	{[]int{2, 3, 4, 5}, 1}, {[]int{2, 3, 4, 5}, 2}, {[]int{2, 3, 4, 5}, -1}, {[]int{2, 3, 4, 5}, -4},
+}
+
+func lnInputs(r *rand.Rand, shape []int, axis int, bias bool) []*Tensor {
+	if axis < 0 {
+		axis += len(shape)
+	}
+	in := []*Tensor{nntRand(r, shape, -2, 2), nntRand(r, shape[axis:], 0.5, 1.5)}
+	if bias {
+		in = append(in, nntRand(r, shape[axis:], -1, 1))
+	}
+	return in
+}
+
+func TestLayerNormForward(t *testing.T) {
+	for _, c := range layerNormCases {
+		t.Run(fmt.Sprintf("%v/axis%d", c.shape, c.axis), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(31, 32))
+			in := lnInputs(r, c.shape, c.axis, true)
+			n := nntNode("LayerNormalization", 17, 3, 3, nntInt("axis", int64(c.axis)), nntFloat("epsilon", 0.1))
+			out := nntRun(t, nntBuild(t, n), nntCtx(2), in)
+			y, mean, inv := refLayerNorm(nnt64(in[0].F), in[1].Len(), nnt64(in[1].F), nnt64(in[2].F), float64(float32(0.1)))
+			nntClose(t, "Y", out[0].F, y, 1e-5, 1e-5)
+			nntClose(t, "Mean", out[1].F, mean, 1e-6, 1e-5)
+			nntClose(t, "InvStdDev", out[2].F, inv, 1e-6, 1e-5)
+			axis := c.axis
+			if axis < 0 {
+				axis += len(c.shape)
+			}
+			for i, d := range out[1].Shape {
+				if (i < axis && d != c.shape[i]) || (i >= axis && d != 1) {
+					t.Fatalf("Mean shape %v for X %v axis %d", out[1].Shape, c.shape, c.axis)
+				}
+			}
+		})
+	}
+}
+
+func TestLayerNormGradient(t *testing.T) {
+	for _, c := range layerNormCases {
+		for _, nOut := range []int{1, 3} {
+			t.Run(fmt.Sprintf("%v/axis%d/outputs%d", c.shape, c.axis, nOut), func(t *testing.T) {
+				nntGradCheck(t, nntGradCase{name: "ln", op: "LayerNormalization", opset: 17, nOut: nOut,
+					attrs:  []*onnxpb.AttributeProto{nntInt("axis", int64(c.axis)), nntFloat("epsilon", 0.1)},
+					inputs: func(r *rand.Rand) []*Tensor { return lnInputs(r, c.shape, c.axis, nOut == 3) }, step: 1e-3})
+			})
+		}
+	}
+}
+
+func TestInstanceNorm(t *testing.T) {
+	for _, shape := range [][]int{{2, 3, 4, 5}, {1, 2, 1, 3}, {2, 2, 6}} {
+		gen := func(r *rand.Rand) []*Tensor {
+			C := []int{shape[1]}
+			return []*Tensor{nntRand(r, shape, -2, 2), nntRand(r, C, 0.5, 1.5), nntRand(r, C, -1, 1)}
+		}
+		t.Run(fmt.Sprint(shape), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(33, 34))
+			in := gen(r)
+			n := nntNode("InstanceNormalization", 6, 3, 1, nntFloat("epsilon", 1e-2))
+			out := nntRun(t, nntBuild(t, n), nntCtx(2), in)
+			// Instance norm is layer norm over each (n, c) plane with per-channel affine.
+			inner := numel(shape[2:])
+			x := nnt64(in[0].F)
+			want := make([]float64, len(x))
+			one := make([]float64, inner)
+			zero := make([]float64, inner)
+			for i := range one {
+				one[i] = 1
+			}
+			y, _, _ := refLayerNorm(x, inner, one, zero, float64(float32(1e-2)))
+			for i := range y {
+				c := (i / inner) % shape[1]
+				want[i] = y[i]*float64(in[1].F[c]) + float64(in[2].F[c])
+			}
+			nntClose(t, "Y", out[0].F, want, 1e-5, 1e-5)
+			nntGradCheck(t, nntGradCase{name: "in", op: "InstanceNormalization", opset: 6,
+				attrs: []*onnxpb.AttributeProto{nntFloat("epsilon", 1e-2)}, inputs: gen, step: 1e-3})
+		})
+	}
+}
+
+// TestOldOpsetConformanceData runs the conformance tests that the graph runner skips
+// because their models declare opsets below 7 (GlobalAveragePool and GlobalMaxPool at
+// opset 1, InstanceNormalization at 6; the ops are unchanged since) straight through the
+// kernels.
+func TestOldOpsetConformanceData(t *testing.T) {
+	const dir = "/usr/share/libonnx-testdata/data/node"
+	if _, err := os.Stat(dir); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is missing; CI must install it: apt-get install libonnx-testdata", dir)
+		}
+		t.Skipf("%s is missing; install it with: apt-get install libonnx-testdata", dir)
+	}
+	for _, name := range []string{"test_globalaveragepool", "test_globalaveragepool_precomputed",
+		"test_globalmaxpool", "test_globalmaxpool_precomputed", "test_instancenorm_epsilon", "test_instancenorm_example"} {
+		t.Run(name, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join(dir, name, "model.onnx"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mp := &onnxpb.ModelProto{}
+			if err := proto.Unmarshal(raw, mp); err != nil {
+				t.Fatal(err)
+			}
+			np := mp.GetGraph().GetNode()[0]
+			k := nntBuild(t, &Node{Proto: np, Opset: 7})
+			sets, _ := filepath.Glob(filepath.Join(dir, name, "test_data_set_*"))
+			if len(sets) == 0 {
+				t.Fatal("no data sets")
+			}
+			for _, set := range sets {
+				var in []*Tensor
+				for i := range np.GetInput() {
+					tt, err := onnxio.ReadTensorFile(filepath.Join(set, fmt.Sprintf("input_%d.pb", i)))
+					if err != nil {
+						t.Fatal(err)
+					}
+					in = append(in, NewFloat(nntDims(tt.Dims), tt.Float))
+				}
+				want, err := onnxio.ReadTensorFile(filepath.Join(set, "output_0.pb"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				out := nntRun(t, k, nntCtx(2), in)
+				if !nnShapeEq(out[0].Shape, nntDims(want.Dims)) {
+					t.Fatalf("shape %v, want %v", out[0].Shape, want.Dims)
+				}
+				nntClose(t, "Y", out[0].F, nnt64(want.Float), 1e-4, 1e-4)
+			}
+		})
+	}
+}
+
+func nntDims(d []int64) []int {
+	s := make([]int, len(d))
+	for i, v := range d {
+		s[i] = int(v)
+	}
+	return s
+}
