@@ -1,8 +1,8 @@
-//go:build !(linux && (amd64 || arm64))
+//go:build !(linux && (amd64 || arm64)) || noopenblas
 
 package blas
 
-import "fmt"
+import "errors"
 
 // openblasLib is never created on platforms without purego loading support;
 // the fields keep the shared code compiling.
@@ -20,8 +20,13 @@ type openblasLib struct {
 	getNumThreads func() int32
 }
 
-// openLib fails: purego loads libraries without cgo only on the platforms
-// selected by lib_purego.go's build constraint.
-func openLib(name string) (*openblasLib, error) {
-	return nil, fmt.Errorf("%s: loading OpenBLAS without cgo is supported on linux/amd64 and linux/arm64 only", name)
+// platformErr explains why this build cannot load OpenBLAS: purego loads
+// libraries without cgo only on linux/amd64 and linux/arm64, and the
+// noopenblas build tag leaves it out on purpose so that a CGO_ENABLED=0
+// binary is fully static (purego makes it depend on the system's dynamic
+// loader and libc).
+func platformErr() error {
+	return errors.New("openblas: this build of qtool cannot load OpenBLAS (built with the noopenblas tag, or not for linux/amd64 or linux/arm64); use QTOOL_BLAS=go")
 }
+
+func openLib(name string) (*openblasLib, error) { return nil, platformErr() }

@@ -1,4 +1,4 @@
-//go:build linux && (amd64 || arm64)
+//go:build linux && (amd64 || arm64) && !noopenblas
 
 package blas
 
@@ -25,6 +25,9 @@ type openblasLib struct {
 	setNumThreads func(n int32)
 	getNumThreads func() int32
 }
+
+// platformErr is nil: this build can load OpenBLAS.
+func platformErr() error { return nil }
 
 // openLib dlopens name and resolves every symbol qtool uses, so that a
 // library missing one fails here rather than at the first call.

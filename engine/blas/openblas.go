@@ -73,6 +73,9 @@ func LoadOpenBLAS(opts Options) (*OpenBLAS, error) {
 	if opts.Threads < 0 {
 		return nil, fmt.Errorf("openblas: Threads = %d, want >= 0", opts.Threads)
 	}
+	if err := platformErr(); err != nil {
+		return nil, err
+	}
 	names := DefaultLibraries()
 	if opts.Path != "" {
 		names = []string{opts.Path}
