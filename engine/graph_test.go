@@ -57,6 +57,12 @@ func gInput(name string, dt onnxpb.TensorProto_DataType, dims ...int64) *onnxpb.
 		TensorType: &onnxpb.TypeProto_Tensor{ElemType: proto.Int32(int32(dt)), Shape: sh}}}}
 }
 
+// gInputAny declares a tensor value without a shape.
+func gInputAny(name string, dt onnxpb.TensorProto_DataType) *onnxpb.ValueInfoProto {
+	return &onnxpb.ValueInfoProto{Name: proto.String(name), Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
+		TensorType: &onnxpb.TypeProto_Tensor{ElemType: proto.Int32(int32(dt))}}}}
+}
+
 func gModel(opset int64, nodes []*onnxpb.NodeProto, inputs []*onnxpb.ValueInfoProto, outputs []string, inits ...*onnxpb.TensorProto) *onnxio.Model {
 	gp := &onnxpb.GraphProto{Name: proto.String("test"), Node: nodes, Input: inputs, Initializer: inits}
 	for _, o := range outputs {
