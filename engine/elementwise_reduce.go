@@ -17,6 +17,7 @@ type reduceKernel struct {
 
 	mask    []bool // reduced axes of the current input
 	kept    []int  // the output's shape with reduced axes kept as 1
+	oshape  []int  // scratch for the output shape
 	red     reducer
 	cnt     []float32
 	tmp     []float32
@@ -130,7 +131,8 @@ func (k *reduceKernel) Infer(in []*Tensor) ([]*Tensor, error) {
 
 func (k *reduceKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	x := in[0]
-	if _, err := k.resolve(x.Shape, in, nil); err != nil {
+	var err error
+	if k.oshape, err = k.resolve(x.Shape, in, k.oshape); err != nil {
 		return err
 	}
 	k.red.plan(x.Shape, k.mask)
@@ -162,7 +164,8 @@ func (k *reduceKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) erro
 		return nil
 	}
 	gi := gin[0]
-	if _, err := k.resolve(gi.Shape, in, nil); err != nil {
+	var err error
+	if k.oshape, err = k.resolve(gi.Shape, in, k.oshape); err != nil {
 		return err
 	}
 	if err := k.plan.init(gi.Shape, gi.Shape, k.kept); err != nil {
