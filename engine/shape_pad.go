@@ -10,7 +10,7 @@ type padKernel struct {
 	value float32 // attribute, before opset 11
 	// Scratch, recomputed from the shapes on every call: for each axis and output
 	// coordinate, the input offset it reads (coordinate × stride), or -1 for padding.
-	begin, src []int
+	pb, pe     []int
 	maps       [][]int
 	idx, str   []int
 }
@@ -35,7 +35,8 @@ func buildPad(n *Node) (Kernel, error) {
 	return k, nil
 }
 
-// padsOf returns the begin and end pads for every axis of an input of rank r.
+// padsOf returns the begin and end pads for every axis of an input of rank r, in
+// scratch owned by the kernel.
 func (k *padKernel) padsOf(in []*Tensor, r int) (begin, end []int, err error) {
 	pads := k.pads
 	var axes []int64
@@ -50,23 +51,28 @@ func (k *padKernel) padsOf(in []*Tensor, r int) (begin, end []int, err error) {
 			}
 		}
 	}
-	if axes == nil {
-		for i := range r {
-			axes = append(axes, int64(i))
+	na := r
+	if axes != nil {
+		na = len(axes)
+	}
+	if len(pads) != 2*na {
+		return nil, nil, k.n.Errorf("pads %v must hold 2×%d values", pads, na)
+	}
+	k.pb = slices.Grow(k.pb[:0], r)[:r]
+	k.pe = slices.Grow(k.pe[:0], r)[:r]
+	clear(k.pb)
+	clear(k.pe)
+	for i := range na {
+		j := i
+		if axes != nil {
+			var ok bool
+			if j, ok = normAxis(axes[i], r); !ok {
+				return nil, nil, k.n.Errorf("axis %d is out of range for rank %d", axes[i], r)
+			}
 		}
+		k.pb[j], k.pe[j] = int(pads[i]), int(pads[i+na])
 	}
-	if len(pads) != 2*len(axes) {
-		return nil, nil, k.n.Errorf("pads %v must hold 2×%d values", pads, len(axes))
-	}
-	begin, end = make([]int, r), make([]int, r)
-	for i, a := range axes {
-		j, ok := normAxis(a, r)
-		if !ok {
-			return nil, nil, k.n.Errorf("axis %d is out of range for rank %d", a, r)
-		}
-		begin[j], end[j] = int(pads[i]), int(pads[i+len(axes)])
-	}
-	return begin, end, nil
+	return k.pb, k.pe, nil
 }
 
 func (k *padKernel) Infer(in []*Tensor) ([]*Tensor, error) {
@@ -75,6 +81,7 @@ func (k *padKernel) Infer(in []*Tensor) ([]*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	begin, end = slices.Clone(begin), slices.Clone(end)
 	s := make([]int, len(shape))
 	for i, d := range shape {
 		s[i] = d + begin[i] + end[i]

@@ -1,0 +1,169 @@
+package engine
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/qtool/qtool/onnxio"
+	"github.com/qtool/qtool/onnxio/onnxpb"
+)
+
+// mlpNodes is Gemm → BatchNormalization → Relu → Gemm, the block of the paper's MLP.
+func mlpNodes(in string) []*onnxpb.NodeProto {
+	return []*onnxpb.NodeProto{
+		gNode("Gemm", []string{in, "w1", "b1"}, []string{"h1"}, gAttrI("transB", 1)),
+		gNode("BatchNormalization", []string{"h1", "gamma", "beta", "mean", "var"}, []string{"h2"}, gAttrF("epsilon", 1e-5), gAttrF("momentum", 0.9)),
+		gNode("Relu", []string{"h2"}, []string{"h3"}),
+		gNode("Gemm", []string{"h3", "w2", "b2"}, []string{"logits"}, gAttrI("transB", 1)),
+	}
+}
+
+func mlpParams(r *rand.Rand, in, hidden, out int) []*onnxpb.TensorProto {
+	pos := func(n int) []float32 {
+		v := gFloats(r, n)
+		for i := range v {
+			v[i] = 0.5 + v[i]*v[i]
+		}
+		return v
+	}
+	return []*onnxpb.TensorProto{
+		onnxio.FloatTensor("w1", []int64{int64(hidden), int64(in)}, gFloats(r, hidden*in)),
+		onnxio.FloatTensor("b1", []int64{int64(hidden)}, gFloats(r, hidden)),
+		onnxio.FloatTensor("gamma", []int64{int64(hidden)}, pos(hidden)),
+		onnxio.FloatTensor("beta", []int64{int64(hidden)}, gFloats(r, hidden)),
+		onnxio.FloatTensor("mean", []int64{int64(hidden)}, gFloats(r, hidden)),
+		onnxio.FloatTensor("var", []int64{int64(hidden)}, pos(hidden)),
+		onnxio.FloatTensor("w2", []int64{int64(out), int64(hidden)}, gFloats(r, out*hidden)),
+		onnxio.FloatTensor("b2", []int64{int64(out)}, gFloats(r, out)),
+	}
+}
+
+var mlpTrainable = []string{"w1", "b1", "gamma", "beta", "w2", "b2"}
+
+// TestMLPGradients checks the executor's reverse pass over a block with a shared input
+// (x feeds the first Gemm; BatchNormalization's batch statistics couple all samples)
+// against finite differences, also for the input itself.
+func TestMLPGradients(t *testing.T) {
+	c := gradCase{name: "Gemm+BN+Relu+Gemm", opset: 15, nodes: mlpNodes("x"), out: []string{"logits"},
+		params: []gradParam{{"x", []int64{6, 5}}}}
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, p := range mlpParams(r, 5, 7, 3) {
+		c.params = append(c.params, gradParam{p.GetName(), p.GetDims()})
+	}
+	// The running statistics are inputs of BatchNormalization that training mode does
+	// not read for its output; keeping them trainable checks that their gradient is 0.
+	checkGraphGrad(t, c)
+}
+
+func newMLPGraph(t testing.TB, batch, in, hidden, out int) (*Graph, *Tensor) {
+	r := rand.New(rand.NewPCG(5, 6))
+	m := gModel(15, mlpNodes("x"), []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, -1, int64(in))},
+		[]string{"logits"}, mlpParams(r, in, hidden, out)...)
+	g, err := Build(m, Options{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.SetTrainable(mlpTrainable...); err != nil {
+		t.Fatal(err)
+	}
+	return g, NewFloat([]int{batch, in}, gFloats(r, batch*in))
+}
+
+// TestTrainStepAllocations checks that a steady-state training step (Forward and
+// Backward at a fixed batch size) allocates almost nothing: the plan, activations and
+// gradient buffers are made once.
+func TestTrainStepAllocations(t *testing.T) {
+	g, x := newMLPGraph(t, 32, 20, 64, 10)
+	gout := NewFloat([]int{32, 10}, make([]float32, 320))
+	ctx := &Context{Training: true, Rand: rand.New(rand.NewPCG(1, 1)), Workers: 2}
+	step := func() {
+		if _, err := g.Forward(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+		for i := range gout.F {
+			gout.F[i] = float32(i%7) - 3
+		}
+		if err := g.Backward(ctx, gout); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step()
+	allocs := testing.AllocsPerRun(50, step)
+	t.Logf("%.1f allocations per training step", allocs)
+	// Goroutines that kernels start for parallel work cost a few allocations each;
+	// buffers would cost many more.
+	if allocs > 20 {
+		t.Errorf("%.1f allocations per steady-state training step, want at most 20", allocs)
+	}
+}
+
+// TestExecutorTrainingAllocatesNothing isolates the executor from kernels that start
+// goroutines: a training step over shape ops only must not allocate at all.
+func TestExecutorTrainingAllocatesNothing(t *testing.T) {
+	nodes := []*onnxpb.NodeProto{
+		gNode("Transpose", []string{"x"}, []string{"a"}),
+		gNode("Concat", []string{"a", "w"}, []string{"b"}, gAttrI("axis", 0)),
+		gNode("Pad", []string{"b", "p"}, []string{"c"}, gAttrS("mode", "reflect")),
+		gNode("Slice", []string{"c", "s", "e"}, []string{"d"}),
+		gNode("Dropout", []string{"d", "r"}, []string{"y"}),
+	}
+	r := rand.New(rand.NewPCG(8, 9))
+	m := gModel(13, nodes, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, 4, -1)}, []string{"y", "b"},
+		onnxio.FloatTensor("w", []int64{2, 4}, gFloats(r, 8)), onnxio.FloatTensor("r", nil, []float32{0.1}),
+		ints("p", 1, 1, 1, 1), ints("s", 1), ints("e", -1))
+	g := mustBuild(t, m)
+	if err := g.SetTrainable("w"); err != nil {
+		t.Fatal(err)
+	}
+	x := NewFloat([]int{4, 4}, gFloats(r, 16))
+	gy := NewFloat([]int{6, 6}, gFloats(r, 36))
+	gb := NewFloat([]int{6, 4}, gFloats(r, 24))
+	ctx := &Context{Training: true, Rand: rand.New(rand.NewPCG(1, 1))}
+	step := func() {
+		if _, err := g.Forward(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Backward(ctx, gy, gb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step()
+	if allocs := testing.AllocsPerRun(50, step); allocs != 0 {
+		t.Errorf("%.1f allocations per training step, want 0", allocs)
+	}
+}
+
+// TestBackwardNeedsTrainingForward checks the executor's guard against using the
+// buffers of an inference run.
+func TestBackwardNeedsTrainingForward(t *testing.T) {
+	g, x := newMLPGraph(t, 4, 3, 5, 2)
+	if _, err := g.Forward(nil, x); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Backward(nil, NewFloat([]int{4, 2}, make([]float32, 8))); err == nil {
+		t.Fatal("Backward after an inference Forward succeeded")
+	}
+	if _, err := g.Forward(&Context{Training: true}, x); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Backward(nil, NewFloat([]int{4, 3}, make([]float32, 12))); err == nil {
+		t.Fatal("Backward accepted a gradient of the wrong shape")
+	}
+}
+
+// BenchmarkTrainStep measures one Forward+Backward of a 784-256-10 block with BatchNorm
+// at batch 64; allocs/op shows the steady state.
+func BenchmarkTrainStep(b *testing.B) {
+	g, x := newMLPGraph(b, 64, 784, 256, 10)
+	gout := NewFloat([]int{64, 10}, gFloats(rand.New(rand.NewPCG(2, 2)), 640))
+	ctx := &Context{Training: true, Rand: rand.New(rand.NewPCG(1, 1))}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := g.Forward(ctx, x); err != nil {
+			b.Fatal(err)
+		}
+		if err := g.Backward(ctx, gout); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
