@@ -10,9 +10,9 @@ type padKernel struct {
 	value float32 // attribute, before opset 11
 	// Scratch, recomputed from the shapes on every call: for each axis and output
 	// coordinate, the input offset it reads (coordinate × stride), or -1 for padding.
-	pb, pe     []int
-	maps       [][]int
-	idx, str   []int
+	pb, pe   []int
+	maps     [][]int
+	idx, str []int
 }
 
 func buildPad(n *Node) (Kernel, error) {
