@@ -1,18 +1,33 @@
 package engine
 
-// convKernel is Conv: im2col + Sgemm per batch item and group, batch items spread over
-// the workers; 1×1 stride-1 unpadded convolutions multiply the image directly, and
-// depthwise convolutions (one input channel per group) run as a direct loop.
+// convKernel is Conv as im2col + Sgemm. The batch is cut into chunks of items whose
+// column matrices sit side by side, so that each group's product is one large Sgemm
+// (which the BLAS parallelises internally) while im2col, col2im and the layout copies are
+// spread over the workers, one item each; calling the BLAS from several goroutines at
+// once instead makes OpenBLAS's own threads fight over the cores. 1×1 stride-1 unpadded
+// convolutions skip im2col, and depthwise convolutions (one input channel per group) run
+// as a direct loop parallel over batch items.
 type convKernel struct {
 	n     *Node
 	win   nnWindow
 	group int
 
-	// Per-worker scratch, sized on first use and grown only when shapes grow.
-	cols  [][]float32 // im2col matrices
-	gcols [][]float32 // column gradients
-	gws   [][]float32 // weight-gradient partial sums of workers 1..
-	gbs   [][]float32 // bias-gradient partial sums of workers 1..
+	// Scratch, sized on first use and grown only when shapes grow.
+	col  []float32   // column matrices of a chunk
+	tmp  []float32   // a chunk's output (or output gradient) in [Mg, items·O] layout
+	gcol []float32   // column gradients of a chunk
+	gws  [][]float32 // depthwise weight-gradient partial sums of workers 1..
+}
+
+// nnColBudget is the number of float32 values a chunk's column matrix may hold (8 MiB):
+// large enough for a product the BLAS runs at full speed, small enough to stay in L3 or
+// close to it.
+const nnColBudget = 1 << 21
+
+// chunk returns how many batch items to convolve with one Sgemm per group.
+func (d *convDims) chunk() int {
+	per := max(1, d.Cg*d.g.kSize()*d.g.outSize())
+	return max(1, min(d.N, nnColBudget/per))
 }
 
 func buildConv(n *Node) (Kernel, error) {
@@ -119,56 +134,112 @@ func (k *convKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	if err != nil {
 		return err
 	}
-	g := &d.g
-	x, w, y := in[0].F, in[1].F, out[0].F
-	isz, O, K := g.inSize(), g.outSize(), g.kSize()
-	CgK := d.Cg * K
-	nw := nnWorkers(ctx, d.N)
-	if !d.pointwise && !d.depthwise {
-		k.cols = nnScratch(k.cols, nw, CgK*O)
+	if d.depthwise {
+		k.forwardDepthwise(ctx, &d, in[0].F, in[1].F, out[0].F)
+	} else {
+		k.forwardGemm(ctx, &d, in[0].F, in[1].F, out[0].F)
 	}
-	nnEach(ctx, nw, d.N, func(wk, lo, hi int) {
+	if b != nil {
+		O := d.g.outSize()
+		y := out[0].F
+		ctx.Parallel(d.N*d.M, max(1, 16384/max(O, 1)), func(lo, hi int) {
+			for p := lo; p < hi; p++ {
+				bv := b.F[p%d.M]
+				yp := y[p*O : (p+1)*O]
+				for j := range yp {
+					yp[j] += bv
+				}
+			}
+		})
+	}
+	return nil
+}
+
+// gatherCols writes the column matrices of items s..s+cnt-1, group grp, side by side
+// into col (row stride cnt·O), in parallel over the items.
+func (k *convKernel) gatherCols(ctx *Context, d *convDims, x, col []float32, s, cnt, grp int) {
+	g := &d.g
+	isz, O := g.inSize(), g.outSize()
+	L := cnt * O
+	ctx.Parallel(cnt, 1, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			xg := x[((s+i)*d.C+grp*d.Cg)*isz : ((s+i)*d.C+(grp+1)*d.Cg)*isz]
+			if d.pointwise {
+				for c := 0; c < d.Cg; c++ {
+					copy(col[c*L+i*O:c*L+(i+1)*O], xg[c*O:(c+1)*O])
+				}
+				continue
+			}
+			nnIm2col(g, d.Cg, xg, col[i*O:], L)
+		}
+	})
+}
+
+func (k *convKernel) forwardGemm(ctx *Context, d *convDims, x, w, y []float32) {
+	g := &d.g
+	isz, O := g.inSize(), g.outSize()
+	CgK := d.Cg * g.kSize()
+	nb := d.chunk()
+	if !(d.pointwise && nb == 1) {
+		k.col = nnGrow(k.col, CgK*nb*O)
+	}
+	if nb > 1 {
+		k.tmp = nnGrow(k.tmp, d.Mg*nb*O)
+	}
+	for s := 0; s < d.N; s += nb {
+		cnt := min(nb, d.N-s)
+		L := cnt * O
+		for grp := 0; grp < k.group; grp++ {
+			wg := w[grp*d.Mg*CgK : (grp+1)*d.Mg*CgK]
+			var col []float32
+			if d.pointwise && cnt == 1 {
+				col = x[(s*d.C+grp*d.Cg)*isz : (s*d.C+(grp+1)*d.Cg)*isz]
+			} else {
+				col = k.col[:CgK*L]
+				k.gatherCols(ctx, d, x, col, s, cnt, grp)
+			}
+			if cnt == 1 {
+				nnSgemm(ctx.BLAS, false, false, d.Mg, O, CgK, 1, wg, col, 0,
+					y[(s*d.M+grp*d.Mg)*O:(s*d.M+(grp+1)*d.Mg)*O])
+				continue
+			}
+			tmp := k.tmp[:d.Mg*L]
+			nnSgemm(ctx.BLAS, false, false, d.Mg, L, CgK, 1, wg, col, 0, tmp)
+			ctx.Parallel(cnt, 1, func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					for m := 0; m < d.Mg; m++ {
+						dst := ((s+i)*d.M + grp*d.Mg + m) * O
+						copy(y[dst:dst+O], tmp[m*L+i*O:m*L+(i+1)*O])
+					}
+				}
+			})
+		}
+	}
+}
+
+func (k *convKernel) forwardDepthwise(ctx *Context, d *convDims, x, w, y []float32) {
+	g := &d.g
+	isz, O, K := g.inSize(), g.outSize(), g.kSize()
+	ctx.Parallel(d.N, 1, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			xn := x[i*d.C*isz : (i+1)*d.C*isz]
 			yn := y[i*d.M*O : (i+1)*d.M*O]
-			if d.depthwise {
-				clear(yn)
-				for m := 0; m < d.M; m++ {
-					xc := xn[(m/d.Mg)*isz : (m/d.Mg+1)*isz]
-					ym := yn[m*O : (m+1)*O]
-					r := m * K
-					for k0 := 0; k0 < g.k[0]; k0++ {
-						for k1 := 0; k1 < g.k[1]; k1++ {
-							for k2 := 0; k2 < g.k[2]; k2++ {
-								nnDepthwiseRow(g, w[r], xc, ym, k0, k1, k2)
-								r++
-							}
+			clear(yn)
+			for m := 0; m < d.M; m++ {
+				xc := xn[(m/d.Mg)*isz : (m/d.Mg+1)*isz]
+				ym := yn[m*O : (m+1)*O]
+				r := m * K
+				for k0 := 0; k0 < g.k[0]; k0++ {
+					for k1 := 0; k1 < g.k[1]; k1++ {
+						for k2 := 0; k2 < g.k[2]; k2++ {
+							nnDepthwiseRow(g, w[r], xc, ym, k0, k1, k2)
+							r++
 						}
-					}
-				}
-			} else {
-				for grp := 0; grp < k.group; grp++ {
-					xg := xn[grp*d.Cg*isz : (grp+1)*d.Cg*isz]
-					col := xg
-					if !d.pointwise {
-						col = k.cols[wk][:CgK*O]
-						nnIm2col(g, d.Cg, xg, col)
-					}
-					nnSgemm(ctx.BLAS, false, false, d.Mg, O, CgK, 1,
-						w[grp*d.Mg*CgK:(grp+1)*d.Mg*CgK], col, 0, yn[grp*d.Mg*O:(grp+1)*d.Mg*O])
-				}
-			}
-			if b != nil {
-				for m, bv := range b.F {
-					ym := yn[m*O : (m+1)*O]
-					for j := range ym {
-						ym[j] += bv
 					}
 				}
 			}
 		}
 	})
-	return nil
 }
 
 func (k *convKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error {
@@ -181,132 +252,148 @@ func (k *convKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error 
 	if err != nil {
 		return err
 	}
-	g := &d.g
-	x, w := in[0].F, in[1].F
-	isz, O, K := g.inSize(), g.outSize(), g.kSize()
-	CgK := d.Cg * K
-	var gx, gw, gb []float32
-	if gin[0] != nil {
-		gx = gin[0].F
-	}
-	if len(gin) > 1 && gin[1] != nil {
-		gw = gin[1].F
-	}
-	if len(gin) > 2 && gin[2] != nil && b != nil {
-		gb = gin[2].F
-	}
-	nw := nnWorkers(ctx, d.N)
-	if !d.pointwise && !d.depthwise {
-		if gw != nil {
-			k.cols = nnScratch(k.cols, nw, CgK*O)
-		}
-		if gx != nil {
-			k.gcols = nnScratch(k.gcols, nw, CgK*O)
-		}
-	}
-	// Worker 0 accumulates straight into the gradients; the others into their own
-	// buffers, summed in worker order afterwards so that results are deterministic.
-	if gw != nil {
-		k.gws = nnScratch(k.gws, nw, len(w))
+	gx, gw := nnGrad(gin, 0), nnGrad(gin, 1)
+	var gb []float32
+	if b != nil {
+		gb = nnGrad(gin, 2)
 	}
 	if gb != nil {
-		k.gbs = nnScratch(k.gbs, nw, d.M)
-	}
-	nnEach(ctx, nw, d.N, func(wk, lo, hi int) {
-		gwk, gbk := gw, gb
-		if wk > 0 {
-			if gw != nil {
-				gwk = k.gws[wk][:len(w)]
-				clear(gwk)
-			}
-			if gb != nil {
-				gbk = k.gbs[wk][:d.M]
-				clear(gbk)
-			}
-		}
-		for i := lo; i < hi; i++ {
-			xn := x[i*d.C*isz : (i+1)*d.C*isz]
-			gyn := gy.F[i*d.M*O : (i+1)*d.M*O]
-			var gxn []float32
-			if gx != nil {
-				gxn = gx[i*d.C*isz : (i+1)*d.C*isz]
-			}
-			if gbk != nil {
-				for m := range gbk {
-					var s float32
-					for _, v := range gyn[m*O : (m+1)*O] {
+		O := d.g.outSize()
+		ctx.Parallel(d.M, 1, func(lo, hi int) {
+			for m := lo; m < hi; m++ {
+				var s float32
+				for i := 0; i < d.N; i++ {
+					for _, v := range gy.F[(i*d.M+m)*O : (i*d.M+m+1)*O] {
 						s += v
 					}
-					gbk[m] += s
 				}
+				gb[m] += s
 			}
-			if d.depthwise {
-				var xw []float32
-				if gwk != nil {
-					xw = xn
+		})
+	}
+	if gx == nil && gw == nil {
+		return nil
+	}
+	if d.depthwise {
+		k.backwardDepthwise(ctx, &d, in[0].F, in[1].F, gy.F, gx, gw)
+		return nil
+	}
+	g := &d.g
+	isz, O := g.inSize(), g.outSize()
+	CgK := d.Cg * g.kSize()
+	w, x := in[1].F, in[0].F
+	nb := d.chunk()
+	k.col = nnGrow(k.col, CgK*nb*O)
+	if gx != nil {
+		k.gcol = nnGrow(k.gcol, CgK*nb*O)
+	}
+	if nb > 1 {
+		k.tmp = nnGrow(k.tmp, d.Mg*nb*O)
+	}
+	for s := 0; s < d.N; s += nb {
+		cnt := min(nb, d.N-s)
+		L := cnt * O
+		for grp := 0; grp < k.group; grp++ {
+			wg := w[grp*d.Mg*CgK : (grp+1)*d.Mg*CgK]
+			// The output gradient of the chunk in [Mg, cnt·O] layout.
+			gyt := gy.F[(s*d.M+grp*d.Mg)*O : (s*d.M+(grp+1)*d.Mg)*O]
+			if cnt > 1 {
+				gyt = k.tmp[:d.Mg*L]
+				ctx.Parallel(cnt, 1, func(lo, hi int) {
+					for i := lo; i < hi; i++ {
+						for m := 0; m < d.Mg; m++ {
+							src := ((s+i)*d.M + grp*d.Mg + m) * O
+							copy(gyt[m*L+i*O:m*L+(i+1)*O], gy.F[src:src+O])
+						}
+					}
+				})
+			}
+			if gw != nil {
+				var col []float32
+				if d.pointwise && cnt == 1 {
+					col = x[(s*d.C+grp*d.Cg)*isz : (s*d.C+(grp+1)*d.Cg)*isz]
+				} else {
+					col = k.col[:CgK*L]
+					k.gatherCols(ctx, &d, x, col, s, cnt, grp)
 				}
-				for m := 0; m < d.M; m++ {
-					c := m / d.Mg
-					var gxc []float32
-					if gxn != nil {
-						gxc = gxn[c*isz : (c+1)*isz]
+				nnSgemm(ctx.BLAS, false, true, d.Mg, CgK, L, 1, gyt, col, 1, gw[grp*d.Mg*CgK:(grp+1)*d.Mg*CgK])
+			}
+			if gx == nil {
+				continue
+			}
+			if d.pointwise && cnt == 1 {
+				nnSgemm(ctx.BLAS, true, false, d.Cg, O, d.Mg, 1, wg, gyt, 1, gx[(s*d.C+grp*d.Cg)*isz:(s*d.C+(grp+1)*d.Cg)*isz])
+				continue
+			}
+			gcol := k.gcol[:CgK*L]
+			nnSgemm(ctx.BLAS, true, false, CgK, L, d.Mg, 1, wg, gyt, 0, gcol)
+			ctx.Parallel(cnt, 1, func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					gxg := gx[((s+i)*d.C+grp*d.Cg)*isz : ((s+i)*d.C+(grp+1)*d.Cg)*isz]
+					if !d.pointwise {
+						nnCol2im(g, d.Cg, gcol[i*O:], gxg, L)
+						continue
 					}
-					var xc []float32
-					if xw != nil {
-						xc = xw[c*isz : (c+1)*isz]
-					}
-					gym := gyn[m*O : (m+1)*O]
-					r := m * K
-					for k0 := 0; k0 < g.k[0]; k0++ {
-						for k1 := 0; k1 < g.k[1]; k1++ {
-							for k2 := 0; k2 < g.k[2]; k2++ {
-								s := nnDepthwiseBackRow(g, w[r], xc, gym, gxc, k0, k1, k2)
-								if gwk != nil {
-									gwk[r] += s
-								}
-								r++
-							}
+					for c := 0; c < d.Cg; c++ {
+						dst := gxg[c*O : (c+1)*O]
+						for j, v := range gcol[c*L+i*O : c*L+(i+1)*O] {
+							dst[j] += v
 						}
 					}
 				}
-				continue
-			}
-			for grp := 0; grp < k.group; grp++ {
-				xg := xn[grp*d.Cg*isz : (grp+1)*d.Cg*isz]
-				gyg := gyn[grp*d.Mg*O : (grp+1)*d.Mg*O]
-				wg := w[grp*d.Mg*CgK : (grp+1)*d.Mg*CgK]
-				if gwk != nil {
-					col := xg
-					if !d.pointwise {
-						col = k.cols[wk][:CgK*O]
-						nnIm2col(g, d.Cg, xg, col)
-					}
-					nnSgemm(ctx.BLAS, false, true, d.Mg, CgK, O, 1, gyg, col, 1, gwk[grp*d.Mg*CgK:(grp+1)*d.Mg*CgK])
+			})
+		}
+	}
+	return nil
+}
+
+// backwardDepthwise is the direct loop's adjoint, parallel over batch items; worker 0
+// accumulates the weight gradient in place, the others into their own buffers, summed in
+// worker order afterwards so that results are deterministic.
+func (k *convKernel) backwardDepthwise(ctx *Context, d *convDims, x, w, gy, gx, gw []float32) {
+	g := &d.g
+	isz, O, K := g.inSize(), g.outSize(), g.kSize()
+	nw := nnWorkers(ctx, d.N)
+	if gw != nil {
+		k.gws = nnScratch(k.gws, nw, len(w))
+	}
+	nnEach(ctx, nw, d.N, func(wk, lo, hi int) {
+		gwk := gw
+		if wk > 0 && gw != nil {
+			gwk = k.gws[wk][:len(w)]
+			clear(gwk)
+		}
+		for i := lo; i < hi; i++ {
+			for m := 0; m < d.M; m++ {
+				c := m / d.Mg
+				var gxc, xc []float32
+				if gx != nil {
+					gxc = gx[(i*d.C+c)*isz : (i*d.C+c+1)*isz]
 				}
-				if gxn != nil {
-					gxg := gxn[grp*d.Cg*isz : (grp+1)*d.Cg*isz]
-					if d.pointwise {
-						nnSgemm(ctx.BLAS, true, false, CgK, O, d.Mg, 1, wg, gyg, 1, gxg)
-					} else {
-						gcol := k.gcols[wk][:CgK*O]
-						nnSgemm(ctx.BLAS, true, false, CgK, O, d.Mg, 1, wg, gyg, 0, gcol)
-						nnCol2im(g, d.Cg, gcol, gxg)
+				if gwk != nil {
+					xc = x[(i*d.C+c)*isz : (i*d.C+c+1)*isz]
+				}
+				gym := gy[(i*d.M+m)*O : (i*d.M+m+1)*O]
+				r := m * K
+				for k0 := 0; k0 < g.k[0]; k0++ {
+					for k1 := 0; k1 < g.k[1]; k1++ {
+						for k2 := 0; k2 < g.k[2]; k2++ {
+							s := nnDepthwiseBackRow(g, w[r], xc, gym, gxc, k0, k1, k2)
+							if gwk != nil {
+								gwk[r] += s
+							}
+							r++
+						}
 					}
 				}
 			}
 		}
 	})
-	for wk := 1; wk < nw; wk++ {
-		if gw != nil {
+	if gw != nil {
+		for wk := 1; wk < nw; wk++ {
 			for j, v := range k.gws[wk][:len(w)] {
 				gw[j] += v
 			}
 		}
-		if gb != nil {
-			for j, v := range k.gbs[wk][:d.M] {
-				gb[j] += v
-			}
-		}
 	}
-	return nil
 }

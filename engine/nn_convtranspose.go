@@ -3,7 +3,8 @@ package engine
 // convTransposeKernel is ConvTranspose, the adjoint of Conv: per batch item and group
 // the column matrix Wᵀ·X is scattered into the output with col2im. Its geometry is the
 // one of the Conv it transposes, whose image is this op's output and whose window grid
-// is this op's input.
+// is this op's input. Items run one after the other with the BLAS parallelising each
+// product; none of qtool's target networks has this op on a hot path.
 type convTransposeKernel struct {
 	n           *Node
 	win         nnWindow
@@ -11,9 +12,7 @@ type convTransposeKernel struct {
 	outPadding  []int64
 	outputShape []int64
 
-	cols [][]float32
-	gws  [][]float32
-	gbs  [][]float32
+	col []float32 // one item's column matrix
 }
 
 func buildConvTranspose(n *Node) (Kernel, error) {
@@ -172,29 +171,26 @@ func (k *convTransposeKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	x, w, y := in[0].F, in[1].F, out[0].F
 	xsz, ysz, K := g.outSize(), g.inSize(), g.kSize()
 	MgK := d.Mg * K
-	nw := nnWorkers(ctx, d.N)
-	k.cols = nnScratch(k.cols, nw, MgK*xsz)
-	nnEach(ctx, nw, d.N, func(wk, lo, hi int) {
-		col := k.cols[wk][:MgK*xsz]
-		for i := lo; i < hi; i++ {
-			xn := x[i*d.C*xsz : (i+1)*d.C*xsz]
-			yn := y[i*d.M*ysz : (i+1)*d.M*ysz]
-			clear(yn)
-			for grp := 0; grp < k.group; grp++ {
-				nnSgemm(ctx.BLAS, true, false, MgK, xsz, d.Cg, 1,
-					w[grp*d.Cg*MgK:(grp+1)*d.Cg*MgK], xn[grp*d.Cg*xsz:(grp+1)*d.Cg*xsz], 0, col)
-				nnCol2im(g, d.Mg, col, yn[grp*d.Mg*ysz:(grp+1)*d.Mg*ysz])
-			}
-			if b != nil {
-				for m, bv := range b.F {
-					ym := yn[m*ysz : (m+1)*ysz]
-					for j := range ym {
-						ym[j] += bv
-					}
+	k.col = nnGrow(k.col, MgK*xsz)
+	col := k.col[:MgK*xsz]
+	for i := 0; i < d.N; i++ {
+		xn := x[i*d.C*xsz : (i+1)*d.C*xsz]
+		yn := y[i*d.M*ysz : (i+1)*d.M*ysz]
+		clear(yn)
+		for grp := 0; grp < k.group; grp++ {
+			nnSgemm(ctx.BLAS, true, false, MgK, xsz, d.Cg, 1,
+				w[grp*d.Cg*MgK:(grp+1)*d.Cg*MgK], xn[grp*d.Cg*xsz:(grp+1)*d.Cg*xsz], 0, col)
+			nnCol2im(g, d.Mg, col, yn[grp*d.Mg*ysz:(grp+1)*d.Mg*ysz], xsz)
+		}
+		if b != nil {
+			for m, bv := range b.F {
+				ym := yn[m*ysz : (m+1)*ysz]
+				for j := range ym {
+					ym[j] += bv
 				}
 			}
 		}
-	})
+	}
 	return nil
 }
 
@@ -212,75 +208,36 @@ func (k *convTransposeKernel) Backward(ctx *Context, in, out, gout, gin []*Tenso
 	x, w := in[0].F, in[1].F
 	xsz, ysz, K := g.outSize(), g.inSize(), g.kSize()
 	MgK := d.Mg * K
-	var gx, gw, gb []float32
-	if gin[0] != nil {
-		gx = gin[0].F
+	gx, gw := nnGrad(gin, 0), nnGrad(gin, 1)
+	var gb []float32
+	if b != nil {
+		gb = nnGrad(gin, 2)
 	}
-	if len(gin) > 1 && gin[1] != nil {
-		gw = gin[1].F
-	}
-	if len(gin) > 2 && gin[2] != nil && b != nil {
-		gb = gin[2].F
-	}
-	nw := nnWorkers(ctx, d.N)
-	k.cols = nnScratch(k.cols, nw, MgK*xsz)
-	if gw != nil {
-		k.gws = nnScratch(k.gws, nw, len(w))
-	}
-	if gb != nil {
-		k.gbs = nnScratch(k.gbs, nw, d.M)
-	}
-	nnEach(ctx, nw, d.N, func(wk, lo, hi int) {
-		gwk, gbk := gw, gb
-		if wk > 0 {
+	k.col = nnGrow(k.col, MgK*xsz)
+	col := k.col[:MgK*xsz]
+	for i := 0; i < d.N; i++ {
+		xn := x[i*d.C*xsz : (i+1)*d.C*xsz]
+		gyn := gy.F[i*d.M*ysz : (i+1)*d.M*ysz]
+		for m := range gb {
+			var s float32
+			for _, v := range gyn[m*ysz : (m+1)*ysz] {
+				s += v
+			}
+			gb[m] += s
+		}
+		if gx == nil && gw == nil {
+			continue
+		}
+		for grp := 0; grp < k.group; grp++ {
+			nnIm2col(g, d.Mg, gyn[grp*d.Mg*ysz:(grp+1)*d.Mg*ysz], col, xsz)
+			wg := w[grp*d.Cg*MgK : (grp+1)*d.Cg*MgK]
+			if gx != nil {
+				nnSgemm(ctx.BLAS, false, false, d.Cg, xsz, MgK, 1, wg, col, 1,
+					gx[(i*d.C+grp*d.Cg)*xsz:(i*d.C+(grp+1)*d.Cg)*xsz])
+			}
 			if gw != nil {
-				gwk = k.gws[wk][:len(w)]
-				clear(gwk)
-			}
-			if gb != nil {
-				gbk = k.gbs[wk][:d.M]
-				clear(gbk)
-			}
-		}
-		col := k.cols[wk][:MgK*xsz]
-		for i := lo; i < hi; i++ {
-			xn := x[i*d.C*xsz : (i+1)*d.C*xsz]
-			gyn := gy.F[i*d.M*ysz : (i+1)*d.M*ysz]
-			if gbk != nil {
-				for m := range gbk {
-					var s float32
-					for _, v := range gyn[m*ysz : (m+1)*ysz] {
-						s += v
-					}
-					gbk[m] += s
-				}
-			}
-			if gx == nil && gwk == nil {
-				continue
-			}
-			for grp := 0; grp < k.group; grp++ {
-				nnIm2col(g, d.Mg, gyn[grp*d.Mg*ysz:(grp+1)*d.Mg*ysz], col)
-				wg := w[grp*d.Cg*MgK : (grp+1)*d.Cg*MgK]
-				if gx != nil {
-					nnSgemm(ctx.BLAS, false, false, d.Cg, xsz, MgK, 1, wg, col, 1,
-						gx[(i*d.C+grp*d.Cg)*xsz:(i*d.C+(grp+1)*d.Cg)*xsz])
-				}
-				if gwk != nil {
-					nnSgemm(ctx.BLAS, false, true, d.Cg, MgK, xsz, 1,
-						xn[grp*d.Cg*xsz:(grp+1)*d.Cg*xsz], col, 1, gwk[grp*d.Cg*MgK:(grp+1)*d.Cg*MgK])
-				}
-			}
-		}
-	})
-	for wk := 1; wk < nw; wk++ {
-		if gw != nil {
-			for j, v := range k.gws[wk][:len(w)] {
-				gw[j] += v
-			}
-		}
-		if gb != nil {
-			for j, v := range k.gbs[wk][:d.M] {
-				gb[j] += v
+				nnSgemm(ctx.BLAS, false, true, d.Cg, MgK, xsz, 1,
+					xn[grp*d.Cg*xsz:(grp+1)*d.Cg*xsz], col, 1, gw[grp*d.Cg*MgK:(grp+1)*d.Cg*MgK])
 			}
 		}
 	}

@@ -1,10 +1,11 @@
 package engine
 
 // nnIm2col writes the column matrix of the C-channel image x (C × g.inSize()) into col
-// (C·g.kSize() × g.outSize()): row (c, k0, k1, k2) holds, for every window position, the
-// image value under kernel offset (k0, k1, k2), or zero where the window reaches into
-// padding.
-func nnIm2col(g *nnGeom, C int, x, col []float32) {
+// (C·g.kSize() rows of g.outSize() values, row r starting at r·ld, so that several images'
+// matrices can sit side by side): row (c, k0, k1, k2) holds, for every window position,
+// the image value under kernel offset (k0, k1, k2), or zero where the window reaches
+// into padding.
+func nnIm2col(g *nnGeom, C int, x, col []float32, ld int) {
 	O, isz := g.outSize(), g.inSize()
 	r := 0
 	for c := 0; c < C; c++ {
@@ -12,7 +13,7 @@ func nnIm2col(g *nnGeom, C int, x, col []float32) {
 		for k0 := 0; k0 < g.k[0]; k0++ {
 			for k1 := 0; k1 < g.k[1]; k1++ {
 				for k2 := 0; k2 < g.k[2]; k2++ {
-					nnGatherRow(g, xc, col[r*O:(r+1)*O], k0, k1, k2)
+					nnGatherRow(g, xc, col[r*ld:r*ld+O], k0, k1, k2)
 					r++
 				}
 			}
@@ -61,9 +62,9 @@ func nnGatherRow(g *nnGeom, xc, dst []float32, k0, k1, k2 int) {
 	}
 }
 
-// nnCol2im is the adjoint of nnIm2col: it adds every entry of col to the image element
-// it was gathered from (entries gathered from padding are dropped).
-func nnCol2im(g *nnGeom, C int, col, x []float32) {
+// nnCol2im is the adjoint of nnIm2col: it adds every entry of col (rows at stride ld)
+// to the image element it was gathered from (entries gathered from padding are dropped).
+func nnCol2im(g *nnGeom, C int, col, x []float32, ld int) {
 	O, isz := g.outSize(), g.inSize()
 	r := 0
 	for c := 0; c < C; c++ {
@@ -71,7 +72,7 @@ func nnCol2im(g *nnGeom, C int, col, x []float32) {
 		for k0 := 0; k0 < g.k[0]; k0++ {
 			for k1 := 0; k1 < g.k[1]; k1++ {
 				for k2 := 0; k2 < g.k[2]; k2++ {
-					nnScatterRow(g, col[r*O:(r+1)*O], xc, k0, k1, k2)
+					nnScatterRow(g, col[r*ld:r*ld+O], xc, k0, k1, k2)
 					r++
 				}
 			}

@@ -1,0 +1,103 @@
+package engine
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	qblas "github.com/qtool/qtool/engine/blas"
+	"github.com/qtool/qtool/onnxio/onnxpb"
+)
+
+// Benchmarks of the nn kernels at the shapes of the fmnist CNN and the paper's MLP, batch
+// 256. They use the BLAS that QTOOL_BLAS selects (auto: OpenBLAS when installed) and
+// GOMAXPROCS workers, and report GFLOP/s of the matrix work:
+//
+//	go test ./engine -run '^$' -bench 'Conv|Gemm' -benchmem
+//	QTOOL_BLAS=go go test ./engine -run '^$' -bench 'Conv|Gemm' -benchmem
+
+func benchCtx(b *testing.B) *Context {
+	bl, info, err := qblas.Select(qblas.ModeFromEnv())
+	if err != nil {
+		b.Fatalf("blas: %v", err)
+	}
+	b.Logf("blas: %s", info)
+	return &Context{BLAS: bl, Workers: runtime.GOMAXPROCS(0)}
+}
+
+// benchKernel runs forward (and backward when back is set) b.N times after one warm-up
+// call that sizes the scratch buffers, and reports flops per call as GFLOP/s.
+func benchKernel(b *testing.B, n *Node, in []*Tensor, flops float64, back bool) {
+	ctx := benchCtx(b)
+	k := nntBuild(b, n)
+	outs := nntRun(b, k, ctx, in)
+	r := rand.New(rand.NewPCG(1, 1))
+	gout := []*Tensor{nntRand(r, outs[0].Shape, -1, 1)}
+	gin := make([]*Tensor, len(in))
+	for i, x := range in {
+		gin[i] = NewFloat(x.Shape, make([]float32, x.Len()))
+	}
+	d := k.(Differentiable)
+	run := func() {
+		if back {
+			if err := d.Backward(ctx, in, outs, gout, gin); err != nil {
+				b.Fatal(err)
+			}
+			return
+		}
+		if err := k.Forward(ctx, in, outs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	run()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		run()
+	}
+	b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+func benchConv(b *testing.B, x, w []int, back bool) {
+	r := rand.New(rand.NewPCG(2, 2))
+	in := []*Tensor{nntRand(r, x, -1, 1), nntRand(r, w, -1, 1), nntRand(r, w[:1], -1, 1)}
+	n := nntNode("Conv", 13, 3, 1, nntInts("pads", 1, 1, 1, 1), nntInts("kernel_shape", 3, 3))
+	// Y = W·col per item: 2·M·(C·9)·(H·W) flops; backward does it twice (input, weight).
+	flops := 2 * float64(x[0]*w[0]*w[1]*w[2]*w[3]*x[2]*x[3])
+	if back {
+		flops *= 2
+	}
+	benchKernel(b, n, in, flops, back)
+}
+
+func BenchmarkConv1to32Forward(b *testing.B) {
+	benchConv(b, []int{256, 1, 28, 28}, []int{32, 1, 3, 3}, false)
+}
+
+func BenchmarkConv1to32Backward(b *testing.B) {
+	benchConv(b, []int{256, 1, 28, 28}, []int{32, 1, 3, 3}, true)
+}
+
+func BenchmarkConv32to64Forward(b *testing.B) {
+	benchConv(b, []int{256, 32, 14, 14}, []int{64, 32, 3, 3}, false)
+}
+
+func BenchmarkConv32to64Backward(b *testing.B) {
+	benchConv(b, []int{256, 32, 14, 14}, []int{64, 32, 3, 3}, true)
+}
+
+func benchGemm(b *testing.B, back bool) {
+	r := rand.New(rand.NewPCG(3, 3))
+	const m, k, n = 256, 784, 4096
+	in := []*Tensor{nntRand(r, []int{m, k}, -1, 1), nntRand(r, []int{k, n}, -1, 1), nntRand(r, []int{n}, -1, 1)}
+	node := nntNode("Gemm", 13, 3, 1, []*onnxpb.AttributeProto{}...)
+	flops := 2.0 * m * k * n
+	if back {
+		flops *= 2
+	}
+	benchKernel(b, node, in, flops, back)
+}
+
+func BenchmarkGemm256x784x4096Forward(b *testing.B) { benchGemm(b, false) }
+
+func BenchmarkGemm256x784x4096Backward(b *testing.B) { benchGemm(b, true) }
