@@ -149,7 +149,7 @@ func loadPayload(r io.Reader, name string, start, want, maxMem int64) (mem []byt
 	if want <= maxMem {
 		// Grow with the data actually present rather than trusting a header's size.
 		var buf bytes.Buffer
-		buf.Grow(int(min(want, 64<<20)))
+		buf.Grow(int(min(want, 1<<20)))
 		n, err := io.Copy(&buf, io.LimitReader(r, want))
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("%s: at offset %d: %w", name, start+n, err)

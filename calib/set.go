@@ -124,17 +124,19 @@ func (s *set) convert(i int, out []float32) error {
 		}
 		return nil
 	}
-	decode(s.tmp, s.raw, s.dt, s.bo)
+	vals := s.tmp
+	if p.perm == nil {
+		vals = out // no reordering: decode in place
+	}
+	decode(vals, s.raw, s.dt, s.bo)
 	if s.dt.isFloat() {
-		for e, v := range s.tmp {
+		for e, v := range vals {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 				return fmt.Errorf("%s: sample %d, element %d is %v: remove or impute non-finite values", s.name, i, e, v)
 			}
 		}
 	}
-	if p.perm == nil {
-		copy(out, s.tmp)
-	} else {
+	if p.perm != nil {
 		for j, q := range p.perm {
 			out[j] = s.tmp[q]
 		}
