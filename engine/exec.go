@@ -12,8 +12,12 @@ import (
 //
 // ctx may be nil, which means inference with the graph's Options. A Context's zero BLAS,
 // Workers and Rand are filled from Options. With ctx.Training set, BatchNormalization
-// uses batch statistics and updates its running statistics, Dropout drops, and the run
-// keeps what Backward needs; the inputs must then stay unchanged until Backward.
+// uses batch statistics and updates its running statistics, and Dropout drops.
+//
+// When some parameter is trainable (SetTrainable), the run also keeps what Backward
+// needs, in either mode: training mode gives the gradients of training, inference mode
+// those of the model as deployed (BatchNormalization on running statistics). The inputs
+// must then stay unchanged until Backward.
 //
 // The first run for an input signature (shapes, mode and the values of integer inputs,
 // which usually hold shapes or indices) plans it: shape inference,
@@ -23,7 +27,7 @@ func (g *Graph) Forward(ctx *Context, inputs ...*Tensor) (outs []*Tensor, err er
 	g.setContext(ctx)
 	g.ready = false
 	p := g.last
-	if p == nil || p.training != g.ctx.Training || !p.matches(inputs) {
+	if p == nil || p.training != g.ctx.Training || p.record != g.record() || !p.matches(inputs) {
 		if err := g.checkInputs(inputs); err != nil {
 			return nil, err
 		}
@@ -49,17 +53,29 @@ func (g *Graph) Forward(ctx *Context, inputs ...*Tensor) (outs []*Tensor, err er
 			return nil, g.nodeErr(cur.node, "forward", err)
 		}
 	}
-	g.ready = g.ctx.Training
+	g.ready = p.record
 	return p.outs, nil
 }
 
+// record reports whether Forward keeps what Backward needs: whenever some parameter is
+// trainable.
+func (g *Graph) record() bool {
+	for _, p := range g.params {
+		if p.Trainable {
+			return true
+		}
+	}
+	return false
+}
+
 // Backward propagates the loss gradients of the outputs (in the order of Outputs; nil for
-// an output the loss does not depend on) back through the last Forward, which must have
-// run in training mode, and adds the gradients of the trainable parameters into their
-// Grad. The Context is as for Forward.
+// an output the loss does not depend on) back through the last Forward, and adds the
+// gradients of the trainable parameters into their Grad. It needs a Forward made while
+// some parameter was trainable, and runs once per Forward. The Context is as for Forward;
+// only its BLAS and Workers matter.
 func (g *Graph) Backward(ctx *Context, gradOutputs ...*Tensor) (err error) {
 	if !g.ready {
-		return fmt.Errorf("engine: %s: Backward needs a training-mode Forward (Context.Training) right before it", g.name)
+		return fmt.Errorf("engine: %s: Backward needs a Forward with trainable parameters (SetTrainable) right before it, and runs once per Forward", g.name)
 	}
 	p := g.last
 	if len(gradOutputs) != len(p.outs) {
@@ -153,6 +169,9 @@ func (g *Graph) planFor(inputs []*Tensor) (*plan, error) {
 	if g.ctx.Training {
 		b = append(b, 'T')
 	}
+	if g.record() {
+		b = append(b, 'R')
+	}
 	for _, t := range inputs {
 		b = append(b, byte('0'+t.DType), '[')
 		for _, d := range t.Shape {
@@ -169,7 +188,7 @@ func (g *Graph) planFor(inputs []*Tensor) (*plan, error) {
 	if p, ok := g.plans[string(b)]; ok {
 		return p, nil
 	}
-	p, err := g.makePlan(inputs, g.ctx.Training)
+	p, err := g.makePlan(inputs, g.ctx.Training, g.record())
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 type gradParam struct {
 	name  string
 	shape []int64
+	pos   bool // values in [0.5, ∞), for variances
 }
 
 // gradCase is a model whose float parameters are all trainable; the check compares
@@ -26,12 +27,19 @@ type gradCase struct {
 	params []gradParam
 	ints   []*onnxpb.TensorProto
 	out    []string
+	eval   bool // run in inference mode instead of training mode
 }
 
 func (c gradCase) model(r *rand.Rand) *onnxio.Model {
 	inits := slices.Clone(c.ints)
 	for _, p := range c.params {
-		inits = append(inits, onnxio.FloatTensor(p.name, p.shape, gFloats(r, numel64(p.shape))))
+		v := gFloats(r, numel64(p.shape))
+		if p.pos {
+			for i := range v {
+				v[i] = 0.5 + v[i]*v[i]
+			}
+		}
+		inits = append(inits, onnxio.FloatTensor(p.name, p.shape, v))
 	}
 	return gModel(c.opset, c.nodes, nil, c.out, inits...)
 }
@@ -62,7 +70,7 @@ func checkGraphGrad(t *testing.T, c gradCase) {
 	// Every run draws Dropout masks from the same seed, so that the loss is a
 	// deterministic function of the parameters.
 	ctx := func() *Context {
-		return &Context{Training: true, Rand: rand.New(rand.NewPCG(11, 13))}
+		return &Context{Training: !c.eval, Rand: rand.New(rand.NewPCG(11, 13))}
 	}
 	outs, err := g.Forward(ctx())
 	if err != nil {
@@ -125,7 +133,7 @@ func ints(name string, v ...int64) *onnxpb.TensorProto {
 // the conformance suite uses, plus the forms of later opsets.
 func shapeGradCases() []gradCase {
 	one := func(name string, opset int64, n *onnxpb.NodeProto, shape []int64, consts ...*onnxpb.TensorProto) gradCase {
-		return gradCase{name: name, opset: opset, nodes: []*onnxpb.NodeProto{n}, params: []gradParam{{"x", shape}}, ints: consts, out: n.Output}
+		return gradCase{name: name, opset: opset, nodes: []*onnxpb.NodeProto{n}, params: []gradParam{{name: "x", shape: shape}}, ints: consts, out: n.Output}
 	}
 	x := []string{"x"}
 	y := []string{"y"}
@@ -166,9 +174,9 @@ func shapeGradCases() []gradCase {
 		one("Dropout/training-default-ratio", 13, gNode("Dropout", x, y), []int64{4, 5}),
 		one("Dropout/training", 13, gNode("Dropout", []string{"x", "r"}, []string{"y", "m"}), []int64{4, 5}),
 		one("Dropout/training-attr", 10, gNode("Dropout", x, y, gAttrF("ratio", 0.25)), []int64{4, 5}),
-		{name: "Concat/shared", opset: 13, out: y, params: []gradParam{{"x", []int64{2, 3}}, {"z", []int64{2, 1}}},
+		{name: "Concat/shared", opset: 13, out: y, params: []gradParam{{name: "x", shape: []int64{2, 3}}, {name: "z", shape: []int64{2, 1}}},
 			nodes: []*onnxpb.NodeProto{gNode("Concat", []string{"x", "z", "x"}, y, gAttrI("axis", -1))}},
-		{name: "Pad/constant-value", opset: 13, out: y, params: []gradParam{{"x", []int64{2, 2}}, {"v", nil}},
+		{name: "Pad/constant-value", opset: 13, out: y, params: []gradParam{{name: "x", shape: []int64{2, 2}}, {name: "v"}},
 			nodes: []*onnxpb.NodeProto{gNode("Pad", []string{"x", "p", "v"}, y)}, ints: []*onnxpb.TensorProto{ints("p", 1, 0, 1, 1)}},
 	}
 	// Dropout/training reads its ratio from a float initializer that is not trained.

@@ -11,17 +11,18 @@ import (
 const maxPlans = 16
 
 // plan is the executable form of the graph for one input signature and mode: shapes of
-// every value, constants folded, buffers assigned, and for training the gradient buffers
-// and the reverse schedule.
+// every value, constants folded, buffers assigned, and when the graph has trainable
+// parameters the gradient buffers and the reverse schedule.
 type plan struct {
-	training bool
+	training bool // Context.Training: BatchNormalization and Dropout behaviour
+	record   bool // keep what Backward needs; set when any parameter is trainable
 	shapes   [][]int   // input shapes the plan was made for
 	vals     []*Tensor // per value id
 	inVals   []*Tensor // vals of the graph inputs, whose data Forward sets per run
 	steps    []step    // nodes that run, in order
 	outs     []*Tensor // returned by Forward
 
-	// Training plans only.
+	// Recording plans only.
 	outGrads [][]*Tensor // per graph output: its gradient buffer, nil when none flows
 	zeroOuts []*Tensor   // output gradient buffers to clear before adding the caller's
 }
@@ -89,10 +90,10 @@ func (p *bufPool) put(t *Tensor) {
 	}
 }
 
-// makePlan infers shapes, folds constants, assigns buffers and, in training mode,
+// makePlan infers shapes, folds constants, assigns buffers and, when record is set,
 // schedules the backward pass, for the given inputs' shapes.
-func (g *Graph) makePlan(inputs []*Tensor, training bool) (p *plan, err error) {
-	p = &plan{training: training, vals: make([]*Tensor, len(g.values))}
+func (g *Graph) makePlan(inputs []*Tensor, training, record bool) (p *plan, err error) {
+	p = &plan{training: training, record: record, vals: make([]*Tensor, len(g.values))}
 	konst := make([]bool, len(g.values))
 	for id, v := range g.values {
 		if v.kind == kindParam {
@@ -220,14 +221,14 @@ func (g *Graph) makePlan(inputs []*Tensor, training bool) (p *plan, err error) {
 	// Which values carry gradients: float values that depend on a trainable parameter
 	// through differentiable nodes and that some graph output depends on the same way.
 	var needGrad []bool
-	if training {
+	if record {
 		if needGrad, err = g.gradValues(p, konst); err != nil {
 			return nil, err
 		}
 	}
 
 	// Forward buffers. A value's buffer returns to the pool after its last reader, except
-	// for graph outputs and, in training, what the backward pass reads.
+	// for graph outputs and, when recording, what the backward pass reads.
 	pinned := make([]bool, len(g.values))
 	for _, id := range g.outIDs {
 		pinned[id] = true
@@ -243,7 +244,7 @@ func (g *Graph) makePlan(inputs []*Tensor, training bool) (p *plan, err error) {
 				lastUse[id] = s
 			}
 		}
-		if training {
+		if record {
 			g.markBackward(st, needGrad)
 			if st.back {
 				ri, ro := retains(st.node.k, len(st.node.in), len(st.node.out))
@@ -294,7 +295,7 @@ func (g *Graph) makePlan(inputs []*Tensor, training bool) (p *plan, err error) {
 	for _, id := range g.outIDs {
 		p.outs = append(p.outs, p.vals[id])
 	}
-	if training {
+	if record {
 		g.planBackward(p, needGrad, &pool)
 	}
 	return p, nil
@@ -315,7 +316,7 @@ func retains(k Kernel, nin, nout int) (in, out []bool) {
 	return in, out
 }
 
-// gradValues marks the values that carry gradients in a training plan and rejects
+// gradValues marks the values that carry gradients in a recording plan and rejects
 // graphs where a gradient would have to cross a node without a backward pass.
 func (g *Graph) gradValues(p *plan, konst []bool) ([]bool, error) {
 	isFloat := func(id int) bool { return id >= 0 && p.vals[id].DType == Float32 && !konst[id] }

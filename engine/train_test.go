@@ -45,13 +45,17 @@ var mlpTrainable = []string{"w1", "b1", "gamma", "beta", "w2", "b2"}
 // against finite differences, also for the input itself.
 func TestMLPGradients(t *testing.T) {
 	c := gradCase{name: "Gemm+BN+Relu+Gemm", opset: 15, nodes: mlpNodes("x"), out: []string{"logits"},
-		params: []gradParam{{"x", []int64{6, 5}}}}
+		params: []gradParam{{name: "x", shape: []int64{6, 5}}}}
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, p := range mlpParams(r, 5, 7, 3) {
-		c.params = append(c.params, gradParam{p.GetName(), p.GetDims()})
+		c.params = append(c.params, gradParam{p.GetName(), p.GetDims(), p.GetName() == "var" || p.GetName() == "gamma"})
 	}
 	// The running statistics are inputs of BatchNormalization that training mode does
 	// not read for its output; keeping them trainable checks that their gradient is 0.
+	checkGraphGrad(t, c)
+	// In inference mode BatchNormalization reads the running statistics, and gradients
+	// flow into them.
+	c.name, c.eval = "Gemm+BN+Relu+Gemm/eval", true
 	checkGraphGrad(t, c)
 }
 
@@ -133,21 +137,34 @@ func TestExecutorTrainingAllocatesNothing(t *testing.T) {
 	}
 }
 
-// TestBackwardNeedsTrainingForward checks the executor's guard against using the
-// buffers of an inference run.
-func TestBackwardNeedsTrainingForward(t *testing.T) {
+// TestBackwardGuards checks that Backward refuses to run without a recording Forward,
+// twice for one Forward, or with a gradient of the wrong shape.
+func TestBackwardGuards(t *testing.T) {
 	g, x := newMLPGraph(t, 4, 3, 5, 2)
+	gy := NewFloat([]int{4, 2}, make([]float32, 8))
+	if err := g.SetTrainable(); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := g.Forward(nil, x); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Backward(nil, NewFloat([]int{4, 2}, make([]float32, 8))); err == nil {
-		t.Fatal("Backward after an inference Forward succeeded")
+	if err := g.Backward(nil, gy); err == nil {
+		t.Fatal("Backward succeeded with nothing trainable")
+	}
+	if err := g.SetTrainable("w1"); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := g.Forward(&Context{Training: true}, x); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.Backward(nil, NewFloat([]int{4, 3}, make([]float32, 12))); err == nil {
 		t.Fatal("Backward accepted a gradient of the wrong shape")
+	}
+	if err := g.Backward(nil, gy); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Backward(nil, gy); err == nil {
+		t.Fatal("Backward ran twice for one Forward")
 	}
 }
 
