@@ -14,8 +14,8 @@ const maxPlans = 16
 // every value, constants folded, buffers assigned, and when the graph has trainable
 // parameters the gradient buffers and the reverse schedule.
 type plan struct {
-	training bool // Context.Training: BatchNormalization and Dropout behaviour
-	record   bool // keep what Backward needs; set when any parameter is trainable
+	training bool      // Context.Training: BatchNormalization and Dropout behaviour
+	record   bool      // keep what Backward needs; set when any parameter is trainable
 	shapes   [][]int   // input shapes the plan was made for
 	vals     []*Tensor // per value id
 	inVals   []*Tensor // vals of the graph inputs, whose data Forward sets per run
