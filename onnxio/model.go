@@ -84,19 +84,27 @@ func Decode(data []byte, name, dir string) (*Model, error) {
 
 // checkWire walks the top level of the protobuf wire format so that a truncated file
 // and a file that is not a protobuf at all get different, precise messages; the generic
-// decoder reports both as "invalid wire-format data".
+// decoder reports both as "invalid wire-format data". A file is called truncated only
+// when every field up to the break is one ModelProto has, with its wire type: random
+// bytes, text and images almost never start that way. Unknown fields in a file that
+// parses are left to the decoder, which keeps them.
 func checkWire(b []byte) error {
+	known := true // every field so far is one ModelProto has
 	off := 0
 	for off < len(b) {
 		num, typ, n := protowire.ConsumeTag(b[off:])
 		if n < 0 {
-			if errors.Is(protowire.ParseError(n), io.ErrUnexpectedEOF) {
+			if known && off > 0 && errors.Is(protowire.ParseError(n), io.ErrUnexpectedEOF) {
 				return fmt.Errorf("truncated file: it ends inside a field tag at byte %d of %d", off, len(b))
 			}
 			return fmt.Errorf("not an ONNX model: no protobuf field tag at byte %d", off)
 		}
+		known = known && modelField(num, typ)
 		m := protowire.ConsumeFieldValue(num, typ, b[off+n:])
 		if m < 0 {
+			if !known {
+				return fmt.Errorf("not an ONNX model: malformed protobuf field %d at byte %d", num, off)
+			}
 			if typ == protowire.BytesType {
 				if l, k := protowire.ConsumeVarint(b[off+n:]); k > 0 && uint64(len(b)-off-n-k) < l {
 					return fmt.Errorf("truncated file: field %d at byte %d needs %d bytes, only %d remain", num, off, l, len(b)-off-n-k)
@@ -112,13 +120,30 @@ func checkWire(b []byte) error {
 	return nil
 }
 
+// modelField reports whether ModelProto has field num with wire type typ (onnx.proto,
+// IR version 10).
+func modelField(num protowire.Number, typ protowire.Type) bool {
+	switch num {
+	case 1, 5: // ir_version, model_version
+		return typ == protowire.VarintType
+	case 2, 3, 4, 6, 7, 8, 14, 20, 25: // strings and messages
+		return typ == protowire.BytesType
+	}
+	return false
+}
+
 // Check verifies that the model is one qtool can work with: a graph, an IR version and
 // default-domain opset in range, tensors whose stored data matches their shape, and
 // external data files that exist and are long enough. It reads no tensor data.
 func (m *Model) Check() error {
 	mp := m.Proto
-	if mp.GetGraph() == nil || mp.IrVersion == nil {
-		return fmt.Errorf("onnxio: %s: not an ONNX model: it has no graph or no ir_version", m.Name)
+	if mp.IrVersion == nil {
+		return fmt.Errorf("onnxio: %s: not an ONNX model: it has no ir_version", m.Name)
+	}
+	if mp.GetGraph() == nil {
+		// Exporters write the graph after the header fields, so a file cut at a field
+		// boundary typically loses it.
+		return fmt.Errorf("onnxio: %s: the model has no graph; the file is truncated or was not written by an ONNX exporter", m.Name)
 	}
 	if v := mp.GetIrVersion(); v < MinIRVersion || v > MaxIRVersion {
 		return fmt.Errorf("onnxio: %s: IR version %d is outside the supported range %d to %d; re-export the model with a supported version", m.Name, v, MinIRVersion, MaxIRVersion)

@@ -79,6 +79,11 @@ func (m *Model) SaveWith(path string, opts SaveOptions) error {
 			return err
 		}
 	}
+	return m.writeWhole(path)
+}
+
+// writeWhole writes the model as it stands to path.
+func (m *Model) writeWhole(path string) error {
 	b, err := m.Marshal()
 	if err != nil {
 		return err
@@ -183,6 +188,11 @@ func (m *Model) saveExternal(path string, minBytes int64) error {
 	})
 	if err != nil {
 		return err
+	}
+	if len(plan) == 0 {
+		// Nothing is large enough to move: the model is written as it stands, without
+		// an empty data file.
+		return m.writeWhole(path)
 	}
 	if size := proto.Size(out); int64(size) > maxProtoBytes {
 		return fmt.Errorf("onnxio: %s: the model is still %d bytes with its tensors of %d bytes or more moved to external data; lower SaveOptions.MinExternalBytes", m.Name, size, minBytes)

@@ -97,12 +97,25 @@ f16 = f16_bits.view(np.float16)
 bf16_bits = np.array([0x0000, 0x8000, 0x3F80, 0xBF80, 0x4049, 0x7F7F, 0x0001, 0x0080,
                       0x7F80, 0xFF80, 0x7FC0, 0xC2F7], dtype=np.uint16)
 bf16_f32 = (bf16_bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def typed(name, data_type, bits):
+    """A tensor whose int32_data holds the given bit patterns as they are; onnx's
+    make_tensor would read them as numbers to convert."""
+    t = TensorProto()
+    t.name = name
+    t.data_type = data_type
+    t.dims.append(len(bits))
+    t.int32_data.extend(int(b) for b in bits)
+    return t
+
+
 inits = [
     helper.make_tensor("f16_raw", TensorProto.FLOAT16, [len(f16)], f16.tobytes(), raw=True),
-    helper.make_tensor("f16_typed", TensorProto.FLOAT16, [len(f16)], f16_bits.astype(np.int32).tolist()),
+    typed("f16_typed", TensorProto.FLOAT16, f16_bits),
     helper.make_tensor("f16_want", TensorProto.FLOAT, [len(f16)], f16.astype(np.float32).tobytes(), raw=True),
     helper.make_tensor("bf16_raw", TensorProto.BFLOAT16, [len(bf16_bits)], bf16_bits.tobytes(), raw=True),
-    helper.make_tensor("bf16_typed", TensorProto.BFLOAT16, [len(bf16_bits)], bf16_bits.astype(np.int32).tolist()),
+    typed("bf16_typed", TensorProto.BFLOAT16, bf16_bits),
     helper.make_tensor("bf16_want", TensorProto.FLOAT, [len(bf16_bits)], bf16_f32.tobytes(), raw=True),
 ]
 g = helper.make_graph(
