@@ -227,7 +227,7 @@ func TestParamRoles(t *testing.T) {
 		"gemm.a": RoleWeight, "gemm.c": RoleBias,
 		"mm.w": RoleWeight, "mm.b": RoleBias, "mm2.a": RoleWeight, "mm2.b": RoleWeight,
 		"ln.scale": RoleNorm, "ln.bias": RoleNorm, "scalar": RoleOther,
-		"tied": RoleWeight, // read by Add and MatMul: the weight role wins
+		"tied":    RoleWeight, // read by Add and MatMul: the weight role wins
 		"const.w": RoleWeight, "table": RoleOther, "idx": RoleOther,
 	}
 	roles := m.ParamRoles()
