@@ -3,7 +3,7 @@
 # fixtures that qtool's tests run against. It was run once; its outputs are committed next to it,
 # and this file is kept for provenance.
 #
-# How to run it (from the repository root, about 10 minutes on 2 cores, no network):
+# How to run it (from the repository root; 10-20 minutes on one core, no network):
 #
 #     apt-get install -y python3-torch python3-onnx python3-sklearn dataset-fashion-mnist
 #     /usr/bin/python3 testmodels/make.py
@@ -568,7 +568,7 @@ def write_readme(results):
         "    /usr/bin/python3 testmodels/make.py",
         "",
         "It needs Debian's `/usr/bin/python3` (PyTorch 1.13, onnx 1.12), not a pyenv python3. All seeds",
-        "are fixed; training runs on one CPU thread and takes about ten minutes. This file and",
+        "are fixed; training runs on one CPU thread and took the times listed below. This file and",
         "accuracy.json are written by the script too.",
         "",
         "## Conventions",
@@ -735,7 +735,7 @@ def main():
         correct, sub_correct = count_correct(test_logits, y_te), count_correct(sub_logits, y_sub)
         print(f"  test accuracy {correct}/{len(y_te)}, subset {sub_correct}/{len(y_sub)}", flush=True)
 
-        doc = f"qtool test model {name}: {type(model).__doc__.split(chr(10))[0]}"
+        doc = f"qtool test model {name}: " + " ".join(type(model).__doc__.split())
         m = export(model, torch.from_numpy(x_sub[:2]), s["opset"], doc, keep_dropout=s["keep_dropout"])
         if s["constants"]:
             before = run_onnx(m, x_sub)
