@@ -168,9 +168,27 @@ func (k *gemmKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error 
 // a row vector and a 1-D B a column vector whose unit dimension is dropped from Y.
 type matMulKernel struct {
 	n *Node
-	// Offsets of every output batch item's A and B matrices, rebuilt per call into
-	// reused buffers.
-	aOff, bOff []int
+	// The bookkeeping of the last input shapes and the offsets of every output batch
+	// item's A and B matrices, kept so that steady-state calls allocate nothing.
+	lastA, lastB []int
+	last         matMulDims
+	aOff, bOff   []int
+}
+
+// cached returns the dimensions for input shapes a and b, recomputing them (and the
+// batch offsets) only when the shapes change.
+func (k *matMulKernel) cached(a, b []int) (*matMulDims, error) {
+	if k.lastA != nil && nnShapeEq(a, k.lastA) && nnShapeEq(b, k.lastB) {
+		return &k.last, nil
+	}
+	d, err := k.dims(a, b)
+	if err != nil {
+		return nil, err
+	}
+	k.last = d
+	k.offsets(&k.last)
+	k.lastA, k.lastB = append(k.lastA[:0], a...), append(k.lastB[:0], b...)
+	return &k.last, nil
 }
 
 func buildMatMul(n *Node) (Kernel, error) {
@@ -202,13 +220,13 @@ func (k *matMulKernel) dims(a, b []int) (matMulDims, error) {
 		d.m, ka = 1, a[0]
 	} else {
 		d.m, ka = a[len(a)-2], a[len(a)-1]
-		d.aBatchDim = a[:len(a)-2]
+		d.aBatchDim = append([]int(nil), a[:len(a)-2]...)
 	}
 	if len(b) == 1 {
 		kb, d.n = b[0], 1
 	} else {
 		kb, d.n = b[len(b)-2], b[len(b)-1]
-		d.bBatchDim = b[:len(b)-2]
+		d.bBatchDim = append([]int(nil), b[:len(b)-2]...)
 	}
 	if ka != kb {
 		return d, k.n.Errorf("inner dimensions differ: A %v, B %v", a, b)
@@ -299,7 +317,7 @@ func (k *matMulKernel) Retains() (inputs, outputs []bool) {
 func (d *matMulDims) sharedB() bool { return d.bBatch == 1 && d.aBatch == d.batch }
 
 func (k *matMulKernel) Forward(ctx *Context, in, out []*Tensor) error {
-	d, err := k.dims(in[0].Shape, in[1].Shape)
+	d, err := k.cached(in[0].Shape, in[1].Shape)
 	if err != nil {
 		return err
 	}
@@ -312,7 +330,6 @@ func (k *matMulKernel) Forward(ctx *Context, in, out []*Tensor) error {
 		nnSgemm(ctx.BLAS, false, false, d.batch*d.m, d.n, d.k, 1, a, b, 0, y)
 		return nil
 	}
-	k.offsets(&d)
 	mn := d.m * d.n
 	for bi := 0; bi < d.batch; bi++ {
 		nnSgemm(ctx.BLAS, false, false, d.m, d.n, d.k, 1, a[k.aOff[bi]:k.aOff[bi]+d.m*d.k],
@@ -326,7 +343,7 @@ func (k *matMulKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) erro
 	if gy == nil {
 		return nil
 	}
-	d, err := k.dims(in[0].Shape, in[1].Shape)
+	d, err := k.cached(in[0].Shape, in[1].Shape)
 	if err != nil {
 		return err
 	}
@@ -342,7 +359,6 @@ func (k *matMulKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) erro
 		}
 		return nil
 	}
-	k.offsets(&d)
 	mn, mk, kn := d.m*d.n, d.m*d.k, d.k*d.n
 	// Broadcast batch items add into the same gradient matrix, in batch order.
 	for bi := 0; bi < d.batch; bi++ {
