@@ -12,8 +12,8 @@ type imgPrep struct {
 	resize  int
 	stretch bool
 
-	conv []byte    // colour-converted image
-	tmp  []float32 // horizontally resampled image
+	conv []byte // colour-converted image
+	tmp  []byte // horizontally resampled image
 }
 
 func newImgPrep(o *Options) *imgPrep {
@@ -98,91 +98,96 @@ func convertChannels(dst, src []byte, cin, cout int) {
 }
 
 // resample resizes the h×w×c image src to rh×rw with a triangle (bilinear) filter widened by
-// the scale factor when shrinking, so that every source pixel contributes (antialiasing, as
-// PIL and torchvision do), and writes the oh×ow window at (top, left) of the result to dst.
-func resample(dst, src []byte, h, w, c, rh, rw, top, left, oh, ow int, tmp *[]float32) {
-	xs, xw := taps(w, rw, left, ow)
-	ys, yw := taps(h, rh, top, oh)
-	nt := len(xw) / ow
+// the scale factor when shrinking, so that every source pixel contributes (antialiasing), and
+// writes the oh×ow window at (top, left) of the result to dst. It follows PIL's
+// Image.resize(BILINEAR), which torchvision uses on images, to the bit: weights in 22-bit
+// fixed point, the horizontal pass first, rounded to uint8, then the vertical pass.
+func resample(dst, src []byte, h, w, c, rh, rw, top, left, oh, ow int, tmp *[]byte) {
+	xs, xn, xw, xk := taps(w, rw, left, ow)
+	ys, yn, yw, yk := taps(h, rh, top, oh)
 	if cap(*tmp) < h*ow*c {
-		*tmp = make([]float32, h*ow*c)
+		*tmp = make([]byte, h*ow*c)
 	}
 	t := (*tmp)[:h*ow*c]
 	for y := range h {
 		row := src[y*w*c : (y+1)*w*c]
 		for x := range ow {
-			s0 := xs[x]
-			ws := xw[x*nt : (x+1)*nt]
+			ws := xw[x*xk : x*xk+xn[x]]
 			for ch := range c {
-				var acc float32
+				acc := int64(1) << (fixBits - 1)
 				for k, wt := range ws {
-					if wt != 0 {
-						acc += wt * float32(row[(s0+k)*c+ch])
-					}
+					acc += int64(wt) * int64(row[(xs[x]+k)*c+ch])
 				}
-				t[(y*ow+x)*c+ch] = acc
+				t[(y*ow+x)*c+ch] = clip8(acc)
 			}
 		}
 	}
-	nt = len(yw) / oh
 	for y := range oh {
-		s0 := ys[y]
-		ws := yw[y*nt : (y+1)*nt]
+		ws := yw[y*yk : y*yk+yn[y]]
 		for i := range ow * c {
-			var acc float32
+			acc := int64(1) << (fixBits - 1)
 			for k, wt := range ws {
-				if wt != 0 {
-					acc += wt * t[(s0+k)*ow*c+i]
-				}
+				acc += int64(wt) * int64(t[(ys[y]+k)*ow*c+i])
 			}
-			dst[y*ow*c+i] = clampByte(acc)
+			dst[y*ow*c+i] = clip8(acc)
 		}
 	}
 }
 
-func clampByte(v float32) byte {
+// fixBits is the fixed-point precision of resampling weights, PIL's PRECISION_BITS.
+const fixBits = 32 - 8 - 2
+
+func clip8(v int64) byte {
+	v >>= fixBits
 	switch {
-	case v <= 0:
+	case v < 0:
 		return 0
-	case v >= 255:
+	case v > 255:
 		return 255
 	}
-	return byte(v + 0.5)
+	return byte(v)
 }
 
 // taps computes, for outputs off..off+n-1 of a resize from in to out samples, the first input
-// index and a fixed number of normalised weights per output (zero-padded).
-func taps(in, out, off, n int) ([]int, []float32) {
+// index, the number of inputs and their fixed-point weights (k per output, zero-padded).
+func taps(in, out, off, n int) (starts, counts []int, weights []int32, k int) {
 	scale := float64(in) / float64(out)
-	support := max(scale, 1)
-	nt := int(math.Ceil(support))*2 + 2
-	starts := make([]int, n)
-	ws := make([]float32, n*nt)
+	fscale := max(scale, 1)
+	support := fscale // the triangle's radius is 1 input pixel, widened when shrinking
+	k = int(math.Ceil(support))*2 + 1
+	starts = make([]int, n)
+	counts = make([]int, n)
+	weights = make([]int32, n*k)
+	wt := make([]float64, k)
 	for o := range n {
 		center := (float64(o+off) + 0.5) * scale
-		lo := max(0, int(math.Floor(center-support)))
-		hi := min(in, int(math.Ceil(center+support)))
-		starts[o] = lo
-		if lo+nt > in {
-			// Keep the window inside the image; the extra weights stay zero.
-			starts[o] = max(0, in-nt)
-		}
+		lo := max(0, int(center-support+0.5))
+		hi := min(in, int(center+support+0.5))
+		cnt := min(hi-lo, k)
 		var sum float64
-		wt := make([]float64, nt)
-		for j := lo; j < hi; j++ {
-			v := 1 - math.Abs(float64(j)+0.5-center)/support
-			if v > 0 {
-				wt[j-starts[o]] = v
-				sum += v
+		for j := range cnt {
+			v := math.Abs((float64(j+lo) - center + 0.5) / fscale)
+			if v < 1 {
+				v = 1 - v
+			} else {
+				v = 0
+			}
+			wt[j] = v
+			sum += v
+		}
+		for j := range cnt {
+			if sum != 0 {
+				wt[j] /= sum
+			}
+			if wt[j] < 0 {
+				weights[o*k+j] = int32(-0.5 + wt[j]*(1<<fixBits))
+			} else {
+				weights[o*k+j] = int32(0.5 + wt[j]*(1<<fixBits))
 			}
 		}
-		for k := range nt {
-			if sum > 0 {
-				ws[o*nt+k] = float32(wt[k] / sum)
-			}
-		}
+		starts[o], counts[o] = lo, max(cnt, 0)
 	}
-	return starts, ws
+	return starts, counts, weights, k
 }
 
 // isGrayModel reports whether images of color model m are grayscale.

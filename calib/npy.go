@@ -229,9 +229,6 @@ type npyArray struct {
 // samples makes the array readable sample by sample.
 func (a *npyArray) samples(maxMem int64, closer io.Closer) (*records, error) {
 	h := a.h
-	if h.fortran && len(h.dims) > 1 {
-		return nil, fmt.Errorf("%s: the array is in Fortran order: save it with np.save(f, np.ascontiguousarray(x))", a.name)
-	}
 	if len(h.dims) == 0 {
 		return nil, fmt.Errorf("%s: the array is a scalar; want one sample per row of the first axis", a.name)
 	}
@@ -245,6 +242,10 @@ func (a *npyArray) samples(maxMem int64, closer io.Closer) (*records, error) {
 		return nil, fmt.Errorf("%s: truncated: shape %v of %s promises %d data bytes after offset %d but the data end at offset %d, in sample %d", a.name, h.dims, h.dt, want, h.length, h.length+a.avail, a.avail/size)
 	}
 	rec := &records{name: a.name, n: h.dims[0], size: int(size), stride: size}
+	fortran := h.fortran && len(h.dims) > 1
+	if fortran && want > maxMem {
+		return nil, fmt.Errorf("%s: the array is in Fortran order and larger than --max-memory, so it cannot be read sample by sample: save it with np.save(f, np.ascontiguousarray(x)) or raise --max-memory", a.name)
+	}
 	if a.ra != nil && want > maxMem {
 		rec.ra, rec.base, rec.closer = a.ra, a.base, closer
 		return rec, nil
@@ -256,8 +257,39 @@ func (a *npyArray) samples(maxMem int64, closer io.Closer) (*records, error) {
 	if closer != nil {
 		closer.Close()
 	}
+	if fortran {
+		mem = fortranToC(mem, h.dims, h.dt.size())
+	}
 	rec.mem, rec.ra, rec.closer = mem, ra, c
 	return rec, nil
+}
+
+// fortranToC reorders a column-major array of the given dims and element size to row-major.
+func fortranToC(src []byte, dims []int, es int) []byte {
+	dst := make([]byte, len(src))
+	fstride := make([]int, len(dims))
+	st := 1
+	for j, d := range dims {
+		fstride[j] = st
+		st *= d
+	}
+	idx := make([]int, len(dims))
+	for c := 0; c < len(src)/es; c++ {
+		f := 0
+		for j, i := range idx {
+			f += i * fstride[j]
+		}
+		copy(dst[c*es:(c+1)*es], src[f*es:(f+1)*es])
+		// Advance the row-major multi-index.
+		for j := len(idx) - 1; j >= 0; j-- {
+			idx[j]++
+			if idx[j] < dims[j] {
+				break
+			}
+			idx[j] = 0
+		}
+	}
+	return dst
 }
 
 // labels reads the array as one integer label per sample.
