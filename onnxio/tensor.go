@@ -458,3 +458,22 @@ func BytesTensor(name string, dims []int64, data []byte) *onnxpb.TensorProto {
 		RawData:  append([]byte(nil), data...),
 	}
 }
+
+// TensorBytes returns the size of a tensor's data in raw form: its element count times
+// the element width (4-bit types packed two to a byte), or the total string length for
+// a STRING tensor. It reads no data, and assumes dims the loader has checked.
+func TensorBytes(t *onnxpb.TensorProto) int64 {
+	dt := DataType(t.GetDataType())
+	if dt == onnxpb.TensorProto_STRING {
+		var n int64
+		for _, s := range t.GetStringData() {
+			n += int64(len(s))
+		}
+		return n
+	}
+	n := int64(1)
+	for _, d := range t.GetDims() {
+		n *= d
+	}
+	return (n*int64(elemBits(dt)) + 7) / 8
+}
