@@ -95,7 +95,7 @@ func (k *softmaxKernel) forward(lo, hi int) {
 		}
 		var sum float64
 		for j := 0; j < d; j++ {
-			e := float32(math.Exp(float64(x[j*s] - m)))
+			e := expF(x[j*s] - m)
 			y[j*s] = e
 			sum += float64(e)
 		}
@@ -144,7 +144,7 @@ func (k *softmaxKernel) backward(lo, hi int) {
 			}
 			sum := float32(dot)
 			for j := 0; j < d; j++ {
-				dst[j*s] += g[j*s] - float32(math.Exp(float64(y[j*s])))*sum
+				dst[j*s] += g[j*s] - expF(y[j*s])*sum
 			}
 			continue
 		}

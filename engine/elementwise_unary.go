@@ -180,7 +180,7 @@ func (k *unaryKernel) forward(lo, hi int) {
 		}
 	case uExp:
 		for i, v := range x {
-			y[i] = float32(math.Exp(float64(v)))
+			y[i] = expF(v)
 		}
 	case uLog:
 		for i, v := range x {
@@ -245,10 +245,10 @@ func (k *unaryKernel) forward(lo, hi int) {
 // sigmoid is 1/(1+e^-v), evaluated so that neither branch overflows.
 func sigmoid(v float32) float32 {
 	if v >= 0 {
-		return float32(1 / (1 + math.Exp(-float64(v))))
+		return 1 / (1 + expF(-v))
 	}
-	e := math.Exp(float64(v))
-	return float32(e / (1 + e))
+	e := expF(v)
+	return e / (1 + e)
 }
 
 // usesOutput reports whether the op's derivative is computed from its output, so that
