@@ -72,7 +72,7 @@ func cache(src source, n, size int) (*records, error) {
 func newImageSet(name string, n int, src source, im imageDims, labels []int64, in Input, o *Options) (*set, error) {
 	prep := newImgPrep(o)
 	sbytes := im.c * im.h * im.w
-	if !prep.identity(im.c) || (im.chw && o.Resize > 0) {
+	if !prep.identity(im.c) {
 		oc := prep.channels(im.c)
 		oh, ow := prep.size(im.h, im.w)
 		ps := &prepSource{inner: src, im: im, prep: prep, inBytes: sbytes}

@@ -59,6 +59,10 @@ const DefaultMaxMemory = 2 << 30
 // Options controls how Open reads and converts a data set. The zero value reads the file with
 // the defaults the command-line flags document.
 type Options struct {
+	// Input is the model input the data must feed. Without a shape, samples keep the data's
+	// own shape (images as CHW).
+	Input Input
+
 	// Labels is a labels file: a .npy for .npy data, an idx file for idx data. For idx data
 	// the default is the labels-idx1 file next to the images-idx3 file, when it exists.
 	Labels string
@@ -129,11 +133,13 @@ type Dataset interface {
 	// HasLabels reports whether the samples carry integer labels.
 	HasLabels() bool
 	// SampleShape returns the shape of one sample in the model's layout, without the batch
-	// dimension; free dimensions of the model input are resolved from the data.
+	// dimension; free dimensions of the model input are resolved from the data. The caller
+	// must not modify it.
 	SampleShape() []int64
 	// Read stores samples idx[0], idx[1], ... into x, one after the other, and their labels
-	// into y. x must hold len(idx) samples; y must hold len(idx) labels, or be nil. Reading
-	// indices in increasing order is fastest for data read from disk.
+	// into y. x must hold len(idx) samples; y must hold len(idx) labels, or be nil; without
+	// labels y is filled with -1. Reading indices in increasing order is fastest for data read
+	// from disk.
 	Read(idx []int, x []float32, y []int64) error
 	// Close releases the files behind the data set.
 	Close() error
@@ -148,16 +154,14 @@ func SampleSize(d Dataset) int {
 	return n
 }
 
-// Open opens the data set at path for the model input in, choosing the reader from the
-// extension and the content. path is a file, a folder (image folder, or CIFAR folder holding
-// data_batch_*.bin) or a glob pattern matching CIFAR .bin files.
-func Open(path string, in Input, opts Options) (Dataset, error) {
+// Open opens the data set at path for the model input opts.Input, choosing the reader from
+// the extension and the content. path is a file, a folder (image folder, or CIFAR folder
+// holding data_batch_*.bin) or a glob pattern matching CIFAR .bin files.
+func Open(path string, opts Options) (Dataset, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
-	if len(in.Shape) == 0 {
-		return nil, fmt.Errorf("model input %q has no shape", in.Name)
-	}
+	in := opts.Input
 	var (
 		s   *set
 		err error

@@ -71,7 +71,7 @@ func TestCIFARGrayscale(t *testing.T) {
 	dir := t.TempDir()
 	p := writeFile(t, dir, "b.bin", cifarBatch(0, []byte{1, 2}), false)
 	in := Input{Name: "img", Shape: shape(-1, 1, 32, 32)}
-	_, err := Open(p, in, Options{})
+	_, err := openIn(p, in, Options{})
 	wantErr(t, err, `"img"`, "1 channel", "have 3", "--grayscale")
 	for _, mem := range []int64{0, 1} {
 		d := mustOpen(t, p, in, Options{Color: Grayscale, NoScale: true, MaxMemory: mem})
@@ -93,14 +93,14 @@ func TestCIFARErrors(t *testing.T) {
 	dir := t.TempDir()
 	b := cifarBatch(0, []byte{1, 2, 3})
 	tr := writeFile(t, dir, "tr.bin", b[:len(b)-10], false)
-	_, err := Open(tr, Input{Shape: shape(-1, 3, 32, 32)}, Options{})
+	_, err := openIn(tr, Input{Shape: shape(-1, 3, 32, 32)}, Options{})
 	wantErr(t, err, "tr.bin", "truncated", "record 2", "offset 6146")
 
 	b[3073] = 7
 	bad := writeFile(t, dir, "bad.bin", b, false)
-	_, err = Open(bad, Input{Shape: shape(-1, 3, 32, 32), Classes: 5}, Options{})
+	_, err = openIn(bad, Input{Shape: shape(-1, 3, 32, 32), Classes: 5}, Options{})
 	wantErr(t, err, "bad.bin", "record 1", "offset 3073", "label 7")
 
-	_, err = Open(bad, Input{Shape: shape(-1, 3, 28, 28)}, Options{})
+	_, err = openIn(bad, Input{Shape: shape(-1, 3, 28, 28)}, Options{})
 	wantErr(t, err, "28x28", "32x32", "--resize 28")
 }

@@ -63,7 +63,7 @@ func TestCSVErrors(t *testing.T) {
 	}
 	for i, c := range cases {
 		p := writeFile(t, dir, "e.csv", []byte(c.body), false)
-		_, err := Open(p, Input{Shape: shape(-1, 2), Classes: 10}, c.opts)
+		_, err := openIn(p, Input{Shape: shape(-1, 2), Classes: 10}, c.opts)
 		if err == nil {
 			t.Errorf("case %d: no error", i)
 			continue

@@ -23,7 +23,10 @@ func fitDim(want int64, have int) bool { return want < 0 || want == int64(have) 
 
 // fitImage plans the conversion of decoded images to the model input.
 func fitImage(name string, im imageDims, in Input, opts *Options, dt dtype) (plan, error) {
-	m := in.Shape[1:]
+	m := []int64{-1, -1, -1} // no model: CHW
+	if len(in.Shape) > 0 {
+		m = in.Shape[1:]
+	}
 	c, h, w := im.c, im.h, im.w
 	var p plan
 	// storedAt returns the stored index of pixel (ch, y, x).
@@ -177,7 +180,18 @@ func isIdentity(p []int32) bool {
 
 // fitArray plans the conversion of stored arrays of per-sample shape dims to the model input.
 func fitArray(name string, dims []int, in Input, opts *Options, dt dtype) (plan, error) {
-	m := in.Shape[1:]
+	var m []int64
+	if len(in.Shape) > 0 {
+		m = in.Shape[1:]
+	} else {
+		// No model: the stored shape, in the model layout the data's layout implies.
+		for range dims {
+			m = append(m, -1)
+		}
+		if len(dims) == 3 && opts.Layout == NHWC {
+			m[2] = int64(dims[2])
+		}
+	}
 	var p plan
 	s := slices.Clone(dims)
 	nch := 1

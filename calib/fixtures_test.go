@@ -25,9 +25,9 @@ func TestNumPyFixtures(t *testing.T) {
 			t.Errorf("%s: x %v labels %v", name, x, l)
 		}
 	}
-	_, err := Open("testdata/numpy/x_be.npy", Input{Shape: shape(-1, 6)}, Options{Labels: "testdata/numpy/y_onehot.npy"})
+	_, err := openIn("testdata/numpy/x_be.npy", Input{Shape: shape(-1, 6)}, Options{Labels: "testdata/numpy/y_onehot.npy"})
 	wantErr(t, err, "y_onehot.npy", "(N,)", "argmax")
-	_, err = Open("testdata/numpy/x_fortran.npy", Input{Shape: shape(-1, 6)}, Options{MaxMemory: 10})
+	_, err = openIn("testdata/numpy/x_fortran.npy", Input{Shape: shape(-1, 6)}, Options{MaxMemory: 10})
 	wantErr(t, err, "x_fortran.npy", "Fortran", "ascontiguousarray")
 
 	// NHWC uint8 images from np.savez_compressed against the same images saved NCHW with

@@ -58,7 +58,8 @@ func readAll(t testing.TB, d Dataset) ([]float32, []int64) {
 
 func mustOpen(t testing.TB, path string, in Input, o Options) Dataset {
 	t.Helper()
-	d, err := Open(path, in, o)
+	o.Input = in
+	d, err := Open(path, o)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", path, err)
 	}
@@ -79,3 +80,9 @@ func wantErr(t *testing.T, err error, parts ...string) {
 }
 
 func shape(v ...int64) []int64 { return v }
+
+// openIn opens path for the model input in.
+func openIn(path string, in Input, o Options) (Dataset, error) {
+	o.Input = in
+	return Open(path, o)
+}

@@ -83,29 +83,29 @@ func TestIdxErrors(t *testing.T) {
 	dir := t.TempDir()
 	full := idxBytes(0x08, []int{3, 2, 2}, idxPixels(3, 2, 2))
 	trunc := writeFile(t, dir, "t-images-idx3-ubyte", full[:len(full)-3], false)
-	_, err := Open(trunc, Input{Shape: shape(-1, 4)}, Options{})
+	_, err := openIn(trunc, Input{Shape: shape(-1, 4)}, Options{})
 	wantErr(t, err, trunc, "truncated", "offset 25", "sample 2")
 
 	truncGz := writeFile(t, dir, "g-images-idx3-ubyte.gz", full[:len(full)-3], true)
-	_, err = Open(truncGz, Input{Shape: shape(-1, 4)}, Options{})
+	_, err = openIn(truncGz, Input{Shape: shape(-1, 4)}, Options{})
 	wantErr(t, err, truncGz, "truncated", "offset 25")
-	_, err = Open(truncGz, Input{Shape: shape(-1, 4)}, Options{MaxMemory: 1})
+	_, err = openIn(truncGz, Input{Shape: shape(-1, 4)}, Options{MaxMemory: 1})
 	wantErr(t, err, truncGz, "truncated", "offset 25")
 
 	good := writeFile(t, dir, "a-images-idx3-ubyte", full, false)
 	writeFile(t, dir, "a-labels-idx1-ubyte", idxBytes(0x08, []int{3}, []byte{0, 12, 1}), false)
-	_, err = Open(good, Input{Shape: shape(-1, 4), Classes: 10}, Options{})
+	_, err = openIn(good, Input{Shape: shape(-1, 4), Classes: 10}, Options{})
 	wantErr(t, err, "a-labels-idx1-ubyte", "entry 1", "offset 9", "label 12", "10 classes")
 
 	writeFile(t, dir, "b-images-idx3-ubyte", full, false)
 	writeFile(t, dir, "b-labels-idx1-ubyte", idxBytes(0x08, []int{2}, []byte{0, 1}), false)
-	_, err = Open(filepath.Join(dir, "b-images-idx3-ubyte"), Input{Shape: shape(-1, 4)}, Options{})
+	_, err = openIn(filepath.Join(dir, "b-images-idx3-ubyte"), Input{Shape: shape(-1, 4)}, Options{})
 	wantErr(t, err, "2 labels", "3 samples")
 
-	_, err = Open(good, Input{Shape: shape(-1, 5)}, Options{})
+	_, err = openIn(good, Input{Shape: shape(-1, 5)}, Options{})
 	wantErr(t, err, "5 values", "2x2")
 
-	_, err = Open(filepath.Join(dir, "a-labels-idx1-ubyte"), Input{Shape: shape(-1, 4)}, Options{})
+	_, err = openIn(filepath.Join(dir, "a-labels-idx1-ubyte"), Input{Shape: shape(-1, 4)}, Options{})
 	wantErr(t, err, "labels file")
 }
 
@@ -173,5 +173,20 @@ func TestIdxFashionMNIST(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestNoInput: without a model input, samples keep the data's own shape.
+func TestNoInput(t *testing.T) {
+	dir := t.TempDir()
+	img := writeFile(t, dir, "i-images-idx3-ubyte", idxBytes(0x08, []int{2, 3, 4}, idxPixels(2, 3, 4)), false)
+	d := mustOpen(t, img, Input{}, Options{})
+	if !slices.Equal(d.SampleShape(), []int64{1, 3, 4}) {
+		t.Errorf("idx images: sample shape %v, want [1 3 4]", d.SampleShape())
+	}
+	p := writeNpy(t, dir, "x.npy", nchw(2, 3, 4, 5))
+	d = mustOpen(t, p, Input{}, Options{})
+	if x, _ := readAll(t, d); !slices.Equal(d.SampleShape(), []int64{3, 4, 5}) || x[119] != 1234 {
+		t.Errorf(".npy: sample shape %v", d.SampleShape())
 	}
 }

@@ -150,9 +150,9 @@ func TestFolderClasses(t *testing.T) {
 			}
 		}
 	}
-	_, err := Open(dir, Input{Shape: shape(-1, 1, 3, 4), Classes: 1}, Options{})
+	_, err := openIn(dir, Input{Shape: shape(-1, 1, 3, 4), Classes: 1}, Options{})
 	wantErr(t, err, "2 class folders", "1 classes", "b_shoe")
-	_, err = Open(dir, Input{Shape: shape(-1, 3, 3, 4)}, Options{})
+	_, err = openIn(dir, Input{Shape: shape(-1, 3, 3, 4)}, Options{})
 	wantErr(t, err, "3 channel", "--rgb")
 	d := mustOpen(t, dir, Input{Shape: shape(-1, 3, 3, 4)}, Options{Color: RGB, NoScale: true})
 	x, _ := readAll(t, d)
@@ -204,17 +204,17 @@ func TestFolderErrors(t *testing.T) {
 	dir := t.TempDir()
 	savePNG(t, filepath.Join(dir, "a.png"), grayImg(4, 4, func(x, y int) byte { return 1 }))
 	savePNG(t, filepath.Join(dir, "b.png"), grayImg(5, 4, func(x, y int) byte { return 1 }))
-	_, err := Open(dir, Input{Shape: shape(-1, 1, 4, 4)}, Options{})
+	_, err := openIn(dir, Input{Shape: shape(-1, 1, 4, 4)}, Options{})
 	wantErr(t, err, "b.png", "5x4", "--resize")
 	d := mustOpen(t, dir, Input{Shape: shape(-1, 1, 4, 4)}, Options{Resize: 4})
 	if d.Len() != 2 {
 		t.Errorf("Len %d", d.Len())
 	}
-	_, err = Open(dir, Input{Name: "in", Shape: shape(-1, 1, 28, 28)}, Options{Resize: 4})
+	_, err = openIn(dir, Input{Name: "in", Shape: shape(-1, 1, 28, 28)}, Options{Resize: 4})
 	wantErr(t, err, `"in"`, "28x28", "4x4", "--resize 28")
 
 	writeFile(t, dir, "c.png", []byte("\x89PNG\r\n\x1a\nnot really"), false)
-	_, err = Open(dir, Input{Shape: shape(-1, 1, 4, 4)}, Options{Resize: 4})
+	_, err = openIn(dir, Input{Shape: shape(-1, 1, 4, 4)}, Options{Resize: 4})
 	wantErr(t, err, "corrupt image", "c.png", "entry 2")
 
 	// A corrupt body behind a valid header is caught when the image is decoded.
@@ -222,7 +222,7 @@ func TestFolderErrors(t *testing.T) {
 	os.Remove(filepath.Join(dir, "c.png"))
 	writeFile(t, dir, "c.png", good[:len(good)-20], false)
 	for _, mem := range []int64{0, 1} {
-		d, err := Open(dir, Input{Shape: shape(-1, 1, 4, 4)}, Options{Resize: 4, MaxMemory: mem})
+		d, err := openIn(dir, Input{Shape: shape(-1, 1, 4, 4)}, Options{Resize: 4, MaxMemory: mem})
 		if err == nil {
 			_, err = readAllErr(d)
 			d.Close()
@@ -233,7 +233,7 @@ func TestFolderErrors(t *testing.T) {
 	mixed := t.TempDir()
 	savePNG(t, filepath.Join(mixed, "top.png"), grayImg(2, 2, func(x, y int) byte { return 1 }))
 	savePNG(t, filepath.Join(mixed, "cls", "a.png"), grayImg(2, 2, func(x, y int) byte { return 1 }))
-	_, err = Open(mixed, Input{Shape: shape(-1, 4)}, Options{})
+	_, err = openIn(mixed, Input{Shape: shape(-1, 4)}, Options{})
 	wantErr(t, err, "mixes images")
 }
 

@@ -149,7 +149,7 @@ func TestNpyLayouts(t *testing.T) {
 		}
 	}
 	// Forgetting --layout is reported with the fix.
-	_, err := Open(pl, Input{Name: "input", Shape: shape(-1, c, h, w)}, Options{})
+	_, err := openIn(pl, Input{Name: "input", Shape: shape(-1, c, h, w)}, Options{})
 	wantErr(t, err, "nhwc.npy", "[4 5 3]", "--layout nhwc", `"input"`)
 }
 
@@ -171,7 +171,7 @@ func TestNpyReshapes(t *testing.T) {
 		}
 	}
 	for _, in := range [][]int64{{-1, 7}, {-1, 3, 2}, {-1, 2, 2, 2}} {
-		_, err := Open(p, Input{Shape: in}, Options{})
+		_, err := openIn(p, Input{Shape: in}, Options{})
 		wantErr(t, err, "x.npy", "[2 3]")
 	}
 }
@@ -185,7 +185,7 @@ func TestNpyMeanStd(t *testing.T) {
 	if !slices.Equal(x, want) {
 		t.Errorf("got %v, want %v", x, want)
 	}
-	_, err := Open(p, Input{Shape: shape(-1, 2, 1, 2)}, Options{Mean: []float64{1, 2, 3}})
+	_, err := openIn(p, Input{Shape: shape(-1, 2, 1, 2)}, Options{Mean: []float64{1, 2, 3}})
 	wantErr(t, err, "3 values", "2 channels")
 }
 
@@ -193,7 +193,7 @@ func TestNpyErrors(t *testing.T) {
 	dir := t.TempDir()
 	nan := writeNpy(t, dir, "nan.npy", [][]float32{{1, 2}, {3, float32(nanf())}})
 	for _, mem := range []int64{0, 1} {
-		d, err := Open(nan, Input{Shape: shape(-1, 2)}, Options{MaxMemory: mem})
+		d, err := openIn(nan, Input{Shape: shape(-1, 2)}, Options{MaxMemory: mem})
 		if err == nil {
 			err = d.Read([]int{1}, make([]float32, 2), nil)
 			d.Close()
@@ -201,23 +201,23 @@ func TestNpyErrors(t *testing.T) {
 		wantErr(t, err, "nan.npy", "sample 1", "element 1", "NaN")
 	}
 	u16 := writeNpy(t, dir, "u16.npy", []uint16{1, 2})
-	_, err := Open(u16, Input{Shape: shape(-1)}, Options{})
+	_, err := openIn(u16, Input{Shape: shape(-1)}, Options{})
 	wantErr(t, err, "u16.npy", "unsupported dtype", "<u2")
 
 	good := writeNpy(t, dir, "x.npy", [][]float32{{1, 2}, {3, 4}, {5, 6}})
 	b, _ := os.ReadFile(good)
 	tr := writeFile(t, dir, "trunc.npy", b[:len(b)-5], false)
-	_, err = Open(tr, Input{Shape: shape(-1, 2)}, Options{})
+	_, err = openIn(tr, Input{Shape: shape(-1, 2)}, Options{})
 	wantErr(t, err, "trunc.npy", "truncated", "sample 2")
 
 	ybad := writeNpy(t, dir, "ybad.npy", []int64{0, 10, 1})
-	_, err = Open(good, Input{Shape: shape(-1, 2), Classes: 10}, Options{Labels: ybad})
+	_, err = openIn(good, Input{Shape: shape(-1, 2), Classes: 10}, Options{Labels: ybad})
 	wantErr(t, err, "ybad.npy", "entry 1", "label 10", "10 classes")
 	yshort := writeNpy(t, dir, "yshort.npy", []int64{0, 1})
-	_, err = Open(good, Input{Shape: shape(-1, 2)}, Options{Labels: yshort})
+	_, err = openIn(good, Input{Shape: shape(-1, 2)}, Options{Labels: yshort})
 	wantErr(t, err, "yshort.npy", "2 labels", "3 samples")
 	yf := writeNpy(t, dir, "yf.npy", []float32{0, 1.5, 1})
-	_, err = Open(good, Input{Shape: shape(-1, 2)}, Options{Labels: yf})
+	_, err = openIn(good, Input{Shape: shape(-1, 2)}, Options{Labels: yf})
 	wantErr(t, err, "yf.npy", "entry 1", "not an integer")
 }
 
@@ -246,9 +246,9 @@ func TestNpz(t *testing.T) {
 			t.Errorf("imgs: %v", got)
 		}
 	}
-	_, err := Open(p, Input{Shape: shape(-1, 6)}, Options{XKey: "nope"})
+	_, err := openIn(p, Input{Shape: shape(-1, 6)}, Options{XKey: "nope"})
 	wantErr(t, err, "d.npz", `"nope"`, "--x-key", "imgs")
-	_, err = Open(p, Input{Shape: shape(-1, 6)}, Options{YKey: "labels"})
+	_, err = openIn(p, Input{Shape: shape(-1, 6)}, Options{YKey: "labels"})
 	wantErr(t, err, "d.npz", `"labels"`, "--y-key")
 
 	// Without a y array the data set has no labels.

@@ -157,7 +157,8 @@ func openData(c *cli.Context, in calib.Input, seed uint64) (*dataSets, error) {
 			return nil, usagef("--split: %v", err)
 		}
 	}
-	d, err := calib.Open(path, in, o)
+	o.Input = in
+	d, err := calib.Open(path, o)
 	if err != nil {
 		return nil, err
 	}
