@@ -1,8 +1,36 @@
 // Package engine executes ONNX graphs in float32 and differentiates them.
 //
-// Each supported ONNX op has a Kernel (shape inference and a forward pass that writes into
-// buffers the executor owns and reuses) and, where a gradient can flow through it, a
-// vector-Jacobian product (Differentiable). Matrix work goes through gonum's blas32
+// Build turns an onnxio.Model into a Graph: it orders the nodes topologically, checks
+// every node against the supported ops and reports all unsupported ops and attribute
+// values in one error. Forward runs the graph; the first run for an input signature
+// (shapes, mode, and the values of integer inputs) plans it — shape inference with a
+// free batch dimension, constant folding of the shape arithmetic exporters emit (Shape →
+// Gather → Unsqueeze → Concat → Reshape), and buffer assignment with reuse of dead
+// values — and later runs with that signature allocate nothing.
+//
+// Training: SetTrainable marks initializers (weights, biases, BatchNorm scale and bias,
+// or any other float tensor) as trainable. Forward then also keeps what Backward needs,
+// and Backward adds the loss gradients of the trainable parameters into Param.Grad.
+// Context.Training selects training behaviour (BatchNormalization on batch statistics
+// with running-statistic updates, Dropout drawing from Context.Rand) independently of
+// gradient recording, so gradients of the deployed (inference-mode) model are available
+// too. Param.Value is the tensor the executor reads: optimizers update it in place, and
+// WriteParams stores the values back into a model.
+//
+// A typical training step:
+//
+//	g, err := engine.Build(model, engine.Options{BLAS: impl})
+//	err = g.SetTrainable(names...)
+//	ctx := &engine.Context{Training: true, Rand: rand.New(rand.NewPCG(seed, 0))}
+//	g.ZeroGrad()
+//	outs, err := g.Forward(ctx, x)       // outs[0]: logits, owned by g
+//	loss, dlogits := lossAndGrad(outs[0]) // the caller's loss
+//	err = g.Backward(ctx, dlogits)
+//	for _, p := range g.Params() { if p.Trainable { update(p.Value.F, p.Grad.F) } }
+//
+// Each supported ONNX op has a Kernel (shape inference and a forward pass that writes
+// into buffers the executor owns and reuses) and, where a gradient can flow through it,
+// a vector-Jacobian product (Differentiable). Matrix work goes through gonum's blas32
 // interface (package engine/blas chooses pure Go or OpenBLAS); other kernels split their
 // work over Context.Workers goroutines.
 package engine
