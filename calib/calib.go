@@ -162,13 +162,18 @@ func Open(path string, opts Options) (Dataset, error) {
 		return nil, err
 	}
 	in := opts.Input
-	var (
-		s   *set
-		err error
-	)
-	switch kind, err2 := detect(path); {
-	case err2 != nil:
-		return nil, err2
+	var s *set
+	kind, err := detect(path)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Labels != "" && kind != kindNpy && kind != kindIdx {
+		return nil, fmt.Errorf("data %s: a labels file (--labels) goes with .npy or idx data; %s", path, labelsHint[kind])
+	}
+	if opts.LabelColumn != "" && kind != kindCSV {
+		return nil, fmt.Errorf("data %s: --label-column applies to CSV files only; %s", path, labelsHint[kind])
+	}
+	switch {
 	case kind == kindNpy:
 		s, err = openNpy(path, in, &opts)
 	case kind == kindNpz:
@@ -192,6 +197,15 @@ func Open(path string, opts Options) (Dataset, error) {
 }
 
 type kind int
+
+var labelsHint = map[kind]string{
+	kindNpz:    "an .npz holds its labels as the --y-key array",
+	kindCIFAR:  "CIFAR files hold their labels",
+	kindFolder: "an image folder takes its labels from its class subfolders",
+	kindCSV:    "a CSV holds its labels in a column (--label-column)",
+	kindNpy:    "give .npy labels with --labels",
+	kindIdx:    "give idx labels with --labels",
+}
 
 const (
 	kindNpy kind = iota

@@ -71,3 +71,13 @@ func TestCSVErrors(t *testing.T) {
 		wantErr(t, err, append(c.want, "e.csv")...)
 	}
 }
+
+func TestMisplacedLabelFlags(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "d.csv", []byte("a,label\n1,0\n"), false)
+	_, err := openIn(p, Input{Shape: shape(-1, 1)}, Options{Labels: "y.npy"})
+	wantErr(t, err, "d.csv", "--labels", "--label-column")
+	q := writeNpy(t, dir, "x.npy", []float32{1, 2})
+	_, err = openIn(q, Input{Shape: shape(-1, 1)}, Options{LabelColumn: "label"})
+	wantErr(t, err, "x.npy", "--label-column", "CSV")
+}
