@@ -94,6 +94,8 @@ type Set struct {
 	hi    float64
 	pool  sync.Pool // *[]float64 scratch for the joint ternary scale
 	scale ScaleRule
+	// invStep is 1/v for a lattice whose v is a power of two, else 0.
+	invStep float64
 }
 
 // ErrNaN reports a NaN in the input of a projection.
@@ -130,6 +132,10 @@ func NewSet(spec Spec) (*Set, error) {
 	case KindLattice:
 		if !(spec.Step > 0) || math.IsInf(spec.Step, 0) {
 			return nil, fmt.Errorf("admmq: lattice set: step = %v, want a finite v > 0", spec.Step)
+		}
+		// x·(1/v) equals x/v exactly when v is a power of two; multiplying is much faster.
+		if frac, _ := math.Frexp(spec.Step); frac == 0.5 {
+			s.invStep = 1 / spec.Step
 		}
 	default:
 		return nil, fmt.Errorf("admmq: unknown set kind %q (want binary, scaled-binary, ternary, uniform, box or lattice)", spec.Kind)
@@ -312,20 +318,52 @@ func groupScaleT[T Float](s *Set, src []T, outer, channels, inner, c int) float6
 	}
 }
 
-// roundHalfUp rounds to the nearest integer, ties toward +∞. x − floor(x) is exact in
-// floating point, so unlike floor(x+0.5) this never rounds 0.49999999999999994 up.
+// RoundHalfUp rounds to the nearest integer, ties toward +∞, the tie rule of every Set.
+func RoundHalfUp(x float64) float64 { return roundHalfUp(x) }
+
+// roundHalfUp rounds to the nearest integer, ties toward +∞. It avoids data-dependent
+// branches, which mispredict half of the time on random inputs: adding and subtracting
+// ±2^52 rounds |x| < 2^52 to the nearest integer with ties to even (exactly, unlike
+// floor(x+0.5), which rounds 0.49999999999999994 up), and the rare tie that went down is
+// then moved up. Beyond 2^52 every float64 is already an integer.
 func roundHalfUp(x float64) float64 {
-	f := math.Floor(x)
-	if x-f >= 0.5 {
-		return f + 1
+	if !(math.Abs(x) < 1<<52) {
+		return x // integral, ±Inf or NaN
 	}
-	return f
+	m := math.Copysign(1<<52, x)
+	r := (x + m) - m
+	if x-r == 0.5 {
+		r++
+	}
+	return r
 }
 
 // quantize writes the nearest point of the set (with scale alpha) to dst when dst is
 // non-nil, and returns the squared distance and whether a NaN was seen.
 func quantize[T Float](s *Set, dst, src []T, alpha float64) (d2 float64, nan bool) {
 	write := dst != nil
+	// Fast paths for projection without the distance: the running sum of squares is a
+	// dependency chain that would otherwise bound the loop's speed.
+	switch {
+	case write && s.spec.Kind == KindBinary:
+		for i, x := range src {
+			q := T(1)
+			if !(x >= 0) {
+				q = -1
+				nan = nan || x != x
+			}
+			dst[i] = q
+		}
+		return 0, nan
+	case write && s.spec.Kind == KindLattice && s.invStep != 0:
+		v, inv := s.spec.Step, s.invStep
+		for i, x := range src {
+			t := float64(x) * inv
+			nan = nan || t != t
+			dst[i] = T(v * roundHalfUp(t))
+		}
+		return 0, nan
+	}
 	switch s.spec.Kind {
 	case KindBinary, KindScaledBinary:
 		a := alpha

@@ -421,3 +421,28 @@ func BenchmarkProject16M(b *testing.B) {
 		})
 	}
 }
+
+func TestRoundHalfUp(t *testing.T) {
+	cases := map[float64]float64{
+		0: 0, 0.5: 1, -0.5: 0, 1.5: 2, 2.5: 3, -1.5: -1, -2.5: -2, 0.49999999999999994: 0,
+		-0.49999999999999994: 0, 0.5000000000000001: 1, -0.5000000000000001: -1, 1e-300: 0,
+		4503599627370495.5: 4503599627370496, 1 << 53: 1 << 53, -7.25: -7, 7.75: 8,
+	}
+	for x, want := range cases {
+		if got := roundHalfUp(x); got != want {
+			t.Errorf("roundHalfUp(%v) = %v, want %v", x, got, want)
+		}
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	for i := 0; i < 100000; i++ {
+		x := (rng.Float64() - 0.5) * math.Pow(2, float64(rng.IntN(60)))
+		f := math.Floor(x)
+		want := f
+		if x-f >= 0.5 {
+			want = f + 1
+		}
+		if got := roundHalfUp(x); got != want {
+			t.Fatalf("roundHalfUp(%v) = %v, want %v", x, got, want)
+		}
+	}
+}

@@ -97,26 +97,32 @@ func splitmix64(x uint64) uint64 {
 	return x ^ (x >> 31)
 }
 
-// maskBits is the counter-based generator behind Mask: element i's bit uses the 64-bit
+// MaskBits is the counter-based generator behind Mask: element i's bit uses the 64-bit
 // output splitmix64(key ⊕ i·φ), so any element can be computed independently.
-type maskBits struct {
+type MaskBits struct {
 	key       uint64
 	threshold uint64 // bit is 1 when the 53-bit uniform is < P·2^53
 	all       bool
 }
 
-func (m Mask) bits() maskBits {
+func (m Mask) bits() MaskBits {
 	key := splitmix64(m.Seed ^ splitmix64(uint64(m.Iter)^splitmix64(m.Stream+0x632be59bd9b4e019)))
 	switch {
 	case m.P >= 1:
-		return maskBits{key: key, all: true}
+		return MaskBits{key: key, all: true}
 	case m.P <= 0:
-		return maskBits{key: key}
+		return MaskBits{key: key}
 	}
-	return maskBits{key: key, threshold: uint64(m.P * (1 << 53))}
+	return MaskBits{key: key, threshold: uint64(m.P * (1 << 53))}
 }
 
-func (b maskBits) on(i int) bool {
+// Bits returns the mask's generator, for loops that test many elements.
+func (m Mask) Bits() MaskBits { return m.bits() }
+
+// On reports whether element i is updated.
+func (b MaskBits) On(i int) bool { return b.on(i) }
+
+func (b MaskBits) on(i int) bool {
 	if b.all {
 		return true
 	}

@@ -46,6 +46,7 @@ func newApp() *cli.App {
 func commands() []*cli.Command {
 	return []*cli.Command{
 		versionCommand(),
+		benchCommand(),
 		inspectCommand(),
 	}
 }
