@@ -97,7 +97,9 @@ type Differentiable interface {
 
 // Retainer is implemented by differentiable kernels whose Backward reads only some of
 // the forward values, so that the executor can reuse the others' memory. Without it the
-// executor keeps every input and output of the node for the backward pass.
+// executor keeps every input and output of the node for the backward pass. Shapes and
+// the values of constants (parameters, folded values) stay available either way; only
+// the data of values computed at run time is released.
 type Retainer interface {
 	Retains() (inputs, outputs []bool)
 }
