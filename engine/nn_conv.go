@@ -19,10 +19,11 @@ type convKernel struct {
 	gws  [][]float32 // depthwise weight-gradient partial sums of workers 1..
 }
 
-// nnColBudget is the number of float32 values a chunk's column matrix may hold (8 MiB):
-// large enough for a product the BLAS runs at full speed, small enough to stay in L3 or
-// close to it.
-const nnColBudget = 1 << 21
+// nnColBudget is the number of float32 values a chunk's column matrix may hold (2 MiB):
+// large enough for a product the BLAS runs at full speed, small enough that the matrix
+// im2col just wrote is still in cache when Sgemm reads it (1 to 8 MiB measured alike
+// within the noise of a shared machine; 256 KiB was clearly slower).
+const nnColBudget = 1 << 19
 
 // chunk returns how many batch items to convolve with one Sgemm per group.
 func (d *convDims) chunk() int {
