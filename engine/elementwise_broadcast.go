@@ -68,6 +68,15 @@ func (p *bcastPlan) init(out, a, b []int) error {
 	if p.dims != nil && sameShape(p.out, out) && sameShape(p.a, a) && sameShape(p.b, b) {
 		return nil
 	}
+	if err := p.build(out, a, b); err != nil {
+		// A failed plan must not be mistaken for a valid one on the next call.
+		p.dims = nil
+		return err
+	}
+	return nil
+}
+
+func (p *bcastPlan) build(out, a, b []int) error {
 	p.out = append(p.out[:0], out...)
 	p.a = append(p.a[:0], a...)
 	p.b = append(p.b[:0], b...)
@@ -307,7 +316,7 @@ func (r *reducer) run(ctx *Context, op reduceOp, src, dst []float32, scale float
 	if len(src) == 0 {
 		// Reducing an empty axis: the sum is 0 and the maximum is -inf, as in numpy.
 		for i := range dst {
-			v := float32(0)
+			v := 0 * scale // 0 for a sum, NaN for the mean of nothing, as in numpy
 			if op == reduceMax {
 				v = negInf()
 			}

@@ -279,3 +279,25 @@ func TestElementwiseLargeParallel(t *testing.T) {
 		})
 	}
 }
+
+// TestElementwiseEmpty runs tensors with a zero dimension: no panic, and reductions over
+// nothing give numpy's identities (sum 0, mean NaN, max −inf).
+func TestElementwiseEmpty(t *testing.T) {
+	empty := f32([]int{0, 3})
+	for _, n := range []*Node{
+		testNode("Add", 14, names(2)), testNode("Max", 13, names(2)), testNode("Pow", 15, names(2)),
+	} {
+		out, g := backwardOnes(t, n, []*Tensor{empty, f32([]int{3}, 1, 2, 3)}, nil)
+		if !sameShape(out[0].Shape, []int{0, 3}) {
+			t.Errorf("%s: shape %v", n.Proto.GetOpType(), out[0].Shape)
+		}
+		wantF(t, n.Proto.GetOpType()+" broadcast gradient", g[1].F, 0, 0, 0)
+	}
+	for _, op := range []string{"Relu", "Softmax", "Exp"} {
+		backwardOnes(t, testNode(op, 13, names(1)), []*Tensor{empty}, nil)
+	}
+	for op, want := range map[string]float32{"ReduceSum": 0, "ReduceMean": float32(math.NaN()), "ReduceMax": float32(math.Inf(-1))} {
+		out := runForward(t, buildKernel(t, testNode(op, 11, names(1), attrInts("axes", 0))), []*Tensor{empty}, 1)
+		wantF(t, op+" over nothing", out[0].F, want, want, want)
+	}
+}
