@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -311,5 +312,50 @@ func TestInspectTestModels(t *testing.T) {
 			t.Errorf("%s: text report: exit %d: %v", p, code, err)
 		}
 		t.Logf("%s: %d parameters, %d targeted (%d of %d bytes)", filepath.Base(p), rep.Totals.Params, rep.Totals.TargetParams, rep.Totals.TargetBytes, rep.Totals.Bytes)
+	}
+}
+
+// TestInspectConformance inspects every ONNX conformance model qtool loads: the report
+// must build, encode as JSON and print; its totals must be the sums of its parameters,
+// and each parameter's element count the number of values it decodes to.
+func TestInspectConformance(t *testing.T) {
+	const dir = "/usr/share/libonnx-testdata/data"
+	if _, err := os.Stat(dir); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is missing; CI must install it: apt-get install libonnx-testdata", dir)
+		}
+		t.Skipf("%s is missing; install it with: apt-get install libonnx-testdata", dir)
+	}
+	paths, _ := filepath.Glob(filepath.Join(dir, "*", "*", "model.onnx"))
+	n, params := 0, 0
+	for _, p := range paths {
+		m, err := onnxio.Load(p)
+		if err != nil {
+			continue // out of qtool's range; onnxio's tests check the refusal
+		}
+		rep := inspectModel(m)
+		if _, err := json.Marshal(rep); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		var bytes int64
+		for _, ip := range rep.Params {
+			bytes += ip.Bytes
+			pm, _ := m.Param(ip.Name)
+			if v, err := m.Tensor(pm.Tensor); err == nil && int64(len(v.Float)+len(v.Int)) != ip.Elements {
+				t.Errorf("%s: %s reports %d elements, holds %d", p, ip.Name, ip.Elements, len(v.Float)+len(v.Int))
+			}
+		}
+		if bytes != rep.Totals.Bytes || len(rep.Params) != rep.Totals.Params {
+			t.Errorf("%s: totals %+v do not add up", p, rep.Totals)
+		}
+		if err := rep.print(io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		params += len(rep.Params)
+	}
+	t.Logf("inspected %d conformance models, %d parameters", n, params)
+	if n == 0 {
+		t.Fatal("no conformance model inspected")
 	}
 }
