@@ -203,41 +203,67 @@ func decodeTensor(t *onnxpb.TensorProto, dir string) (*Tensor, error) {
 	return out, nil
 }
 
+// decodeRaw decodes n little-endian elements from raw, whose length checkStorage has
+// checked. Each type has its own loop: one switch per element would dominate the cost.
 func decodeRaw(out *Tensor, raw []byte, n int) {
 	le := binary.LittleEndian
 	if IsFloat(out.Type) {
-		out.Float = make([]float32, n)
-	} else {
-		out.Int = make([]int64, n)
-	}
-	for i := 0; i < n; i++ {
+		f := make([]float32, n)
+		out.Float = f
 		switch out.Type {
 		case onnxpb.TensorProto_FLOAT:
-			out.Float[i] = math.Float32frombits(le.Uint32(raw[4*i:]))
+			for i := range f {
+				f[i] = math.Float32frombits(le.Uint32(raw[4*i:]))
+			}
 		case onnxpb.TensorProto_DOUBLE:
-			out.Float[i] = float32(math.Float64frombits(le.Uint64(raw[8*i:])))
+			for i := range f {
+				f[i] = float32(math.Float64frombits(le.Uint64(raw[8*i:])))
+			}
 		case onnxpb.TensorProto_FLOAT16:
-			out.Float[i] = HalfToFloat32(le.Uint16(raw[2*i:]))
+			for i := range f {
+				f[i] = HalfToFloat32(le.Uint16(raw[2*i:]))
+			}
 		case onnxpb.TensorProto_BFLOAT16:
-			out.Float[i] = BFloat16ToFloat32(le.Uint16(raw[2*i:]))
-		case onnxpb.TensorProto_INT8:
-			out.Int[i] = int64(int8(raw[i]))
-		case onnxpb.TensorProto_UINT8, onnxpb.TensorProto_BOOL:
-			out.Int[i] = int64(raw[i])
-		case onnxpb.TensorProto_INT16:
-			out.Int[i] = int64(int16(le.Uint16(raw[2*i:])))
-		case onnxpb.TensorProto_UINT16:
-			out.Int[i] = int64(le.Uint16(raw[2*i:]))
-		case onnxpb.TensorProto_INT32:
-			out.Int[i] = int64(int32(le.Uint32(raw[4*i:])))
-		case onnxpb.TensorProto_UINT32:
-			out.Int[i] = int64(le.Uint32(raw[4*i:]))
-		case onnxpb.TensorProto_INT64:
-			out.Int[i] = int64(le.Uint64(raw[8*i:]))
-		case onnxpb.TensorProto_UINT64:
-			out.Int[i] = int64(le.Uint64(raw[8*i:]))
-		case onnxpb.TensorProto_INT4, onnxpb.TensorProto_UINT4:
-			out.Int[i] = nibble(out.Type, raw[i/2], i)
+			for i := range f {
+				f[i] = BFloat16ToFloat32(le.Uint16(raw[2*i:]))
+			}
+		}
+		return
+	}
+	v := make([]int64, n)
+	out.Int = v
+	switch out.Type {
+	case onnxpb.TensorProto_INT8:
+		for i := range v {
+			v[i] = int64(int8(raw[i]))
+		}
+	case onnxpb.TensorProto_UINT8, onnxpb.TensorProto_BOOL:
+		for i := range v {
+			v[i] = int64(raw[i])
+		}
+	case onnxpb.TensorProto_INT16:
+		for i := range v {
+			v[i] = int64(int16(le.Uint16(raw[2*i:])))
+		}
+	case onnxpb.TensorProto_UINT16:
+		for i := range v {
+			v[i] = int64(le.Uint16(raw[2*i:]))
+		}
+	case onnxpb.TensorProto_INT32:
+		for i := range v {
+			v[i] = int64(int32(le.Uint32(raw[4*i:])))
+		}
+	case onnxpb.TensorProto_UINT32:
+		for i := range v {
+			v[i] = int64(le.Uint32(raw[4*i:]))
+		}
+	case onnxpb.TensorProto_INT64, onnxpb.TensorProto_UINT64:
+		for i := range v {
+			v[i] = int64(le.Uint64(raw[8*i:]))
+		}
+	case onnxpb.TensorProto_INT4, onnxpb.TensorProto_UINT4:
+		for i := range v {
+			v[i] = nibble(out.Type, raw[i/2], i)
 		}
 	}
 }
