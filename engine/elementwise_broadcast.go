@@ -222,6 +222,10 @@ type reducer struct {
 	scale float32
 	acc   bool
 	chunk func(lo, hi int)
+
+	cols     int       // column blocks per output row (innermost axis kept)
+	blocks   int       // blocks per output element (innermost axis reduced)
+	partials []float64 // per-block results when blocks > 1
 }
 
 // plan prepares the reducer for an input of shape with the axes marked in red reduced;
@@ -308,11 +312,16 @@ func sameBools(a, b []bool) bool {
 	return true
 }
 
+// reduceColumns is how many kept columns one task of an inner-kept reduction handles.
+// Splitting by columns leaves every output element's summation order unchanged, so the
+// result does not depend on the worker count.
+const reduceColumns = 4096
+
 // run reduces src into dst (the kept elements in row-major order) with op. A sum is
 // multiplied by scale; with acc it is added to dst instead of overwriting it.
 func (r *reducer) run(ctx *Context, op reduceOp, src, dst []float32, scale float32, acc bool) {
 	r.op, r.src, r.dst, r.scale, r.acc = op, src, dst, scale, acc
-	per := max(1, r.outer*r.inner)
+	defer r.release()
 	if len(src) == 0 {
 		// Reducing an empty axis: the sum is 0 and the maximum is -inf, as in numpy.
 		for i := range dst {
@@ -328,16 +337,90 @@ func (r *reducer) run(ctx *Context, op reduceOp, src, dst []float32, scale float
 		}
 		return
 	}
-	ctx.Parallel(r.units, max(1, ewGrain/per), r.chunk)
-	r.src, r.dst = nil, nil
+	per := r.outer * r.inner
+	if !r.innerReduced {
+		r.cols = (r.inner + reduceColumns - 1) / reduceColumns
+		ctx.Parallel(r.units*r.cols, max(1, ewGrain/(r.outer*min(r.inner, reduceColumns))), r.chunk)
+		return
+	}
+	if r.units >= 8 || per < 2*ewGrain {
+		r.blocks = 1
+		ctx.Parallel(r.units, max(1, ewGrain/per), r.chunk)
+		return
+	}
+	// Few long reductions (a scalar's gradient, a whole-tensor mean): split each into
+	// blocks of a fixed size, reduce the blocks in parallel and combine them in order.
+	// The split depends only on the shape, so the result does not depend on Workers.
+	r.blocks = (per + ewGrain - 1) / ewGrain
+	r.partials = growF64(r.partials, r.units*r.blocks)
+	ctx.Parallel(r.units*r.blocks, 1, r.chunk)
+	for u := 0; u < r.units; u++ {
+		part := r.partials[u*r.blocks : (u+1)*r.blocks]
+		if op == reduceMax {
+			m := part[0]
+			for _, v := range part[1:] {
+				if v > m || v != v {
+					m = v
+				}
+			}
+			dst[u] = float32(m)
+			continue
+		}
+		var s float64
+		for _, v := range part {
+			s += v
+		}
+		r.store(u, s)
+	}
 }
 
-// work reduces units [lo, hi).
-func (r *reducer) work(lo, hi int) {
-	if r.innerReduced {
-		r.workInnerReduced(lo, hi)
+func (r *reducer) release() { r.src, r.dst = nil, nil }
+
+// store writes the sum s of output element u.
+func (r *reducer) store(u int, s float64) {
+	v := float32(s) * r.scale
+	if r.acc {
+		r.dst[u] += v
 	} else {
-		r.workInnerKept(lo, hi)
+		r.dst[u] = v
+	}
+}
+
+func growF64(buf []float64, n int) []float64 {
+	if cap(buf) < n {
+		return make([]float64, n)
+	}
+	return buf[:n]
+}
+
+// work runs tasks [lo, hi): output rows split into column blocks when the innermost
+// axis is kept; otherwise output elements, or blocks of them when r.blocks > 1.
+func (r *reducer) work(lo, hi int) {
+	per := r.outer * r.inner
+	switch {
+	case !r.innerReduced:
+		for task := lo; task < hi; task++ {
+			u, c := task/r.cols, task%r.cols
+			r.reduceRows(u, c*reduceColumns, min(r.inner, (c+1)*reduceColumns))
+		}
+	case r.blocks > 1:
+		for task := lo; task < hi; task++ {
+			u, b := task/r.blocks, task%r.blocks
+			from, to := b*ewGrain, min(per, (b+1)*ewGrain)
+			if r.op == reduceMax {
+				r.partials[task] = float64(r.maxRange(u, from, to))
+			} else {
+				r.partials[task] = r.sumRange(u, from, to)
+			}
+		}
+	default:
+		for u := lo; u < hi; u++ {
+			if r.op == reduceMax {
+				r.dst[u] = r.maxRange(u, 0, per)
+			} else {
+				r.store(u, r.sumRange(u, 0, per))
+			}
+		}
 	}
 }
 
@@ -373,73 +456,72 @@ func (r *reducer) outerOffset(t int) int {
 	return off
 }
 
-func (r *reducer) workInnerReduced(lo, hi int) {
-	src, dst, n := r.src, r.dst, r.inner
-	for u := lo; u < hi; u++ {
-		base := r.keptBase(u)
-		if r.op == reduceMax {
-			m := negInf()
-			for t := 0; t < r.outer; t++ {
-				row := src[base+r.outerOffset(t):][:n]
-				for _, v := range row {
-					if v > m || v != v {
-						m = v
-					}
-				}
-			}
-			dst[u] = m
-			continue
+// sumRange sums the elements [from, to) of output element u's reduction, numbered run by
+// run. Each run's piece is summed in float32 and the pieces in float64: reductions over
+// whole feature maps are long.
+func (r *reducer) sumRange(u, from, to int) float64 {
+	src, n, base := r.src, r.inner, r.keptBase(u)
+	var s float64
+	for f := from; f < to; {
+		t, i := f/n, f%n
+		m := min(n-i, to-f)
+		var p float32
+		for _, v := range src[base+r.outerOffset(t)+i:][:m] {
+			p += v
 		}
-		// Sums accumulate in float64: reductions over whole feature maps are long.
-		var s float64
-		for t := 0; t < r.outer; t++ {
-			row := src[base+r.outerOffset(t):][:n]
-			var p float32
-			for _, v := range row {
-				p += v
-			}
-			s += float64(p)
-		}
-		v := float32(s) * r.scale
-		if r.acc {
-			dst[u] += v
-		} else {
-			dst[u] = v
-		}
+		s += float64(p)
+		f += m
 	}
+	return s
 }
 
-func (r *reducer) workInnerKept(lo, hi int) {
+// maxRange is sumRange's counterpart for the maximum; NaN wins, as in numpy.
+func (r *reducer) maxRange(u, from, to int) float32 {
+	src, n, base := r.src, r.inner, r.keptBase(u)
+	m := negInf()
+	for f := from; f < to; {
+		t, i := f/n, f%n
+		l := min(n-i, to-f)
+		for _, v := range src[base+r.outerOffset(t)+i:][:l] {
+			if v > m || v != v {
+				m = v
+			}
+		}
+		f += l
+	}
+	return m
+}
+
+// reduceRows reduces columns [c0, c1) of output row u by accumulating input rows.
+func (r *reducer) reduceRows(u, c0, c1 int) {
 	src, n := r.src, r.inner
-	for u := lo; u < hi; u++ {
-		base := r.keptBase(u)
-		out := r.dst[u*n:][:n]
-		if r.op == reduceMax {
-			copy(out, src[base:base+n])
-			for t := 1; t < r.outer; t++ {
-				row := src[base+r.outerOffset(t):][:n]
-				for i, v := range row {
-					if v > out[i] || v != v {
-						out[i] = v
-					}
+	base := r.keptBase(u) + c0
+	out := r.dst[u*n+c0 : u*n+c1]
+	w := c1 - c0
+	if r.op == reduceMax {
+		copy(out, src[base:base+w])
+		for t := 1; t < r.outer; t++ {
+			for i, v := range src[base+r.outerOffset(t):][:w] {
+				if v > out[i] || v != v {
+					out[i] = v
 				}
 			}
-			continue
 		}
-		if !r.acc {
-			clear(out)
-		}
-		sc := r.scale
-		for t := 0; t < r.outer; t++ {
-			row := src[base+r.outerOffset(t):][:n]
-			if sc == 1 {
-				for i, v := range row {
-					out[i] += v
-				}
-			} else {
-				for i, v := range row {
-					out[i] += sc * v
-				}
+		return
+	}
+	if !r.acc {
+		clear(out)
+	}
+	sc := r.scale
+	for t := 0; t < r.outer; t++ {
+		row := src[base+r.outerOffset(t):][:w]
+		if sc == 1 {
+			for i, v := range row {
+				out[i] += v
+			}
+		} else {
+			for i, v := range row {
+				out[i] += sc * v
 			}
 		}
 	}

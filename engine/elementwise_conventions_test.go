@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -225,13 +226,23 @@ func TestElementwiseLargeParallel(t *testing.T) {
 		{testNode("Softmax", 13, names(1), attrI("axis", 1)), [][]int{{20, 50, 100}}},
 		{testNode("ReduceMean", 13, names(1), attrInts("axes", 0, 2)), [][]int{{40, 30, 80}}},
 		{testNode("ReduceMax", 13, names(1), attrInts("axes", 1)), [][]int{{40, 30, 80}}},
+		// A scalar operand's gradient and whole-tensor reductions take the blocked path;
+		// rows longer than reduceColumns are split by columns.
+		{testNode("Mul", 14, names(2)), [][]int{{300, 250}, {}}},
+		{testNode("ReduceMean", 13, names(1), attrI("keepdims", 0)), [][]int{{300, 250}}},
+		{testNode("ReduceMax", 13, names(1)), [][]int{{300, 250}}},
+		{testNode("ReduceSum", 11, names(1), attrInts("axes", 0)), [][]int{{20, 5000}}},
+		{testNode("Sub", 14, names(2)), [][]int{{20, 5000}, {5000}}},
 	}
 	for _, c := range cases {
-		t.Run(c.node.Proto.GetOpType(), func(t *testing.T) {
+		t.Run(fmt.Sprint(c.node.Proto.GetOpType(), c.shapes), func(t *testing.T) {
 			var in []*Tensor
 			for _, s := range c.shapes {
 				in = append(in, randTensor(r, s, awayFromZero))
 			}
+			// Every output against the float64 reference, computed without broadcasting
+			// plans: elementwise ops through refElementwise, reductions through refReduce.
+			checkLargeForward(t, c.node, in)
 			var ref []*Tensor
 			for _, workers := range []int{1, 2, 3} {
 				k := buildKernel(t, c.node)
@@ -262,6 +273,16 @@ func TestElementwiseLargeParallel(t *testing.T) {
 			}
 			// The broadcast operand's gradient of Add is the sum of the upstream gradient
 			// over the broadcast axes, computed here directly in float64.
+			if c.node.Proto.GetOpType() == "Mul" && len(c.shapes[1]) == 0 {
+				g := randTensor(rand.New(rand.NewPCG(1, 2)), c.shapes[0], uniform(-1, 1))
+				s := 0.0
+				for i, v := range in[0].F {
+					s += float64(g.F[i]) * float64(v)
+				}
+				if !closeTo(float64(ref[2].F[0]), s, 1e-4, 1e-5) {
+					t.Fatalf("scalar gradient = %v, want %v", ref[2].F[0], s)
+				}
+			}
 			if c.node.Proto.GetOpType() == "Add" {
 				g := randTensor(rand.New(rand.NewPCG(1, 2)), []int{32, 16, 12, 12}, uniform(-1, 1))
 				for ch := 0; ch < 16; ch++ {
@@ -299,5 +320,39 @@ func TestElementwiseEmpty(t *testing.T) {
 	for op, want := range map[string]float32{"ReduceSum": 0, "ReduceMean": float32(math.NaN()), "ReduceMax": float32(math.Inf(-1))} {
 		out := runForward(t, buildKernel(t, testNode(op, 11, names(1), attrInts("axes", 0))), []*Tensor{empty}, 1)
 		wantF(t, op+" over nothing", out[0].F, want, want, want)
+	}
+}
+
+// checkLargeForward compares the output of n on in with the float64 reference.
+func checkLargeForward(t *testing.T, n *Node, in []*Tensor) {
+	t.Helper()
+	var xs [][]float64
+	var shapes [][]int
+	for _, x := range in {
+		xs, shapes = append(xs, to64(x.F)), append(shapes, x.Shape)
+	}
+	var want []float64
+	switch op := n.Proto.GetOpType(); op {
+	case "Add", "Mul", "Div", "Sub", "Max":
+		want, _ = refElementwise(xs, shapes, func(v []float64) float64 {
+			return map[string]float64{"Add": v[0] + v[1], "Mul": v[0] * v[1], "Div": v[0] / v[1], "Sub": v[0] - v[1], "Max": math.Max(v[0], v[1])}[op]
+		})
+	case "Sigmoid":
+		want, _ = refElementwise(xs, shapes, func(v []float64) float64 { return 1 / (1 + math.Exp(-v[0])) })
+	case "Softmax":
+		want, _ = refSoftmax(int(n.Int("axis", -1)), true, false)(xs, shapes)
+	default:
+		kind := map[string]string{"ReduceMean": "mean", "ReduceMax": "max", "ReduceSum": "sum"}[op]
+		var axes []int
+		for _, a := range n.Ints("axes", nil) {
+			axes = append(axes, int(a))
+		}
+		want, _ = refReduce(kind, axes, n.Int("keepdims", 1) != 0)(xs, shapes)
+	}
+	got := runForward(t, buildKernel(t, n), in, 2)[0].F
+	for i, w := range want {
+		if !closeTo(float64(got[i]), w, 1e-5, 1e-5) {
+			t.Fatalf("element %d = %v, want %v", i, got[i], w)
+		}
 	}
 }
