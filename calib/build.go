@@ -2,7 +2,6 @@ package calib
 
 import (
 	"encoding/binary"
-	"fmt"
 )
 
 // maxElems bounds the element count a header may claim, so that size arithmetic cannot overflow.
@@ -111,12 +110,4 @@ func newArraySet(name string, rec *records, dt dtype, bo binary.ByteOrder, dims 
 		}
 	}
 	return s, nil
-}
-
-// checkCount fails when a label count differs from the sample count.
-func checkCount(what string, labels []int64, n int) error {
-	if labels != nil && len(labels) != n {
-		return fmt.Errorf("%s has %d labels for %d samples", what, len(labels), n)
-	}
-	return nil
 }
