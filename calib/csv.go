@@ -47,7 +47,11 @@ func openCSV(path string, in Input, o *Options) (*set, error) {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		line++
+		for c := range rec {
+			rec[c] = strings.TrimSpace(rec[c])
+		}
 		if line == 1 {
+			rec[0] = strings.TrimPrefix(rec[0], "\ufeff") // byte-order mark of files saved by Excel
 			ncol = len(rec)
 			if !allNumbers(rec) {
 				header = append([]string(nil), rec...)

@@ -3,6 +3,7 @@ package calib
 import (
 	"bytes"
 	"math"
+	"os"
 	"testing"
 
 	"github.com/sbinet/npyio/npy"
@@ -104,6 +105,18 @@ func FuzzNpy(f *testing.F) {
 	add([]float32{1, 2, 3}, []float64{1, 2, 3}, 0)
 	f.Add([]byte("\x93NUMPY\x01\x00\x46\x00{'descr': '>f4', 'fortran_order': False, 'shape': (2, 1), }          \n\x3f\x80\x00\x00\x7f\xc0\x00\x00"), []byte(nil), byte(0))
 	f.Add([]byte("\x93NUMPY\x02\x00\x10\x00\x00\x00{'descr':'<f4'}\n"), []byte(nil), byte(0))
+	// Files written by NumPy itself: big-endian, Fortran order, format version 2.
+	for _, name := range []string{"x_be", "x_fortran", "x_v2", "x_f8"} {
+		x, err := os.ReadFile("testdata/numpy/" + name + ".npy")
+		if err != nil {
+			f.Fatal(err)
+		}
+		y, err := os.ReadFile("testdata/numpy/y_i4.npy")
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(x, y, byte(0))
+	}
 	f.Fuzz(func(t *testing.T, x, y []byte, flags byte) {
 		dir := t.TempDir()
 		p := writeFile(t, dir, "x.npy", x, false)
