@@ -224,6 +224,7 @@ func TestElementwiseLargeParallel(t *testing.T) {
 		{testNode("Max", 13, names(2)), [][]int{{300, 250}, {300, 1}}},
 		{testNode("Sigmoid", 13, names(1)), [][]int{{300, 250}}},
 		{testNode("Softmax", 13, names(1), attrI("axis", 1)), [][]int{{20, 50, 100}}},
+		{testNode("Softmax", 13, names(1), attrI("axis", 0)), [][]int{{120, 600}}},
 		{testNode("ReduceMean", 13, names(1), attrInts("axes", 0, 2)), [][]int{{40, 30, 80}}},
 		{testNode("ReduceMax", 13, names(1), attrInts("axes", 1)), [][]int{{40, 30, 80}}},
 		// A scalar operand's gradient and whole-tensor reductions take the blocked path;

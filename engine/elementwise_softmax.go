@@ -16,8 +16,9 @@ type softmaxKernel struct {
 	outer, d, inner int
 
 	// Arguments of the current call for the bound functions below.
-	x, y, g, dst []float32
-	fwd, bwd     func(lo, hi int)
+	x, y, g, dst   []float32
+	fwd, bwd       func(lo, hi int)
+	fwdBlk, bwdBlk func(lo, hi int)
 }
 
 func newSoftmax(log bool) Builder {
@@ -28,6 +29,7 @@ func newSoftmax(log bool) Builder {
 		}
 		k := &softmaxKernel{n: n, log: log, axis: n.Int("axis", def)}
 		k.fwd, k.bwd = k.forward, k.backward
+		k.fwdBlk, k.bwdBlk = k.forwardBlocks, k.backwardBlocks
 		return k, nil
 	}
 }
@@ -74,41 +76,103 @@ func (k *softmaxKernel) Forward(ctx *Context, in, out []*Tensor) error {
 		return err
 	}
 	k.x, k.y = in[0].F, out[0].F
-	units := k.outer * k.inner
-	ctx.Parallel(units, max(1, ewGrain/max(1, k.d)), k.fwd)
+	if k.inner == 1 {
+		ctx.Parallel(k.outer, max(1, ewGrain/max(1, k.d)), k.fwd)
+	} else {
+		ctx.Parallel(k.outer*k.blocks(), max(1, ewGrain/max(1, k.d*softmaxBlock)), k.fwdBlk)
+	}
 	k.x, k.y = nil, nil
 	return nil
 }
 
-// forward normalises the lanes [lo, hi); lane u is outer index u/inner, inner index
-// u%inner, and walks d elements at stride inner.
-func (k *softmaxKernel) forward(lo, hi int) {
-	d, s := k.d, k.inner
-	for u := lo; u < hi; u++ {
-		base := (u/s)*d*s + u%s
-		x, y := k.x[base:], k.y[base:]
-		m := negInf()
+// softmaxBlock is how many neighbouring lanes the strided layout (inner > 1) normalises
+// together, so that every pass reads contiguous rows instead of one element per row.
+const softmaxBlock = 256
+
+func (k *softmaxKernel) blocks() int { return (k.inner + softmaxBlock - 1) / softmaxBlock }
+
+// forwardBlocks normalises lane blocks [lo, hi) of the strided layout; block b covers
+// lanes [i0, i0+w) of outer index b/blocks. Per lane it does what forward does, in the
+// same order, so both paths give identical results.
+func (k *softmaxKernel) forwardBlocks(lo, hi int) {
+	d, s, nb := k.d, k.inner, k.blocks()
+	var mx, fl [softmaxBlock]float32
+	var sum [softmaxBlock]float64
+	for b := lo; b < hi; b++ {
+		i0 := (b % nb) * softmaxBlock
+		w := min(softmaxBlock, s-i0)
+		base := (b/nb)*d*s + i0
+		m, sm := mx[:w], sum[:w]
+		for i := range m {
+			m[i] = negInf()
+			sm[i] = 0
+		}
 		for j := 0; j < d; j++ {
-			if v := x[j*s]; v > m {
+			for i, v := range k.x[base+j*s:][:w] {
+				if v > m[i] {
+					m[i] = v
+				}
+			}
+		}
+		for j := 0; j < d; j++ {
+			x, y := k.x[base+j*s:][:w], k.y[base+j*s:][:w]
+			for i, v := range x {
+				e := expF(v - m[i])
+				y[i] = e
+				sm[i] += float64(e)
+			}
+		}
+		// Per lane: the log of the sum, or its reciprocal, as forward rounds them.
+		ls := fl[:w]
+		for i, v := range sm {
+			if k.log {
+				ls[i] = float32(math.Log(v))
+			} else {
+				ls[i] = float32(1 / v)
+			}
+		}
+		for j := 0; j < d; j++ {
+			x, y := k.x[base+j*s:][:w], k.y[base+j*s:][:w]
+			if k.log {
+				for i, v := range x {
+					y[i] = v - m[i] - ls[i]
+				}
+				continue
+			}
+			for i := range y {
+				y[i] *= ls[i]
+			}
+		}
+	}
+}
+
+// forward normalises rows [lo, hi) of the contiguous layout (inner = 1).
+func (k *softmaxKernel) forward(lo, hi int) {
+	d := k.d
+	for u := lo; u < hi; u++ {
+		x, y := k.x[u*d:][:d], k.y[u*d:][:d]
+		m := negInf()
+		for _, v := range x {
+			if v > m {
 				m = v
 			}
 		}
 		var sum float64
-		for j := 0; j < d; j++ {
-			e := expF(x[j*s] - m)
-			y[j*s] = e
+		for j, v := range x {
+			e := expF(v - m)
+			y[j] = e
 			sum += float64(e)
 		}
 		if k.log {
 			ls := float32(math.Log(sum))
-			for j := 0; j < d; j++ {
-				y[j*s] = x[j*s] - m - ls
+			for j, v := range x {
+				y[j] = v - m - ls
 			}
 			continue
 		}
 		inv := float32(1 / sum)
-		for j := 0; j < d; j++ {
-			y[j*s] *= inv
+		for j := range y {
+			y[j] *= inv
 		}
 	}
 }
@@ -127,33 +191,79 @@ func (k *softmaxKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) err
 		return err
 	}
 	k.y, k.g, k.dst = out[0].F, gout[0].F, gin[0].F
-	ctx.Parallel(k.outer*k.inner, max(1, ewGrain/max(1, k.d)), k.bwd)
+	if k.inner == 1 {
+		ctx.Parallel(k.outer, max(1, ewGrain/max(1, k.d)), k.bwd)
+	} else {
+		ctx.Parallel(k.outer*k.blocks(), max(1, ewGrain/max(1, k.d*softmaxBlock)), k.bwdBlk)
+	}
 	k.y, k.g, k.dst = nil, nil, nil
 	return nil
 }
 
+// backward is the vector-Jacobian product for rows [lo, hi) of the contiguous layout.
 func (k *softmaxKernel) backward(lo, hi int) {
-	d, s := k.d, k.inner
+	d := k.d
 	for u := lo; u < hi; u++ {
-		base := (u/s)*d*s + u%s
-		y, g, dst := k.y[base:], k.g[base:], k.dst[base:]
+		y, g, dst := k.y[u*d:][:d], k.g[u*d:][:d], k.dst[u*d:][:d]
 		var dot float64
 		if k.log {
-			for j := 0; j < d; j++ {
-				dot += float64(g[j*s])
+			for _, v := range g {
+				dot += float64(v)
 			}
 			sum := float32(dot)
-			for j := 0; j < d; j++ {
-				dst[j*s] += g[j*s] - expF(y[j*s])*sum
+			for j, v := range g {
+				dst[j] += v - expF(y[j])*sum
 			}
 			continue
 		}
-		for j := 0; j < d; j++ {
-			dot += float64(g[j*s]) * float64(y[j*s])
+		for j, v := range g {
+			dot += float64(v) * float64(y[j])
 		}
 		p := float32(dot)
+		for j, v := range g {
+			dst[j] += y[j] * (v - p)
+		}
+	}
+}
+
+// backwardBlocks is backward for lane blocks [lo, hi) of the strided layout.
+func (k *softmaxKernel) backwardBlocks(lo, hi int) {
+	d, s, nb := k.d, k.inner, k.blocks()
+	var acc [softmaxBlock]float64
+	var red [softmaxBlock]float32
+	for b := lo; b < hi; b++ {
+		i0 := (b % nb) * softmaxBlock
+		w := min(softmaxBlock, s-i0)
+		base := (b/nb)*d*s + i0
+		a := acc[:w]
+		clear(a)
 		for j := 0; j < d; j++ {
-			dst[j*s] += y[j*s] * (g[j*s] - p)
+			g, y := k.g[base+j*s:][:w], k.y[base+j*s:][:w]
+			if k.log {
+				for i, v := range g {
+					a[i] += float64(v)
+				}
+				continue
+			}
+			for i, v := range g {
+				a[i] += float64(v) * float64(y[i])
+			}
+		}
+		r := red[:w]
+		for i, v := range a {
+			r[i] = float32(v)
+		}
+		for j := 0; j < d; j++ {
+			g, y, dst := k.g[base+j*s:][:w], k.y[base+j*s:][:w], k.dst[base+j*s:][:w]
+			if k.log {
+				for i, v := range g {
+					dst[i] += v - expF(y[i])*r[i]
+				}
+				continue
+			}
+			for i, v := range g {
+				dst[i] += y[i] * (v - r[i])
+			}
 		}
 	}
 }

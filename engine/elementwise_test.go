@@ -322,6 +322,7 @@ func ewCases() []ewCase {
 			ewCase{name: "opset13_default", op: op, opset: 13, in: []inSpec{fin(3, 4, 5)}, ref: refSoftmax(-1, true, log)},
 			ewCase{name: "opset11_default", op: op, opset: 11, in: []inSpec{fin(3, 4, 5)}, ref: refSoftmax(1, false, log)},
 			ewCase{name: "opset7_default_2d", op: op, opset: 7, in: []inSpec{fin(2, 6)}, ref: refSoftmax(1, false, log)},
+			ewCase{name: "opset13_axis0_several_lane_blocks", op: op, opset: 13, attrs: []*onnxpb.AttributeProto{attrI("axis", 0)}, in: []inSpec{fin(2, 300)}, ref: refSoftmax(0, true, log)},
 			ewCase{name: "large_numbers", op: op, opset: 13, in: []inSpec{finGen(uniform(1e4, 1e4+5), 2, 4)}, ref: refSoftmax(-1, true, log)},
 		)
 	}
