@@ -41,7 +41,7 @@ func TestCSV(t *testing.T) {
 	}
 	// A byte-order mark and spaces around fields are tolerated.
 	bom := writeFile(t, dir, "bom.csv", []byte("\ufeffa, b ,label\n 1 , 2,1\n"), false)
-	d = mustOpen(t, bom, Input{Shape: shape(-1, 1), Classes: 3}, Options{LabelColumn: "b"})
+	d = mustOpen(t, bom, Input{Shape: shape(-1, 2), Classes: 3}, Options{LabelColumn: "b"})
 	if x, y := readAll(t, d); !slices.Equal(x, []float32{1, 1}) || !slices.Equal(y, []int64{2}) {
 		t.Errorf("bom.csv: x %v y %v", x, y)
 	}
