@@ -14,7 +14,7 @@
 // Context.Training selects training behaviour (BatchNormalization on batch statistics
 // with running-statistic updates, Dropout drawing from Context.Rand) independently of
 // gradient recording, so gradients of the deployed (inference-mode) model are available
-// too. Param.Value is the tensor the executor reads: optimizers update it in place, and
+// too; Context.NoGrad turns recording off for evaluation runs. Param.Value is the tensor the executor reads: optimizers update it in place, and
 // WriteParams stores the values back into a model.
 //
 // A typical training step:

@@ -14,10 +14,10 @@ import (
 // Workers and Rand are filled from Options. With ctx.Training set, BatchNormalization
 // uses batch statistics and updates its running statistics, and Dropout drops.
 //
-// When some parameter is trainable (SetTrainable), the run also keeps what Backward
-// needs, in either mode: training mode gives the gradients of training, inference mode
-// those of the model as deployed (BatchNormalization on running statistics). The inputs
-// must then stay unchanged until Backward.
+// When some parameter is trainable (SetTrainable) and ctx.NoGrad is not set, the run
+// also keeps what Backward needs, in either mode: training mode gives the gradients of
+// training, inference mode those of the model as deployed (BatchNormalization on running
+// statistics). The inputs must then stay unchanged until Backward.
 //
 // The first run for an input signature (shapes, mode and the values of integer inputs,
 // which usually hold shapes or indices) plans it: shape inference,
@@ -58,8 +58,11 @@ func (g *Graph) Forward(ctx *Context, inputs ...*Tensor) (outs []*Tensor, err er
 }
 
 // record reports whether Forward keeps what Backward needs: whenever some parameter is
-// trainable.
+// trainable, unless the context says NoGrad.
 func (g *Graph) record() bool {
+	if g.ctx.NoGrad {
+		return false
+	}
 	for _, p := range g.params {
 		if p.Trainable {
 			return true

@@ -223,6 +223,9 @@ type Context struct {
 	// Workers is how many goroutines element-wise, pooling and im2col kernels split
 	// their work over; values below 1 mean 1.
 	Workers int
+	// NoGrad tells Graph.Forward not to keep what Backward needs even though some
+	// parameters are trainable, as for evaluation during training; it saves memory.
+	NoGrad bool
 }
 
 // Parallel calls fn over [0, n) split into at most ctx.Workers contiguous chunks and

@@ -166,6 +166,12 @@ func TestBackwardGuards(t *testing.T) {
 	if err := g.Backward(nil, gy); err == nil {
 		t.Fatal("Backward ran twice for one Forward")
 	}
+	if _, err := g.Forward(&Context{NoGrad: true}, x); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Backward(nil, gy); err == nil {
+		t.Fatal("Backward succeeded after a NoGrad Forward")
+	}
 }
 
 // BenchmarkTrainStep measures one Forward+Backward of a 784-256-10 block with BatchNorm
