@@ -108,12 +108,15 @@ func (o *OpenBLAS) Threads() int { return int(o.lib.getNumThreads()) }
 // setting belongs to the library, so it is shared by every OpenBLAS value in
 // the process.
 //
-// The default (the number of cores) is right for qtool: the engine's big
-// products (an MLP layer at batch 256) run one at a time, and splitting each
-// over both cores nearly halves its time; when two goroutines call Sgemm at
-// once, OpenBLAS's pthread build runs the calls one after the other on its
-// thread pool rather than oversubscribing the cores, which costs little
-// since each call already uses every core. BenchmarkThreads measures both.
+// The default, one thread per core, is the right one for qtool, and Options
+// keeps it unless told otherwise. The engine's big products (an MLP layer
+// at batch 256) mostly run one at a time, and OpenBLAS splitting each over
+// both cores beats both a single thread and splitting the rows over two Go
+// goroutines that each call a single-threaded OpenBLAS (BenchmarkSplit).
+// When two goroutines call Sgemm at once, two threads per call still gave
+// the higher combined throughput (BenchmarkThreads: 30 GFLOP/s against 19
+// with one thread per call, on a busy 2-core machine), so the engine need
+// not change the setting around its own parallel sections.
 func (o *OpenBLAS) SetThreads(n int) {
 	if n < 1 {
 		n = 1
