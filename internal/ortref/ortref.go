@@ -26,7 +26,7 @@ const DefaultLib = ".cache/onnxruntime/libonnxruntime.so.1"
 const InstallHint = "fetch onnxruntime 1.30 from npm: in the module root run " +
 	"`mkdir -p .cache/onnxruntime && cd .cache/onnxruntime && npm pack onnxruntime-node@1.30.0 && " +
 	"tar xzf onnxruntime-node-1.30.0.tgz package/bin/napi-v6/linux/x64/libonnxruntime.so.1 && " +
-	"mv package/bin/napi-v6/linux/x64/libonnxruntime.so.1 .` (or set " + EnvLib + " to the library's path)"
+	"mv package/bin/napi-v6/linux/x64/libonnxruntime.so.1 . && rm -rf package onnxruntime-node-1.30.0.tgz` (or set " + EnvLib + " to the library's path)"
 
 // LibraryPath returns the onnxruntime library to load: $QTOOL_ORT_LIB if set,
 // else DefaultLib under the module root. It fails if the file is missing.
