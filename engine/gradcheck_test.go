@@ -178,6 +178,14 @@ func shapeGradCases() []gradCase {
 			nodes: []*onnxpb.NodeProto{gNode("Concat", []string{"x", "z", "x"}, y, gAttrI("axis", -1))}},
 		{name: "Pad/constant-value", opset: 13, out: y, params: []gradParam{{name: "x", shape: []int64{2, 2}}, {name: "v"}},
 			nodes: []*onnxpb.NodeProto{gNode("Pad", []string{"x", "p", "v"}, y)}, ints: []*onnxpb.TensorProto{ints("p", 1, 0, 1, 1)}},
+		// An output that other nodes also consume gets the caller's gradient plus theirs.
+		{name: "graph/output-also-consumed", opset: 13, out: []string{"y", "a"}, params: []gradParam{{name: "x", shape: []int64{2, 3}}},
+			ints: []*onnxpb.TensorProto{ints("s", 1), ints("e", 5), ints("ax", 0)},
+			nodes: []*onnxpb.NodeProto{
+				gNode("Transpose", x, []string{"a"}),
+				gNode("Concat", []string{"a", "a"}, []string{"b"}, gAttrI("axis", 0)),
+				gNode("Slice", []string{"b", "s", "e", "ax"}, y),
+			}},
 	}
 	// Dropout/training reads its ratio from a float initializer that is not trained.
 	for i := range cases {
