@@ -101,3 +101,62 @@ func benchGemm(b *testing.B, back bool) {
 func BenchmarkGemm256x784x4096Forward(b *testing.B) { benchGemm(b, false) }
 
 func BenchmarkGemm256x784x4096Backward(b *testing.B) { benchGemm(b, true) }
+
+// benchElementwise runs a memory-bound kernel (pooling, normalisation) forward or
+// backward and reports the bytes of its main tensor streamed per second.
+func benchElementwise(b *testing.B, n *Node, in []*Tensor, back, training bool) {
+	ctx := benchCtx(b)
+	ctx.Training = training
+	k := nntBuild(b, n)
+	outs := nntRun(b, k, ctx, in)
+	r := rand.New(rand.NewPCG(4, 4))
+	gout := make([]*Tensor, len(outs))
+	for j, o := range outs {
+		if o.DType == Float32 && j == 0 {
+			gout[j] = nntRand(r, o.Shape, -1, 1)
+		}
+	}
+	gin := make([]*Tensor, len(in))
+	for i, x := range in {
+		gin[i] = NewFloat(x.Shape, make([]float32, x.Len()))
+	}
+	d := k.(Differentiable)
+	run := func() {
+		var err error
+		if back {
+			err = d.Backward(ctx, in, outs, gout, gin)
+		} else {
+			err = k.Forward(ctx, in, outs)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	run()
+	b.SetBytes(int64(4 * in[0].Len()))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		run()
+	}
+}
+
+func benchMaxPool(b *testing.B, back bool) {
+	r := rand.New(rand.NewPCG(5, 5))
+	n := nntNode("MaxPool", 12, 1, 1, nntInts("kernel_shape", 2, 2), nntInts("strides", 2, 2))
+	benchElementwise(b, n, []*Tensor{nntRand(r, []int{256, 32, 28, 28}, -1, 1)}, back, false)
+}
+
+func BenchmarkMaxPool2x2Forward(b *testing.B)  { benchMaxPool(b, false) }
+func BenchmarkMaxPool2x2Backward(b *testing.B) { benchMaxPool(b, true) }
+
+// benchBatchNorm is a training-mode BatchNormalization after a 4096-wide Gemm, the
+// paper's MLP layer.
+func benchBatchNorm(b *testing.B, back bool) {
+	r := rand.New(rand.NewPCG(6, 6))
+	n := nntNode("BatchNormalization", 15, 5, 1)
+	benchElementwise(b, n, bnInputs(r, []int{256, 4096}), back, true)
+}
+
+func BenchmarkBatchNormTrainingForward(b *testing.B)  { benchBatchNorm(b, false) }
+func BenchmarkBatchNormTrainingBackward(b *testing.B) { benchBatchNorm(b, true) }

@@ -38,9 +38,10 @@ type batchNormKernel struct {
 	trainingMode bool
 	outputs      int // 1, or 3 with training_mode=1
 
-	// Per-channel scratch: scale and shift of the affine form, batch mean and inverse
-	// standard deviation, and backward sums.
-	a, b, mean, inv, sg, sgx []float32
+	// Per-channel scratch: scale and shift of the affine form, batch mean, population
+	// variance and inverse standard deviation, and float64 sums.
+	a, b, mean, pvar, inv []float32
+	s1, s2                []float64
 }
 
 func buildBatchNorm(n *Node) (Kernel, error) {
@@ -119,44 +120,144 @@ func (k *batchNormKernel) Retains() (inputs, outputs []bool) {
 
 func (k *batchNormKernel) scratch(C int) {
 	k.a, k.b = nnGrow(k.a, C), nnGrow(k.b, C)
-	k.mean, k.inv = nnGrow(k.mean, C), nnGrow(k.inv, C)
-	k.sg, k.sgx = nnGrow(k.sg, C), nnGrow(k.sgx, C)
+	k.mean, k.inv, k.pvar = nnGrow(k.mean, C), nnGrow(k.inv, C), nnGrow(k.pvar, C)
+	if cap(k.s1) < C {
+		k.s1, k.s2 = make([]float64, C), make([]float64, C)
+	}
+	k.s1, k.s2 = k.s1[:C], k.s2[:C]
 }
 
 // nnChannelGrain is the number of channels below which splitting per-channel
 // reductions over workers does not pay.
 func nnChannelGrain(N, inner int) int { return max(1, 16384/max(1, N*inner)) }
 
-// batchStats fills k.mean and k.inv with the per-channel batch statistics of x, and
-// returns the population variances in k.sg as a by-product (overwritten by Backward).
-func (k *batchNormKernel) batchStats(ctx *Context, x []float32, N, C, inner int) {
+// What batchNormKernel.channelSums accumulates per channel.
+const (
+	bnSumX      = iota // s1 = Σx
+	bnSumSqDev         // s1 = Σ(x−mean)²
+	bnSumGrad          // s1 = Σg, s2 = Σg·(x−mean)·inv
+)
+
+// channelSums accumulates per-channel sums over the batch and each plane's elements into
+// k.s1 and k.s2 (float64). The work is split by channel ranges and walks memory row by
+// row, so that inner == 1 (a BatchNorm after Gemm) reads contiguous rows rather than one
+// strided column per channel.
+func (k *batchNormKernel) channelSums(ctx *Context, x, g []float32, N, C, inner, what int) {
 	ctx.Parallel(C, nnChannelGrain(N, inner), func(lo, hi int) {
-		// Channels lo..hi, traversed row by row so that inner == 1 (a BatchNorm after
-		// Gemm) reads memory contiguously.
-		for c := lo; c < hi; c++ {
-			k.mean[c], k.sg[c] = 0, 0
+		s1, s2 := k.s1[lo:hi], k.s2[lo:hi]
+		mean, inv := k.mean[lo:hi], k.inv[lo:hi]
+		clear(s1)
+		clear(s2)
+		for n := 0; n < N; n++ {
+			base := (n*C + lo) * inner
+			if inner == 1 {
+				xr := x[base : base+hi-lo]
+				switch what {
+				case bnSumX:
+					for j, v := range xr {
+						s1[j] += float64(v)
+					}
+				case bnSumSqDev:
+					for j, v := range xr {
+						d := float64(v - mean[j])
+						s1[j] += d * d
+					}
+				case bnSumGrad:
+					gr := g[base : base+hi-lo]
+					for j, v := range xr {
+						s1[j] += float64(gr[j])
+						s2[j] += float64(gr[j] * (v - mean[j]) * inv[j])
+					}
+				}
+				continue
+			}
+			for j := range s1 {
+				off := base + j*inner
+				xs := x[off : off+inner]
+				var a, b float64
+				switch what {
+				case bnSumX:
+					for _, v := range xs {
+						a += float64(v)
+					}
+				case bnSumSqDev:
+					mu := mean[j]
+					for _, v := range xs {
+						d := float64(v - mu)
+						a += d * d
+					}
+				case bnSumGrad:
+					mu, iv := mean[j], inv[j]
+					for i, gv := range g[off : off+inner] {
+						a += float64(gv)
+						b += float64(gv * (xs[i] - mu) * iv)
+					}
+				}
+				s1[j] += a
+				s2[j] += b
+			}
 		}
-		for c := lo; c < hi; c++ {
-			var s float64
-			for n := 0; n < N; n++ {
-				for _, v := range x[(n*C+c)*inner : (n*C+c+1)*inner] {
-					s += float64(v)
+	})
+}
+
+// batchStats fills k.mean and k.inv with the per-channel batch statistics of x, and
+// k.pvar with the population variances.
+func (k *batchNormKernel) batchStats(ctx *Context, x []float32, N, C, inner int) {
+	m := float64(N * inner)
+	k.channelSums(ctx, x, nil, N, C, inner, bnSumX)
+	for c := 0; c < C; c++ {
+		k.mean[c] = float32(k.s1[c] / m)
+	}
+	// Second pass around the mean: no cancellation when |mean| ≫ std.
+	k.channelSums(ctx, x, nil, N, C, inner, bnSumSqDev)
+	for c := 0; c < C; c++ {
+		v := k.s1[c] / m
+		k.pvar[c] = float32(v)
+		k.inv[c] = float32(1 / math.Sqrt(v+float64(k.eps)))
+	}
+}
+
+// nnAffine computes y = x·a[c] + b[c] (add=false) or y += x·a[c] (add=true, b unused)
+// over N×C planes of inner elements, split over the workers by rows when planes are
+// small and by planes otherwise.
+func nnAffine(ctx *Context, N, C, inner int, x, y, a, b []float32, add bool) {
+	if inner < 64 {
+		ctx.Parallel(N, max(1, 16384/max(C*inner, 1)), func(lo, hi int) {
+			for n := lo; n < hi; n++ {
+				for c := 0; c < C; c++ {
+					off := (n*C + c) * inner
+					ac := a[c]
+					xs, ys := x[off:off+inner], y[off:off+inner]
+					if add {
+						for i, v := range xs {
+							ys[i] += v * ac
+						}
+						continue
+					}
+					bc := b[c]
+					for i, v := range xs {
+						ys[i] = v*ac + bc
+					}
 				}
 			}
-			k.mean[c] = float32(s / float64(N*inner))
-		}
-		for c := lo; c < hi; c++ {
-			mu := float64(k.mean[c])
-			var q float64
-			for n := 0; n < N; n++ {
-				for _, v := range x[(n*C+c)*inner : (n*C+c+1)*inner] {
-					d := float64(v) - mu
-					q += d * d
+		})
+		return
+	}
+	ctx.Parallel(N*C, max(1, 16384/inner), func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			c := p % C
+			ac := a[c]
+			xs, ys := x[p*inner:(p+1)*inner], y[p*inner:(p+1)*inner]
+			if add {
+				for i, v := range xs {
+					ys[i] += v * ac
 				}
+				continue
 			}
-			v := q / float64(N*inner)
-			k.sg[c] = float32(v)
-			k.inv[c] = float32(1 / math.Sqrt(v+float64(k.eps)))
+			bc := b[c]
+			for i, v := range xs {
+				ys[i] = v*ac + bc
+			}
 		}
 	})
 }
@@ -177,10 +278,10 @@ func (k *batchNormKernel) Forward(ctx *Context, in, out []*Tensor) error {
 				out[1].F[c] = rmean[c]*k.momentum + k.mean[c]*(1-k.momentum)
 			}
 			if k.outputs > 2 && out[2] != nil {
-				out[2].F[c] = rvar[c]*k.momentum + k.sg[c]*(1-k.momentum)
+				out[2].F[c] = rvar[c]*k.momentum + k.pvar[c]*(1-k.momentum)
 			}
 			if ctx.Training {
-				unbiased := k.sg[c]
+				unbiased := k.pvar[c]
 				if m > 1 {
 					unbiased *= float32(m) / float32(m-1)
 				}
@@ -197,17 +298,7 @@ func (k *batchNormKernel) Forward(ctx *Context, in, out []*Tensor) error {
 			k.b[c] = bias[c] - rmean[c]*k.a[c]
 		}
 	}
-	y := out[0].F
-	ctx.Parallel(N*C, max(1, 16384/max(inner, 1)), func(lo, hi int) {
-		for p := lo; p < hi; p++ {
-			c := p % C
-			a, b := k.a[c], k.b[c]
-			yp := y[p*inner : (p+1)*inner]
-			for i, v := range x[p*inner : (p+1)*inner] {
-				yp[i] = v*a + b
-			}
-		}
-	})
+	nnAffine(ctx, N, C, inner, x, out[0].F, k.a[:C], k.b[:C], false)
 	return nil
 }
 
@@ -232,60 +323,43 @@ func (k *batchNormKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) e
 		}
 	}
 	// Per-channel sums Σgy and Σgy·x̂.
-	ctx.Parallel(C, nnChannelGrain(N, inner), func(lo, hi int) {
-		for c := lo; c < hi; c++ {
-			mu, inv := k.mean[c], k.inv[c]
-			var sg, sgx float64
-			for n := 0; n < N; n++ {
-				off := (n*C + c) * inner
-				xs := x[off : off+inner]
-				for i, g := range gy.F[off : off+inner] {
-					sg += float64(g)
-					sgx += float64(g) * float64((xs[i]-mu)*inv)
-				}
-			}
-			k.sg[c], k.sgx[c] = float32(sg), float32(sgx)
-		}
-	})
+	k.channelSums(ctx, x, gy.F, N, C, inner, bnSumGrad)
 	if gx := nnGrad(gin, 0); gx != nil {
-		m := float32(N * inner)
-		ctx.Parallel(N*C, max(1, 16384/max(inner, 1)), func(lo, hi int) {
-			for p := lo; p < hi; p++ {
-				c := p % C
-				a := scale[c] * k.inv[c]
-				gxp := gx[p*inner : (p+1)*inner]
-				gyp := gy.F[p*inner : (p+1)*inner]
-				if !batch {
-					for i, g := range gyp {
-						gxp[i] += g * a
-					}
-					continue
-				}
-				mu, inv := k.mean[c], k.inv[c]
-				mg, mgx := k.sg[c]/m, k.sgx[c]/m
-				xp := x[p*inner : (p+1)*inner]
-				for i, g := range gyp {
-					gxp[i] += a * (g - mg - (xp[i]-mu)*inv*mgx)
-				}
+		for c := 0; c < C; c++ {
+			k.a[c] = scale[c] * k.inv[c]
+		}
+		if !batch {
+			nnAffine(ctx, N, C, inner, gy.F, gx, k.a[:C], nil, true)
+		} else {
+			// gx = a·(gy − mean(gy) − x̂·mean(gy·x̂)) = a·gy + x·(−a·inv·mean(gy·x̂))
+			//      + a·(mean·inv·mean(gy·x̂) − mean(gy)), an affine map of gy and x.
+			m := float64(N * inner)
+			for c := 0; c < C; c++ {
+				mg, mgx := k.s1[c]/m, k.s2[c]/m
+				a, inv := float64(k.a[c]), float64(k.inv[c])
+				k.b[c] = float32(-a * inv * mgx)
+				k.pvar[c] = float32(a * (float64(k.mean[c])*inv*mgx - mg))
 			}
-		})
+			nnBatchNormGrad(ctx, N, C, inner, x, gy.F, gx, k.a[:C], k.b[:C], k.pvar[:C])
+		}
 	}
 	gs, gb, gm, gv := nnGrad(gin, 1), nnGrad(gin, 2), nnGrad(gin, 3), nnGrad(gin, 4)
 	for c := 0; c < C; c++ {
+		sg, sgx := float32(k.s1[c]), float32(k.s2[c]) // Σgy, Σgy·x̂
 		if gs != nil {
-			gs[c] += k.sgx[c]
+			gs[c] += sgx
 		}
 		if gb != nil {
-			gb[c] += k.sg[c]
+			gb[c] += sg
 		}
 		if !batch {
 			// y = scale·(x−mean)·(var+eps)^(-1/2) + B
 			if gm != nil {
-				gm[c] -= scale[c] * k.inv[c] * k.sg[c]
+				gm[c] -= scale[c] * k.inv[c] * sg
 			}
 			if gv != nil {
 				inv := k.inv[c]
-				gv[c] -= 0.5 * scale[c] * inv * inv * k.sgx[c]
+				gv[c] -= 0.5 * scale[c] * inv * inv * sgx
 			}
 		}
 	}
@@ -608,4 +682,21 @@ func (k *instanceNormKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor
 		}
 	}
 	return nil
+}
+
+// nnBatchNormGrad adds ga[c]·gy + gb[c]·x + gc[c] to gx over N×C planes of inner
+// elements, the batch-statistics BatchNorm input gradient written as an affine map.
+func nnBatchNormGrad(ctx *Context, N, C, inner int, x, gy, gx, ga, gb, gc []float32) {
+	ctx.Parallel(N, max(1, 16384/max(C*inner, 1)), func(lo, hi int) {
+		for n := lo; n < hi; n++ {
+			for c := 0; c < C; c++ {
+				off := (n*C + c) * inner
+				a, b, cc := ga[c], gb[c], gc[c]
+				xs, gs := x[off:off+inner], gy[off:off+inner]
+				for i, g := range gx[off : off+inner] {
+					gx[off+i] = g + a*gs[i] + b*xs[i] + cc
+				}
+			}
+		}
+	})
 }
