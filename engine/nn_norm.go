@@ -133,9 +133,9 @@ func nnChannelGrain(N, inner int) int { return max(1, 16384/max(1, N*inner)) }
 
 // What batchNormKernel.channelSums accumulates per channel.
 const (
-	bnSumX      = iota // s1 = Σx
-	bnSumSqDev         // s1 = Σ(x−mean)²
-	bnSumGrad          // s1 = Σg, s2 = Σg·(x−mean)·inv
+	bnSumX     = iota // s1 = Σx
+	bnSumSqDev        // s1 = Σ(x−mean)²
+	bnSumGrad         // s1 = Σg, s2 = Σg·(x−mean)·inv
 )
 
 // channelSums accumulates per-channel sums over the batch and each plane's elements into
