@@ -359,3 +359,38 @@ func TestInspectConformance(t *testing.T) {
 		t.Fatal("no conformance model inspected")
 	}
 }
+
+// TestInspectExternalAndConstants inspects onnxio's python-made files: tensors in an
+// external file are reported as such (and not read), Constant-node weights as constants.
+func TestInspectExternalAndConstants(t *testing.T) {
+	for _, c := range []struct {
+		file              string
+		external          bool
+		storage           string
+		opset             int64
+		targets, elements int64
+	}{
+		{filepath.Join("..", "..", "onnxio", "testdata", "external", "model.onnx"), true, "initializer", 13, 2, 36},
+		{filepath.Join("..", "..", "onnxio", "testdata", "constants.onnx"), false, "constant", 9, 2, 36},
+	} {
+		out, code, err := runQtool(t, "inspect", "--json", c.file)
+		if err != nil || code != 0 {
+			t.Fatalf("%s: exit %d: %v", c.file, code, err)
+		}
+		var rep inspectReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		for _, ip := range rep.Params {
+			if ip.External != c.external || ip.Storage != c.storage {
+				t.Errorf("%s: %s external=%v storage=%s", c.file, ip.Name, ip.External, ip.Storage)
+			}
+		}
+		if rep.Opsets[0].Version != c.opset || int64(rep.Totals.TargetParams) != c.targets || rep.Totals.TargetElements != c.elements {
+			t.Errorf("%s: opset %d, totals %+v", c.file, rep.Opsets[0].Version, rep.Totals)
+		}
+		if s := rep.Inputs[0].shapeString(); s != "[batch 6]" {
+			t.Errorf("%s: input shape %s", c.file, s)
+		}
+	}
+}
