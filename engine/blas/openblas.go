@@ -2,6 +2,7 @@ package blas
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	gblas "gonum.org/v1/gonum/blas"
@@ -124,6 +125,18 @@ func (o *OpenBLAS) SetThreads(n int) {
 	o.lib.setNumThreads(int32(n))
 }
 
+// fitsCInt reports whether every value fits OpenBLAS's 32-bit C int; larger
+// problems (over 2³¹ elements in one dimension or stride) stay in Go rather
+// than being silently truncated.
+func fitsCInt(v ...int) bool {
+	for _, x := range v {
+		if x > math.MaxInt32 || x < math.MinInt32 {
+			return false
+		}
+	}
+	return true
+}
+
 func cblasTransOf(trans bool) int32 {
 	if trans {
 		return cblasTrans
@@ -143,7 +156,7 @@ func (o *OpenBLAS) Sgemm(tA, tB gblas.Transpose, m, n, k int, alpha float32, a [
 		scaleMatrix(m, n, beta, c, ldc)
 		return
 	}
-	if m*n*k < minGemm {
+	if m*n*k < minGemm || !fitsCInt(m, n, k, lda, ldb, ldc) {
 		o.Implementation.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
@@ -187,7 +200,7 @@ func (o *OpenBLAS) Sgemv(tA gblas.Transpose, m, n int, alpha float32, a []float3
 		o.Implementation.Sscal(lenY, beta, y, incAbsY)
 		return
 	}
-	if m*n < minGemv {
+	if m*n < minGemv || !fitsCInt(m, n, lda, incX, incY) {
 		o.Go.Sgemv(tA, m, n, alpha, a, lda, x, incX, beta, y, incY)
 		return
 	}
@@ -201,7 +214,7 @@ func (o *OpenBLAS) Sgemv(tA gblas.Transpose, m, n int, alpha float32, a []float3
 
 // Saxpy computes y += alpha * x with the same checks and panics as gonum.
 func (o *OpenBLAS) Saxpy(n int, alpha float32, x []float32, incX int, y []float32, incY int) {
-	if n < minLevel1 {
+	if n < minLevel1 || !fitsCInt(n, incX, incY) {
 		o.Implementation.Saxpy(n, alpha, x, incX, y, incY)
 		return
 	}
@@ -214,7 +227,7 @@ func (o *OpenBLAS) Saxpy(n int, alpha float32, x []float32, incX int, y []float3
 // Sdot returns the dot product of x and y with the same checks and panics as
 // gonum.
 func (o *OpenBLAS) Sdot(n int, x []float32, incX int, y []float32, incY int) float32 {
-	if n < minLevel1 {
+	if n < minLevel1 || !fitsCInt(n, incX, incY) {
 		return o.Implementation.Sdot(n, x, incX, y, incY)
 	}
 	if !checkAxpyDot(n, x, incX, y, incY) {
@@ -227,7 +240,7 @@ func (o *OpenBLAS) Sdot(n int, x []float32, incX int, y []float32, incY int) flo
 // negative increment does nothing, and alpha == 0 writes zeros without
 // reading x.
 func (o *OpenBLAS) Sscal(n int, alpha float32, x []float32, incX int) {
-	if n < minLevel1 || incX < 1 || alpha == 0 {
+	if n < minLevel1 || incX < 1 || alpha == 0 || !fitsCInt(n, incX) {
 		o.Implementation.Sscal(n, alpha, x, incX)
 		return
 	}

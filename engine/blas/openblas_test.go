@@ -501,3 +501,14 @@ func TestGoSgemvStaysInVector(t *testing.T) {
 		}
 	}
 }
+
+// TestFitsCInt checks the guard that keeps problems too large for OpenBLAS's
+// 32-bit ints in Go.
+func TestFitsCInt(t *testing.T) {
+	if !fitsCInt(0, 1, -1, math.MaxInt32, math.MinInt32) {
+		t.Error("values within int32 rejected")
+	}
+	if fitsCInt(1, math.MaxInt32+1) || fitsCInt(math.MinInt32-1) {
+		t.Error("values outside int32 accepted")
+	}
+}
