@@ -289,3 +289,44 @@ func TestModelGradients(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkModelForward measures inference on each test model at batch 1 and 256 with
+// the default (pure-Go) BLAS; allocs/op shows the steady state.
+func BenchmarkModelForward(b *testing.B) {
+	for _, tm := range testModels {
+		path := filepath.Join(testmodelsDir, tm.name+".onnx")
+		m, err := onnxio.Load(path)
+		if err != nil {
+			b.Logf("skipping %s: %v", tm.name, err)
+			continue
+		}
+		g, err := Build(m, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var x []float32
+		shape, err := npzArray(filepath.Join(testmodelsDir, tm.data), "x", &x)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if in := g.Inputs()[0].Shape; len(in) == 2 && len(shape) > 2 {
+			shape = []int{shape[0], numel(shape[1:])}
+		}
+		all := NewFloat(shape, x)
+		for _, batch := range []int{1, 256} {
+			if batch > shape[0] {
+				continue
+			}
+			b.Run(fmt.Sprintf("%s/batch=%d", tm.name, batch), func(b *testing.B) {
+				xb := rows(all, 0, batch)
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := g.Forward(nil, xb); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(batch*b.N)/b.Elapsed().Seconds(), "samples/s")
+			})
+		}
+	}
+}
