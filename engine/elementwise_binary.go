@@ -388,17 +388,32 @@ func (k *binaryKernel) backwardRow(o, a, b, n, ia, ib int) {
 	g, dst := k.g[o:o+n], k.dst[o:o+n]
 	A, B := k.a, k.b
 	switch {
-	case k.op == opMul && k.wrt == 0:
-		for i := range dst {
-			dst[i] += g[i] * B[b+i*ib]
-		}
 	case k.op == opMul:
-		for i := range dst {
-			dst[i] += g[i] * A[a+i*ia]
+		// The other operand scales the gradient: by one value along broadcast runs.
+		o, off, step := B, b, ib
+		if k.wrt == 1 {
+			o, off, step = A, a, ia
+		}
+		if step == 0 {
+			v := o[off]
+			for i := range dst {
+				dst[i] += g[i] * v
+			}
+			return
+		}
+		for i, v := range o[off : off+n] {
+			dst[i] += g[i] * v
 		}
 	case k.op == opDiv && k.wrt == 0:
-		for i := range dst {
-			dst[i] += g[i] / B[b+i*ib]
+		if ib == 0 {
+			v := B[b]
+			for i := range dst {
+				dst[i] += g[i] / v
+			}
+			return
+		}
+		for i, v := range B[b : b+n] {
+			dst[i] += g[i] / v
 		}
 	case k.op == opDiv:
 		for i := range dst {

@@ -465,11 +465,7 @@ func (r *reducer) sumRange(u, from, to int) float64 {
 	for f := from; f < to; {
 		t, i := f/n, f%n
 		m := min(n-i, to-f)
-		var p float32
-		for _, v := range src[base+r.outerOffset(t)+i:][:m] {
-			p += v
-		}
-		s += float64(p)
+		s += float64(sum32(src[base+r.outerOffset(t)+i:][:m]))
 		f += m
 	}
 	return s
@@ -553,3 +549,20 @@ func negInf() float32 { return float32(math.Inf(-1)) }
 
 // posInf returns float32 positive infinity.
 func posInf() float32 { return float32(math.Inf(1)) }
+
+// sum32 sums x with four independent accumulators, which breaks the chain of dependent
+// additions (about 4× faster than one accumulator) and rounds less.
+func sum32(x []float32) float32 {
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		s0 += x[i]
+		s1 += x[i+1]
+		s2 += x[i+2]
+		s3 += x[i+3]
+	}
+	for ; i < len(x); i++ {
+		s0 += x[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}

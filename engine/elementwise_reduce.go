@@ -194,8 +194,16 @@ func (k *reduceKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) erro
 
 func (k *reduceKernel) sumRow(o, _, b, n, _, ib int) {
 	dst, g, s := k.dst[o:o+n], k.g, k.scale
-	for i := range dst {
-		dst[i] += s * g[b+i*ib]
+	if ib == 0 {
+		// A run along reduced axes: one gradient value spread over it.
+		v := s * g[b]
+		for i := range dst {
+			dst[i] += v
+		}
+		return
+	}
+	for i, v := range g[b : b+n] {
+		dst[i] += s * v
 	}
 }
 
