@@ -44,6 +44,10 @@ func (g *Graph) Forward(ctx *Context, inputs ...*Tensor) (outs []*Tensor, err er
 	var cur *step
 	defer func() {
 		if r := recover(); r != nil {
+			if cur == nil {
+				outs, err = nil, fmt.Errorf("engine: %s: internal error in forward pass: %v", g.name, r)
+				return
+			}
 			outs, err = nil, fmt.Errorf("engine: %s: %s", g.name, cur.node.n.Errorf("internal error in forward pass: %v", r))
 		}
 	}()
@@ -109,6 +113,10 @@ func (g *Graph) Backward(ctx *Context, gradOutputs ...*Tensor) (err error) {
 	var cur *step
 	defer func() {
 		if r := recover(); r != nil {
+			if cur == nil {
+				err = fmt.Errorf("engine: %s: internal error in backward pass: %v", g.name, r)
+				return
+			}
 			err = fmt.Errorf("engine: %s: %s", g.name, cur.node.n.Errorf("internal error in backward pass: %v", r))
 		}
 	}()

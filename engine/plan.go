@@ -121,6 +121,10 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record bool) (p *plan, err 
 	var cur *gnode
 	defer func() {
 		if r := recover(); r != nil {
+			if cur == nil {
+				p, err = nil, fmt.Errorf("engine: %s: internal error while planning: %v", g.name, r)
+				return
+			}
 			p, err = nil, fmt.Errorf("engine: %s: %s", g.name, cur.n.Errorf("internal error while planning: %v", r))
 		}
 	}()
