@@ -12,6 +12,8 @@ type poolKernel struct {
 	columnMajor bool // MaxPool storage_order=1 for Indices
 	wantIndices bool
 	kernelShape []int
+
+	tab poolTables // per-call window tables
 }
 
 func buildMaxPool(n *Node) (Kernel, error) { return buildPool(n, true) }
@@ -74,8 +76,9 @@ func (k *poolKernel) Infer(in []*Tensor) ([]*Tensor, error) {
 }
 
 func (k *poolKernel) Retains() (inputs, outputs []bool) {
-	// MaxPool finds the argmax again in its input; AveragePool needs shapes only.
-	return []bool{k.max}, []bool{false, false}
+	// MaxPool finds the argmax again by matching its output in its input; AveragePool
+	// needs shapes only.
+	return []bool{k.max}, []bool{k.max, false}
 }
 
 // nnKRange returns the kernel offsets [klo, khi) of dimension j that place window
@@ -100,18 +103,40 @@ func (g *nnGeom) kRange(j, o, lo, hi int) (klo, khi int) {
 	return klo, khi
 }
 
+// poolTables holds, per spatial dimension and window position, the kernel offsets
+// [lo, hi) that land inside the image and the window's element count for
+// count_include_pad, computed once per call so that the per-plane loops do no division.
+type poolTables struct {
+	lo, hi, cnt [nnMaxSpatial][]int
+}
+
+func (t *poolTables) fill(g *nnGeom) {
+	for j := 0; j < nnMaxSpatial; j++ {
+		n := g.out[j]
+		if cap(t.lo[j]) < n {
+			t.lo[j], t.hi[j], t.cnt[j] = make([]int, n), make([]int, n), make([]int, n)
+		}
+		t.lo[j], t.hi[j], t.cnt[j] = t.lo[j][:n], t.hi[j][:n], t.cnt[j][:n]
+		for o := 0; o < n; o++ {
+			t.lo[j][o], t.hi[j][o] = g.kRange(j, o, 0, g.in[j])
+			pa, pb := g.kRange(j, o, -g.pb[j], g.in[j]+g.pe[j])
+			t.cnt[j][o] = pb - pa
+		}
+	}
+}
+
 // poolMax computes one plane's max pool and, when idx is non-nil, the flat indices of
 // the maxima (base is the plane's offset in the whole tensor).
-func poolMax[T float32 | int64](g *nnGeom, x, y []T, idx []int64, base int, colMajor bool, lowest T) {
+func poolMax[T float32 | int64](g *nnGeom, t *poolTables, x, y []T, idx []int64, base int, colMajor bool, lowest T) {
 	p := 0
 	for o0 := 0; o0 < g.out[0]; o0++ {
-		a0, b0 := g.kRange(0, o0, 0, g.in[0])
+		a0, b0 := t.lo[0][o0], t.hi[0][o0]
 		s0 := o0*g.s[0] - g.pb[0]
 		for o1 := 0; o1 < g.out[1]; o1++ {
-			a1, b1 := g.kRange(1, o1, 0, g.in[1])
+			a1, b1 := t.lo[1][o1], t.hi[1][o1]
 			s1 := o1*g.s[1] - g.pb[1]
 			for o2 := 0; o2 < g.out[2]; o2++ {
-				a2, b2 := g.kRange(2, o2, 0, g.in[2])
+				a2, b2 := t.lo[2][o2], t.hi[2][o2]
 				s2 := o2*g.s[2] - g.pb[2]
 				best, arg := lowest, -1
 				for k0 := a0; k0 < b0; k0++ {
@@ -147,31 +172,28 @@ func poolMax[T float32 | int64](g *nnGeom, x, y []T, idx []int64, base int, colM
 
 // poolAvg computes one plane's average pool (back=false), or adds the plane's input
 // gradient gy/count into x (back=true).
-func poolAvg(g *nnGeom, x, y []float32, includePad, back bool) {
+func poolAvg(g *nnGeom, t *poolTables, x, y []float32, includePad, back bool) {
 	p := 0
 	for o0 := 0; o0 < g.out[0]; o0++ {
-		a0, b0 := g.kRange(0, o0, 0, g.in[0])
+		a0, b0 := t.lo[0][o0], t.hi[0][o0]
 		s0 := o0*g.s[0] - g.pb[0]
 		c0 := b0 - a0
 		if includePad {
-			pa, pb := g.kRange(0, o0, -g.pb[0], g.in[0]+g.pe[0])
-			c0 = pb - pa
+			c0 = t.cnt[0][o0]
 		}
 		for o1 := 0; o1 < g.out[1]; o1++ {
-			a1, b1 := g.kRange(1, o1, 0, g.in[1])
+			a1, b1 := t.lo[1][o1], t.hi[1][o1]
 			s1 := o1*g.s[1] - g.pb[1]
 			c1 := b1 - a1
 			if includePad {
-				pa, pb := g.kRange(1, o1, -g.pb[1], g.in[1]+g.pe[1])
-				c1 = pb - pa
+				c1 = t.cnt[1][o1]
 			}
 			for o2 := 0; o2 < g.out[2]; o2++ {
-				a2, b2 := g.kRange(2, o2, 0, g.in[2])
+				a2, b2 := t.lo[2][o2], t.hi[2][o2]
 				s2 := o2*g.s[2] - g.pb[2]
 				c2 := b2 - a2
 				if includePad {
-					pa, pb := g.kRange(2, o2, -g.pb[2], g.in[2]+g.pe[2])
-					c2 = pb - pa
+					c2 = t.cnt[2][o2]
 				}
 				var inv float32
 				if cnt := c0 * c1 * c2; cnt > 0 {
@@ -219,6 +241,7 @@ func (k *poolKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	}
 	planes := x.Shape[0] * x.Shape[1]
 	isz, osz := g.inSize(), g.outSize()
+	k.tab.fill(&g)
 	var idx []int64
 	if k.wantIndices && len(out) > 1 && out[1] != nil {
 		idx = out[1].I
@@ -231,11 +254,15 @@ func (k *poolKernel) Forward(ctx *Context, in, out []*Tensor) error {
 			}
 			switch {
 			case !k.max:
-				poolAvg(&g, x.F[p*isz:(p+1)*isz], out[0].F[p*osz:(p+1)*osz], k.includePad, false)
+				poolAvg(&g, &k.tab, x.F[p*isz:(p+1)*isz], out[0].F[p*osz:(p+1)*osz], k.includePad, false)
+			case x.DType == Int64 && ip == nil:
+				poolMaxValues(&g, &k.tab, x.I[p*isz:(p+1)*isz], out[0].I[p*osz:(p+1)*osz], math.MinInt64)
+			case ip == nil:
+				poolMaxValues(&g, &k.tab, x.F[p*isz:(p+1)*isz], out[0].F[p*osz:(p+1)*osz], float32(math.Inf(-1)))
 			case x.DType == Int64:
-				poolMax(&g, x.I[p*isz:(p+1)*isz], out[0].I[p*osz:(p+1)*osz], ip, p*isz, k.columnMajor, math.MinInt64)
+				poolMax(&g, &k.tab, x.I[p*isz:(p+1)*isz], out[0].I[p*osz:(p+1)*osz], ip, p*isz, k.columnMajor, math.MinInt64)
 			default:
-				poolMax(&g, x.F[p*isz:(p+1)*isz], out[0].F[p*osz:(p+1)*osz], ip, p*isz, k.columnMajor, float32(math.Inf(-1)))
+				poolMax(&g, &k.tab, x.F[p*isz:(p+1)*isz], out[0].F[p*osz:(p+1)*osz], ip, p*isz, k.columnMajor, float32(math.Inf(-1)))
 			}
 		}
 	})
@@ -256,50 +283,78 @@ func (k *poolKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error 
 	}
 	planes := gin[0].Shape[0] * gin[0].Shape[1]
 	isz, osz := g.inSize(), g.outSize()
+	k.tab.fill(&g)
 	gx := gin[0].F
 	ctx.Parallel(planes, poolGrain(isz), func(lo, hi int) {
 		for p := lo; p < hi; p++ {
 			gxp, gyp := gx[p*isz:(p+1)*isz], gy.F[p*osz:(p+1)*osz]
 			if !k.max {
-				poolAvg(&g, gxp, gyp, k.includePad, true)
+				poolAvg(&g, &k.tab, gxp, gyp, k.includePad, true)
 				continue
 			}
-			maxPoolBack(&g, in[0].F[p*isz:(p+1)*isz], gyp, gxp)
+			maxPoolBack(&g, &k.tab, in[0].F[p*isz:(p+1)*isz], out[0].F[p*osz:(p+1)*osz], gyp, gxp)
 		}
 	})
 	return nil
 }
 
-// maxPoolBack routes each output gradient to the first maximum of its window, the
-// element poolMax selected.
-func maxPoolBack(g *nnGeom, x, gy, gx []float32) {
+// maxPoolBack routes each output gradient to the first element of its window that
+// equals the window's maximum y, the element poolMax selected. Matching y instead of
+// tracking the running maximum keeps the loop free of unpredictable branches.
+func maxPoolBack(g *nnGeom, t *poolTables, x, y, gy, gx []float32) {
 	p := 0
 	for o0 := 0; o0 < g.out[0]; o0++ {
-		a0, b0 := g.kRange(0, o0, 0, g.in[0])
+		a0, b0 := t.lo[0][o0], t.hi[0][o0]
 		s0 := o0*g.s[0] - g.pb[0]
 		for o1 := 0; o1 < g.out[1]; o1++ {
-			a1, b1 := g.kRange(1, o1, 0, g.in[1])
+			a1, b1 := t.lo[1][o1], t.hi[1][o1]
 			s1 := o1*g.s[1] - g.pb[1]
 			for o2 := 0; o2 < g.out[2]; o2++ {
-				a2, b2 := g.kRange(2, o2, 0, g.in[2])
+				a2, b2 := t.lo[2][o2], t.hi[2][o2]
 				s2 := o2*g.s[2] - g.pb[2]
-				var best float32
-				arg := -1
+				yv := y[p]
+			window:
 				for k0 := a0; k0 < b0; k0++ {
 					i0 := s0 + k0*g.d[0]
 					for k1 := a1; k1 < b1; k1++ {
-						r := (i0*g.in[1] + s1 + k1*g.d[1]) * g.in[2]
+						r := (i0*g.in[1]+s1+k1*g.d[1])*g.in[2] + s2
 						for k2 := a2; k2 < b2; k2++ {
-							i := r + s2 + k2*g.d[2]
-							if v := x[i]; arg < 0 || v > best {
-								best, arg = v, i
+							if i := r + k2*g.d[2]; x[i] == yv {
+								gx[i] += gy[p]
+								break window
 							}
 						}
 					}
 				}
-				if arg >= 0 {
-					gx[arg] += gy[p]
+				p++
+			}
+		}
+	}
+}
+
+// poolMaxValues is poolMax without indices, with the branch-free max builtin.
+func poolMaxValues[T float32 | int64](g *nnGeom, t *poolTables, x, y []T, lowest T) {
+	p := 0
+	for o0 := 0; o0 < g.out[0]; o0++ {
+		a0, b0 := t.lo[0][o0], t.hi[0][o0]
+		s0 := o0*g.s[0] - g.pb[0]
+		for o1 := 0; o1 < g.out[1]; o1++ {
+			a1, b1 := t.lo[1][o1], t.hi[1][o1]
+			s1 := o1*g.s[1] - g.pb[1]
+			for o2 := 0; o2 < g.out[2]; o2++ {
+				a2, b2 := t.lo[2][o2], t.hi[2][o2]
+				s2 := o2*g.s[2] - g.pb[2]
+				best := lowest
+				for k0 := a0; k0 < b0; k0++ {
+					i0 := s0 + k0*g.d[0]
+					for k1 := a1; k1 < b1; k1++ {
+						r := (i0*g.in[1]+s1+k1*g.d[1])*g.in[2] + s2
+						for k2 := a2; k2 < b2; k2++ {
+							best = max(best, x[r+k2*g.d[2]])
+						}
+					}
 				}
+				y[p] = best
 				p++
 			}
 		}
