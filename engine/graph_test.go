@@ -397,3 +397,24 @@ func TestHalfRounding(t *testing.T) {
 		t.Errorf("-Inf became %#04x", got)
 	}
 }
+
+// TestRunTimeErrorsNameTheNode checks that a kernel's run-time error reaches the caller
+// as one line naming the model and node.
+func TestRunTimeErrorsNameTheNode(t *testing.T) {
+	m := gModel(13, []*onnxpb.NodeProto{gNode("Gather", []string{"x", "i"}, []string{"y"})},
+		[]*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, 3), gInput("i", onnxpb.TensorProto_INT64, 1)}, []string{"y"})
+	g := mustBuild(t, m)
+	_, err := g.Forward(nil, NewFloat([]int{3}, []float32{1, 2, 3}), NewInt([]int{1}, []int64{5}))
+	if err == nil {
+		t.Fatal("out-of-range index accepted")
+	}
+	for _, want := range []string{"test.onnx", `"Gather_y" (Gather)`, "index 5"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	out, err := g.Forward(nil, NewFloat([]int{3}, []float32{1, 2, 3}), NewInt([]int{1}, []int64{-1}))
+	if err != nil || out[0].F[0] != 3 {
+		t.Fatalf("after the error: %v %v", out, err)
+	}
+}
