@@ -27,6 +27,7 @@ type binaryKernel struct {
 	red     reducer
 	redAxes []bool
 	tmp     []float32
+	bconv   []float32 // an int64 exponent as float32, for Pow's base gradient
 
 	// Arguments of the current call, read by the chunk and row functions below, which
 	// are bound once so that passing them to ctx.Parallel does not allocate.
@@ -362,13 +363,21 @@ func (k *binaryKernel) backwardInput(ctx *Context, in []*Tensor, g, gi *Tensor, 
 		return nil
 	}
 	a, b := in[0], in[1]
-	if a.DType != Float32 || b.DType != Float32 {
+	bf := b.F
+	if k.op == opPow && b.DType == Int64 && wrt == 0 {
+		// An integer exponent (x ** 2 from some exporters): the base's gradient only.
+		k.bconv = growF(k.bconv, len(b.I))
+		for i, v := range b.I {
+			k.bconv[i] = float32(v)
+		}
+		bf = k.bconv
+	} else if a.DType != Float32 || b.DType != Float32 {
 		return k.n.Errorf("no gradient through %s and %s inputs", a.DType, b.DType)
 	}
 	if err := k.plan.init(g.Shape, a.Shape, b.Shape); err != nil {
 		return k.n.Errorf("%v", err)
 	}
-	k.a, k.b, k.g, k.wrt = a.F, b.F, g.F, wrt
+	k.a, k.b, k.g, k.wrt = a.F, bf, g.F, wrt
 	if full {
 		k.dst = gi.F
 		ctx.Parallel(k.plan.n, ewGrain, k.bwd)

@@ -113,6 +113,12 @@ func TestElementwiseKinkConventions(t *testing.T) {
 		_, g := backwardOnes(t, testNode("ReduceMax", 13, names(1), attrInts("axes", 1)), in, []float32{1, 3})
 		wantF(t, "d reducemax", g[0].F, 0.5, 0, 0.5, 0, 3, 0)
 	})
+	t.Run("Pow_int_exponent", func(t *testing.T) {
+		in := []*Tensor{f32([]int{3}, -1.5, 0.5, 2), i64([]int{}, 3)}
+		out, g := backwardOnes(t, testNode("Pow", 15, names(2)), in, nil)
+		wantF(t, "pow", out[0].F, -3.375, 0.125, 8)
+		wantF(t, "d pow/dbase", g[0].F, 6.75, 0.75, 12)
+	})
 	t.Run("Pow_zero_exponent_and_base", func(t *testing.T) {
 		in := []*Tensor{f32([]int{3}, 0, 0, 2), f32([]int{3}, 0, 2, 0)}
 		out, g := backwardOnes(t, testNode("Pow", 15, names(2)), in, nil)

@@ -44,8 +44,13 @@ func newMinMax(isMax bool) Builder {
 }
 
 func (k *minMaxKernel) Infer(in []*Tensor) ([]*Tensor, error) {
-	if len(in) != len(k.plans)+1 && !(len(in) == 1 && len(k.plans) == 1) {
-		return nil, k.n.Errorf("has %d inputs, the node lists %d", len(in), len(k.plans)+1)
+	if len(in) != k.n.NumInputs() {
+		return nil, k.n.Errorf("has %d inputs, the node lists %d", len(in), k.n.NumInputs())
+	}
+	for i, t := range in {
+		if t == nil {
+			return nil, k.n.Errorf("input %d is empty; every input is required", i)
+		}
 	}
 	dt := in[0].DType
 	shape := append([]int(nil), in[0].Shape...)
@@ -138,7 +143,7 @@ func (k *minMaxKernel) forwardRowI(o, a, b, n, ia, ib int) {
 }
 
 func (k *minMaxKernel) Retains() (inputs, outputs []bool) {
-	inputs = make([]bool, len(k.plans)+1)
+	inputs = make([]bool, k.n.NumInputs())
 	for i := range inputs {
 		inputs[i] = true
 	}
