@@ -28,9 +28,9 @@ type Options struct {
 	// Path is the shared library to load; empty tries DefaultLibraries.
 	Path string
 	// Threads is the number of threads each OpenBLAS call may use. Zero
-	// keeps the library's own setting, which is OPENBLAS_NUM_THREADS when
-	// that is set and the number of cores otherwise; see SetThreads for why
-	// that default suits the engine.
+	// keeps the library's own setting: the number of cores unless an
+	// environment variable such as OPENBLAS_NUM_THREADS says otherwise; see
+	// SetThreads for why that default suits the engine.
 	Threads int
 }
 
