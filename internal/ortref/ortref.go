@@ -114,6 +114,15 @@ func initialize() error {
 	return env.err
 }
 
+// Version initialises onnxruntime if needed and returns the loaded library's
+// version (e.g. "1.30.0") and path, for benchmark reports.
+func Version() (version, path string, err error) {
+	if err := initialize(); err != nil {
+		return "", "", err
+	}
+	return ort.GetVersion(), env.path, nil
+}
+
 // Tensor is a named dense tensor in row-major order. Exactly one of Data
 // (float32) and Int64 holds the elements; an empty tensor (a zero dimension)
 // may leave both nil and is then float32.

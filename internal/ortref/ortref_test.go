@@ -215,6 +215,18 @@ func TestRunFile(t *testing.T) {
 	}
 }
 
+func TestVersion(t *testing.T) {
+	lib := Require(t)
+	v, path, err := Version()
+	if err != nil || path != lib {
+		t.Fatalf("Version() = %q, %q, %v; want the library %s", v, path, err, lib)
+	}
+	// The library CI fetches is onnxruntime-node 1.30.0's.
+	if os.Getenv(EnvLib) == "" && v != "1.30.0" {
+		t.Errorf("onnxruntime version %q at %s, want 1.30.0", v, path)
+	}
+}
+
 func TestLibraryPath(t *testing.T) {
 	want := Require(t)
 	t.Setenv(EnvLib, filepath.Join(t.TempDir(), "libonnxruntime.so.1"))
