@@ -264,7 +264,11 @@ func (k *unaryKernel) usesOutput() bool {
 func (k *unaryKernel) Retains() (inputs, outputs []bool) {
 	inputs = []bool{!k.usesOutput() && k.op != uNeg}
 	if k.op == uClip {
-		inputs = []bool{true, true, true}
+		// The input and both bounds decide where the gradient goes.
+		inputs = make([]bool, max(1, k.n.NumInputs()))
+		for i := range inputs {
+			inputs[i] = true
+		}
 	}
 	return inputs, []bool{k.usesOutput()}
 }
