@@ -38,6 +38,15 @@ func nnGatherRow(g *nnGeom, xc, dst []float32, k0, k1, k2 int) {
 			continue
 		}
 		i0 := o0*g.s[0] - g.pb[0] + k0*g.d[0]
+		if g.s[1] == 1 && s2 == 1 && out2 == in2 {
+			// Unit strides and rows as long as the image's: the whole plane is the image
+			// plane shifted by a constant offset, so one copy moves it and only the
+			// columns that wrapped around a row edge and the rows outside need zeros.
+			nnShiftPlane(dst[p:p+plane], xc[i0*in1*in2:(i0+1)*in1*in2], out2,
+				(k1*g.d[1]-g.pb[1])*in2+k2*g.d[2]-g.pb[2], lo1, hi1, lo2, hi2)
+			p += plane
+			continue
+		}
 		for o1 := 0; o1 < out1; o1++ {
 			seg := dst[p : p+out2]
 			p += out2
@@ -58,6 +67,28 @@ func nnGatherRow(g *nnGeom, xc, dst []float32, k0, k1, k2 int) {
 				}
 			}
 			clear(seg[hi2:])
+		}
+	}
+}
+
+// nnShiftPlane sets dst[f] = src[f+off] for the positions f = o1·w + o2 with o1 in
+// [lo1, hi1) and o2 in [lo2, hi2), and zero elsewhere.
+func nnShiftPlane(dst, src []float32, w, off, lo1, hi1, lo2, hi2 int) {
+	if lo1 >= hi1 || lo2 >= hi2 {
+		clear(dst)
+		return
+	}
+	first, last := lo1*w+lo2, (hi1-1)*w+hi2
+	clear(dst[:first])
+	copy(dst[first:last], src[first+off:last+off])
+	clear(dst[last:])
+	for o1 := lo1; o1 < hi1; o1++ {
+		row := dst[o1*w : (o1+1)*w]
+		for j := 0; j < lo2; j++ {
+			row[j] = 0
+		}
+		for j := hi2; j < w; j++ {
+			row[j] = 0
 		}
 	}
 }
