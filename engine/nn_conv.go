@@ -221,21 +221,21 @@ func (k *convKernel) forwardGemm(ctx *Context, d *convDims, x, w, y []float32) {
 func (k *convKernel) forwardDepthwise(ctx *Context, d *convDims, x, w, y []float32) {
 	g := &d.g
 	isz, O, K := g.inSize(), g.outSize(), g.kSize()
-	ctx.Parallel(d.N, 1, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			xn := x[i*d.C*isz : (i+1)*d.C*isz]
-			yn := y[i*d.M*O : (i+1)*d.M*O]
-			clear(yn)
-			for m := 0; m < d.M; m++ {
-				xc := xn[(m/d.Mg)*isz : (m/d.Mg+1)*isz]
-				ym := yn[m*O : (m+1)*O]
-				r := m * K
-				for k0 := 0; k0 < g.k[0]; k0++ {
-					for k1 := 0; k1 < g.k[1]; k1++ {
-						for k2 := 0; k2 < g.k[2]; k2++ {
-							nnDepthwiseRow(g, w[r], xc, ym, k0, k1, k2)
-							r++
-						}
+	// Output planes are independent: split over (item, channel) so that batch 1 also
+	// uses every worker.
+	ctx.Parallel(d.N*d.M, max(1, 4096/max(O*K, 1)), func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			i, m := p/d.M, p%d.M
+			c := m / d.Mg
+			xc := x[(i*d.C+c)*isz : (i*d.C+c+1)*isz]
+			ym := y[p*O : (p+1)*O]
+			clear(ym)
+			r := m * K
+			for k0 := 0; k0 < g.k[0]; k0++ {
+				for k1 := 0; k1 < g.k[1]; k1++ {
+					for k2 := 0; k2 < g.k[2]; k2++ {
+						nnDepthwiseRow(g, w[r], xc, ym, k0, k1, k2)
+						r++
 					}
 				}
 			}
