@@ -6,7 +6,7 @@ package engine
 // spread over the workers, one item each; calling the BLAS from several goroutines at
 // once instead makes OpenBLAS's own threads fight over the cores. 1×1 stride-1 unpadded
 // convolutions skip im2col, and depthwise convolutions (one input channel per group) run
-// as a direct loop parallel over batch items.
+// as a direct loop, parallel over output planes forward and over batch items backward.
 type convKernel struct {
 	n     *Node
 	win   nnWindow
