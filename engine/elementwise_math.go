@@ -2,10 +2,10 @@ package engine
 
 import "math"
 
-// expF returns e^x for float32 x, about four times faster than math.Exp and within
+// expF returns e^x for float32 x, faster than math.Exp (10 against 15 ns of CPU time here) and within
 // 2 ulp of the correctly rounded float32 result (TestExpF sweeps the range). It reduces
-// x = k·ln2 + r with |r| ≤ ln2/2, evaluates e^r by its degree-7 Taylor polynomial in
-// float64 (truncation below 1e-8 relative) and scales by 2^k through the exponent bits.
+// x = k·ln2 + r with |r| ≤ ln2/2, evaluates e^r by its degree-7 Taylor
+// polynomial in float64 (truncation below 1e-8 relative) and scales by 2^k through the exponent bits.
 func expF(x float32) float32 {
 	switch {
 	case x > 88.72284:
@@ -22,6 +22,9 @@ func expF(x float32) float32 {
 	xd := float64(x)
 	k := math.Floor(xd*log2e + 0.5)
 	r := xd - k*ln2
-	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040)))))))
+	// Estrin's scheme: shorter dependency chains than Horner's, ~20% faster here.
+	r2 := r * r
+	r4 := r2 * r2
+	p := (1 + r) + r2*(1.0/2+r*(1.0/6)) + r4*((1.0/24+r*(1.0/120))+r2*(1.0/720+r*(1.0/5040)))
 	return float32(p * math.Float64frombits(uint64(int64(k)+1023)<<52))
 }
