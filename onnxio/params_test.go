@@ -129,9 +129,7 @@ func TestConstantsFile(t *testing.T) {
 // is exact.
 func TestDigitsMLPConstants(t *testing.T) {
 	path := filepath.Join("..", "testmodels", "digits-mlp.onnx")
-	if !fileExists(path) {
-		t.Skip("testmodels/digits-mlp.onnx is not there yet; it is made by testmodels/make.py")
-	}
+	requireAsset(t, path, "run testmodels/make.py")
 	m := mustLoad(t, path)
 	consts := 0
 	for _, p := range m.Params() {

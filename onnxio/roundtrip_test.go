@@ -136,6 +136,6 @@ func TestRoundTripTestModels(t *testing.T) {
 		t.Fatalf("%d of %d models round-tripped", n, len(paths)+len(local))
 	}
 	if len(paths) == 0 {
-		t.Skip("testmodels/ holds no .onnx file yet; they are made by testmodels/make.py")
+		requireAsset(t, filepath.Join("..", "testmodels", "fmnist-mlp.onnx"), "run testmodels/make.py")
 	}
 }
