@@ -25,7 +25,7 @@ const (
 var version = "0.1.0-dev"
 
 func newApp() *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:    "qtool",
 		Usage:   "binarize pretrained ONNX networks with ADMM-Q",
 		Version: version,
@@ -40,6 +40,19 @@ func newApp() *cli.App {
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // main decides the exit code
 	}
+	markUsageErrors(app.Commands)
+	return app
+}
+
+// markUsageErrors makes flag-parsing errors of every command usage errors (exit 2);
+// urfave/cli reports them per command, not through the app's handler.
+func markUsageErrors(cmds []*cli.Command) {
+	for _, c := range cmds {
+		if c.OnUsageError == nil {
+			c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
+		}
+		markUsageErrors(c.Subcommands)
+	}
 }
 
 // commands lists every subcommand; each lives in its own file.
@@ -48,6 +61,7 @@ func commands() []*cli.Command {
 		versionCommand(),
 		benchCommand(),
 		inspectCommand(),
+		evalCommand(),
 	}
 }
 
@@ -87,7 +101,8 @@ func exitCode(err error) int {
 }
 
 func main() {
-	err := newApp().Run(os.Args)
+	app := newApp()
+	err := app.Run(interspersed(app, os.Args))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "qtool:", err)
 	}
