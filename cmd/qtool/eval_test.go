@@ -132,3 +132,15 @@ func TestInterspersedArgs(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
+
+func TestVersionNamesBLAS(t *testing.T) {
+	t.Setenv("QTOOL_BLAS", "go")
+	out, code, err := runArgs(t, "version")
+	if code != 0 || !strings.Contains(out, "BLAS: go") {
+		t.Errorf("exit %d (%v), output %q: want the pure-Go BLAS named", code, err, out)
+	}
+	t.Setenv("QTOOL_BLAS", "fortran")
+	if _, code, _ := runArgs(t, "version"); code != exitUsage {
+		t.Errorf("an unknown QTOOL_BLAS gave exit %d, want %d", code, exitUsage)
+	}
+}
