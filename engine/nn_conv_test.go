@@ -142,6 +142,7 @@ var convCases = []convCase{
 	{name: "basic_pad1", x: []int{1, 1, 5, 5}, w: []int{1, 1, 3, 3}, pads: []int{1, 1, 1, 1}, kernAttr: true},
 	{name: "no_pad", x: []int{1, 1, 5, 5}, w: []int{1, 1, 3, 3}, pads: []int{0, 0, 0, 0}},
 	{name: "strides_asym_pad", x: []int{2, 1, 7, 5}, w: []int{2, 1, 3, 3}, strides: []int{2, 2}, pads: []int{1, 0, 1, 0}, bias: true},
+	{name: "strides_no_pad", x: []int{2, 1, 7, 5}, w: []int{1, 1, 3, 3}, strides: []int{2, 2}, pads: []int{0, 0, 0, 0}},
 	{name: "strides_pad", x: []int{3, 2, 7, 5}, w: []int{3, 2, 3, 3}, strides: []int{2, 2}, pads: []int{1, 1, 1, 1}, bias: true},
 	// SAME_LOWER, stride 2 on 5: out 3, total pad (3-1)*2+3-5 = 2, split 1/1.
 	{name: "same_lower", x: []int{1, 1, 5, 5}, w: []int{1, 1, 3, 3}, strides: []int{2, 2}, autoPad: "SAME_LOWER", refPads: []int{1, 1, 1, 1}},
