@@ -1,0 +1,280 @@
+package train
+
+import (
+	"fmt"
+	"math"
+)
+
+// Target is what a loss compares the logits with: the labels of the batch, the logits of
+// a teacher (reference) model on the same batch, or both.
+type Target struct {
+	// Labels holds one class index per sample, or is nil.
+	Labels []int64
+	// Teacher holds the teacher's logits, laid out as the student's ([N, C] row-major), or is nil.
+	Teacher []float32
+}
+
+// Loss is a training loss on logits [N, C] (row-major, N samples of C classes).
+//
+// Value returns the mean loss over the batch and, when grad is not nil, stores the
+// gradient of that mean with respect to the logits in grad, which must have the length of
+// logits. Sums run in float64. Implementations allocate nothing.
+type Loss interface {
+	Value(logits []float32, classes int, t Target, grad []float32) (float64, error)
+	// NeedsLabels reports whether Value reads Target.Labels; otherwise it reads
+	// Target.Teacher.
+	NeedsLabels() bool
+}
+
+// checkShape validates the arguments shared by every loss and returns the batch size.
+func checkShape(name string, logits []float32, classes int, grad []float32) (int, error) {
+	if classes < 1 {
+		return 0, fmt.Errorf("%s: %d classes: the model output must be [batch, classes]", name, classes)
+	}
+	if len(logits)%classes != 0 || len(logits) == 0 {
+		return 0, fmt.Errorf("%s: %d logits do not form a [batch, %d] matrix", name, len(logits), classes)
+	}
+	if grad != nil && len(grad) != len(logits) {
+		return 0, fmt.Errorf("%s: gradient buffer holds %d values for %d logits", name, len(grad), len(logits))
+	}
+	return len(logits) / classes, nil
+}
+
+func checkLabels(name string, labels []int64, n, classes int) error {
+	if len(labels) != n {
+		return fmt.Errorf("%s: %d labels for a batch of %d: the loss needs labelled data", name, len(labels), n)
+	}
+	for i, y := range labels {
+		if y < 0 || y >= int64(classes) {
+			return fmt.Errorf("%s: label %d of sample %d is outside the model's %d classes", name, y, i, classes)
+		}
+	}
+	return nil
+}
+
+func checkTeacher(name string, teacher []float32, n int) error {
+	if len(teacher) != n {
+		return fmt.Errorf("%s: %d teacher logits for %d student logits: the loss needs a teacher model with the same output", name, len(teacher), n)
+	}
+	return nil
+}
+
+// logSoftmax stores log(softmax(scale·x)) of one row into out, in float64.
+func logSoftmax(x []float32, scale float64, out []float64) {
+	mx := math.Inf(-1)
+	for _, v := range x {
+		mx = math.Max(mx, scale*float64(v))
+	}
+	var s float64
+	for _, v := range x {
+		s += math.Exp(scale*float64(v) - mx)
+	}
+	lse := mx + math.Log(s)
+	for i, v := range x {
+		out[i] = scale*float64(v) - lse
+	}
+}
+
+// notFinite reports a NaN or infinite loss as an error, since one bad batch would
+// otherwise silently poison every parameter through the optimizer.
+func notFinite(name string, v float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Errorf("%s: loss is %v: the logits hold NaN or infinite values (lower the learning rate)", name, v)
+	}
+	return nil
+}
+
+// CrossEntropy is the softmax cross-entropy −log softmax(x)[y], averaged over the batch
+// (PyTorch's nn.CrossEntropyLoss with the default mean reduction).
+type CrossEntropy struct{}
+
+// NeedsLabels reports true.
+func (CrossEntropy) NeedsLabels() bool { return true }
+
+// Value implements Loss. The gradient is (softmax(x) − onehot(y))/N.
+func (CrossEntropy) Value(logits []float32, classes int, t Target, grad []float32) (float64, error) {
+	const name = "cross-entropy loss"
+	n, err := checkShape(name, logits, classes, grad)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkLabels(name, t.Labels, n, classes); err != nil {
+		return 0, err
+	}
+	var buf [64]float64
+	ls := scratch(buf[:], classes)
+	var total float64
+	inv := 1 / float64(n)
+	for i := range n {
+		row := logits[i*classes : (i+1)*classes]
+		logSoftmax(row, 1, ls)
+		y := int(t.Labels[i])
+		total -= ls[y]
+		if grad != nil {
+			g := grad[i*classes : (i+1)*classes]
+			for j := range g {
+				p := math.Exp(ls[j])
+				if j == y {
+					p--
+				}
+				g[j] = float32(p * inv)
+			}
+		}
+	}
+	total *= inv
+	return total, notFinite(name, total)
+}
+
+// scratch returns a float64 buffer of length n, from buf when it is long enough, so that
+// the common case (up to 64 classes) does not allocate.
+func scratch(buf []float64, n int) []float64 {
+	if n <= len(buf) {
+		return buf[:n]
+	}
+	return make([]float64, n)
+}
+
+// SquaredHinge is the squared multi-class hinge loss of the paper's reference code,
+// PyTorch's nn.MultiMarginLoss(p=2, margin=1):
+//
+//	loss(x, y) = 1/C · Σ_{i≠y} max(0, margin − x[y] + x[i])²
+//
+// averaged over the batch. Note the division by the number of classes C, which PyTorch
+// applies.
+type SquaredHinge struct {
+	// Margin is the margin; 0 means 1, PyTorch's default.
+	Margin float64
+}
+
+// NeedsLabels reports true.
+func (SquaredHinge) NeedsLabels() bool { return true }
+
+// Value implements Loss.
+func (h SquaredHinge) Value(logits []float32, classes int, t Target, grad []float32) (float64, error) {
+	const name = "squared hinge loss"
+	n, err := checkShape(name, logits, classes, grad)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkLabels(name, t.Labels, n, classes); err != nil {
+		return 0, err
+	}
+	margin := h.Margin
+	if margin == 0 {
+		margin = 1
+	}
+	scale := 1 / (float64(n) * float64(classes))
+	var total float64
+	for i := range n {
+		row := logits[i*classes : (i+1)*classes]
+		y := int(t.Labels[i])
+		xy := float64(row[y])
+		var gy float64
+		for j, v := range row {
+			if j == y {
+				continue
+			}
+			d := margin - xy + float64(v)
+			if d <= 0 {
+				if grad != nil {
+					grad[i*classes+j] = 0
+				}
+				continue
+			}
+			total += d * d
+			if grad != nil {
+				grad[i*classes+j] = float32(2 * d * scale)
+				gy -= 2 * d * scale
+			}
+		}
+		if grad != nil {
+			grad[i*classes+y] = float32(gy)
+		}
+	}
+	total *= scale
+	return total, notFinite(name, total)
+}
+
+// Distillation is Hinton et al.'s knowledge-distillation loss for data without labels:
+//
+//	T² · Σ_c p_c (log p_c − log q_c),  p = softmax(teacher/T), q = softmax(student/T)
+//
+// that is the KL divergence KL(p ‖ q) of the softened outputs, scaled by T² so that the
+// gradient's magnitude does not shrink as T grows, averaged over the batch (PyTorch:
+// T*T * nn.KLDivLoss(reduction="batchmean")(log_softmax(s/T), softmax(t/T))). The gradient
+// with respect to the student's logits is T·(q − p)/N.
+type Distillation struct {
+	// Temperature is T; 0 means 1.
+	Temperature float64
+}
+
+// NeedsLabels reports false: the loss reads the teacher's logits.
+func (Distillation) NeedsLabels() bool { return false }
+
+// Value implements Loss.
+func (d Distillation) Value(logits []float32, classes int, t Target, grad []float32) (float64, error) {
+	const name = "distillation loss"
+	n, err := checkShape(name, logits, classes, grad)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkTeacher(name, t.Teacher, len(logits)); err != nil {
+		return 0, err
+	}
+	temp := d.Temperature
+	if temp == 0 {
+		temp = 1
+	}
+	if temp < 0 || math.IsNaN(temp) || math.IsInf(temp, 0) {
+		return 0, fmt.Errorf("%s: temperature %v must be positive", name, temp)
+	}
+	var buf [128]float64
+	s := scratch(buf[:], 2*classes)
+	ls, lt := s[:classes], s[classes:]
+	inv := 1 / float64(n)
+	var total float64
+	for i := range n {
+		logSoftmax(logits[i*classes:(i+1)*classes], 1/temp, ls)
+		logSoftmax(t.Teacher[i*classes:(i+1)*classes], 1/temp, lt)
+		for j := range classes {
+			p := math.Exp(lt[j])
+			if p > 0 {
+				total += p * (lt[j] - ls[j])
+			}
+			if grad != nil {
+				grad[i*classes+j] = float32(temp * (math.Exp(ls[j]) - p) * inv)
+			}
+		}
+	}
+	total *= temp * temp * inv
+	return total, notFinite(name, total)
+}
+
+// MSE is the mean squared error between the student's and the teacher's logits, averaged
+// over all N·C values (PyTorch's nn.MSELoss with the default mean reduction).
+type MSE struct{}
+
+// NeedsLabels reports false: the loss reads the teacher's logits.
+func (MSE) NeedsLabels() bool { return false }
+
+// Value implements Loss. The gradient is 2(x − t)/(N·C).
+func (MSE) Value(logits []float32, classes int, t Target, grad []float32) (float64, error) {
+	const name = "MSE loss"
+	if _, err := checkShape(name, logits, classes, grad); err != nil {
+		return 0, err
+	}
+	if err := checkTeacher(name, t.Teacher, len(logits)); err != nil {
+		return 0, err
+	}
+	inv := 1 / float64(len(logits))
+	var total float64
+	for i, v := range logits {
+		d := float64(v) - float64(t.Teacher[i])
+		total += d * d
+		if grad != nil {
+			grad[i] = float32(2 * d * inv)
+		}
+	}
+	total *= inv
+	return total, notFinite(name, total)
+}

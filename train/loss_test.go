@@ -1,0 +1,173 @@
+package train
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+type lossCase struct {
+	name string
+	loss Loss
+	key  string
+}
+
+var lossCases = []lossCase{
+	{"cross-entropy", CrossEntropy{}, "ce"},
+	{"squared hinge", SquaredHinge{}, "hinge"},
+	{"distillation T=1", Distillation{}, "kd1"},
+	{"distillation T=4", Distillation{Temperature: 4}, "kd4"},
+	{"mse", MSE{}, "mse"},
+}
+
+// TestLossesMatchPyTorch compares values and gradients with torch's loss modules and
+// autograd (testdata/make_fixtures.py), computed in float64 from the same float32 logits.
+func TestLossesMatchPyTorch(t *testing.T) {
+	logits := to32(fixture64(t, "losses.npz", "logits"))
+	teacher := to32(fixture64(t, "losses.npz", "teacher"))
+	var labels []int64
+	fixture(t, "losses.npz", "labels", &labels)
+	const classes = 5
+	for _, c := range lossCases {
+		t.Run(c.name, func(t *testing.T) {
+			want := fixture64(t, "losses.npz", c.key+"_value")[0]
+			wantGrad := fixture64(t, "losses.npz", c.key+"_grad")
+			grad := make([]float32, len(logits))
+			got, err := c.loss.Value(logits, classes, Target{Labels: labels, Teacher: teacher}, grad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e := relErr(got, want, 1e-300); e > 1e-12 {
+				t.Errorf("loss %.17g, PyTorch %.17g (relative error %.3g)", got, want, e)
+			}
+			// The gradient is rounded to float32 once.
+			for i := range grad {
+				if e := relErr(float64(grad[i]), wantGrad[i], 1e-30); e > 1e-7 {
+					t.Errorf("grad[%d] = %.9g, PyTorch %.9g", i, grad[i], wantGrad[i])
+				}
+			}
+			// Without a gradient buffer the value is the same.
+			v, err := c.loss.Value(logits, classes, Target{Labels: labels, Teacher: teacher}, nil)
+			if err != nil || v != got {
+				t.Errorf("value without gradient %v (%v), with %v", v, err, got)
+			}
+		})
+	}
+}
+
+// TestLossGradientsFiniteDifferences checks each gradient against central differences of
+// the loss, on random logits (some hinge margins active, some not) at several batch sizes.
+func TestLossGradientsFiniteDifferences(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, c := range lossCases {
+		for _, shape := range [][2]int{{1, 2}, {3, 4}, {8, 10}} {
+			n, classes := shape[0], shape[1]
+			logits := make([]float32, n*classes)
+			teacher := make([]float32, n*classes)
+			labels := make([]int64, n)
+			for i := range logits {
+				logits[i] = float32(r.NormFloat64() * 1.5)
+				teacher[i] = float32(r.NormFloat64() * 1.5)
+			}
+			for i := range labels {
+				labels[i] = int64(r.IntN(classes))
+			}
+			tg := Target{Labels: labels, Teacher: teacher}
+			grad := make([]float32, len(logits))
+			if _, err := c.loss.Value(logits, classes, tg, grad); err != nil {
+				t.Fatal(err)
+			}
+			// float32 logits: the step must be exactly representable around each value and
+			// large against float32 rounding of the inputs.
+			const h = 1.0 / 1024
+			for i := range logits {
+				x := logits[i]
+				logits[i] = x + h
+				up, _ := c.loss.Value(logits, classes, tg, nil)
+				logits[i] = x - h
+				down, _ := c.loss.Value(logits, classes, tg, nil)
+				logits[i] = x
+				fd := (up - down) / (2 * h)
+				if math.Abs(fd-float64(grad[i])) > 1e-5+1e-4*math.Abs(fd) {
+					t.Errorf("%s %dx%d: grad[%d] = %.7g, finite difference %.7g", c.name, n, classes, i, grad[i], fd)
+				}
+			}
+		}
+	}
+}
+
+// TestLossHandComputed checks a few values worked out by hand.
+func TestLossHandComputed(t *testing.T) {
+	// Equal logits: cross-entropy log C.
+	ce, _ := CrossEntropy{}.Value([]float32{0, 0, 0, 0}, 4, Target{Labels: []int64{2}}, nil)
+	if math.Abs(ce-math.Log(4)) > 1e-15 {
+		t.Errorf("cross-entropy of equal logits %v, want log 4", ce)
+	}
+	// Hinge, x = [1, 0, 0.5], y = 0: terms max(0, 1−1+0)² = 0 and max(0, 1−1+0.5)² = 0.25,
+	// divided by C = 3.
+	hg, _ := SquaredHinge{}.Value([]float32{1, 0, 0.5}, 3, Target{Labels: []int64{0}}, nil)
+	if math.Abs(hg-0.25/3) > 1e-15 {
+		t.Errorf("hinge %v, want %v", hg, 0.25/3)
+	}
+	// Distillation from itself is zero at any temperature.
+	x := []float32{0.3, -1, 2, 0.5, 0.5, 0.5}
+	kd, _ := Distillation{Temperature: 3}.Value(x, 3, Target{Teacher: x}, nil)
+	if math.Abs(kd) > 1e-15 {
+		t.Errorf("distillation from itself %v, want 0", kd)
+	}
+	mse, _ := MSE{}.Value([]float32{1, 2}, 2, Target{Teacher: []float32{0, 0}}, nil)
+	if mse != 2.5 {
+		t.Errorf("mse %v, want 2.5", mse)
+	}
+}
+
+func TestLossErrors(t *testing.T) {
+	x := []float32{1, 2, 3, 4, 5, 6}
+	for _, c := range []struct {
+		loss    Loss
+		classes int
+		tg      Target
+		grad    []float32
+		want    string
+	}{
+		{CrossEntropy{}, 4, Target{Labels: []int64{0}}, nil, "do not form"},
+		{CrossEntropy{}, 3, Target{}, nil, "labelled data"},
+		{CrossEntropy{}, 3, Target{Labels: []int64{0, 3}}, nil, "outside the model's 3 classes"},
+		{SquaredHinge{}, 3, Target{Labels: []int64{0, -1}}, nil, "outside"},
+		{CrossEntropy{}, 3, Target{Labels: []int64{0, 1}}, make([]float32, 5), "gradient buffer"},
+		{Distillation{}, 3, Target{Labels: []int64{0, 1}}, nil, "teacher"},
+		{Distillation{Temperature: -1}, 3, Target{Teacher: x}, nil, "temperature"},
+		{MSE{}, 3, Target{Teacher: x[:3]}, nil, "teacher"},
+		{CrossEntropy{}, 3, Target{Labels: []int64{0, 1}}, nil, ""},
+	} {
+		_, err := c.loss.Value(x, c.classes, c.tg, c.grad)
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%T: %v", c.loss, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%T: error %v, want one containing %q", c.loss, err, c.want)
+		}
+	}
+	nan := []float32{float32(math.NaN()), 0}
+	if _, err := (CrossEntropy{}).Value(nan, 2, Target{Labels: []int64{0}}, nil); err == nil || !strings.Contains(err.Error(), "NaN") {
+		t.Errorf("NaN logits: error %v", err)
+	}
+}
+
+func TestLossAllocations(t *testing.T) {
+	x := make([]float32, 256*10)
+	g := make([]float32, len(x))
+	y := make([]int64, 256)
+	for _, c := range lossCases {
+		allocs := testing.AllocsPerRun(10, func() {
+			_, _ = c.loss.Value(x, 10, Target{Labels: y, Teacher: x}, g)
+		})
+		if allocs != 0 {
+			t.Errorf("%s allocates %v times per call", c.name, allocs)
+		}
+	}
+}
