@@ -11,7 +11,8 @@ import (
 // forward plus backward step allocates only the handful of closures handed to
 // Context.Parallel: the count is small and does not grow with the batch. The products
 // stay below the size at which gonum's Sgemm spawns goroutines, so that only the
-// kernels' own allocations are counted.
+// kernels' own allocations are counted (gonum's BLAS: calls into OpenBLAS through purego
+// allocate on their own).
 func TestNNSteadyStateAllocations(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -67,7 +68,7 @@ func TestNNSteadyStateAllocations(t *testing.T) {
 				in := c.in(r, batch)
 				n := nntNode(c.op, c.opset, len(in), c.nOut, c.attrs...)
 				k := nntBuild(t, n)
-				ctx := nntCtx(1)
+				ctx := nntGoCtx(1)
 				outs := nntRun(t, k, ctx, in)
 				gout := make([]*Tensor, len(outs))
 				for j, o := range outs {

@@ -212,7 +212,7 @@ func TestConvForwardMatchesDirect(t *testing.T) {
 				r := rand.New(rand.NewPCG(1, 2))
 				n, strides, dil, pads := c.node(11)
 				in := c.inputs(r)
-				out := nntRun(t, nntBuild(t, n), nntCtx(workers), in)
+				out := nntRun(t, nntBuild(t, n), nntCtx(t, workers), in)
 				var b []float64
 				if c.bias {
 					b = nnt64(in[2].F)
@@ -306,7 +306,7 @@ func TestConvTransposeForwardMatchesScatter(t *testing.T) {
 			r := rand.New(rand.NewPCG(3, 4))
 			n, strides, dil, pads, outPad := c.node()
 			in := c.inputs(r)
-			out := nntRun(t, nntBuild(t, n), nntCtx(2), in)
+			out := nntRun(t, nntBuild(t, n), nntCtx(t, 2), in)
 			var b []float64
 			if c.bias {
 				b = nnt64(in[2].F)

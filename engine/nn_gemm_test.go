@@ -98,7 +98,7 @@ func TestGemmForward(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(5, 6))
 			in := c.inputs(r)
-			out := nntRun(t, nntBuild(t, c.node()), nntCtx(2), in)
+			out := nntRun(t, nntBuild(t, c.node()), nntCtx(t, 2), in)
 			var cv []float64
 			if c.c != nil {
 				cv = nnt64(in[2].F)
@@ -185,7 +185,7 @@ func TestMatMulForward(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(8, 9))
 			in := []*Tensor{nntRand(r, c.a, -1, 1), nntRand(r, c.b, -1, 1)}
-			out := nntRun(t, nntBuild(t, nntNode("MatMul", 13, 2, 1)), nntCtx(2), in)
+			out := nntRun(t, nntBuild(t, nntNode("MatMul", 13, 2, 1)), nntCtx(t, 2), in)
 			want, shape := refMatMul(nnt64(in[0].F), c.a, nnt64(in[1].F), c.b)
 			if !nnShapeEq(out[0].Shape, shape) {
 				t.Fatalf("shape %v, want %v", out[0].Shape, shape)

@@ -8,6 +8,7 @@ import (
 	"gonum.org/v1/gonum/blas/gonum"
 	"google.golang.org/protobuf/proto"
 
+	qblas "github.com/qtool/qtool/engine/blas"
 	"github.com/qtool/qtool/onnxio/onnxpb"
 )
 
@@ -60,7 +61,19 @@ func nntBuild(t testing.TB, n *Node) Kernel {
 	return k
 }
 
-func nntCtx(workers int) *Context {
+// nntCtx returns a context with the BLAS that QTOOL_BLAS selects (auto: OpenBLAS when
+// installed), so that the tests check the kernels on either backend.
+func nntCtx(tb testing.TB, workers int) *Context {
+	tb.Helper()
+	bl, _, err := qblas.Select(qblas.ModeFromEnv())
+	if err != nil {
+		tb.Fatalf("blas: %v", err)
+	}
+	return &Context{BLAS: bl, Workers: workers}
+}
+
+// nntGoCtx returns a context with gonum's pure-Go BLAS.
+func nntGoCtx(workers int) *Context {
 	return &Context{BLAS: gonum.Implementation{}, Workers: workers}
 }
 
@@ -192,7 +205,7 @@ func nntGradCheck(t *testing.T, c nntGradCase) {
 		n.Proto.Input = append(n.Proto.Input, string(rune('a'+i)))
 	}
 	k := nntBuild(t, n)
-	ctx := nntCtx(2)
+	ctx := nntCtx(t, 2)
 	ctx.Training = c.training
 	outs := nntRun(t, k, ctx, in)
 	lossOuts := c.lossOuts

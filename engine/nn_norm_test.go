@@ -59,7 +59,7 @@ func TestBatchNormInference(t *testing.T) {
 				r := rand.New(rand.NewPCG(21, 22))
 				in := bnInputs(r, shape)
 				n := nntNode("BatchNormalization", opset, 5, 1, nntFloat("epsilon", 1e-2))
-				out := nntRun(t, nntBuild(t, n), nntCtx(2), in)
+				out := nntRun(t, nntBuild(t, n), nntCtx(t, 2), in)
 				want := refBatchNorm(nnt64(in[0].F), shape, nnt64(in[1].F), nnt64(in[2].F), nnt64(in[3].F), nnt64(in[4].F), float64(float32(1e-2)))
 				nntClose(t, "Y", out[0].F, want, 1e-5, 1e-5)
 			})
@@ -75,7 +75,7 @@ func TestBatchNormTrainingMode(t *testing.T) {
 	in := bnInputs(r, shape)
 	const mom = 0.8
 	n := nntNode("BatchNormalization", 15, 5, 3, nntInt("training_mode", 1), nntFloat("momentum", mom))
-	out := nntRun(t, nntBuild(t, n), nntCtx(2), in)
+	out := nntRun(t, nntBuild(t, n), nntCtx(t, 2), in)
 	x := nnt64(in[0].F)
 	mean, pvar := refChannelStats(x, shape)
 	want := refBatchNorm(x, shape, nnt64(in[1].F), nnt64(in[2].F), mean, pvar, float64(float32(1e-5)))
@@ -99,7 +99,7 @@ func TestBatchNormContextTraining(t *testing.T) {
 			rm0, rv0 := nnt64(in[3].F), nnt64(in[4].F)
 			const mom = 0.9
 			n := nntNode("BatchNormalization", 9, 5, 1, nntFloat("momentum", mom))
-			ctx := nntCtx(2)
+			ctx := nntCtx(t, 2)
 			ctx.Training = true
 			out := nntRun(t, nntBuild(t, n), ctx, in)
 			x := nnt64(in[0].F)
@@ -197,7 +197,7 @@ func TestLayerNormForward(t *testing.T) {
 			r := rand.New(rand.NewPCG(31, 32))
 			in := lnInputs(r, c.shape, c.axis, true)
 			n := nntNode("LayerNormalization", 17, 3, 3, nntInt("axis", int64(c.axis)), nntFloat("epsilon", 0.1))
-			out := nntRun(t, nntBuild(t, n), nntCtx(2), in)
+			out := nntRun(t, nntBuild(t, n), nntCtx(t, 2), in)
 			y, mean, inv := refLayerNorm(nnt64(in[0].F), in[1].Len(), nnt64(in[1].F), nnt64(in[2].F), float64(float32(0.1)))
 			nntClose(t, "Y", out[0].F, y, 1e-5, 1e-5)
 			nntClose(t, "Mean", out[1].F, mean, 1e-6, 1e-5)
@@ -237,7 +237,7 @@ func TestInstanceNorm(t *testing.T) {
 			r := rand.New(rand.NewPCG(33, 34))
 			in := gen(r)
 			n := nntNode("InstanceNormalization", 6, 3, 1, nntFloat("epsilon", 1e-2))
-			out := nntRun(t, nntBuild(t, n), nntCtx(2), in)
+			out := nntRun(t, nntBuild(t, n), nntCtx(t, 2), in)
 			// Instance norm is layer norm over each (n, c) plane with per-channel affine.
 			inner := numel(shape[2:])
 			x := nnt64(in[0].F)
@@ -301,7 +301,7 @@ func TestOldOpsetConformanceData(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				out := nntRun(t, k, nntCtx(2), in)
+				out := nntRun(t, k, nntCtx(t, 2), in)
 				if !nnShapeEq(out[0].Shape, nntDims(want.Dims)) {
 					t.Fatalf("shape %v, want %v", out[0].Shape, want.Dims)
 				}
