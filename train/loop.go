@@ -1,0 +1,291 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/qtool/qtool/engine"
+)
+
+// Batcher iterates over a data set in mini-batches; *calib.Batches implements it. Shuffling
+// and its seed belong to the Batcher.
+type Batcher interface {
+	// Next reads the next batch, returning false at the end of the epoch or on an error.
+	Next() bool
+	// X returns the current batch's samples in the model's input layout.
+	X() []float32
+	// Shape returns the shape of X, batch dimension first.
+	Shape() []int64
+	// Y returns the current batch's labels: nil, or -1 for each sample, without labels.
+	Y() []int64
+	// Reset starts the next epoch.
+	Reset()
+	// Err returns the error that stopped the iteration, if any.
+	Err() error
+}
+
+// ErrStop is returned by an epoch callback to end training early without error.
+var ErrStop = errors.New("train: stop")
+
+// Options configures Fit.
+type Options struct {
+	// Epochs is the number of passes over the data.
+	Epochs int
+	// Loss is the training loss; nil means CrossEntropy.
+	Loss Loss
+	// Optimizer updates the trainable parameters; nil means Adam with PyTorch's defaults.
+	Optimizer Optimizer
+	// Schedule gives each step's learning rate; nil means Constant{LR: 1e-3}.
+	Schedule Schedule
+	// Teacher computes the teacher logits for losses that need them (Distillation, MSE) and is
+	// the reference for agreement in evaluation. It must be a graph other than the one
+	// trained; it runs in inference mode.
+	Teacher *engine.Graph
+	// Engine carries the BLAS implementation and worker count of every run; nil means
+	// the graphs' Options. Fit runs the graph in training mode whatever Engine.Training says.
+	Engine *engine.Context
+	// Seed seeds the random stream Dropout draws from when Engine has no Rand.
+	Seed uint64
+	// GradHook, when set, is called after each backward pass and before the optimizer step,
+	// with the step number counted from StartStep. It may change the parameters' gradients
+	// in place; this is where ADMM adds λ + ρ(x − y) to them. An error ends training before
+	// the update, leaving the parameters as they were.
+	GradHook func(step int) error
+	// EpochEnd, when set, is called after each epoch (and its evaluation). It may change the
+	// parameters (ADMM's y- and λ-updates run here). Returning ErrStop ends training early
+	// without error; another error ends it with that error.
+	EpochEnd func(r EpochReport) error
+	// Eval, when set, is evaluated after each epoch and its metrics put into the report.
+	Eval Batcher
+	// StartEpoch and StartStep number the first epoch and step, for a run that continues an
+	// earlier one (they feed the Schedule and the callbacks).
+	StartEpoch, StartStep int
+}
+
+// EpochReport describes one finished epoch.
+type EpochReport struct {
+	// Epoch is the epoch's number, from Options.StartEpoch.
+	Epoch int
+	// Steps is the number of steps taken so far, including Options.StartStep.
+	Steps int
+	// Loss is the mean training loss over the epoch's samples (measured during the epoch,
+	// as the parameters changed).
+	Loss float64
+	// LR is the learning rate of the epoch's last step.
+	LR float64
+	// Eval holds the held-out metrics when Options.Eval is set.
+	Eval *Metrics
+}
+
+// Result summarises a Fit call.
+type Result struct {
+	// Epochs is the number of epochs completed, Steps the number of optimizer steps taken
+	// (both excluding the Start offsets).
+	Epochs, Steps int
+	// Last is the report of the last completed epoch; zero when none completed.
+	Last EpochReport
+	// Stopped reports that EpochEnd returned ErrStop.
+	Stopped bool
+}
+
+// Fit trains g on data for o.Epochs epochs: for each batch a training-mode forward pass, the
+// loss on the first output (logits [batch, classes]), the backward pass, GradHook, and the
+// optimizer step with the Schedule's learning rate.
+//
+// Cancelling ctx stops training between two steps, never during an update, so the
+// parameters and the optimizer state are those after the last completed step; Fit then
+// returns the partial Result and ctx's error. Any other error also leaves them after the last
+// completed step.
+//
+// With the same seed, data order, options and Engine.Workers, two runs give bit-identical
+// parameters.
+func Fit(ctx context.Context, g *engine.Graph, data Batcher, o Options) (Result, error) {
+	var res Result
+	if o.Loss == nil {
+		o.Loss = CrossEntropy{}
+	}
+	if o.Optimizer == nil {
+		o.Optimizer = NewAdam(AdamOptions{})
+	}
+	if o.Schedule == nil {
+		o.Schedule = Constant{LR: 1e-3}
+	}
+	if !o.Loss.NeedsLabels() && o.Teacher == nil {
+		return res, fmt.Errorf("train: the %T loss compares with a teacher model's logits, but no teacher was given", o.Loss)
+	}
+	if o.Teacher == g {
+		return res, fmt.Errorf("train: the teacher must be a separate graph from the one trained")
+	}
+	run := engine.Context{Training: true}
+	if o.Engine != nil {
+		run = *o.Engine
+		run.Training, run.NoGrad = true, false
+	}
+	if run.Rand == nil {
+		run.Rand = rand.New(rand.NewPCG(o.Seed, 0x747261696e)) // stream "train"
+	}
+	teach := run
+	teach.Training, teach.NoGrad = false, true
+
+	trainable := false
+	for _, p := range g.Params() {
+		trainable = trainable || p.Trainable
+	}
+	if !trainable {
+		return res, fmt.Errorf("train: no parameter is trainable: call Graph.SetTrainable first")
+	}
+
+	var st stepper
+	st.init(g)
+	step := o.StartStep
+	for e := range o.Epochs {
+		epoch := o.StartEpoch + e
+		var sum float64
+		var samples int
+		var lr float64
+		for {
+			if err := ctx.Err(); err != nil {
+				return res, fmt.Errorf("train: epoch %d step %d: %w", epoch, step, err)
+			}
+			if !data.Next() {
+				break
+			}
+			lr = o.Schedule.Rate(step, epoch)
+			loss, n, err := st.step(&run, &teach, g, o, data, step, lr)
+			if err != nil {
+				return res, fmt.Errorf("train: epoch %d step %d: %w", epoch, step, err)
+			}
+			sum += loss * float64(n)
+			samples += n
+			step++
+			res.Steps++
+		}
+		if err := data.Err(); err != nil {
+			return res, fmt.Errorf("train: epoch %d: reading data: %w", epoch, err)
+		}
+		data.Reset()
+		if samples == 0 {
+			return res, fmt.Errorf("train: epoch %d: the data gave no batch", epoch)
+		}
+		rep := EpochReport{Epoch: epoch, Steps: step, Loss: sum / float64(samples), LR: lr}
+		if o.Eval != nil {
+			m, err := Evaluate(ctx, g, o.Eval, EvalOptions{Loss: o.Loss, Reference: o.Teacher, Engine: o.Engine})
+			if err != nil {
+				return res, fmt.Errorf("train: epoch %d: %w", epoch, err)
+			}
+			rep.Eval = &m
+		}
+		res.Epochs++
+		res.Last = rep
+		if o.EpochEnd != nil {
+			if err := o.EpochEnd(rep); err != nil {
+				if errors.Is(err, ErrStop) {
+					res.Stopped = true
+					return res, nil
+				}
+				return res, fmt.Errorf("train: epoch %d: %w", epoch, err)
+			}
+		}
+	}
+	return res, nil
+}
+
+// stepper holds the buffers one training step reuses.
+type stepper struct {
+	in    engine.Tensor
+	shape []int
+	gout  engine.Tensor
+	gouts []*engine.Tensor
+}
+
+func (s *stepper) init(g *engine.Graph) {
+	s.in.DType = engine.Float32
+	s.gout.DType = engine.Float32
+	s.gouts = make([]*engine.Tensor, len(g.Outputs()))
+	s.gouts[0] = &s.gout
+}
+
+// input wraps the batcher's current batch as a tensor without copying.
+func (s *stepper) input(data Batcher) (*engine.Tensor, int) {
+	sh := data.Shape()
+	s.shape = s.shape[:0]
+	for _, d := range sh {
+		s.shape = append(s.shape, int(d))
+	}
+	s.in.Shape, s.in.F = s.shape, data.X()
+	return &s.in, s.shape[0]
+}
+
+// logits checks the model's first output is [batch, classes] and returns the classes.
+func logits(g *engine.Graph, outs []*engine.Tensor, n int) (*engine.Tensor, int, error) {
+	if len(outs) == 0 {
+		return nil, 0, fmt.Errorf("the model has no output")
+	}
+	y := outs[0]
+	if y.DType != engine.Float32 || len(y.Shape) != 2 || y.Shape[0] != n {
+		return nil, 0, fmt.Errorf("output %s has shape %v: training needs logits [batch=%d, classes]", g.Outputs()[0].Name, y.Shape, n)
+	}
+	return y, y.Shape[1], nil
+}
+
+func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, data Batcher, step int, lr float64) (float64, int, error) {
+	x, n := s.input(data)
+	tg := Target{Labels: data.Y()}
+	if o.Loss.NeedsLabels() {
+		if len(tg.Labels) != n || !labelled(tg.Labels) {
+			return 0, 0, fmt.Errorf("the %T loss needs labels, but the data has none: use a distillation loss with the full-precision model as teacher", o.Loss)
+		}
+	} else {
+		touts, err := o.Teacher.Forward(teach, x)
+		if err != nil {
+			return 0, 0, fmt.Errorf("teacher: %w", err)
+		}
+		t, _, err := logits(o.Teacher, touts, n)
+		if err != nil {
+			return 0, 0, fmt.Errorf("teacher: %w", err)
+		}
+		tg.Teacher = t.F
+	}
+	g.ZeroGrad()
+	outs, err := g.Forward(run, x)
+	if err != nil {
+		return 0, 0, err
+	}
+	y, classes, err := logits(g, outs, n)
+	if err != nil {
+		return 0, 0, err
+	}
+	if cap(s.gout.F) < len(y.F) {
+		s.gout.F = make([]float32, len(y.F))
+	}
+	s.gout.F = s.gout.F[:len(y.F)]
+	s.gout.Shape = y.Shape
+	loss, err := o.Loss.Value(y.F, classes, tg, s.gout.F)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := g.Backward(run, s.gouts...); err != nil {
+		return 0, 0, err
+	}
+	if o.GradHook != nil {
+		if err := o.GradHook(step); err != nil {
+			return 0, 0, fmt.Errorf("gradient hook: %w", err)
+		}
+	}
+	if err := o.Optimizer.Step(run, g.Params(), lr); err != nil {
+		return 0, 0, err
+	}
+	return loss, n, nil
+}
+
+// labelled reports whether every sample carries a label.
+func labelled(y []int64) bool {
+	for _, v := range y {
+		if v < 0 {
+			return false
+		}
+	}
+	return len(y) > 0
+}
