@@ -1,12 +1,13 @@
 package engine
 
-// convKernel is Conv as im2col + Sgemm. The batch is cut into chunks of items whose
-// column matrices sit side by side, so that each group's product is one large Sgemm
-// (which the BLAS parallelises internally) while im2col, col2im and the layout copies are
-// spread over the workers, one item each; calling the BLAS from several goroutines at
-// once instead makes OpenBLAS's own threads fight over the cores. 1×1 stride-1 unpadded
-// convolutions skip im2col, and depthwise convolutions (one input channel per group) run
-// as a direct loop, parallel over output planes forward and over batch items backward.
+// convKernel is Conv as im2col + Sgemm. The batch is cut into chunks of items: im2col
+// and col2im of a chunk's items run in parallel over the workers, then one goroutine
+// makes each item's products (the BLAS parallelises each product internally); calling
+// the BLAS from several goroutines at once instead makes OpenBLAS's own threads fight
+// over the cores. Products read and write the items' blocks in place through leading
+// dimensions, so no layout copies are needed. 1×1 stride-1 unpadded convolutions skip
+// im2col, and depthwise convolutions (one input channel per group) run as a direct loop,
+// parallel over output planes forward and over batch items backward.
 type convKernel struct {
 	n     *Node
 	win   nnWindow
@@ -14,7 +15,6 @@ type convKernel struct {
 
 	// Scratch, sized on first use and grown only when shapes grow.
 	col  []float32   // column matrices of a chunk
-	tmp  []float32   // a chunk's output (or output gradient) in [Mg, items·O] layout
 	gcol []float32   // column gradients of a chunk
 	gws  [][]float32 // depthwise weight-gradient partial sums of workers 1..
 }
@@ -25,7 +25,7 @@ type convKernel struct {
 // within the noise of a shared machine; 256 KiB was clearly slower).
 const nnColBudget = 1 << 19
 
-// chunk returns how many batch items to convolve with one Sgemm per group.
+// chunk returns how many batch items share one im2col pass.
 func (d *convDims) chunk() int {
 	per := max(1, d.Cg*d.g.kSize()*d.g.outSize())
 	return max(1, min(d.N, nnColBudget/per))
@@ -137,22 +137,26 @@ func (k *convKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	}
 	if d.depthwise {
 		k.forwardDepthwise(ctx, &d, in[0].F, in[1].F, out[0].F)
-	} else {
-		k.forwardGemm(ctx, &d, in[0].F, in[1].F, out[0].F)
-	}
-	if b != nil {
-		O := d.g.outSize()
-		y := out[0].F
-		ctx.Parallel(d.N*d.M, max(1, 16384/max(O, 1)), func(lo, hi int) {
-			for p := lo; p < hi; p++ {
-				bv := b.F[p%d.M]
-				yp := y[p*O : (p+1)*O]
-				for j := range yp {
-					yp[j] += bv
+		if b != nil {
+			O := d.g.outSize()
+			y := out[0].F
+			ctx.Parallel(d.N*d.M, max(1, 16384/max(O, 1)), func(lo, hi int) {
+				for p := lo; p < hi; p++ {
+					bv := b.F[p%d.M]
+					yp := y[p*O : (p+1)*O]
+					for j := range yp {
+						yp[j] += bv
+					}
 				}
-			}
-		})
+			})
+		}
+		return nil
 	}
+	var bias []float32
+	if b != nil {
+		bias = b.F
+	}
+	k.forwardGemm(ctx, &d, in[0].F, in[1].F, bias, out[0].F)
 	return nil
 }
 
@@ -176,44 +180,59 @@ func (k *convKernel) gatherCols(ctx *Context, d *convDims, x, col []float32, s, 
 	})
 }
 
-func (k *convKernel) forwardGemm(ctx *Context, d *convDims, x, w, y []float32) {
+// cols returns the column matrix of items s..s+cnt-1, group grp, and its row stride: the
+// image itself for a pointwise convolution (one item per chunk), else k.col filled by
+// gatherCols.
+func (k *convKernel) cols(ctx *Context, d *convDims, x []float32, s, cnt, grp int) ([]float32, int) {
+	isz, O := d.g.inSize(), d.g.outSize()
+	if d.pointwise {
+		return x[(s*d.C+grp*d.Cg)*isz : (s*d.C+(grp+1)*d.Cg)*isz], O
+	}
+	col := k.col[:d.Cg*d.g.kSize()*cnt*O]
+	k.gatherCols(ctx, d, x, col, s, cnt, grp)
+	return col, cnt * O
+}
+
+// chunkSize is d.chunk(), or 1 for pointwise convolutions, whose column matrix is the
+// image.
+func (d *convDims) chunkSize() int {
+	if d.pointwise {
+		return 1
+	}
+	return d.chunk()
+}
+
+func (k *convKernel) forwardGemm(ctx *Context, d *convDims, x, w, bias, y []float32) {
 	g := &d.g
-	isz, O := g.inSize(), g.outSize()
+	O := g.outSize()
 	CgK := d.Cg * g.kSize()
-	nb := d.chunk()
-	if !(d.pointwise && nb == 1) {
+	nb := d.chunkSize()
+	if !d.pointwise {
 		k.col = nnGrow(k.col, CgK*nb*O)
 	}
-	if nb > 1 {
-		k.tmp = nnGrow(k.tmp, d.Mg*nb*O)
+	beta := float32(0)
+	if bias != nil {
+		// Start from the bias and let Sgemm add the product: no separate bias pass.
+		beta = 1
+		ctx.Parallel(d.N*d.M, max(1, 16384/max(O, 1)), func(lo, hi int) {
+			for p := lo; p < hi; p++ {
+				bv := bias[p%d.M]
+				yp := y[p*O : (p+1)*O]
+				for j := range yp {
+					yp[j] = bv
+				}
+			}
+		})
 	}
 	for s := 0; s < d.N; s += nb {
 		cnt := min(nb, d.N-s)
-		L := cnt * O
 		for grp := 0; grp < k.group; grp++ {
 			wg := w[grp*d.Mg*CgK : (grp+1)*d.Mg*CgK]
-			var col []float32
-			if d.pointwise && cnt == 1 {
-				col = x[(s*d.C+grp*d.Cg)*isz : (s*d.C+(grp+1)*d.Cg)*isz]
-			} else {
-				col = k.col[:CgK*L]
-				k.gatherCols(ctx, d, x, col, s, cnt, grp)
+			col, ld := k.cols(ctx, d, x, s, cnt, grp)
+			for i := 0; i < cnt; i++ {
+				yo := ((s+i)*d.M + grp*d.Mg) * O
+				nnSgemmLD(ctx.BLAS, false, false, d.Mg, O, CgK, 1, wg, CgK, col[i*O:], ld, beta, y[yo:yo+d.Mg*O], O)
 			}
-			if cnt == 1 {
-				nnSgemm(ctx.BLAS, false, false, d.Mg, O, CgK, 1, wg, col, 0,
-					y[(s*d.M+grp*d.Mg)*O:(s*d.M+(grp+1)*d.Mg)*O])
-				continue
-			}
-			tmp := k.tmp[:d.Mg*L]
-			nnSgemm(ctx.BLAS, false, false, d.Mg, L, CgK, 1, wg, col, 0, tmp)
-			ctx.Parallel(cnt, 1, func(lo, hi int) {
-				for i := lo; i < hi; i++ {
-					for m := 0; m < d.Mg; m++ {
-						dst := ((s+i)*d.M + grp*d.Mg + m) * O
-						copy(y[dst:dst+O], tmp[m*L+i*O:m*L+(i+1)*O])
-					}
-				}
-			})
 		}
 	}
 }
@@ -283,69 +302,57 @@ func (k *convKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error 
 	isz, O := g.inSize(), g.outSize()
 	CgK := d.Cg * g.kSize()
 	w, x := in[1].F, in[0].F
-	nb := d.chunk()
-	k.col = nnGrow(k.col, CgK*nb*O)
-	if gx != nil {
-		k.gcol = nnGrow(k.gcol, CgK*nb*O)
-	}
-	if nb > 1 {
-		k.tmp = nnGrow(k.tmp, d.Mg*nb*O)
+	nb := d.chunkSize()
+	if !d.pointwise {
+		k.col = nnGrow(k.col, CgK*nb*O)
+		if gx != nil {
+			k.gcol = nnGrow(k.gcol, CgK*nb*O)
+		}
 	}
 	for s := 0; s < d.N; s += nb {
 		cnt := min(nb, d.N-s)
 		L := cnt * O
 		for grp := 0; grp < k.group; grp++ {
 			wg := w[grp*d.Mg*CgK : (grp+1)*d.Mg*CgK]
-			// The output gradient of the chunk in [Mg, cnt·O] layout.
-			gyt := gy.F[(s*d.M+grp*d.Mg)*O : (s*d.M+(grp+1)*d.Mg)*O]
-			if cnt > 1 {
-				gyt = k.tmp[:d.Mg*L]
-				ctx.Parallel(cnt, 1, func(lo, hi int) {
-					for i := lo; i < hi; i++ {
-						for m := 0; m < d.Mg; m++ {
-							src := ((s+i)*d.M + grp*d.Mg + m) * O
-							copy(gyt[m*L+i*O:m*L+(i+1)*O], gy.F[src:src+O])
-						}
-					}
-				})
-			}
 			if gw != nil {
-				var col []float32
-				if d.pointwise && cnt == 1 {
-					col = x[(s*d.C+grp*d.Cg)*isz : (s*d.C+(grp+1)*d.Cg)*isz]
-				} else {
-					col = k.col[:CgK*L]
-					k.gatherCols(ctx, &d, x, col, s, cnt, grp)
+				col, ld := k.cols(ctx, &d, x, s, cnt, grp)
+				for i := 0; i < cnt; i++ {
+					gyo := ((s+i)*d.M + grp*d.Mg) * O
+					nnSgemmLD(ctx.BLAS, false, true, d.Mg, CgK, O, 1, gy.F[gyo:gyo+d.Mg*O], O, col[i*O:], ld,
+						1, gw[grp*d.Mg*CgK:(grp+1)*d.Mg*CgK], CgK)
 				}
-				nnSgemm(ctx.BLAS, false, true, d.Mg, CgK, L, 1, gyt, col, 1, gw[grp*d.Mg*CgK:(grp+1)*d.Mg*CgK])
 			}
 			if gx == nil {
 				continue
 			}
-			if d.pointwise && cnt == 1 {
-				nnSgemm(ctx.BLAS, true, false, d.Cg, O, d.Mg, 1, wg, gyt, 1, gx[(s*d.C+grp*d.Cg)*isz:(s*d.C+(grp+1)*d.Cg)*isz])
+			if d.pointwise {
+				gyo := (s*d.M + grp*d.Mg) * O
+				nnSgemm(ctx.BLAS, true, false, d.Cg, O, d.Mg, 1, wg, gy.F[gyo:gyo+d.Mg*O], 1,
+					gx[(s*d.C+grp*d.Cg)*isz:(s*d.C+(grp+1)*d.Cg)*isz])
 				continue
 			}
 			gcol := k.gcol[:CgK*L]
-			nnSgemm(ctx.BLAS, true, false, CgK, L, d.Mg, 1, wg, gyt, 0, gcol)
-			ctx.Parallel(cnt, 1, func(lo, hi int) {
-				for i := lo; i < hi; i++ {
-					gxg := gx[((s+i)*d.C+grp*d.Cg)*isz : ((s+i)*d.C+(grp+1)*d.Cg)*isz]
-					if !d.pointwise {
-						nnCol2im(g, d.Cg, gcol[i*O:], gxg, L)
-						continue
-					}
-					for c := 0; c < d.Cg; c++ {
-						dst := gxg[c*O : (c+1)*O]
-						for j, v := range gcol[c*L+i*O : c*L+(i+1)*O] {
-							dst[j] += v
-						}
-					}
-				}
-			})
+			for i := 0; i < cnt; i++ {
+				gyo := ((s+i)*d.M + grp*d.Mg) * O
+				nnSgemmLD(ctx.BLAS, true, false, CgK, O, d.Mg, 1, wg, CgK, gy.F[gyo:gyo+d.Mg*O], O, 0, gcol[i*O:], L)
+			}
+			k.scatterCols(ctx, &d, gcol, gx, s, cnt, grp)
 		}
 	}
 	return nil
+}
+
+// scatterCols is the adjoint of gatherCols: it adds the column gradients of items
+// s..s+cnt-1, group grp, into their image gradients, in parallel over the items.
+func (k *convKernel) scatterCols(ctx *Context, d *convDims, gcol, gx []float32, s, cnt, grp int) {
+	g := &d.g
+	isz, L := g.inSize(), cnt*g.outSize()
+	ctx.Parallel(cnt, 1, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			gxg := gx[((s+i)*d.C+grp*d.Cg)*isz : ((s+i)*d.C+(grp+1)*d.Cg)*isz]
+			nnCol2im(g, d.Cg, gcol[i*g.outSize():], gxg, L)
+		}
+	})
 }
 
 // backwardDepthwise is the direct loop's adjoint, parallel over batch items; worker 0

@@ -255,6 +255,22 @@ func nnSgemm(bl blas.Float32, ta, tb bool, m, n, k int, alpha float32, a, b []fl
 	bl.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, max(n, 1))
 }
 
+// nnSgemmLD is nnSgemm with explicit leading dimensions, for operands that are blocks of
+// larger row-major matrices.
+func nnSgemmLD(bl blas.Float32, ta, tb bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	tA, tB := blas.NoTrans, blas.NoTrans
+	if ta {
+		tA = blas.Trans
+	}
+	if tb {
+		tB = blas.Trans
+	}
+	bl.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
 // nnWorkers returns how many per-worker slots to split n independent items over.
 func nnWorkers(ctx *Context, n int) int {
 	return max(1, min(ctx.Workers, n))
