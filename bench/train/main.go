@@ -1,0 +1,417 @@
+// Command train times qtool training steps (forward, backward, Adam update through
+// train.Fit) side by side with PyTorch on the same architectures, and measures the memory
+// of training the paper's MLP.
+//
+// Models: mlp is the paper's MLP 784-4096-4096-4096-10 with BatchNorm and Dropout, built
+// here with random weights; cnn and resnet are testmodels/fmnist-cnn.onnx and
+// fmnist-resnet.onnx. Every float initializer except BatchNorm's running statistics is
+// trained. PyTorch runs the same architectures (torch_step.py, which imports them from
+// testmodels/make.py) with torch.set_num_threads(2) in the same run.
+//
+//	go run ./bench/train                            # table for all models, OpenBLAS and pure Go
+//	go run ./bench/train -models mlp -blas openblas
+//	/usr/bin/time -v go run ./bench/train -rss      # peak RSS of MLP training (see -rss)
+//
+// Step times are medians over -steps steps after -warmup steps. GFLOP/s counts 3× the
+// forward multiply-adds ×2 of Conv and Gemm layers (the usual estimate of a training step),
+// the same count for both engines. Speed-up is PyTorch's step time over qtool's: above 1,
+// qtool is faster.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	gblas "gonum.org/v1/gonum/blas"
+
+	"github.com/qtool/qtool/engine"
+	"github.com/qtool/qtool/engine/blas"
+	"github.com/qtool/qtool/onnxio"
+	"github.com/qtool/qtool/onnxio/onnxpb"
+	"github.com/qtool/qtool/train"
+	"google.golang.org/protobuf/proto"
+)
+
+func main() {
+	var (
+		models  = flag.String("models", "mlp,cnn,resnet", "comma-separated models: mlp, cnn, resnet")
+		modes   = flag.String("blas", "openblas,go", "comma-separated BLAS modes to time qtool with (openblas, go, auto)")
+		batch   = flag.Int("batch", 256, "batch size")
+		steps   = flag.Int("steps", 10, "timed steps per measurement")
+		warmup  = flag.Int("warmup", 2, "untimed steps before timing (the first one plans the graph)")
+		width   = flag.Int("width", 4096, "hidden width of the mlp")
+		python  = flag.String("python", "/usr/bin/python3", "Python with PyTorch for the comparison; empty skips PyTorch")
+		threads = flag.Int("threads", 2, "PyTorch threads (torch.set_num_threads) and qtool workers")
+		dir     = flag.String("testmodels", "", "folder of fmnist-cnn.onnx and fmnist-resnet.onnx (default: testmodels next to this program's module)")
+		cpuprof = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+		rss     = flag.Bool("rss", false, "only train the mlp for -warmup+-steps steps with the first -blas mode and print the step times; run under /usr/bin/time -v to read the peak RSS")
+	)
+	flag.Parse()
+	if *cpuprof != "" {
+		f, err := os.Create(*cpuprof)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench/train:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "bench/train:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
+	if err := run(*models, *modes, *batch, *steps, *warmup, *width, *python, *threads, *dir, *rss); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/train:", err)
+		pprof.StopCPUProfile()
+		os.Exit(1)
+	}
+}
+
+func run(models, modes string, batch, steps, warmup, width int, python string, threads int, dir string, rss bool) error {
+	if dir == "" {
+		d, err := testmodelsDir()
+		if err != nil {
+			return err
+		}
+		dir = d
+	}
+	if rss {
+		mode := strings.Split(modes, ",")[0]
+		impl, info, err := blas.Select(mode)
+		if err != nil {
+			return err
+		}
+		ms, err := timeQtool("mlp", dir, width, batch, steps, warmup, impl, threads, true)
+		if err != nil {
+			return err
+		}
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		fmt.Printf("mlp %d-%d×3-10 batch %d, %s: %.1f ms/step; Go heap in use %.0f MiB, obtained from the OS %.0f MiB\n",
+			784, width, batch, info.Name, ms, float64(m.HeapInuse)/(1<<20), float64(m.Sys)/(1<<20))
+		return nil
+	}
+	type row struct {
+		model, blas      string
+		ms, torchMS      float64
+		flops            float64
+		torchOK, flopsOK bool
+	}
+	var rows []row
+	torch := map[string]torchResult{}
+	if python != "" {
+		var err error
+		torch, err = runTorch(python, models, batch, steps, warmup, threads)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench/train: PyTorch comparison skipped:", err)
+		}
+	}
+	for _, model := range strings.Split(models, ",") {
+		for _, mode := range strings.Split(modes, ",") {
+			impl, info, err := blas.Select(mode)
+			if err != nil {
+				return err
+			}
+			ms, err := timeQtool(model, dir, width, batch, steps, warmup, impl, threads, false)
+			if err != nil {
+				return err
+			}
+			r := row{model: model, blas: info.Name, ms: ms}
+			if t, ok := torch[model]; ok {
+				r.torchMS, r.torchOK = t.MS, true
+				r.flops, r.flopsOK = t.Flops, true
+			}
+			if model == "mlp" {
+				r.flops, r.flopsOK = mlpFlops(width, batch), true
+			}
+			rows = append(rows, r)
+			fmt.Fprintf(os.Stderr, "%s %s: %.1f ms/step\n", model, info.Name, ms)
+		}
+	}
+	fmt.Printf("training step (forward, backward, Adam), batch %d, %d threads, %s, GOMAXPROCS %d\n", batch, threads, runtime.Version(), runtime.GOMAXPROCS(0))
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "model\tqtool BLAS\tqtool ms\tqtool GFLOP/s\tPyTorch ms\tPyTorch GFLOP/s\tspeed-up vs PyTorch\t")
+	for _, r := range rows {
+		gf := func(ms float64) string {
+			if !r.flopsOK {
+				return "-"
+			}
+			return fmt.Sprintf("%.1f", r.flops/ms/1e6)
+		}
+		tms, tgf, ratio := "-", "-", "-"
+		if r.torchOK {
+			tms, tgf, ratio = fmt.Sprintf("%.1f", r.torchMS), gf(r.torchMS), fmt.Sprintf("%.2f", r.torchMS/r.ms)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t\n", r.model, r.blas, r.ms, gf(r.ms), tms, tgf, ratio)
+	}
+	return w.Flush()
+}
+
+// testmodelsDir finds the repository's testmodels folder from the working directory up.
+func testmodelsDir() (string, error) {
+	d, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return filepath.Join(d, "testmodels"), nil
+		}
+		up := filepath.Dir(d)
+		if up == d {
+			return "", fmt.Errorf("no go.mod above the working directory: run from the qtool repository or pass -testmodels")
+		}
+		d = up
+	}
+}
+
+// mlpFlops is 3 × 2 × the multiply-adds of the MLP's four Gemms.
+func mlpFlops(width, batch int) float64 {
+	macs := 784*width + 2*width*width + width*10
+	return 3 * 2 * float64(batch) * float64(macs)
+}
+
+type torchResult struct {
+	Model string  `json:"model"`
+	MS    float64 `json:"ms"`
+	Flops float64 `json:"flops"`
+	Torch string  `json:"torch"`
+}
+
+func runTorch(python, models string, batch, steps, warmup, threads int) (map[string]torchResult, error) {
+	script, err := filepath.Abs(filepath.Join(filepath.Dir(must(testmodelsDir())), "bench", "train", "torch_step.py"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(python, script, "--model", models, "--batch", fmt.Sprint(batch),
+		"--steps", fmt.Sprint(steps), "--warmup", fmt.Sprint(warmup), "--threads", fmt.Sprint(threads))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w: %s", python, script, err, strings.TrimSpace(stderr.String()))
+	}
+	res := map[string]torchResult{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		var r torchResult
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("%s: bad output line %q: %w", script, sc.Text(), err)
+		}
+		res[r.Model] = r
+		fmt.Fprintf(os.Stderr, "%s PyTorch %s: %.1f ms/step\n", r.Model, r.Torch, r.MS)
+	}
+	return res, nil
+}
+
+func must(s string, err error) string {
+	if err != nil {
+		return "."
+	}
+	return s
+}
+
+// loadModel returns the model to train and the shape of one sample.
+func loadModel(name, dir string, width int) (*onnxio.Model, []int64, error) {
+	switch name {
+	case "mlp":
+		return paperMLP(width), []int64{784}, nil
+	case "cnn", "resnet":
+		path := filepath.Join(dir, "fmnist-"+name+".onnx")
+		m, err := onnxio.Load(path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w (make it with testmodels/make.py)", err)
+		}
+		return m, []int64{1, 28, 28}, nil
+	}
+	return nil, nil, fmt.Errorf("unknown model %q: use mlp, cnn or resnet", name)
+}
+
+// trainableNames lists every float initializer except BatchNormalization's running
+// statistics, as PyTorch's model.parameters() does.
+func trainableNames(m *onnxio.Model) []string {
+	running := map[string]bool{}
+	for _, n := range m.Proto.GetGraph().GetNode() {
+		if n.GetOpType() == "BatchNormalization" && len(n.GetInput()) >= 5 {
+			running[n.GetInput()[3]], running[n.GetInput()[4]] = true, true
+		}
+	}
+	var names []string
+	for _, t := range m.Proto.GetGraph().GetInitializer() {
+		if onnxio.IsFloat(onnxio.DataType(t.GetDataType())) && !running[t.GetName()] && len(t.GetDims()) > 0 {
+			names = append(names, t.GetName())
+		}
+	}
+	return names
+}
+
+// timeQtool trains model for warmup+steps steps through train.Fit and returns the median
+// step time in milliseconds.
+func timeQtool(name, dir string, width, batch, steps, warmup int, impl gblas.Float32, threads int, quiet bool) (float64, error) {
+	m, sample, err := loadModel(name, dir, width)
+	if err != nil {
+		return 0, err
+	}
+	g, err := engine.Build(m, engine.Options{BLAS: impl, Workers: threads})
+	if err != nil {
+		return 0, err
+	}
+	if err := g.SetTrainable(trainableNames(m)...); err != nil {
+		return 0, err
+	}
+	// The graph holds its own copy of the weights; drop the model's so that peak memory is
+	// that of training.
+	m = nil
+	runtime.GC()
+	data := newFixedBatches(batch, sample, warmup+steps+1)
+	var stamps []time.Time
+	_, err = train.Fit(context.Background(), g, data, train.Options{
+		Epochs: 1, Optimizer: train.NewAdam(train.AdamOptions{}), Schedule: train.Constant{LR: 1e-3},
+		Engine: &engine.Context{BLAS: impl, Workers: threads}, Seed: 1,
+		// The hook runs at the same point of every step, between backward and update.
+		GradHook: func(int) error { stamps = append(stamps, time.Now()); return nil },
+	})
+	if err != nil {
+		return 0, err
+	}
+	var d []float64
+	for i := warmup + 1; i < len(stamps); i++ {
+		d = append(d, float64(stamps[i].Sub(stamps[i-1]))/1e6)
+	}
+	sort.Float64s(d)
+	if len(d) == 0 {
+		return 0, fmt.Errorf("no timed steps")
+	}
+	return d[len(d)/2], nil
+}
+
+// fixedBatches yields the same random batch (uniform [0,1) pixels, random labels) a fixed
+// number of times: a train.Batcher that costs nothing to read.
+type fixedBatches struct {
+	x        []float32
+	y        []int64
+	shape    []int64
+	n, count int
+}
+
+func newFixedBatches(batch int, sample []int64, count int) *fixedBatches {
+	r := rand.New(rand.NewPCG(1, 2))
+	size := 1
+	for _, d := range sample {
+		size *= int(d)
+	}
+	b := &fixedBatches{x: make([]float32, batch*size), y: make([]int64, batch), count: count,
+		shape: append([]int64{int64(batch)}, sample...)}
+	for i := range b.x {
+		b.x[i] = r.Float32()
+	}
+	for i := range b.y {
+		b.y[i] = int64(r.IntN(10))
+	}
+	return b
+}
+
+func (b *fixedBatches) Next() bool {
+	if b.n >= b.count {
+		return false
+	}
+	b.n++
+	return true
+}
+func (b *fixedBatches) X() []float32   { return b.x }
+func (b *fixedBatches) Y() []int64     { return b.y }
+func (b *fixedBatches) Shape() []int64 { return b.shape }
+func (b *fixedBatches) Reset()         { b.n = 0 }
+func (b *fixedBatches) Err() error     { return nil }
+
+// paperMLP builds the paper's MNIST network (testmodels/make.py's FMNISTMLP) at the given
+// width with PyTorch's default initialisation, U(−1/√in, 1/√in) for Linear layers: Dropout
+// 0.2, 3 × [Gemm, BatchNormalization, Relu, Dropout 0.5], Gemm, BatchNormalization.
+func paperMLP(width int) *onnxio.Model {
+	r := rand.New(rand.NewPCG(7, 8))
+	var nodes []*onnxpb.NodeProto
+	var inits []*onnxpb.TensorProto
+	attrF := func(name string, v float32) *onnxpb.AttributeProto {
+		return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_FLOAT.Enum(), F: proto.Float32(v)}
+	}
+	node := func(op string, in []string, out string, attrs ...*onnxpb.AttributeProto) {
+		nodes = append(nodes, &onnxpb.NodeProto{OpType: proto.String(op), Name: proto.String(op + "_" + out), Input: in, Output: []string{out}, Attribute: attrs})
+	}
+	fill := func(n int, v float32) []float32 {
+		s := make([]float32, n)
+		for i := range s {
+			s[i] = v
+		}
+		return s
+	}
+	dropout := func(in, out string, ratio float32) {
+		inits = append(inits, onnxio.FloatTensor(out+"_ratio", nil, []float32{ratio}))
+		node("Dropout", []string{in, out + "_ratio"}, out)
+	}
+	x := "input"
+	dropout(x, "drop0", 0.2)
+	x = "drop0"
+	sizes := []int{784, width, width, width, 10}
+	for l := 1; l < len(sizes); l++ {
+		in, out := sizes[l-1], sizes[l]
+		bound := 1 / math.Sqrt(float64(in))
+		w := make([]float32, in*out)
+		for i := range w {
+			w[i] = float32((2*r.Float64() - 1) * bound)
+		}
+		b := make([]float32, out)
+		for i := range b {
+			b[i] = float32((2*r.Float64() - 1) * bound)
+		}
+		p := fmt.Sprintf("fc%d", l)
+		inits = append(inits, onnxio.FloatTensor(p+".weight", []int64{int64(out), int64(in)}, w),
+			onnxio.FloatTensor(p+".bias", []int64{int64(out)}, b))
+		node("Gemm", []string{x, p + ".weight", p + ".bias"}, p,
+			&onnxpb.AttributeProto{Name: proto.String("transB"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(1)})
+		bn := fmt.Sprintf("bn%d", l)
+		inits = append(inits, onnxio.FloatTensor(bn+".weight", []int64{int64(out)}, fill(out, 1)),
+			onnxio.FloatTensor(bn+".bias", []int64{int64(out)}, fill(out, 0)),
+			onnxio.FloatTensor(bn+".running_mean", []int64{int64(out)}, fill(out, 0)),
+			onnxio.FloatTensor(bn+".running_var", []int64{int64(out)}, fill(out, 1)))
+		y := bn
+		if l == len(sizes)-1 {
+			y = "logits"
+		}
+		node("BatchNormalization", []string{p, bn + ".weight", bn + ".bias", bn + ".running_mean", bn + ".running_var"}, y,
+			attrF("epsilon", 1e-5), attrF("momentum", 0.9))
+		if l < len(sizes)-1 {
+			node("Relu", []string{y}, fmt.Sprintf("relu%d", l))
+			dropout(fmt.Sprintf("relu%d", l), fmt.Sprintf("drop%d", l), 0.5)
+			x = fmt.Sprintf("drop%d", l)
+		}
+	}
+	vi := func(name string, d int64) *onnxpb.ValueInfoProto {
+		return &onnxpb.ValueInfoProto{Name: proto.String(name), Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
+			TensorType: &onnxpb.TypeProto_Tensor{ElemType: proto.Int32(int32(onnxpb.TensorProto_FLOAT)), Shape: &onnxpb.TensorShapeProto{
+				Dim: []*onnxpb.TensorShapeProto_Dimension{
+					{Value: &onnxpb.TensorShapeProto_Dimension_DimParam{DimParam: "batch"}},
+					{Value: &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: d}},
+				}}}}}}
+	}
+	return &onnxio.Model{Name: fmt.Sprintf("paper-mlp-%d.onnx", width), Proto: &onnxpb.ModelProto{
+		IrVersion:   proto.Int64(8),
+		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(15)}},
+		Graph: &onnxpb.GraphProto{Name: proto.String("mlp"), Node: nodes, Initializer: inits,
+			Input: []*onnxpb.ValueInfoProto{vi("input", 784)}, Output: []*onnxpb.ValueInfoProto{vi("logits", 10)}},
+	}}
+}
