@@ -121,6 +121,7 @@ func (k *convTransposeKernel) dims(x, w []int, b *Tensor) (convTDims, error) {
 			return d, n.Errorf("output spatial size %d < 1 for input %v", g.in[j], x)
 		}
 	}
+	g.initRanges()
 	return d, nil
 }
 

@@ -23,9 +23,9 @@ func nnIm2col(g *nnGeom, C int, x, col []float32, ld int) {
 
 // nnGatherRow fills dst (one im2col row) for kernel offset (k0, k1, k2).
 func nnGatherRow(g *nnGeom, xc, dst []float32, k0, k1, k2 int) {
-	lo0, hi0 := g.validRange(0, k0)
-	lo1, hi1 := g.validRange(1, k1)
-	lo2, hi2 := g.validRange(2, k2)
+	lo0, hi0 := g.rng(0, k0)
+	lo1, hi1 := g.rng(1, k1)
+	lo2, hi2 := g.rng(2, k2)
 	out1, out2 := g.out[1], g.out[2]
 	in1, in2 := g.in[1], g.in[2]
 	s2 := g.s[2]
@@ -113,9 +113,9 @@ func nnCol2im(g *nnGeom, C int, col, x []float32, ld int) {
 
 // nnScatterRow adds src (one im2col row for kernel offset (k0, k1, k2)) into xc.
 func nnScatterRow(g *nnGeom, src, xc []float32, k0, k1, k2 int) {
-	lo0, hi0 := g.validRange(0, k0)
-	lo1, hi1 := g.validRange(1, k1)
-	lo2, hi2 := g.validRange(2, k2)
+	lo0, hi0 := g.rng(0, k0)
+	lo1, hi1 := g.rng(1, k1)
+	lo2, hi2 := g.rng(2, k2)
 	out1, out2 := g.out[1], g.out[2]
 	in1, in2 := g.in[1], g.in[2]
 	s2 := g.s[2]
@@ -145,9 +145,9 @@ func nnScatterRow(g *nnGeom, src, xc []float32, k0, k1, k2 int) {
 // output plane y (g.outSize()), the direct form of a convolution with one input channel
 // per output channel.
 func nnDepthwiseRow(g *nnGeom, w float32, xc, y []float32, k0, k1, k2 int) {
-	lo0, hi0 := g.validRange(0, k0)
-	lo1, hi1 := g.validRange(1, k1)
-	lo2, hi2 := g.validRange(2, k2)
+	lo0, hi0 := g.rng(0, k0)
+	lo1, hi1 := g.rng(1, k1)
+	lo2, hi2 := g.rng(2, k2)
 	out1, out2 := g.out[1], g.out[2]
 	in1, in2 := g.in[1], g.in[2]
 	s2 := g.s[2]
@@ -176,9 +176,9 @@ func nnDepthwiseRow(g *nnGeom, w float32, xc, y []float32, k0, k1, k2 int) {
 // nnDepthwiseBackRow is the adjoint of nnDepthwiseRow: it adds w·gy to the image
 // gradient gx and returns the gradient of w, Σ gy·x over the covered positions.
 func nnDepthwiseBackRow(g *nnGeom, w float32, xc, gy, gx []float32, k0, k1, k2 int) float32 {
-	lo0, hi0 := g.validRange(0, k0)
-	lo1, hi1 := g.validRange(1, k1)
-	lo2, hi2 := g.validRange(2, k2)
+	lo0, hi0 := g.rng(0, k0)
+	lo1, hi1 := g.rng(1, k1)
+	lo2, hi2 := g.rng(2, k2)
 	out1, out2 := g.out[1], g.out[2]
 	in1, in2 := g.in[1], g.in[2]
 	s2 := g.s[2]

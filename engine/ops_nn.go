@@ -39,6 +39,40 @@ type nnGeom struct {
 	d   [nnMaxSpatial]int
 	pb  [nnMaxSpatial]int // padding before
 	pe  [nnMaxSpatial]int // padding after
+
+	// validRange of every kernel offset, tabulated by initRanges when every kernel
+	// dimension is at most nnRangeK, so that the im2col loops do no division.
+	hasRanges bool
+	rlo, rhi  [nnMaxSpatial][nnRangeK]int32
+}
+
+// nnRangeK is the largest kernel dimension whose valid ranges nnGeom tabulates.
+const nnRangeK = 16
+
+// initRanges tabulates validRange for every kernel offset; call it once the geometry is
+// final.
+func (g *nnGeom) initRanges() {
+	g.hasRanges = false
+	for j := 0; j < nnMaxSpatial; j++ {
+		if g.k[j] > nnRangeK {
+			return
+		}
+	}
+	for j := 0; j < nnMaxSpatial; j++ {
+		for kj := 0; kj < g.k[j]; kj++ {
+			lo, hi := g.validRange(j, kj)
+			g.rlo[j][kj], g.rhi[j][kj] = int32(lo), int32(hi)
+		}
+	}
+	g.hasRanges = true
+}
+
+// rng is validRange, from the table when there is one.
+func (g *nnGeom) rng(j, kj int) (lo, hi int) {
+	if g.hasRanges {
+		return int(g.rlo[j][kj]), int(g.rhi[j][kj])
+	}
+	return g.validRange(j, kj)
 }
 
 func (g *nnGeom) inSize() int  { return g.in[0] * g.in[1] * g.in[2] }
@@ -214,6 +248,7 @@ func (w *nnWindow) resolve(n *Node, img, kernel []int) (nnGeom, error) {
 			return g, n.Errorf("spatial output size %d < 1 for input %v", g.out[j], img)
 		}
 	}
+	g.initRanges()
 	return g, nil
 }
 
