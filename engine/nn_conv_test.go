@@ -157,6 +157,8 @@ var convCases = []convCase{
 	{name: "pointwise", x: []int{3, 4, 5, 5}, w: []int{3, 4, 1, 1}, bias: true},
 	{name: "pointwise_strided", x: []int{2, 3, 5, 5}, w: []int{2, 3, 1, 1}, strides: []int{2, 2}},
 	{name: "1d", x: []int{2, 2, 9}, w: []int{3, 2, 3}, strides: []int{2}, pads: []int{1, 2}, bias: true},
+	// A kernel dimension above nnRangeK takes the untabulated range path.
+	{name: "1d_long_kernel", x: []int{2, 2, 40}, w: []int{2, 2, 17}, strides: []int{3}, pads: []int{8, 7}, bias: true},
 	{name: "3d", x: []int{2, 2, 4, 5, 4}, w: []int{2, 2, 2, 3, 2}, pads: []int{1, 0, 1, 0, 1, 1}, strides: []int{1, 2, 1}, bias: true},
 }
 
@@ -251,6 +253,8 @@ type convTCase struct {
 var convTCases = []convTCase{
 	{name: "default", x: []int{1, 1, 3, 3}, w: []int{1, 2, 3, 3}},
 	{name: "1d", x: []int{2, 1, 3}, w: []int{1, 2, 3}, bias: true},
+	// A kernel dimension above nnRangeK takes the untabulated range path.
+	{name: "1d_long_kernel", x: []int{2, 2, 40}, w: []int{2, 2, 17}, strides: []int{3}, pads: []int{8, 7}, bias: true},
 	{name: "3d", x: []int{1, 1, 3, 4, 3}, w: []int{1, 2, 3, 3, 2}},
 	{name: "dilations", x: []int{2, 1, 3, 3}, w: []int{1, 1, 2, 2}, dil: []int{2, 2}},
 	{name: "strides_outpad", x: []int{2, 1, 3, 3}, w: []int{1, 2, 3, 3}, strides: []int{3, 2}, outPad: []int{1, 1}, bias: true},
