@@ -32,6 +32,20 @@ type Pair struct {
 	Sigma2 float64 `json:"sigma2"`
 }
 
+// key identifies the pair in random streams, so that an instance depends on the pair's
+// values and not on its position in Config.Pairs: running a subset of the pairs reproduces
+// the same instances.
+func (p Pair) key() uint64 {
+	return splitmix(math.Float64bits(p.V) ^ splitmix(uint64(p.D)^splitmix(math.Float64bits(p.Sigma2))))
+}
+
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
 func (p Pair) String() string { return fmt.Sprintf("v=%g, d=%d, σ²=%g", p.V, p.D, p.Sigma2) }
 
 // Config is the experimental protocol.
@@ -100,6 +114,10 @@ func (c Config) Validate() error {
 		if p.D < 1 || !(p.V > 0) || !(p.Sigma2 >= 0) {
 			return fmt.Errorf("quadexp: bad pair %v", p)
 		}
+		if frac, _ := math.Frexp(p.V); frac != 0.5 {
+			// x·(1/v) must equal x/v exactly for the fused projection to match admmq's.
+			return fmt.Errorf("quadexp: pair %v: v must be a power of two", p)
+		}
 	}
 	for _, p := range c.Ps {
 		if !(p > 0 && p <= 1) {
@@ -124,7 +142,7 @@ type Instance struct {
 func NewInstance(cfg Config, pairIdx, idx int) (*Instance, error) {
 	p := cfg.Pairs[pairIdx]
 	d := p.D
-	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(pairIdx)<<32|uint64(idx)))
+	rng := rand.New(rand.NewPCG(cfg.Seed, p.key()^uint64(idx)))
 	qt := make([]float64, d*d)
 	for i := range qt {
 		qt[i] = rng.NormFloat64()
@@ -227,11 +245,13 @@ type job struct {
 	// not simulated again but take the ADMM-Q job's scores.
 	aliasQ []float64
 	cost   float64
+	// final keeps the batch after the run, for tests that compare states.
+	final  *batch
 	scores []float64 // filled by the worker: len(subs)·Starts
 }
 
 func (j *job) seed(cfg Config) uint64 {
-	return cfg.Seed ^ (uint64(j.pair)<<48 | uint64(j.inst)<<32 | uint64(j.rhoIdx)<<8)
+	return cfg.Seed ^ splitmix(cfg.Pairs[j.pair].key()^uint64(j.inst)<<32|uint64(j.rhoIdx))
 }
 
 // Options controls how Run executes; none of it changes the results.
@@ -374,6 +394,7 @@ func runJob(ctx context.Context, cfg Config, in *Instance, j *job, gemm gemmFunc
 	rho := cfg.RhoBars[j.rhoIdx] * in.LMax
 	b := newBatch(in, n, S, gemm)
 	j.scores = b.best
+	j.final = b
 	if n == 0 {
 		return nil
 	}
@@ -427,7 +448,7 @@ func allTrue(v []bool) bool {
 type batch struct {
 	in                       *Instance
 	n, d                     int
-	v, invV                  float64 // lattice step; 1/v when v is a power of two, else 0
+	v, invV                  float64 // lattice step v (a power of two) and 1/v
 	X, Xprev, Y, L, Z, ZT, W []float64
 	G                        []float64 // scratch for scoring; W must survive for frozen rows
 	frozen                   []bool
@@ -437,10 +458,7 @@ type batch struct {
 
 func newBatch(in *Instance, n, starts int, gemm gemmFunc) *batch {
 	d := in.Pair.D
-	b := &batch{in: in, n: n, d: d, gemm: gemm, v: in.Pair.V}
-	if frac, _ := math.Frexp(b.v); frac == 0.5 {
-		b.invV = 1 / b.v
-	}
+	b := &batch{in: in, n: n, d: d, gemm: gemm, v: in.Pair.V, invV: 1 / in.Pair.V}
 	for _, p := range []*[]float64{&b.X, &b.Xprev, &b.Y, &b.L, &b.Z, &b.ZT, &b.W, &b.G} {
 		*p = make([]float64, n*d)
 	}
@@ -456,18 +474,15 @@ func newBatch(in *Instance, n, starts int, gemm gemmFunc) *batch {
 	return b
 }
 
-// proj is the projection onto vℤ with admmq's tie rule (admmq.Set of kind lattice).
-func (b *batch) proj(z float64) float64 {
-	if b.invV != 0 {
-		return b.v * admmq.RoundHalfUp(z*b.invV)
-	}
-	return b.v * admmq.RoundHalfUp(z/b.v)
-}
+// proj is the projection onto vℤ with admmq's tie rule (admmq.Set of kind lattice); v is a
+// power of two, so z·(1/v) is z/v exactly.
+func (b *batch) proj(z float64) float64 { return b.v * admmq.RoundHalfUp(z*b.invV) }
 
 // iterate performs iteration it of j's method on rows [lo, hi), which hold the sub-setting
 // groups from g0 on.
 func (b *batch) iterate(j *job, minv []float64, rho float64, seed uint64, it, lo, hi, g0, S int, scoring bool) {
 	d := b.d
+	v, iv := b.v, b.invV // b.proj, written out so that it inlines
 	row := func(m []float64, r int) []float64 { return m[r*d : (r+1)*d] }
 	block := func(m []float64) []float64 { return m[lo*d : hi*d] }
 	bb := b.in.B
@@ -485,7 +500,7 @@ func (b *batch) iterate(j *job, minv []float64, rho float64, seed uint64, it, lo
 			switch j.method {
 			case admmq.ADMMQ:
 				for i := range x {
-					y[i] = b.proj(x[i] + l[i]*inv)
+					y[i] = v * admmq.RoundHalfUp((x[i]+l[i]*inv)*iv)
 					w[i] = rho*y[i] - bb[i] - l[i]
 				}
 			case admmq.ADMMR:
@@ -496,7 +511,7 @@ func (b *batch) iterate(j *job, minv []float64, rho float64, seed uint64, it, lo
 				}
 				off := (r - g*S) * d // element index within the group, as UpdateYR on the group
 				for i := range x {
-					if p := b.proj(x[i] + l[i]*inv); p != y[i] && bits.On(off+i) {
+					if p := v * admmq.RoundHalfUp((x[i]+l[i]*inv)*iv); p != y[i] && bits.On(off+i) {
 						y[i] = p
 					}
 					w[i] = rho*y[i] - bb[i] - l[i]
@@ -506,7 +521,7 @@ func (b *batch) iterate(j *job, minv []float64, rho float64, seed uint64, it, lo
 				var d2 float64
 				for i := range x {
 					z[i] = x[i] + l[i]*inv
-					zt[i] = b.proj(z[i])
+					zt[i] = v * admmq.RoundHalfUp((z[i])*iv)
 					d2 += (zt[i] - z[i]) * (zt[i] - z[i])
 				}
 				if s := admmq.SoftFactor(d2, j.subs[r/S], rho); s >= 1 {
@@ -530,17 +545,19 @@ func (b *batch) iterate(j *job, minv []float64, rho float64, seed uint64, it, lo
 			// ADMM-Q and ADMM-S) every later iteration reproduces this state.
 			x, xp, y, l := row(b.X, r), row(b.Xprev, r), row(b.Y, r), row(b.L, r)
 			same := true
+			var nonfinite float64 // x·0 is NaN exactly when x is ±Inf or NaN
 			for i := range x {
 				nl := l[i] + rho*(x[i]-y[i])
 				same = same && nl == l[i] && x[i] == xp[i]
 				l[i] = nl
+				nonfinite += x[i] * 0
 			}
-			if !same && !finiteRow(x) {
+			if nonfinite != nonfinite {
 				same = true // diverged: NaN/Inf is absorbing, its objective never counts
 			}
 			if same && j.method == admmq.ADMMR {
 				for i := range x { // fixed under every mask only if the full projection agrees
-					if b.proj(xp[i]+l[i]*inv) != y[i] {
+					if v*admmq.RoundHalfUp((xp[i]+l[i]*inv)*iv) != y[i] {
 						same = false
 						break
 					}
@@ -569,7 +586,7 @@ func (b *batch) iterate(j *job, minv []float64, rho float64, seed uint64, it, lo
 			for i := range x {
 				nx := xp[i] - (g[i]+bb[i])*inv
 				if j.method == admmq.PGD {
-					nx = b.proj(nx)
+					nx = v * admmq.RoundHalfUp((nx)*iv)
 				}
 				same = same && nx == xp[i]
 				x[i] = nx
@@ -581,7 +598,7 @@ func (b *batch) iterate(j *job, minv []float64, rho float64, seed uint64, it, lo
 				b.score(lo, hi, b.X)
 			} else {
 				for i, x := range block(b.X) {
-					block(b.ZT)[i] = b.proj(x)
+					block(b.ZT)[i] = v * admmq.RoundHalfUp((x)*iv)
 				}
 				b.score(lo, hi, b.ZT)
 			}

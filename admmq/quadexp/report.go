@@ -23,8 +23,9 @@ import (
 // CSV, JSON and PNG outputs depend on the configuration and seed alone.
 type Meta struct {
 	Command string
-	Elapsed time.Duration
+	Elapsed time.Duration // 0 when unknown
 	Workers int
+	Note    string // free text placed under the header, such as per-part timings of a merge
 }
 
 func fmtScore(s Score) string {
@@ -82,6 +83,35 @@ func ReadJSON(rd io.Reader) (*Results, error) {
 		return nil, fmt.Errorf("quadexp: decoding results: %w", err)
 	}
 	return &r, nil
+}
+
+// Merge combines results of runs that used the same protocol on different pairs (pairs are
+// keyed by their values, so a pair's instances do not depend on which other pairs ran).
+func Merge(parts []*Results) (*Results, error) {
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("quadexp: nothing to merge")
+	}
+	out := &Results{Config: parts[0].Config, BLAS: parts[0].BLAS}
+	out.Config.Pairs = nil
+	for i, r := range parts {
+		a, b := r.Config, parts[0].Config
+		a.Pairs, b.Pairs = nil, nil
+		ja, _ := json.Marshal(a)
+		jb, _ := json.Marshal(b)
+		if string(ja) != string(jb) {
+			return nil, fmt.Errorf("quadexp: part %d was run with a different protocol (%s, not %s)", i+1, ja, jb)
+		}
+		for _, pr := range r.Pairs {
+			for _, have := range out.Config.Pairs {
+				if have == pr.Pair {
+					return nil, fmt.Errorf("quadexp: pair %v appears in more than one part", pr.Pair)
+				}
+			}
+			out.Config.Pairs = append(out.Config.Pairs, pr.Pair)
+			out.Pairs = append(out.Pairs, pr)
+		}
+	}
+	return out, nil
 }
 
 // writeAtomic writes a file through a temporary file in the same folder and a rename, so
@@ -233,8 +263,14 @@ func WriteSummary(w io.Writer, r *Results, meta Meta) error {
 		"ADMM-S β ∈ 10^{−5..5} in half decades (%d values), ADMM-R p ∈ {%s}; PGD and GD+Proj use step 1/ρ over the same ρ̄ grid. "+
 		"Seed %d; BLAS: %s.\n\n",
 		c.Instances, c.Starts, c.Iters, c.PGDIters, c.Last, joinG(c.RhoBars), len(c.Betas), joinG(c.Ps), c.Seed, r.BLAS)
-	if meta.Command != "" {
+	switch {
+	case meta.Command != "" && meta.Elapsed > 0:
 		fmt.Fprintf(b, "Made with `%s` in %s of wall time with %d workers.\n\n", meta.Command, meta.Elapsed.Round(time.Second), meta.Workers)
+	case meta.Command != "":
+		fmt.Fprintf(b, "Made with `%s`.\n\n", meta.Command)
+	}
+	if meta.Note != "" {
+		fmt.Fprintf(b, "%s\n\n", meta.Note)
 	}
 	n := c.Instances
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +31,9 @@ func benchCommand() *cli.Command {
 					&cli.BoolFlag{Name: "quick", Usage: "reduced protocol (2 instances, 10 starts, 1000 iterations, PGD 3000)"},
 					&cli.IntFlag{Name: "workers", Value: runtime.NumCPU(), Usage: "parallel jobs; results do not depend on it"},
 					&cli.BoolFlag{Name: "pure-go", Usage: "use gonum's Dgemm instead of OpenBLAS (also QTOOL_BLAS=go)"},
+					&cli.StringFlag{Name: "pairs", Usage: "run only these (v,d,σ²) pairs, e.g. \"8,16,30;8,8,30\"; a pair's results do not depend on the others"},
+					&cli.StringSliceFlag{Name: "merge", Usage: "instead of running, combine the results.json files of runs over different pairs"},
+					&cli.StringFlag{Name: "note", Usage: "text to put under the summary's header (for --merge: how the parts were run)"},
 				},
 				Action: benchQuadratic,
 			},
@@ -48,13 +52,27 @@ func benchQuadratic(c *cli.Context) error {
 	if out == "" {
 		return usagef("--out must name a folder")
 	}
+	if files := c.StringSlice("merge"); len(files) > 0 {
+		return mergeQuadratic(c, files, out)
+	}
 	cfg := quadexp.PaperConfig(c.Uint64("seed"))
 	cmd := "qtool bench quadratic"
 	if c.Bool("quick") {
 		cfg = quadexp.QuickConfig(c.Uint64("seed"))
 		cmd += " --quick"
 	}
+	if spec := c.String("pairs"); spec != "" {
+		pairs, err := parsePairs(spec)
+		if err != nil {
+			return usagef("--pairs: %v", err)
+		}
+		cfg.Pairs = pairs
+		cmd += fmt.Sprintf(" --pairs %q", spec)
+	}
 	cmd += fmt.Sprintf(" --seed %d --out %s", cfg.Seed, out)
+	if err := cfg.Validate(); err != nil {
+		return usagef("%v", err)
+	}
 	start := time.Now()
 	last := time.Time{}
 	res, err := quadexp.Run(c.Context, cfg, quadexp.Options{
@@ -74,10 +92,57 @@ func benchQuadratic(c *cli.Context) error {
 		return fmt.Errorf("bench quadratic: %w", err)
 	}
 	elapsed := time.Since(start)
-	if err := quadexp.WriteAll(out, res, quadexp.Meta{Command: cmd, Elapsed: elapsed, Workers: c.Int("workers")}); err != nil {
+	if err := quadexp.WriteAll(out, res, quadexp.Meta{Command: cmd, Elapsed: elapsed, Workers: c.Int("workers"), Note: c.String("note")}); err != nil {
 		return fmt.Errorf("bench quadratic: %w", err)
 	}
 	fmt.Fprintf(c.App.Writer, "bench quadratic: %d pairs × %d instances × %d starts in %s (%s); wrote %s/summary.md\n",
 		len(cfg.Pairs), cfg.Instances, cfg.Starts, elapsed.Round(time.Second), res.BLAS, out)
+	return nil
+}
+
+// parsePairs reads "v,d,σ²;v,d,σ²".
+func parsePairs(spec string) ([]quadexp.Pair, error) {
+	var out []quadexp.Pair
+	for _, part := range strings.Split(spec, ";") {
+		f := strings.Split(strings.TrimSpace(part), ",")
+		if len(f) != 3 {
+			return nil, fmt.Errorf("pair %q: want v,d,sigma2", part)
+		}
+		v, err1 := strconv.ParseFloat(strings.TrimSpace(f[0]), 64)
+		d, err2 := strconv.Atoi(strings.TrimSpace(f[1]))
+		s2, err3 := strconv.ParseFloat(strings.TrimSpace(f[2]), 64)
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return nil, fmt.Errorf("pair %q: %w", part, err)
+		}
+		out = append(out, quadexp.Pair{V: v, D: d, Sigma2: s2})
+	}
+	return out, nil
+}
+
+// mergeQuadratic combines results.json files of runs over different pairs and writes the
+// combined outputs.
+func mergeQuadratic(c *cli.Context, files []string, out string) error {
+	var parts []*quadexp.Results
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			return fmt.Errorf("bench quadratic --merge: %w", err)
+		}
+		r, err := quadexp.ReadJSON(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("bench quadratic --merge %s: %w", name, err)
+		}
+		parts = append(parts, r)
+	}
+	res, err := quadexp.Merge(parts)
+	if err != nil {
+		return fmt.Errorf("bench quadratic --merge: %w", err)
+	}
+	meta := quadexp.Meta{Command: "qtool bench quadratic --merge " + strings.Join(files, ",") + " --out " + out, Note: c.String("note")}
+	if err := quadexp.WriteAll(out, res, meta); err != nil {
+		return fmt.Errorf("bench quadratic: %w", err)
+	}
+	fmt.Fprintf(c.App.Writer, "bench quadratic: merged %d pairs from %d files into %s\n", len(res.Pairs), len(files), out)
 	return nil
 }
