@@ -58,7 +58,7 @@ func (q quartileBars) YError(i int) (float64, float64) {
 // instance are left out of that instance and named in the title.
 func QuartilePlot(pr PairResult, methods []admmq.Method) (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Best objective over the last iterates (%s), median and 25/75%% quantiles", pr.Pair)
+	p.Title.Text = fmt.Sprintf("%s: final objective, median and 25/75%% quantiles", pr.Pair)
 	p.X.Label.Text = "problem instance"
 	p.Y.Label.Text = "final objective f"
 	p.Legend.Top = true

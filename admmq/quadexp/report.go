@@ -158,12 +158,19 @@ func WriteAll(dir string, r *Results, meta Meta) error {
 		return err
 	}
 	for _, pr := range r.Pairs {
-		qp, err := QuartilePlot(pr, []admmq.Method{admmq.ADMMQ, admmq.ADMMS, admmq.ADMMR, admmq.PGD})
+		// Left: the paper's Figure 1 with PGD; right: the ADMM variants alone, whose
+		// differences PGD's scale would hide.
+		all, err := QuartilePlot(pr, []admmq.Method{admmq.ADMMQ, admmq.ADMMS, admmq.ADMMR, admmq.PGD})
 		if err != nil {
 			return err
 		}
+		zoom, err := QuartilePlot(pr, []admmq.Method{admmq.ADMMQ, admmq.ADMMS, admmq.ADMMR})
+		if err != nil {
+			return err
+		}
+		zoom.Title.Text = "ADMM variants only (same data)"
 		name := filepath.Join(dir, "quartiles_"+pairSlug(pr.Pair)+".png")
-		if err := writeAtomic(name, func(w io.Writer) error { return writePNG(w, []*plot.Plot{qp}, 9*vg.Inch, 5.5*vg.Inch) }); err != nil {
+		if err := writeAtomic(name, func(w io.Writer) error { return writePNG(w, []*plot.Plot{all, zoom}, 15*vg.Inch, 5.5*vg.Inch) }); err != nil {
 			return err
 		}
 		hp, err := HistogramPlots(pr, []admmq.Method{admmq.ADMMS, admmq.ADMMR, admmq.PGD})
