@@ -2,9 +2,14 @@ package train_test
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/sbinet/npyio/npz"
 
 	"github.com/qtool/qtool/calib"
 	"github.com/qtool/qtool/engine"
@@ -162,5 +167,62 @@ func TestFineTuneTestModels(t *testing.T) {
 				t.Errorf("accuracy fell from %.2f%% to %.2f%%", 100*acc0, 100*acc1)
 			}
 		})
+	}
+}
+
+// TestRecalibrateBNMatchesPyTorch re-estimates fmnist-cnn's BatchNorm statistics over
+// fmnist-calib.npz in batches of 250 and compares them with
+// torch.optim.swa_utils.update_bn on the same weights and batches
+// (testdata/make_bn_fixture.py).
+func TestRecalibrateBNMatchesPyTorch(t *testing.T) {
+	path := filepath.Join(testmodels, "fmnist-cnn.onnx")
+	need(t, path, "run testmodels/make.py")
+	m, err := onnxio.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := npz.Open("testdata/bn_cnn.npz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	read := func(key string) []float32 {
+		var v []float32
+		if err := ref.Read(key+".npy", &v); err != nil {
+			t.Fatalf("testdata/bn_cnn.npz: %s: %v", key, err)
+		}
+		return v
+	}
+	g, err := engine.Build(m, engine.Options{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bn := range []string{"bn1", "bn2"} {
+		if !slices.Equal(g.Param(bn+".running_mean").Value.F, read("before_"+bn+"_running_mean")) {
+			t.Fatalf("testdata/bn_cnn.npz was made from another fmnist-cnn.onnx: run testdata/make_bn_fixture.py")
+		}
+	}
+	d, err := calib.Open(filepath.Join(testmodels, "fmnist-calib.npz"), calib.Options{Input: inputOf(m)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	b, err := calib.NewBatches(d, calib.BatchOptions{Size: 250})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := train.RecalibrateBN(context.Background(), g, m, b, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, bn := range []string{"bn1", "bn2"} {
+		for _, s := range []string{"_running_mean", "_running_var"} {
+			want := read(bn + s)
+			got := g.Param(bn + strings.Replace(s, "_running", ".running", 1)).Value.F
+			for i := range want {
+				if d := math.Abs(float64(got[i] - want[i])); d > 1e-5*(1+math.Abs(float64(want[i]))) {
+					t.Errorf("%s%s[%d] = %v, PyTorch %v", bn, s, i, got[i], want[i])
+				}
+			}
+		}
 	}
 }
