@@ -255,6 +255,8 @@ func (k *poolKernel) Forward(ctx *Context, in, out []*Tensor) error {
 			switch {
 			case !k.max:
 				poolAvg(&g, &k.tab, x.F[p*isz:(p+1)*isz], out[0].F[p*osz:(p+1)*osz], k.includePad, false)
+			case ip == nil && x.DType == Float32 && g.is2x2():
+				maxPool2x2(&g, x.F[p*isz:(p+1)*isz], out[0].F[p*osz:(p+1)*osz])
 			case x.DType == Int64 && ip == nil:
 				poolMaxValues(&g, &k.tab, x.I[p*isz:(p+1)*isz], out[0].I[p*osz:(p+1)*osz], math.MinInt64)
 			case ip == nil:
@@ -290,6 +292,10 @@ func (k *poolKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error 
 			gxp, gyp := gx[p*isz:(p+1)*isz], gy.F[p*osz:(p+1)*osz]
 			if !k.max {
 				poolAvg(&g, &k.tab, gxp, gyp, k.includePad, true)
+				continue
+			}
+			if g.is2x2() {
+				maxPool2x2Back(&g, in[0].F[p*isz:(p+1)*isz], out[0].F[p*osz:(p+1)*osz], gyp, gxp)
 				continue
 			}
 			maxPoolBack(&g, &k.tab, in[0].F[p*isz:(p+1)*isz], out[0].F[p*osz:(p+1)*osz], gyp, gxp)
@@ -356,6 +362,54 @@ func poolMaxValues[T float32 | int64](g *nnGeom, t *poolTables, x, y []T, lowest
 				}
 				y[p] = best
 				p++
+			}
+		}
+	}
+}
+
+// is2x2 reports whether g is the CNN workhorse: 2-D, 2×2 windows at stride 2, no
+// dilation or padding, every window inside the image.
+func (g *nnGeom) is2x2() bool {
+	return g.in[0] == 1 && g.k[1] == 2 && g.k[2] == 2 && g.s[1] == 2 && g.s[2] == 2 &&
+		g.d[1] == 1 && g.d[2] == 1 && g.pb[1] == 0 && g.pb[2] == 0 &&
+		2*g.out[1] <= g.in[1] && 2*g.out[2] <= g.in[2]
+}
+
+// maxPool2x2 is poolMaxValues for is2x2 geometries, two input rows at a time.
+func maxPool2x2(g *nnGeom, x, y []float32) {
+	W, ow := g.in[2], g.out[2]
+	for o1 := 0; o1 < g.out[1]; o1++ {
+		r0 := x[2*o1*W : 2*o1*W+2*ow]
+		r1 := x[(2*o1+1)*W : (2*o1+1)*W+2*ow]
+		yr := y[o1*ow : (o1+1)*ow]
+		for o2 := range yr {
+			yr[o2] = max(r0[2*o2], r0[2*o2+1], r1[2*o2], r1[2*o2+1])
+		}
+	}
+}
+
+// maxPool2x2Back is maxPoolBack for is2x2 geometries: the gradient goes to the first
+// window element, in row-major order, equal to the output.
+func maxPool2x2Back(g *nnGeom, x, y, gy, gx []float32) {
+	W, ow := g.in[2], g.out[2]
+	for o1 := 0; o1 < g.out[1]; o1++ {
+		a, b := 2*o1*W, (2*o1+1)*W
+		for o2 := 0; o2 < ow; o2++ {
+			yv, i := y[o1*ow+o2], 2*o2
+			// Checked last to first so that the first match wins; plain conditional
+			// assignments compile to conditional moves, not unpredictable branches.
+			j := b + i + 1
+			if x[b+i] == yv {
+				j = b + i
+			}
+			if x[a+i+1] == yv {
+				j = a + i + 1
+			}
+			if x[a+i] == yv {
+				j = a + i
+			}
+			if x[j] == yv { // false only for a NaN maximum, which has no first match
+				gx[j] += gy[o1*ow+o2]
 			}
 		}
 	}

@@ -112,6 +112,8 @@ var poolCases = []poolCase{
 	// kernel 2 stride 1 on 6: total 1, SAME_UPPER pads after, SAME_LOWER before.
 	{name: "2d_same_upper", x: []int{1, 2, 6, 6}, kern: []int{2, 2}, autoPad: "SAME_UPPER", refPads: []int{0, 0, 1, 1}},
 	{name: "2d_same_lower", x: []int{1, 2, 6, 6}, kern: []int{2, 2}, autoPad: "SAME_LOWER", refPads: []int{1, 1, 0, 0}},
+	{name: "2d_2x2_stride2", x: []int{2, 3, 6, 7}, kern: []int{2, 2}, strides: []int{2, 2}},
+	{name: "2d_2x2_stride2_ceil", x: []int{1, 2, 5, 7}, kern: []int{2, 2}, strides: []int{2, 2}, ceil: true},
 	{name: "2d_strides", x: []int{2, 2, 11, 11}, kern: []int{5, 5}, strides: []int{3, 3}},
 	{name: "3d_default", x: []int{1, 2, 4, 4, 4}, kern: []int{2, 2, 2}},
 	{name: "3d_strided_pads", x: []int{2, 1, 5, 4, 5}, kern: []int{2, 3, 2}, strides: []int{2, 1, 2}, pads: []int{1, 1, 0, 0, 1, 1}},
