@@ -345,14 +345,16 @@ func quantize[T Float](s *Set, dst, src []T, alpha float64) (d2 float64, nan boo
 	// Fast paths for projection without the distance: the running sum of squares is a
 	// dependency chain that would otherwise bound the loop's speed.
 	switch {
-	case write && s.spec.Kind == KindBinary:
+	case write && (s.spec.Kind == KindBinary || s.spec.Kind == KindScaledBinary):
+		// Copysign is branch-free, unlike a comparison on random signs; adding +0 turns −0
+		// into +0, so that sign(±0) = +1.
+		a := alpha
+		if s.spec.Kind == KindBinary {
+			a = 1
+		}
 		for i, x := range src {
-			q := T(1)
-			if !(x >= 0) {
-				q = -1
-				nan = nan || x != x
-			}
-			dst[i] = q
+			nan = nan || x != x
+			dst[i] = T(math.Copysign(a, float64(x)+0))
 		}
 		return 0, nan
 	case write && s.spec.Kind == KindLattice && s.invStep != 0:
