@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sbinet/npyio/npz"
+	ort "github.com/yalue/onnxruntime_go"
 
 	"github.com/qtool/qtool/admmq"
 	"github.com/qtool/qtool/engine"
@@ -218,18 +219,54 @@ func runEngine(t testing.TB, m *onnxio.Model, x []float32, shape []int) []float3
 	return slices.Clone(outs[0].F)
 }
 
-// runORT runs the file in onnxruntime and returns its first output.
-func runORT(t testing.TB, path string, input string, x []float32, shape []int) []float32 {
+// runORT runs the file in onnxruntime and returns its first output. With fp32Matmul,
+// the session asks for float32 accumulation in the MatMulNBits nodes onnxruntime fuses
+// DequantizeLinear→MatMul into: by default (accuracy_level 4) they quantize the
+// activations to int8, which is QDQ's quantized execution, not the exported weights'
+// float semantics.
+func runORT(t testing.TB, path string, input string, x []float32, shape []int, fp32Matmul bool) []float32 {
 	t.Helper()
 	s := make([]int64, len(shape))
 	for i, d := range shape {
 		s[i] = int64(d)
 	}
-	outs, err := ortref.RunFile(path, []ortref.Tensor{{Name: input, Shape: s, Data: x}})
+	if !fp32Matmul {
+		outs, err := ortref.RunFile(path, []ortref.Tensor{{Name: input, Shape: s, Data: x}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return outs[0].Data
+	}
+	// ortref.Options has no session config entries: build the session here, on the
+	// environment ortref.Require initialised.
+	so, err := ort.NewSessionOptions()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return outs[0].Data
+	defer so.Destroy()
+	if err := so.AddSessionConfigEntry("session.qdq_matmulnbits_accuracy_level", "1"); err != nil {
+		t.Fatal(err)
+	}
+	ins, outs, err := ort.GetInputOutputInfo(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := ort.NewDynamicAdvancedSession(path, []string{ins[0].Name}, []string{outs[0].Name}, so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Destroy()
+	in, err := ort.NewTensor(ort.NewShape(s...), slices.Clone(x))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Destroy()
+	res := []ort.Value{nil}
+	if err := sess.Run([]ort.Value{in}, res); err != nil {
+		t.Fatal(err)
+	}
+	defer res[0].Destroy()
+	return slices.Clone(res[0].(*ort.Tensor[float32]).GetData())
 }
 
 // compareLogits checks each sample's outputs normwise: |got−want| ≤ tol·max(1, ‖want‖∞)
