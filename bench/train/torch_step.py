@@ -8,7 +8,7 @@ they cannot drift): FMNISTMLP at width 4096 is the paper's MLP 784-4096-4096-409
 BatchNorm and Dropout; FMNISTCNN and FMNISTResNet are fmnist-cnn and fmnist-resnet.
 
 Prints one JSON line per model: model, batch, threads, ms (median step time over the timed
-steps), steps, flops (3 x the forward multiply-adds x 2 of Conv and Linear layers, counted
+steps), min_ms (the fastest step), steps, flops (3 x the forward multiply-adds x 2 of Conv and Linear layers, counted
 with forward hooks) and torch's version.
 
   /usr/bin/python3 bench/train/torch_step.py --model mlp --batch 256 --steps 10
@@ -99,7 +99,7 @@ def main():
             if i >= a.warmup:
                 times.append(dt)
         print(json.dumps({"model": name, "batch": a.batch, "threads": torch.get_num_threads(),
-                          "ms": 1000 * statistics.median(times), "steps": a.steps,
+                          "ms": 1000 * statistics.median(times), "min_ms": 1000 * min(times), "steps": a.steps,
                           "flops": flops, "torch": torch.__version__}), flush=True)
 
 
