@@ -418,3 +418,29 @@ func TestRunTimeErrorsNameTheNode(t *testing.T) {
 		t.Fatalf("after the error: %v %v", out, err)
 	}
 }
+
+// TestShapeThroughFloatConstants covers shape arithmetic that passes through float
+// constants (Shape → Cast → Mul → Cast → Reshape): the float constant is a parameter, so
+// the nodes stay in the plan, but their plan-time values let Reshape infer its shape.
+func TestShapeThroughFloatConstants(t *testing.T) {
+	nodes := []*onnxpb.NodeProto{
+		gNode("Shape", []string{"x"}, []string{"s"}),
+		gNode("Cast", []string{"s"}, []string{"sf"}, gAttrI("to", int64(onnxpb.TensorProto_FLOAT))),
+		gNode("Mul", []string{"sf", "k"}, []string{"tf"}),
+		gNode("Cast", []string{"tf"}, []string{"ti"}, gAttrI("to", int64(onnxpb.TensorProto_INT64))),
+		gNode("Reshape", []string{"x", "ti"}, []string{"y"}),
+	}
+	m := gModel(13, nodes, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, -1, 4)}, []string{"y"},
+		onnxio.FloatTensor("k", []int64{2}, []float32{0.5, 2}))
+	g := mustBuild(t, m)
+	for _, n := range []int{2, 6} {
+		x := NewFloat([]int{n, 4}, gFloats(rand.New(rand.NewPCG(1, uint64(n))), 4*n))
+		out, err := g.Forward(nil, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(out[0].Shape, []int{n / 2, 8}) || !slices.Equal(out[0].F, x.F) {
+			t.Fatalf("batch %d: got shape %v", n, out[0].Shape)
+		}
+	}
+}

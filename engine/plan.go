@@ -137,6 +137,7 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record bool) (p *plan, err 
 		cur = gn
 		in = in[:0]
 		all := !noFold(gn.op, training)
+		known := all
 		for _, id := range gn.in {
 			if id < 0 {
 				in = append(in, nil)
@@ -144,6 +145,7 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record bool) (p *plan, err 
 			}
 			in = append(in, p.vals[id])
 			all = all && konst[id]
+			known = known && p.vals[id].Known()
 		}
 		out, err := gn.k.Infer(slices.Clone(in))
 		if err != nil {
@@ -163,8 +165,12 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record bool) (p *plan, err 
 				return nil, g.nodeErr(gn, "shape inference", fmt.Errorf("kernel returned an invalid output %d", j))
 			}
 		}
-		if all {
-			// Every input is a constant: run the node now, once.
+		if known {
+			// Every input's value is known: run the node now. When every input is a
+			// constant its outputs are constants and the node never runs again. When
+			// some input is a float parameter, which may change between runs, the node
+			// stays in the plan, and the values only serve the shape inference of its
+			// consumers (exporters compute shapes through float constants too).
 			outs := make([]*Tensor, len(out))
 			for j, t := range out {
 				outs[j] = &Tensor{DType: t.DType, Shape: slices.Clone(t.Shape)}
@@ -178,8 +184,12 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record bool) (p *plan, err 
 				return nil, g.nodeErr(gn, "constant folding", err)
 			}
 			for j, id := range gn.out {
-				p.vals[id], konst[id] = outs[j], true
+				p.vals[id], konst[id] = outs[j], all
 			}
+			if all {
+				continue
+			}
+			run = append(run, gn)
 			continue
 		}
 		for j, id := range gn.out {
