@@ -208,6 +208,13 @@ func Run(ctx context.Context, prob Problem, proj Projector, st *State, opt Optio
 			default:
 				s.Lagrangian = prob.Value(st.X) + Penalty(st.X, st.Y, st.Lambda, rho)
 			}
+			if opt.Method == ADMMS { // ADMM-S's objective has the soft indicator β·dist(y, A)
+				dist, err := proj.Dist64(st.Y, l)
+				if err != nil {
+					return fmt.Errorf("admmq: iteration %d: %w", st.Iter, err)
+				}
+				s.Lagrangian += opt.Beta * dist
+			}
 			record(s)
 		}
 	}

@@ -383,3 +383,34 @@ func TestPenaltyGradient(t *testing.T) {
 		t.Fatalf("UpdateDual residual %v, want %v", r2, want)
 	}
 }
+
+// Appendix D: for ADMM-S the augmented Lagrangian, soft indicator β·dist(y, A) included,
+// also decreases monotonically for ρ > √2·L_f, and stays above f(y) for ρ ≥ L_f.
+func TestADMMSLagrangianMonotone(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 1))
+	s := MustSet(Spec{Kind: KindLattice, Step: 8})
+	for inst := 0; inst < 5; inst++ {
+		f := randomQuadratic(t, rng, 8, 30)
+		rho := 2 * f.Lipschitz()
+		for _, bp := range []float64{0.1, 1, 5} { // β/ρ, below sup‖z − P_A(z)‖ = 8·√8/2 ≈ 11.3
+			st := paperStart(t, rng, f, s)
+			prev := f.Value(st.Y)
+			soft := 0
+			for _, x := range runRecord(t, f, s, st, Options{Method: ADMMS, Rho: Schedule{Rho0: rho}, Iters: 300, Beta: bp * rho}) {
+				if x.Lagrangian > prev+tol(prev) {
+					t.Fatalf("instance %d, β/ρ = %g, iteration %d: L rose from %v to %v", inst, bp, x.Iter, prev, x.Lagrangian)
+				}
+				if x.Lagrangian < x.FY-tol(x.FY) {
+					t.Fatalf("instance %d, β/ρ = %g, iteration %d: L = %v < f(y) = %v", inst, bp, x.Iter, x.Lagrangian, x.FY)
+				}
+				if x.FY != x.FYProj {
+					soft++
+				}
+				prev = x.Lagrangian
+			}
+			if bp < 1 && soft == 0 {
+				t.Fatalf("instance %d, β/ρ = %g: y was always in A, the soft step was never exercised", inst, bp)
+			}
+		}
+	}
+}

@@ -270,7 +270,8 @@ type Stats struct {
 	FY float64 `json:"f_y"`
 	// FYProj is f(P_A(y)), the objective of the feasible point the iterate stands for.
 	FYProj float64 `json:"f_y_proj"`
-	// Lagrangian is L(x, y, λ) = f(x) + ⟨λ, x − y⟩ + ρ/2‖x − y‖² (f(x) for PGD and GD+Proj).
+	// Lagrangian is L(x, y, λ) = f(x) + ⟨λ, x − y⟩ + ρ/2‖x − y‖², plus β·dist(y, A) for ADMM-S
+	// (f(x) for PGD and GD+Proj).
 	Lagrangian float64 `json:"lagrangian"`
 	// Residual is ‖x − y‖.
 	Residual float64 `json:"residual"`
