@@ -705,9 +705,9 @@ def main():
     specs = [
         # flat: the model takes [batch, 784]; keep_dropout: export Dropout nodes; constants:
         # rewrite initializers as Constant nodes
-        dict(name="fmnist-mlp", make=FMNISTMLP, opset=13, epochs=8, batch=256, lr=2e-3, wd=0.0,
+        dict(name="fmnist-mlp", make=FMNISTMLP, opset=13, epochs=15, batch=512, lr=4e-3, wd=0.0,
              flat=True, keep_dropout=True, constants=False),
-        dict(name="fmnist-cnn", make=FMNISTCNN, opset=13, epochs=4, batch=256, lr=3e-3, wd=0.0,
+        dict(name="fmnist-cnn", make=FMNISTCNN, opset=13, epochs=5, batch=256, lr=3e-3, wd=0.0,
              flat=False, keep_dropout=False, constants=False),
         dict(name="fmnist-resnet", make=FMNISTResNet, opset=14, epochs=5, batch=256, lr=3e-3, wd=0.0,
              flat=False, keep_dropout=False, constants=False),
