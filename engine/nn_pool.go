@@ -81,7 +81,7 @@ func (k *poolKernel) Retains() (inputs, outputs []bool) {
 	return []bool{k.max}, []bool{k.max, false}
 }
 
-// nnKRange returns the kernel offsets [klo, khi) of dimension j that place window
+// kRange returns the kernel offsets [klo, khi) of dimension j that place window
 // position o inside [lo, hi) of the image axis.
 func (g *nnGeom) kRange(j, o, lo, hi int) (klo, khi int) {
 	start := o*g.s[j] - g.pb[j]
