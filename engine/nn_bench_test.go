@@ -11,10 +11,11 @@ import (
 
 // Benchmarks of the nn kernels at the shapes of the fmnist CNN and the paper's MLP, batch
 // 256. They use the BLAS that QTOOL_BLAS selects (auto: OpenBLAS when installed) and
-// GOMAXPROCS workers, and report GFLOP/s of the matrix work:
+// GOMAXPROCS workers, and report GFLOP/s of the matrix work (MB/s of the input for the
+// memory-bound pooling and BatchNorm kernels):
 //
-//	go test ./engine -run '^$' -bench 'Conv|Gemm' -benchmem
-//	QTOOL_BLAS=go go test ./engine -run '^$' -bench 'Conv|Gemm' -benchmem
+//	go test ./engine -run '^$' -bench 'Conv|Gemm|MaxPool|BatchNorm' -benchmem
+//	QTOOL_BLAS=go go test ./engine -run '^$' -bench 'Conv|Gemm|MaxPool|BatchNorm' -benchmem
 
 func benchCtx(b *testing.B) *Context {
 	bl, info, err := qblas.Select(qblas.ModeFromEnv())
