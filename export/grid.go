@@ -141,35 +141,42 @@ func (g Grid) Codes(values []float32, dims []int64) ([]uint8, error) {
 	if g.perChannel() {
 		inner, channels = channelLayout(dims, g.Axis)
 	}
+	prods := make([]uint32, len(g.Levels))
 	for start := 0; start < n; start += inner {
-		scale, scaled := float32(1), len(g.Scales) > 0
-		if scaled {
+		scale := float32(1)
+		if len(g.Scales) > 0 {
 			scale = g.Scales[(start/inner)%channels]
 		}
-		blk := values[start : start+inner]
-		for j, v := range blk {
+		// The bit patterns a runtime produces for each level in this block.
+		for c, l := range g.Levels {
+			prods[c] = math.Float32bits(float32(l) * scale)
+		}
+		inv := 0.0
+		if scale > 0 {
+			inv = 1 / float64(scale)
+		}
+		for j, v := range values[start : start+inner] {
+			bits := math.Float32bits(v)
 			code := -1
-			// The nearest level is the code whenever the value is on the grid; the scan
-			// below settles ties such as zero scales and signed zeros.
-			if scaled && scale > 0 || !scaled {
-				r := float64(v)
-				if scaled {
-					r /= float64(scale)
-				}
+			if len(prods) > 8 && inv > 0 {
+				// Round to the nearest level, then confirm; the scan below settles the rest.
+				r := float64(v) * inv
 				if r >= float64(lo)-0.5 && r <= float64(hi)+0.5 {
-					l := int(math.Round(r))
+					l := int(math.Floor(r + 0.5))
+					c := -1
 					if index != nil {
-						if c := index[l-lo]; c >= 0 && onGrid(v, g.Levels[c], scale) {
-							code = int(c)
-						}
-					} else if c, ok := slices.BinarySearch(g.Levels, l); ok && onGrid(v, l, scale) {
+						c = int(index[l-lo])
+					} else if k, ok := slices.BinarySearch(g.Levels, l); ok {
+						c = k
+					}
+					if c >= 0 && prods[c] == bits {
 						code = c
 					}
 				}
 			}
 			if code < 0 {
-				for c, l := range g.Levels {
-					if onGrid(v, l, scale) {
+				for c, p := range prods {
+					if p == bits {
 						code = c
 						break
 					}
@@ -183,12 +190,6 @@ func (g Grid) Codes(values []float32, dims []int64) ([]uint8, error) {
 		}
 	}
 	return codes, nil
-}
-
-// onGrid reports whether v is float32(level)·scale bit for bit, the product a runtime's
-// float32 Mul or DequantizeLinear computes.
-func onGrid(v float32, level int, scale float32) bool {
-	return math.Float32bits(v) == math.Float32bits(float32(level)*scale)
 }
 
 // indexString formats a flat index as a multi-index of dims, e.g. "[3 0 2 1]".

@@ -18,24 +18,35 @@ func Pack(codes []uint8, bits int) ([]byte, error) {
 		return out, nil
 	case 1:
 		// Whole bytes first: the common case for binary weights, eight codes per byte.
+		// The OR of all codes tells at the end whether any had a bit beyond the width.
 		full := len(codes) / 8
+		var all uint8
 		for i := range full {
 			c := codes[8*i : 8*i+8 : 8*i+8]
+			all |= c[0] | c[1] | c[2] | c[3] | c[4] | c[5] | c[6] | c[7]
 			out[i] = c[0]&1 | c[1]&1<<1 | c[2]&1<<2 | c[3]&1<<3 | c[4]&1<<4 | c[5]&1<<5 | c[6]&1<<6 | c[7]&1<<7
 		}
 		for j, c := range codes[8*full:] {
+			all |= c
 			out[full] |= c & 1 << j
+		}
+		if all&^mask == 0 {
+			return out, nil
 		}
 		return out, checkWidth(codes, mask)
 	}
+	var all uint8
 	for i, c := range codes {
+		all |= c
 		out[i/per] |= (c & mask) << ((i % per) * bits)
+	}
+	if all&^mask == 0 {
+		return out, nil
 	}
 	return out, checkWidth(codes, mask)
 }
 
-// checkWidth reports a code that does not fit the width; callers derive codes from
-// grids whose size fits, so this guards the exported function only.
+// checkWidth finds the first code that does not fit the width, for the error message.
 func checkWidth(codes []uint8, mask uint8) error {
 	for i, c := range codes {
 		if c&^mask != 0 {
