@@ -174,6 +174,8 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 			bad = append(bad, n.Errorf("op %s of domain %q is not supported", np.GetOpType(), d).Error())
 		} else if b, ok := bs[np.GetOpType()]; !ok {
 			bad = append(bad, n.Errorf("op %s is not supported", np.GetOpType()).Error())
+		} else if err := checkNodeInputs(n); err != nil {
+			bad = append(bad, err.Error())
 		} else if k, err = makeKernel(b, n); err != nil {
 			bad = append(bad, err.Error())
 		}
@@ -214,6 +216,22 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 		g.outIDs = append(g.outIDs, id)
 	}
 	return g, nil
+}
+
+// checkNodeInputs verifies that a node gives every input its op requires, so that kernels
+// can rely on them.
+func checkNodeInputs(n *Node) error {
+	req, variadic := requiredInputs(n.Proto.GetOpType(), n.Opset)
+	in := n.Proto.GetInput()
+	if variadic {
+		req = max(req, len(in))
+	}
+	for i := range req {
+		if !n.HasInput(i) {
+			return n.Errorf("input %d is required", i)
+		}
+	}
+	return nil
 }
 
 // makeKernel calls a builder, turning a panic on a malformed node into an error.

@@ -267,6 +267,12 @@ func (k *dropoutKernel) Infer(in []*Tensor) ([]*Tensor, error) {
 		}
 		outs = append(outs, &Tensor{DType: mt, Shape: slices.Clone(in[0].Shape)})
 	}
+	if present(in, 1) && (in[1].DType != Float32 || in[1].Len() != 1) {
+		return nil, k.n.Errorf("ratio must be a float scalar, got %s %v", in[1].DType, in[1].Shape)
+	}
+	if present(in, 2) && (in[2].DType != Int64 || in[2].Len() != 1) {
+		return nil, k.n.Errorf("training_mode must be a bool scalar, got %s %v", in[2].DType, in[2].Shape)
+	}
 	if r, ok := k.ratioOf(in); ok && (r < 0 || r >= 1) {
 		return nil, k.n.Errorf("ratio %g is outside [0, 1)", r)
 	}
@@ -278,18 +284,15 @@ func (k *dropoutKernel) ratioOf(in []*Tensor) (float32, bool) {
 	if k.n.Opset < 12 || !present(in, 1) {
 		return k.ratio, true
 	}
-	if !in[1].Known() || in[1].Len() != 1 {
+	if in[1].DType != Float32 || !in[1].Known() || in[1].Len() != 1 {
 		return 0, false
-	}
-	if in[1].DType == Int64 {
-		return float32(in[1].I[0]), true
 	}
 	return in[1].F[0], true
 }
 
 func (k *dropoutKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	training := ctx.Training
-	if k.n.Opset >= 12 && present(in, 2) && in[2].Len() == 1 {
+	if k.n.Opset >= 12 && present(in, 2) && len(in[2].I) == 1 {
 		training = training || in[2].I[0] != 0
 	}
 	ratio, ok := k.ratioOf(in)

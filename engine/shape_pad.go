@@ -82,6 +82,9 @@ func (k *padKernel) Infer(in []*Tensor) ([]*Tensor, error) {
 		return nil, err
 	}
 	begin, end = slices.Clone(begin), slices.Clone(end)
+	if k.n.Opset >= 11 && present(in, 2) && (in[2].DType != in[0].DType || in[2].Len() != 1) {
+		return nil, k.n.Errorf("constant_value must be a %s scalar, got %s %v", in[0].DType, in[2].DType, in[2].Shape)
+	}
 	s := make([]int, len(shape))
 	for i, d := range shape {
 		s[i] = d + begin[i] + end[i]
