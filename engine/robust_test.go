@@ -90,4 +90,3 @@ func mutate(r *rand.Rand, n *onnxpb.NodeProto) {
 		}
 	}
 }
-
