@@ -211,7 +211,8 @@ func (n *Node) Errorf(format string, args ...any) error {
 }
 
 // Context carries what kernels need at run time. One Context serves one executor; it is
-// not safe for concurrent graph runs.
+// not safe for concurrent graph runs. Graph.Forward and Graph.Backward fill a nil Rand or
+// BLAS and a Workers below 1 from the graph's Options.
 type Context struct {
 	// Training selects training behaviour: BatchNormalization uses batch statistics and
 	// updates its running statistics, Dropout drops.
