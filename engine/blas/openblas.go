@@ -157,7 +157,7 @@ func (o *OpenBLAS) Sgemm(tA, tB gblas.Transpose, m, n, k int, alpha float32, a [
 		return
 	}
 	if m*n*k < minGemm || !fitsCInt(m, n, k, lda, ldb, ldc) {
-		o.Implementation.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		o.Go.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
 	if beta == 0 {

@@ -151,21 +151,30 @@ func TestSgemmMatchesGonum(t *testing.T) {
 }
 
 // TestSgemmAlphaZeroDoesNotReadAB checks the reference-BLAS rule that with
-// alpha == 0 the operands are not referenced: NaN in A gives C = beta*C.
-// gonum and OpenBLAS 0.3.21 both propagate such NaN when beta != 1, so this is
-// a deliberate choice of this package, not inherited from either.
+// alpha == 0 the operands are not referenced: NaN in A or B gives C = beta*C,
+// for both backends and both sides of the small-problem threshold. gonum and
+// OpenBLAS 0.3.21 on their own both propagate such NaN when beta != 1.
 func TestSgemmAlphaZeroDoesNotReadAB(t *testing.T) {
-	o := requireOpenBLAS(t)
-	nan := float32(math.NaN())
-	a := []float32{nan, 1, 1, nan}
-	b := []float32{1, nan, nan, 1}
-	c := []float32{1, 2, 3, 4}
-	o.Sgemm(gblas.NoTrans, gblas.NoTrans, 2, 2, 2, 0, a, 2, b, 2, 3, c, 2)
-	for i, want := range []float32{3, 6, 9, 12} {
-		if c[i] != want {
-			t.Fatalf("C = %v, want [3 6 9 12]", c)
+	check := func(t *testing.T, impl gblas.Float32) {
+		nan := float32(math.NaN())
+		for _, n := range []int{2, 40} {
+			a := make([]float32, n*n)
+			b := make([]float32, n*n)
+			c := make([]float32, n*n)
+			for i := range c {
+				a[i], b[i], c[i] = 1, 1, float32(i)
+			}
+			a[0], b[n+1] = nan, nan
+			impl.Sgemm(gblas.NoTrans, gblas.NoTrans, n, n, n, 0, a, n, b, n, 3, c, n)
+			for i := range c {
+				if c[i] != 3*float32(i) {
+					t.Fatalf("n=%d: C[%d] = %v, want %v", n, i, c[i], 3*float32(i))
+				}
+			}
 		}
 	}
+	t.Run("go", func(t *testing.T) { check(t, Go{}) })
+	t.Run("openblas", func(t *testing.T) { check(t, requireOpenBLAS(t)) })
 }
 
 // vecIndex returns the storage index of element i of a strided vector of n
