@@ -1,8 +1,8 @@
 // Package blas chooses the BLAS implementation that carries qtool's matrix work.
 //
 // Every matrix product in qtool goes through gonum's blas.Float32 interface.
-// The pure-Go gonum implementation (type Go, which also keeps gonum's Sgemv
-// from writing past the end of y) is always available and is the fallback.
+// The pure-Go gonum implementation (type Go, with two corrections described
+// on the type) is always available and is the fallback.
 // When the OpenBLAS shared library (Debian package libopenblas0) is installed,
 // package blas loads it at run time with github.com/ebitengine/purego, so the
 // qtool binary is still built with CGO_ENABLED=0 and needs no C toolchain.
@@ -11,10 +11,9 @@
 // the routines that carry the work (Sgemm, Sgemv, Saxpy, Sdot, Sscal). Each
 // override validates its arguments exactly as gonum does and panics with the
 // same messages, so switching backends never changes which calls are legal.
-// Where the BLAS contract lets an implementation choose (beta == 0 with NaN in
-// C, alpha == 0), the override follows the reference BLAS: with beta == 0 the
-// old contents of C or y are never read, so NaN garbage there does not
-// propagate, and with alpha == 0 the operands A, B, x are not read.
+// Both backends follow the reference BLAS where implementations differ: with
+// beta == 0 the old contents of C or y are never read, so NaN garbage there
+// does not propagate, and with alpha == 0 the operands A, B, x are not read.
 //
 // Select picks the implementation from a mode string; ModeFromEnv reads the
 // mode from the QTOOL_BLAS environment variable (auto, go or openblas).
