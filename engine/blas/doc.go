@@ -6,6 +6,9 @@
 // When the OpenBLAS shared library (Debian package libopenblas0) is installed,
 // package blas loads it at run time with github.com/ebitengine/purego, so the
 // qtool binary is still built with CGO_ENABLED=0 and needs no C toolchain.
+// To load libraries, purego makes that binary dynamically linked against the
+// system's libc and loader (ld-linux), though it embeds no C code; build with
+// -tags noopenblas for a fully static binary that always uses pure Go.
 //
 // The OpenBLAS-backed value embeds Go and overrides only
 // the routines that carry the work (Sgemm, Sgemv, Saxpy, Sdot, Sscal). Each
