@@ -18,6 +18,10 @@ import (
 //	for each t: UpdateDual(λ_t, x_t, y_t, ρ)
 //
 // and reports L = f(x) + Σ_t Penalty(x_t, y_t, λ_t, ρ). Run does exactly this on vectors.
+//
+// The y-updates check that their slices have equal lengths and return an error otherwise;
+// Shift, SoftApply, UpdateDual, AddPenaltyGrad and Penalty, which sit in inner loops, expect
+// equal lengths (the first argument's) and panic on shorter ones, like copy-free slice code.
 
 // project dispatches to the Projector method of T's width.
 func project[T Float](p Projector, dst, src []T, l Layout) error {

@@ -1,0 +1,266 @@
+package network
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/qtool/qtool/admmq"
+	"github.com/qtool/qtool/export"
+	"github.com/qtool/qtool/onnxio"
+	"github.com/qtool/qtool/onnxio/onnxpb"
+)
+
+// Grid names the set the targeted weights are put on.
+type Grid string
+
+// The grids of `qtool binarize --grid`.
+const (
+	// Binary is exactly {−1,+1} with no scale, the paper's setting: right when a
+	// normalisation follows the layer and absorbs the scale.
+	Binary Grid = "binary"
+	// BinaryChannel is {−α_c,+α_c} with α_c jointly optimal per output channel (mean |z|).
+	BinaryChannel Grid = "binary-channel"
+	// Ternary is {−α_c,0,+α_c} with the exact joint per-channel scale.
+	Ternary Grid = "ternary"
+	// Int2, Int4 and Int8 are symmetric k-bit grids α_c·{−m..m}, m = 2^(k−1)−1, with
+	// α_c = max|z|/m per output channel.
+	Int2 Grid = "int2"
+	Int4 Grid = "int4"
+	Int8 Grid = "int8"
+)
+
+// Grids lists every grid, for usage messages.
+func Grids() []Grid { return []Grid{Binary, BinaryChannel, Ternary, Int2, Int4, Int8} }
+
+// ParseGrid returns the grid named s.
+func ParseGrid(s string) (Grid, error) {
+	for _, g := range Grids() {
+		if string(g) == strings.ToLower(s) {
+			return g, nil
+		}
+	}
+	return "", fmt.Errorf("unknown grid %q: want one of binary, binary-channel, ternary, int2, int4, int8", s)
+}
+
+// Spec returns the admmq set of the grid.
+func (g Grid) Spec() admmq.Spec {
+	switch g {
+	case BinaryChannel:
+		return admmq.Spec{Kind: admmq.KindScaledBinary, Scale: admmq.ScaleOptimal, PerChannel: true}
+	case Ternary:
+		return admmq.Spec{Kind: admmq.KindTernary, Scale: admmq.ScaleOptimal, PerChannel: true}
+	case Int2:
+		return admmq.Spec{Kind: admmq.KindUniform, Bits: 2, Scale: admmq.ScaleMax, PerChannel: true}
+	case Int4:
+		return admmq.Spec{Kind: admmq.KindUniform, Bits: 4, Scale: admmq.ScaleMax, PerChannel: true}
+	case Int8:
+		return admmq.Spec{Kind: admmq.KindUniform, Bits: 8, Scale: admmq.ScaleMax, PerChannel: true}
+	}
+	return admmq.Spec{Kind: admmq.KindBinary}
+}
+
+// Levels returns the grid's integer levels in increasing order.
+func (g Grid) Levels() []int {
+	m := 1
+	switch g {
+	case Binary, BinaryChannel:
+		return []int{-1, 1}
+	case Int4:
+		m = 7
+	case Int8:
+		m = 127
+	}
+	l := make([]int, 0, 2*m+1)
+	for i := -m; i <= m; i++ {
+		l = append(l, i)
+	}
+	return l
+}
+
+// Scaled reports whether the grid carries a per-channel scale.
+func (g Grid) Scaled() bool { return g != Binary }
+
+// Target is one parameter the algorithm puts on the grid.
+type Target struct {
+	Name string
+	// Set projects onto the grid; Layout gives the tensor's shape and channel axis.
+	Set    *admmq.Set
+	Layout admmq.Layout
+	// Dims is the tensor's shape as ONNX stores it.
+	Dims []int64
+	// Node is the operator that reads the weight, Normalized whether a normalisation
+	// follows it (so that an unscaled grid loses nothing to the missing scale).
+	Node       string
+	Normalized bool
+}
+
+// Selection chooses which weights are targeted. Keep and Only hold parameter names;
+// Keep may also hold "first" and "last", the first and last targeted weight in graph
+// order.
+type Selection struct {
+	Keep, Only []string
+}
+
+// Targets returns the weights of m that binarization targets under sel — by default
+// every weight of Conv, ConvTranspose, Gemm and MatMul (onnxio's RoleWeight) — in the
+// order the graph reads them, each with its projector for grid g.
+func Targets(m *onnxio.Model, g Grid, sel Selection) ([]Target, error) {
+	roles := m.ParamRoles()
+	var order []string
+	seen := map[string]bool{}
+	for _, n := range m.Proto.GetGraph().GetNode() {
+		for _, in := range n.GetInput() {
+			if c, ok := roles[in]; ok && c.Role == onnxio.RoleWeight && !seen[in] {
+				seen[in] = true
+				order = append(order, in)
+			}
+		}
+	}
+	if len(order) == 0 {
+		return nil, fmt.Errorf("%s: no Conv, ConvTranspose, Gemm or MatMul weight to binarize", m.Name)
+	}
+	keep := map[string]bool{}
+	for _, k := range sel.Keep {
+		switch k {
+		case "first":
+			keep[order[0]] = true
+		case "last":
+			keep[order[len(order)-1]] = true
+		default:
+			if !seen[k] {
+				return nil, fmt.Errorf("%s: --keep %s: no weight of that name (weights: %s)", m.Name, k, strings.Join(order, ", "))
+			}
+			keep[k] = true
+		}
+	}
+	only := map[string]bool{}
+	for _, k := range sel.Only {
+		if !seen[k] {
+			return nil, fmt.Errorf("%s: --only %s: no weight of that name (weights: %s)", m.Name, k, strings.Join(order, ", "))
+		}
+		only[k] = true
+	}
+	set, err := admmq.NewSet(g.Spec())
+	if err != nil {
+		return nil, err
+	}
+	var ts []Target
+	for _, name := range order {
+		if keep[name] || (len(only) > 0 && !only[name]) {
+			continue
+		}
+		p, _ := m.Param(name)
+		use := roles[name].Use
+		dims := p.Tensor.GetDims()
+		shape := make([]int, len(dims))
+		for i, d := range dims {
+			shape[i] = int(d)
+		}
+		transB := false
+		for _, a := range use.Node.GetAttribute() {
+			if (use.Input == 1 && a.GetName() == "transB") || (use.Input == 0 && a.GetName() == "transA") {
+				transB = a.GetI() != 0
+			}
+		}
+		axis, err := admmq.ChannelAxis(use.Node.GetOpType(), use.Input, transB, len(shape))
+		if err != nil {
+			axis = 0 // per-tensor is what per-channel degenerates to on an unknown layout
+			if len(shape) == 0 {
+				shape = []int{1}
+			}
+		}
+		ts = append(ts, Target{
+			Name: name, Set: set, Layout: admmq.Layout{Shape: shape, Axis: axis}, Dims: dims,
+			Node: use.Node.GetName(), Normalized: normalized(m, use.Node),
+		})
+	}
+	if len(ts) == 0 {
+		return nil, fmt.Errorf("%s: --keep/--only leave no weight to binarize", m.Name)
+	}
+	return ts, nil
+}
+
+// normalized reports whether the output of n reaches a normalisation through nodes that
+// keep channels apart (a bias Add, reshapes, activations are not passed: a ReLU before
+// the normalisation would make the scale matter).
+func normalized(m *onnxio.Model, n *onnxpb.NodeProto) bool {
+	for range 4 {
+		outs := n.GetOutput()
+		if len(outs) == 0 {
+			return false
+		}
+		cons := m.Consumers(outs[0])
+		if len(cons) != 1 {
+			return false
+		}
+		next := cons[0].Node
+		switch next.GetOpType() {
+		case "BatchNormalization", "InstanceNormalization", "LayerNormalization", "GroupNormalization":
+			return true
+		case "Add", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity":
+			n = next
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// snap returns the exportable form of y for grid g: values equal to float32(level)·scale
+// bit for bit, with the scale per output channel. For the binary grid y is returned as it
+// is (it is ±1 already); for scaled grids the scale is recovered from the values, so a
+// value moves by at most one float32 rounding of level·α.
+func snap(g Grid, y []float32, t Target) ([]float32, export.Grid) {
+	levels := g.Levels()
+	eg := export.Grid{Levels: levels}
+	out := make([]float32, len(y))
+	if !g.Scaled() {
+		for i, v := range y {
+			if v >= 0 {
+				out[i] = 1
+			} else {
+				out[i] = -1
+			}
+		}
+		return out, eg
+	}
+	m := float64(levels[len(levels)-1])
+	shape := t.Layout.Shape
+	axis := t.Layout.Axis
+	channels, inner := 1, 1
+	if len(shape) > 0 {
+		channels = shape[axis]
+		for _, d := range shape[axis+1:] {
+			inner *= d
+		}
+	}
+	outer := len(y) / (channels * inner)
+	scales := make([]float32, channels)
+	for c := range channels {
+		mx := 0.0
+		for o := range outer {
+			off := (o*channels + c) * inner
+			for _, v := range y[off : off+inner] {
+				mx = math.Max(mx, math.Abs(float64(v)))
+			}
+		}
+		a := float32(mx / m)
+		scales[c] = a
+		for o := range outer {
+			off := (o*channels + c) * inner
+			for i, v := range y[off : off+inner] {
+				lv := 1.0
+				if a > 0 {
+					lv = math.Min(math.Max(admmq.RoundHalfUp(float64(v)/float64(a)), -m), m)
+				}
+				if g == BinaryChannel && lv == 0 {
+					lv = 1
+				}
+				out[off+i] = float32(lv) * a
+			}
+		}
+	}
+	eg.Scales, eg.Axis = scales, axis
+	return out, eg
+}

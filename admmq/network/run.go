@@ -1,0 +1,696 @@
+package network
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/qtool/qtool/admmq"
+	"github.com/qtool/qtool/calib"
+	"github.com/qtool/qtool/engine"
+	"github.com/qtool/qtool/export"
+	"github.com/qtool/qtool/onnxio"
+	"github.com/qtool/qtool/train"
+	gblas "gonum.org/v1/gonum/blas"
+)
+
+// Algo names an algorithm.
+type Algo string
+
+// The algorithms.
+const (
+	ADMMQ  Algo = "admm-q"  // I-ADMM-Q (Alg. 2): K inner epochs per x-update
+	ADMMR  Algo = "admm-r"  // ADMM-R (Alg. 3): y-update on a Bernoulli(p) mask
+	ADMMS  Algo = "admm-s"  // ADMM-S (Alg. 4): soft projection with β
+	PGD    Algo = "pgd"     // projection after every optimizer step
+	GDProj Algo = "gd-proj" // unconstrained fine-tuning, one projection at the end
+)
+
+// Algos lists the algorithms.
+func Algos() []Algo { return []Algo{GDProj, PGD, ADMMQ, ADMMR, ADMMS} }
+
+// ParseAlgo returns the algorithm named s.
+func ParseAlgo(s string) (Algo, error) {
+	for _, a := range Algos() {
+		if string(a) == s {
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("unknown algorithm %q: want admm-q, admm-r, admm-s, pgd or gd-proj", s)
+}
+
+// IsADMM reports whether a is one of the ADMM variants.
+func (a Algo) IsADMM() bool { return a == ADMMQ || a == ADMMR || a == ADMMS }
+
+// Config configures a run.
+type Config struct {
+	Algo Algo
+	// Rho is the penalty schedule ρ_r = Rho0·Growth^⌊r/Every⌋.
+	Rho admmq.Schedule
+	// P is ADMM-R's mask probability, Beta ADMM-S's β.
+	P, Beta float64
+	// Iters is the number of outer iterations.
+	Iters int
+	// InnerEpochs is K, the epochs of each x-update (default 5, the paper's); with
+	// InnerSteps > 0 each x-update is InnerSteps optimizer steps instead. With Gamma > 0 the
+	// x-update stops earlier once the criterion holds (tested after each epoch).
+	InnerEpochs, InnerSteps int
+	Gamma                   float64
+	// Epochs is GD+Proj's fine-tuning length; 0 means Iters·InnerEpochs.
+	Epochs int
+	// Optimizer updates every trainable parameter; its state is checkpointed.
+	Optimizer train.Optimizer
+	// Schedule gives the learning rate of each step.
+	Schedule train.Schedule
+	// Loss is the training loss (CrossEntropy, SquaredHinge, Distillation, MSE).
+	Loss train.Loss
+	// Seed drives the data order, Dropout and ADMM-R's masks.
+	Seed uint64
+	// StatSamples is how many calibration samples (rounded up to whole batches, in the
+	// data's order) f(x), f(y) and the criterion's gradient are measured over; 0 means 2048.
+	StatSamples int
+	// BLAS and Workers are the engine's.
+	BLAS    gblas.Float32
+	Workers int
+	// Progress, when set, is called after each inner epoch and each outer iteration.
+	Progress func(Progress)
+	// Checkpoint, when set, is called at the end of each outer iteration with the run's
+	// serialized state (see Run.Checkpoint).
+	Checkpoint func(state []byte) error
+}
+
+// Data is what a run trains and measures on.
+type Data struct {
+	// Calib is the calibration (training) set, Eval the held-out set accuracy is measured on
+	// (nil: none).
+	Calib, Eval calib.Dataset
+	BatchSize   int
+	// Teacher is the full-precision graph: the teacher of a distillation loss and the
+	// reference of agreement when the data have no labels. It must not be the graph trained.
+	Teacher *engine.Graph
+}
+
+// Progress reports where a run is.
+type Progress struct {
+	Iter, Iters int // outer iteration (1-based) and total
+	Epoch, Of   int // inner epoch within the iteration (1-based) and its budget
+	Loss        float64
+	// Done marks the end of an outer iteration; Stats is then set.
+	Done  bool
+	Stats *IterStats
+}
+
+// IterStats records one outer iteration.
+type IterStats struct {
+	Iter int     `json:"iter"`
+	Rho  float64 `json:"rho"`
+	// TrainLoss is the mean minibatch loss of the iteration's last inner epoch (training
+	// mode, the weights moving).
+	TrainLoss float64 `json:"train_loss"`
+	// FX and FY are the loss of the network with weights x and with weights y (the grid
+	// point; P_A(y) for ADMM-S) over the fixed calibration subset, in inference mode.
+	FX float64 `json:"f_x"`
+	FY float64 `json:"f_y"`
+	// Lagrangian is L(x, y, λ) = f(x) + ⟨λ, x − y⟩ + ρ/2‖x − y‖² (ADMM variants; f(x) otherwise).
+	Lagrangian float64 `json:"lagrangian"`
+	// Residual is ‖x − y‖ over the targeted weights.
+	Residual float64 `json:"residual"`
+	// Changed is the fraction of y's elements changed by this iteration's y-update (for PGD
+	// and GD+Proj: of the projection of x since the previous iteration).
+	Changed float64 `json:"changed"`
+	// Accuracy is the held-out top-1 accuracy of y (agreement with the teacher without labels).
+	Accuracy    float64 `json:"accuracy"`
+	HasAccuracy bool    `json:"has_accuracy"`
+	Agreement   float64 `json:"agreement"`
+	// InnerEpochs is the number of epochs the x-update took, GradNorm ‖∇ₓL‖ at its end
+	// when the criterion was tested.
+	InnerEpochs int     `json:"inner_epochs"`
+	GradNorm    float64 `json:"grad_norm,omitempty"`
+	Seconds     float64 `json:"seconds"`
+}
+
+// Run is one algorithm run on a graph. It is not safe for concurrent use.
+type Run struct {
+	g       *engine.Graph
+	targets []Target
+	params  []*engine.Param // targets' params, in order
+	cfg     Config
+	data    Data
+
+	y, lambda [][]float32
+	scratch   [][]float32
+	zt        [][]float32
+
+	iter, epoch, step int
+	history           []IterStats
+
+	pcg    *rand.PCG
+	eng    engine.Context
+	feed   *feed
+	stats  *calib.Batches
+	eval   *calib.Batches
+	recal  *calib.Batches
+	stepsN int // batches in the stat subset
+	lastY  [][]float32
+}
+
+// New prepares a run of cfg on g: targets become trainable (with every bias and
+// normalisation scale and shift), y⁰ = P_A(x⁰) and λ⁰ = 0.
+func New(m *onnxio.Model, g *engine.Graph, targets []Target, cfg Config, data Data) (*Run, error) {
+	if len(targets) == 0 {
+		return nil, errors.New("network: no target weights")
+	}
+	if _, err := ParseAlgo(string(cfg.Algo)); err != nil {
+		return nil, err
+	}
+	if cfg.Iters < 1 && cfg.Algo != GDProj {
+		return nil, fmt.Errorf("network: %d outer iterations: want at least 1", cfg.Iters)
+	}
+	if cfg.InnerEpochs < 1 {
+		cfg.InnerEpochs = 5
+	}
+	if cfg.Algo == GDProj {
+		if cfg.Epochs < 1 {
+			cfg.Epochs = max(cfg.Iters, 1) * cfg.InnerEpochs
+		}
+		cfg.InnerSteps, cfg.Gamma = 0, 0
+		cfg.Iters = (cfg.Epochs + cfg.InnerEpochs - 1) / cfg.InnerEpochs
+	}
+	if cfg.Algo.IsADMM() {
+		if err := cfg.Rho.Validate(); err != nil {
+			return nil, fmt.Errorf("network: %w", err)
+		}
+	}
+	if cfg.Algo == ADMMR && (cfg.P <= 0 || cfg.P > 1) {
+		return nil, fmt.Errorf("network: ADMM-R mask probability p = %g: want 0 < p ≤ 1", cfg.P)
+	}
+	if cfg.Algo == ADMMS && !(cfg.Beta > 0) {
+		return nil, fmt.Errorf("network: ADMM-S β = %g: want β > 0", cfg.Beta)
+	}
+	if cfg.Loss == nil {
+		cfg.Loss = train.CrossEntropy{}
+	}
+	if cfg.Optimizer == nil {
+		cfg.Optimizer = train.NewAdam(train.AdamOptions{})
+	}
+	if cfg.Schedule == nil {
+		cfg.Schedule = train.Constant{LR: 1e-3}
+	}
+	if cfg.StatSamples <= 0 {
+		cfg.StatSamples = 2048
+	}
+	if data.BatchSize < 1 {
+		return nil, fmt.Errorf("network: batch size %d", data.BatchSize)
+	}
+	if !cfg.Loss.NeedsLabels() && data.Teacher == nil {
+		return nil, errors.New("network: the loss needs a teacher (the full-precision graph)")
+	}
+	if cfg.Loss.NeedsLabels() && !data.Calib.HasLabels() {
+		return nil, errors.New("network: the loss needs labels but the calibration data have none: use distillation")
+	}
+	r := &Run{g: g, targets: targets, cfg: cfg, data: data}
+	var names []string
+	roles := m.ParamRoles()
+	for _, p := range g.Params() {
+		if p.Value.DType == engine.Float32 && trainable(roles[p.Name]) {
+			names = append(names, p.Name)
+		}
+	}
+	for _, t := range targets {
+		p := g.Param(t.Name)
+		if p == nil || p.Value.DType != engine.Float32 {
+			return nil, fmt.Errorf("network: weight %s is not a float parameter of the graph", t.Name)
+		}
+		r.params = append(r.params, p)
+	}
+	if err := g.SetTrainable(names...); err != nil {
+		return nil, fmt.Errorf("network: %w", err)
+	}
+	for i, t := range targets {
+		x := r.params[i].Value.F
+		y := make([]float32, len(x))
+		if err := t.Set.Project32(y, x, t.Layout); err != nil {
+			return nil, fmt.Errorf("network: projecting %s: %w", t.Name, err)
+		}
+		r.y = append(r.y, y)
+		r.lambda = append(r.lambda, make([]float32, len(x)))
+		r.scratch = append(r.scratch, make([]float32, len(x)))
+		r.lastY = append(r.lastY, append([]float32(nil), y...))
+		if cfg.Algo == ADMMS {
+			r.zt = append(r.zt, make([]float32, len(x)))
+		}
+	}
+	r.pcg = rand.NewPCG(cfg.Seed, 0x6e6574776f726b) // stream "network"
+	r.eng = engine.Context{BLAS: cfg.BLAS, Workers: cfg.Workers, Rand: rand.New(r.pcg)}
+	tb, err := calib.NewBatches(data.Calib, calib.BatchOptions{Size: data.BatchSize, Shuffle: true, Seed: cfg.Seed})
+	if err != nil {
+		return nil, fmt.Errorf("network: %w", err)
+	}
+	r.feed = &feed{b: tb, limit: cfg.InnerSteps}
+	if cfg.Algo == PGD {
+		r.feed.before = r.projectX
+	}
+	if r.stats, err = calib.NewBatches(data.Calib, calib.BatchOptions{Size: data.BatchSize}); err != nil {
+		return nil, fmt.Errorf("network: %w", err)
+	}
+	r.stepsN = (min(cfg.StatSamples, data.Calib.Len()) + data.BatchSize - 1) / data.BatchSize
+	if data.Eval != nil {
+		if r.eval, err = calib.NewBatches(data.Eval, calib.BatchOptions{Size: data.BatchSize}); err != nil {
+			return nil, fmt.Errorf("network: %w", err)
+		}
+	}
+	if r.recal, err = calib.NewBatches(data.Calib, calib.BatchOptions{Size: data.BatchSize}); err != nil {
+		return nil, fmt.Errorf("network: %w", err)
+	}
+	return r, nil
+}
+
+// trainable reports whether a parameter is trained: weights, biases and normalisation
+// scales and shifts, as the paper's code trains every parameter; not the BatchNorm running
+// statistics (inputs 3 and 4), which training-mode forward passes maintain, nor other
+// constants (shapes, clip bounds).
+func trainable(c onnxio.Classification) bool {
+	switch c.Role {
+	case onnxio.RoleWeight, onnxio.RoleBias:
+		return true
+	case onnxio.RoleNorm:
+		return !(c.Use.Node.GetOpType() == "BatchNormalization" && c.Use.Input >= 3)
+	}
+	return false
+}
+
+// Iter returns the number of outer iterations completed.
+func (r *Run) Iter() int { return r.iter }
+
+// History returns the records of the completed iterations.
+func (r *Run) History() []IterStats { return r.history }
+
+// Config returns the run's configuration with defaults filled in.
+func (r *Run) Config() Config { return r.cfg }
+
+// Run performs the remaining outer iterations. Cancelling ctx stops it between two
+// optimizer steps with ctx's error; the last checkpoint written stays consistent.
+func (r *Run) Run(ctx context.Context) error {
+	for r.iter < r.cfg.Iters {
+		if err := r.iteration(ctx); err != nil {
+			return err
+		}
+		if r.cfg.Checkpoint != nil {
+			state, err := r.Checkpoint()
+			if err != nil {
+				return err
+			}
+			if err := r.cfg.Checkpoint(state); err != nil {
+				return fmt.Errorf("network: writing checkpoint: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+func (r *Run) iteration(ctx context.Context) error {
+	start := time.Now()
+	it := r.iter
+	rho := r.cfg.Rho.Rho(it)
+	st := IterStats{Iter: it + 1, Rho: rho}
+	admm := r.cfg.Algo.IsADMM()
+	if admm {
+		changed, err := r.updateY(rho, it)
+		if err != nil {
+			return err
+		}
+		st.Changed = changed
+	}
+	var xprev [][]float32
+	if r.cfg.Gamma > 0 {
+		for _, p := range r.params {
+			xprev = append(xprev, append([]float32(nil), p.Value.F...))
+		}
+	}
+	epochs := r.cfg.InnerEpochs
+	if r.cfg.Algo == GDProj && it == r.cfg.Iters-1 {
+		epochs = r.cfg.Epochs - it*r.cfg.InnerEpochs
+	}
+	var hook func(int) error
+	if admm {
+		hook = func(int) error {
+			for i, p := range r.params {
+				admmq.AddPenaltyGrad(p.Grad.F, p.Value.F, r.y[i], r.lambda[i], rho)
+			}
+			return nil
+		}
+	}
+	for k := range epochs {
+		res, err := train.Fit(ctx, r.g, r.feed, train.Options{
+			Epochs: 1, Loss: r.cfg.Loss, Optimizer: r.cfg.Optimizer, Schedule: r.cfg.Schedule,
+			Teacher: r.data.Teacher, Engine: &r.eng, Seed: r.cfg.Seed, GradHook: hook,
+			StartEpoch: r.epoch, StartStep: r.step,
+		})
+		if err != nil {
+			return fmt.Errorf("network: iteration %d: %w", it+1, err)
+		}
+		r.epoch++
+		r.step += res.Steps
+		st.TrainLoss = res.Last.Loss
+		st.InnerEpochs = k + 1
+		if r.cfg.Progress != nil {
+			r.cfg.Progress(Progress{Iter: it + 1, Iters: r.cfg.Iters, Epoch: k + 1, Of: epochs, Loss: res.Last.Loss})
+		}
+		if r.cfg.Gamma > 0 && admm {
+			gn, ok, err := r.criterion(ctx, rho, xprev)
+			if err != nil {
+				return err
+			}
+			st.GradNorm = gn
+			if ok {
+				break
+			}
+		}
+	}
+	if admm {
+		for i, p := range r.params {
+			admmq.UpdateDual(r.lambda[i], p.Value.F, r.y[i], rho)
+		}
+	} else {
+		// PGD's x is on the grid after its last step; GD+Proj's y is the projection of x.
+		changed := 0
+		total := 0
+		for i, p := range r.params {
+			if err := r.targets[i].Set.Project32(r.y[i], p.Value.F, r.targets[i].Layout); err != nil {
+				return fmt.Errorf("network: projecting %s: %w", r.targets[i].Name, err)
+			}
+			for j, v := range r.y[i] {
+				if v != r.lastY[i][j] {
+					changed++
+				}
+			}
+			copy(r.lastY[i], r.y[i])
+			total += len(r.y[i])
+		}
+		st.Changed = float64(changed) / float64(total)
+	}
+	if err := r.measure(ctx, &st, rho); err != nil {
+		return err
+	}
+	st.Seconds = time.Since(start).Seconds()
+	r.history = append(r.history, st)
+	r.iter++
+	if r.cfg.Progress != nil {
+		r.cfg.Progress(Progress{Iter: it + 1, Iters: r.cfg.Iters, Epoch: st.InnerEpochs, Of: epochs, Loss: st.TrainLoss, Done: true, Stats: &st})
+	}
+	return nil
+}
+
+// updateY runs the y-update of the ADMM variant at iteration it and returns the fraction
+// of elements changed.
+func (r *Run) updateY(rho float64, it int) (float64, error) {
+	changed, total := 0, 0
+	switch r.cfg.Algo {
+	case ADMMQ:
+		for i, p := range r.params {
+			c, err := admmq.UpdateYQ(r.targets[i].Set, r.y[i], p.Value.F, r.lambda[i], r.scratch[i], rho, r.targets[i].Layout)
+			if err != nil {
+				return 0, fmt.Errorf("network: y-update of %s: %w", r.targets[i].Name, err)
+			}
+			changed += c
+			total += len(r.y[i])
+		}
+	case ADMMR:
+		for i, p := range r.params {
+			m := admmq.Mask{P: r.cfg.P, Seed: r.cfg.Seed, Iter: it, Stream: uint64(i)}
+			c, err := admmq.UpdateYR(r.targets[i].Set, r.y[i], p.Value.F, r.lambda[i], r.scratch[i], rho, r.targets[i].Layout, m)
+			if err != nil {
+				return 0, fmt.Errorf("network: y-update of %s: %w", r.targets[i].Name, err)
+			}
+			changed += c
+			total += len(r.y[i])
+		}
+	case ADMMS:
+		var d2 float64
+		for i, p := range r.params {
+			d, err := admmq.SoftPrepare(r.targets[i].Set, r.scratch[i], r.zt[i], p.Value.F, r.lambda[i], rho, r.targets[i].Layout)
+			if err != nil {
+				return 0, fmt.Errorf("network: y-update of %s: %w", r.targets[i].Name, err)
+			}
+			d2 += d
+		}
+		s := admmq.SoftFactor(d2, r.cfg.Beta, rho)
+		for i := range r.params {
+			changed += admmq.SoftApply(r.y[i], r.scratch[i], r.zt[i], s)
+			total += len(r.y[i])
+		}
+	}
+	return float64(changed) / float64(total), nil
+}
+
+// projectX projects the targeted weights in place (PGD, after every optimizer step).
+func (r *Run) projectX() {
+	for i, p := range r.params {
+		// Project32 fails only on NaN, which the next loss reports.
+		_ = r.targets[i].Set.Project32(p.Value.F, p.Value.F, r.targets[i].Layout)
+	}
+}
+
+// gridY returns the grid point y stands for: y itself, or P_A(y) for ADMM-S.
+func (r *Run) gridY(i int) ([]float32, error) {
+	if r.cfg.Algo != ADMMS {
+		return r.y[i], nil
+	}
+	out := make([]float32, len(r.y[i]))
+	err := r.targets[i].Set.Project32(out, r.y[i], r.targets[i].Layout)
+	return out, err
+}
+
+// withWeights runs fn with the targeted weights set to w, then restores x.
+func (r *Run) withWeights(w [][]float32, fn func() error) error {
+	saved := make([][]float32, len(r.params))
+	for i, p := range r.params {
+		saved[i] = append([]float32(nil), p.Value.F...)
+		copy(p.Value.F, w[i])
+	}
+	err := fn()
+	for i, p := range r.params {
+		copy(p.Value.F, saved[i])
+	}
+	return err
+}
+
+// measure fills f(x), f(y), L, ‖x − y‖ and the held-out accuracy of y.
+func (r *Run) measure(ctx context.Context, st *IterStats, rho float64) error {
+	sub := &limit{b: r.stats, n: r.stepsN}
+	evalCtx := r.eng
+	evalCtx.Rand = nil
+	eo := train.EvalOptions{Loss: r.cfg.Loss, Reference: r.data.Teacher, Engine: &evalCtx}
+	if r.cfg.Loss.NeedsLabels() {
+		eo.Reference = nil
+	}
+	mx, err := train.Evaluate(ctx, r.g, sub, eo)
+	if err != nil {
+		return fmt.Errorf("network: measuring f(x): %w", err)
+	}
+	st.FX = mx.Loss
+	ys := make([][]float32, len(r.params))
+	var pen, res2 float64
+	for i, p := range r.params {
+		if ys[i], err = r.gridY(i); err != nil {
+			return err
+		}
+		if r.cfg.Algo.IsADMM() {
+			pen += admmq.Penalty(p.Value.F, r.y[i], r.lambda[i], rho)
+		}
+		for j, v := range p.Value.F {
+			d := float64(v) - float64(r.y[i][j])
+			res2 += d * d
+		}
+	}
+	st.Lagrangian = st.FX + pen
+	st.Residual = math.Sqrt(res2)
+	return r.withWeights(ys, func() error {
+		sub := &limit{b: r.stats, n: r.stepsN}
+		my, err := train.Evaluate(ctx, r.g, sub, eo)
+		if err != nil {
+			return fmt.Errorf("network: measuring f(y): %w", err)
+		}
+		st.FY = my.Loss
+		if r.eval == nil {
+			return nil
+		}
+		me, err := train.Evaluate(ctx, r.g, r.eval, train.EvalOptions{Reference: r.data.Teacher, Engine: &evalCtx})
+		if err != nil {
+			return fmt.Errorf("network: evaluating y: %w", err)
+		}
+		if me.Labelled {
+			st.Accuracy, st.HasAccuracy = me.Accuracy, true
+		} else {
+			st.Accuracy, st.HasAccuracy = me.Agreement, true
+		}
+		st.Agreement = me.Agreement
+		return nil
+	})
+}
+
+// criterion evaluates ‖∇ₓL(x, y, λ)‖ (inference mode, fixed subset) and tests Alg. 2's
+// stopping rule.
+func (r *Run) criterion(ctx context.Context, rho float64, xprev [][]float32) (float64, bool, error) {
+	gctx := r.eng
+	gctx.Rand, gctx.Training, gctx.NoGrad = nil, false, false
+	tctx := gctx
+	tctx.NoGrad = true
+	r.g.ZeroGrad()
+	sub := &limit{b: r.stats, n: r.stepsN}
+	total := min(r.stepsN*r.data.BatchSize, r.data.Calib.Len())
+	var in engine.Tensor
+	in.DType = engine.Float32
+	var gout engine.Tensor
+	gout.DType = engine.Float32
+	for sub.Next() {
+		if err := ctx.Err(); err != nil {
+			return 0, false, err
+		}
+		shape := make([]int, len(sub.Shape()))
+		for i, d := range sub.Shape() {
+			shape[i] = int(d)
+		}
+		in.Shape, in.F = shape, sub.X()
+		tg := train.Target{Labels: sub.Y()}
+		if !r.cfg.Loss.NeedsLabels() {
+			touts, err := r.data.Teacher.Forward(&tctx, &in)
+			if err != nil {
+				return 0, false, fmt.Errorf("network: teacher: %w", err)
+			}
+			tg.Teacher = append([]float32(nil), touts[0].F...)
+		}
+		outs, err := r.g.Forward(&gctx, &in)
+		if err != nil {
+			return 0, false, fmt.Errorf("network: %w", err)
+		}
+		lg := outs[0]
+		classes := lg.Shape[len(lg.Shape)-1]
+		gout.Shape = lg.Shape
+		gout.F = make([]float32, len(lg.F))
+		if _, err := r.cfg.Loss.Value(lg.F, classes, tg, gout.F); err != nil {
+			return 0, false, fmt.Errorf("network: %w", err)
+		}
+		w := float32(float64(shape[0]) / float64(total))
+		for i := range gout.F {
+			gout.F[i] *= w
+		}
+		gouts := make([]*engine.Tensor, len(r.g.Outputs()))
+		gouts[0] = &gout
+		if err := r.g.Backward(&gctx, gouts...); err != nil {
+			return 0, false, fmt.Errorf("network: %w", err)
+		}
+	}
+	sub.Reset()
+	var gn2, dy2, dp2 float64
+	for i, p := range r.params {
+		g := append([]float32(nil), p.Grad.F...)
+		admmq.AddPenaltyGrad(g, p.Value.F, r.y[i], r.lambda[i], rho)
+		for j, v := range g {
+			gn2 += float64(v) * float64(v)
+			d := float64(p.Value.F[j]) - float64(r.y[i][j])
+			dy2 += d * d
+			e := float64(p.Value.F[j]) - float64(xprev[i][j])
+			dp2 += e * e
+		}
+	}
+	r.g.ZeroGrad()
+	gn := math.Sqrt(gn2)
+	return gn, gn <= rho*r.cfg.Gamma*math.Sqrt(min(dy2, dp2)), nil
+}
+
+// Finish sets the targeted weights to their grid point y and, when recalib is set,
+// re-estimates the BatchNorm running statistics of m's graph over the calibration data
+// with them. It returns the weights in export's form, exactly on the grid.
+func (r *Run) Finish(ctx context.Context, m *onnxio.Model, grid Grid, recalib bool) ([]export.Weight, error) {
+	var ws []export.Weight
+	for i, p := range r.params {
+		y, err := r.gridY(i)
+		if err != nil {
+			return nil, err
+		}
+		v, eg := snap(grid, y, r.targets[i])
+		copy(p.Value.F, v)
+		ws = append(ws, export.Weight{Name: r.targets[i].Name, Values: v, Grid: eg})
+	}
+	if recalib {
+		rc := r.eng
+		rc.Rand = rand.New(rand.NewPCG(r.cfg.Seed, 0x626e)) // stream "bn"
+		r.recal.Reset()
+		if err := train.RecalibrateBN(ctx, r.g, m, r.recal, &rc); err != nil {
+			return nil, fmt.Errorf("network: re-estimating BatchNorm statistics: %w", err)
+		}
+	}
+	return ws, nil
+}
+
+// feed adapts the shuffled calibration batches to train.Fit: one Fit epoch is one pass,
+// or limit steps that continue across passes. It tracks its position for checkpoints
+// and runs before (PGD's projection) ahead of every step and after the last.
+type feed struct {
+	b        *calib.Batches
+	limit    int
+	n        int
+	consumed int // batches read in the current pass of b
+	before   func()
+}
+
+func (f *feed) Next() bool {
+	if f.before != nil {
+		f.before()
+	}
+	if f.limit > 0 && f.n == f.limit {
+		return false
+	}
+	if !f.b.Next() {
+		if f.limit == 0 || f.b.Err() != nil {
+			return false
+		}
+		f.b.Reset()
+		f.consumed = 0
+		if !f.b.Next() {
+			return false
+		}
+	}
+	f.n++
+	f.consumed++
+	return true
+}
+
+func (f *feed) Reset() {
+	f.n = 0
+	if f.limit == 0 {
+		f.b.Reset()
+		f.consumed = 0
+	}
+}
+
+func (f *feed) X() []float32         { return f.b.X() }
+func (f *feed) Y() []int64           { return f.b.Y() }
+func (f *feed) Shape() []int64       { return f.b.Shape() }
+func (f *feed) Err() error           { return f.b.Err() }
+func (f *feed) position() (int, int) { return f.b.Epoch(), f.consumed }
+
+// limit reads the first n batches of b (in the data's order) as one epoch.
+type limit struct {
+	b *calib.Batches
+	n int
+	i int
+}
+
+func (l *limit) Next() bool {
+	if l.i >= l.n || !l.b.Next() {
+		return false
+	}
+	l.i++
+	return true
+}
+
+func (l *limit) Reset()         { l.i = 0; l.b.Reset() }
+func (l *limit) X() []float32   { return l.b.X() }
+func (l *limit) Y() []int64     { return l.b.Y() }
+func (l *limit) Shape() []int64 { return l.b.Shape() }
+func (l *limit) Err() error     { return l.b.Err() }
