@@ -32,13 +32,36 @@ func TestExportTestModels(t *testing.T) {
 		for _, gc := range gridCases() {
 			ws := quantize(t, orig, gc)
 			want := runEngine(t, withWeights(t, orig, ws), x, shape)
+			// onnxruntime on the float file: what the packed and qdq files must reproduce
+			// exactly, since they hold the same weights.
+			floatFile := filepath.Join(t.TempDir(), shortName(path)+"-"+gc.name+"-float.onnx")
+			if err := WriteFile(floatFile, orig, ws, Options{Format: Float}); err != nil {
+				t.Fatal(err)
+			}
+			ortFloat := runORT(t, floatFile, orig.Inputs()[0].Name, x, shape, false)
 			for _, f := range []Format{Packed, QDQ, Float} {
 				opts := Options{Format: f, Metadata: Metadata{Version: "test", Algorithm: "GD+Proj", Seed: 7}}
 				if f == QDQ && orig.Opset("") < 10 {
 					opts.Opset = 10
 				}
 				t.Run(fmt.Sprintf("%s/%s/%s", shortName(path), gc.name, f), func(t *testing.T) {
-					verifyExport(t, orig, ws, opts, x, shape, want, newest)
+					q := verifyExport(t, orig, ws, opts, x, shape, want, gc.tol, newest)
+					if f == Packed {
+						// Same runtime, same weights: the same logits bit for bit.
+						b, err := q.Marshal()
+						if err != nil {
+							t.Fatal(err)
+						}
+						got, err := ortref.Run(b, []ortref.Tensor{{Name: orig.Inputs()[0].Name, Shape: int64s(shape), Data: x}})
+						if err != nil {
+							t.Fatal(err)
+						}
+						for i := range ortFloat {
+							if math.Float32bits(got[0].Data[i]) != math.Float32bits(ortFloat[i]) {
+								t.Fatalf("output %d: packed file gives %v in onnxruntime, the float file %v", i, got[0].Data[i], ortFloat[i])
+							}
+						}
+					}
 				})
 			}
 		}
@@ -48,7 +71,7 @@ func TestExportTestModels(t *testing.T) {
 // verifyExport writes the export and checks it: onnx.checker (for opsets the installed
 // onnx knows), onnxruntime against the engine's outputs want, the stored weights decoded
 // in Go and unpacked by onnxruntime, the rest of the model unchanged, the metadata.
-func verifyExport(t *testing.T, orig *onnxio.Model, ws []Weight, opts Options, x []float32, shape []int, want []float32, newest int64) *onnxio.Model {
+func verifyExport(t *testing.T, orig *onnxio.Model, ws []Weight, opts Options, x []float32, shape []int, want []float32, tol float64, newest int64) *onnxio.Model {
 	t.Helper()
 	f := opts.Format
 	if f == "" {
@@ -70,7 +93,7 @@ func verifyExport(t *testing.T, orig *onnxio.Model, ws []Weight, opts Options, x
 	checkStored(t, q, ws, f)
 	checkUnpackInORT(t, q, ws)
 	got := runORT(t, out, orig.Inputs()[0].Name, x, shape, f == QDQ)
-	compareLogits(t, "onnxruntime vs engine", got, want, shape[0], 1e-4)
+	compareLogits(t, "onnxruntime vs engine", got, want, shape[0], tol)
 	checkPreserved(t, orig, q, ws, opts.Opset != 0)
 	checkMetadata(t, q, f)
 	return q
@@ -300,4 +323,12 @@ func checkMetadata(t *testing.T, q *onnxio.Model, f Format) {
 	if got["qtool.grid"] == "" {
 		t.Fatal("no qtool.grid metadata")
 	}
+}
+
+func int64s(v []int) []int64 {
+	out := make([]int64, len(v))
+	for i, d := range v {
+		out[i] = int64(d)
+	}
+	return out
 }

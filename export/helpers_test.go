@@ -123,6 +123,8 @@ type gridCase struct {
 	name   string
 	spec   admmq.Spec
 	levels []int
+	// tol bounds the normwise difference between onnxruntime and the engine.
+	tol float64
 }
 
 func gridCases() []gridCase {
@@ -131,11 +133,17 @@ func gridCases() []gridCase {
 		int4 = append(int4, l)
 	}
 	return []gridCase{
-		{"binary", admmq.Spec{Kind: admmq.KindBinary}, []int{-1, 1}},
-		{"binary-channel", admmq.Spec{Kind: admmq.KindScaledBinary, Scale: admmq.ScaleOptimal, PerChannel: true}, []int{-1, 1}},
-		{"ternary-channel", admmq.Spec{Kind: admmq.KindTernary, Scale: admmq.ScaleOptimal, PerChannel: true}, []int{-1, 0, 1}},
+		// Plain ±1 weights are 10–30× the trained ones, which the BatchNormalization
+		// running statistics do not match: activations reach 1e4 before normalisation
+		// subtracts nearly equal numbers, and float32 evaluations in different orders
+		// disagree beyond 1e-4 — on fmnist-resnet onnxruntime differs from itself by 3.4e-4
+		// (normwise) between graph optimisation levels, and from the engine by 1.4e-4. The
+		// export itself is held exact for this grid by the comparison with the float file.
+		{"binary", admmq.Spec{Kind: admmq.KindBinary}, []int{-1, 1}, 1e-3},
+		{"binary-channel", admmq.Spec{Kind: admmq.KindScaledBinary, Scale: admmq.ScaleOptimal, PerChannel: true}, []int{-1, 1}, 1e-4},
+		{"ternary-channel", admmq.Spec{Kind: admmq.KindTernary, Scale: admmq.ScaleOptimal, PerChannel: true}, []int{-1, 0, 1}, 1e-4},
 		// α = 2⁻⁶ keeps level·α exact in float64 and float32 alike.
-		{"int4", admmq.Spec{Kind: admmq.KindUniform, Bits: 4, Alpha: 1.0 / 64}, int4},
+		{"int4", admmq.Spec{Kind: admmq.KindUniform, Bits: 4, Alpha: 1.0 / 64}, int4, 1e-4},
 	}
 }
 

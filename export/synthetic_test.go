@@ -160,7 +160,7 @@ func TestExportSmallNets(t *testing.T) {
 			name := strings.Join([]string{"ir", itoa(c.ir), "opset", itoa(c.opset), string(c.format), "to", itoa(c.raise), gr.name}, "_")
 			t.Run(name, func(t *testing.T) {
 				opts := Options{Format: c.format, Opset: c.raise, Metadata: Metadata{Version: "test", Algorithm: "GD+Proj", Seed: 7}}
-				q := verifyExport(t, orig, ws, opts, x, shape, want, newest)
+				q := verifyExport(t, orig, ws, opts, x, shape, want, 1e-4, newest)
 				nodes := map[string]int{}
 				for _, n := range q.Proto.GetGraph().GetNode() {
 					nodes[n.GetOpType()]++
