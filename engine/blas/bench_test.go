@@ -51,11 +51,17 @@ func benchGemm(b *testing.B, impl gblas.Float32, s gemmShape) {
 	for b.Loop() {
 		impl.Sgemm(s.tA, s.tB, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, c, ldc)
 	}
+	reportFlops(b, 2*float64(s.m)*float64(s.n)*float64(s.k), cpu0)
+}
+
+// reportFlops stops the timer and reports GFLOP/s and GFLOP/cpu-s for b.N
+// operations of flops each, cpu0 being cpuSeconds before the loop.
+func reportFlops(b *testing.B, flops float64, cpu0 float64) {
 	b.StopTimer()
-	flops := 2 * float64(s.m) * float64(s.n) * float64(s.k) * float64(b.N)
-	b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	total := flops * float64(b.N)
+	b.ReportMetric(total/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 	if cpu0 >= 0 {
-		b.ReportMetric(flops/(cpuSeconds(b)-cpu0)/1e9, "GFLOP/cpu-s")
+		b.ReportMetric(total/(cpuSeconds(b)-cpu0)/1e9, "GFLOP/cpu-s")
 	}
 }
 
@@ -94,6 +100,7 @@ func BenchmarkThreads(b *testing.B) {
 					w := &work[i]
 					w.a, w.bm, w.c, w.lda, w.ldb, w.ldc = s.operands()
 				}
+				cpu0 := cpuSeconds(b)
 				b.ResetTimer()
 				for b.Loop() {
 					var wg sync.WaitGroup
@@ -104,8 +111,7 @@ func BenchmarkThreads(b *testing.B) {
 					}
 					wg.Wait()
 				}
-				flops := 2 * float64(s.m) * float64(s.n) * float64(s.k) * float64(callers)
-				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				reportFlops(b, 2*float64(s.m)*float64(s.n)*float64(s.k)*float64(callers), cpu0)
 			})
 		}
 	}
@@ -156,10 +162,11 @@ func BenchmarkSgemv(b *testing.B) {
 			f    gblas.Float32
 		}{{"go", gonum.Implementation{}}, {"openblas", o}} {
 			b.Run(fmt.Sprintf("%s/%dx%d", impl.name, m, n), func(b *testing.B) {
+				cpu0 := cpuSeconds(b)
 				for b.Loop() {
 					impl.f.Sgemv(gblas.NoTrans, m, n, 1, a, n, x, 1, 0, y, 1)
 				}
-				b.ReportMetric(2*float64(m)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				reportFlops(b, 2*float64(m)*float64(n), cpu0)
 			})
 		}
 	}
@@ -213,17 +220,19 @@ func BenchmarkSplit(b *testing.B) {
 		flops := 2 * float64(s.m) * float64(s.n) * float64(s.k)
 		b.Run("threads2/"+s.name, func(b *testing.B) {
 			o.SetThreads(2)
+			cpu0 := cpuSeconds(b)
 			for b.Loop() {
 				o.Sgemm(s.tA, s.tB, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, c, ldc)
 			}
-			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			reportFlops(b, flops, cpu0)
 		})
 		b.Run("split2/"+s.name, func(b *testing.B) {
 			o.SetThreads(1)
+			cpu0 := cpuSeconds(b)
 			for b.Loop() {
 				splitSgemm(o, 2, s, a, bm, c, lda, ldb, ldc)
 			}
-			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			reportFlops(b, flops, cpu0)
 		})
 	}
 }

@@ -109,15 +109,18 @@ func (o *OpenBLAS) Threads() int { return int(o.lib.getNumThreads()) }
 // setting belongs to the library, so it is shared by every OpenBLAS value in
 // the process.
 //
-// The default, one thread per core, is the right one for qtool, and Options
-// keeps it unless told otherwise. The engine's big products (an MLP layer
-// at batch 256) mostly run one at a time, and OpenBLAS splitting each over
-// both cores beats both a single thread and splitting the rows over two Go
-// goroutines that each call a single-threaded OpenBLAS (BenchmarkSplit).
-// When two goroutines call Sgemm at once, two threads per call still gave
-// the higher combined throughput (BenchmarkThreads: 30 GFLOP/s against 19
-// with one thread per call, on a busy 2-core machine), so the engine need
-// not change the setting around its own parallel sections.
+// The default, one thread per core, suits qtool: the engine's big products
+// (an MLP layer at batch 256) mostly run one at a time, and OpenBLAS then
+// spreads each over both cores. Measured on the 2-core machine (which was
+// shared, so per CPU-second figures are the reliable ones), a call with two
+// threads does 70-80 GFLOP per CPU-second against 85-90 with one thread, so
+// two threads nearly halve a lone call's time on an idle machine (one run
+// reached 80 GFLOP/s wall on the 256×784×4096 product, against 25 for one
+// thread). When two goroutines call Sgemm at once, one thread per call is up
+// to 15% more efficient; an engine that knows it runs two BLAS streams for a
+// long stretch may SetThreads(1) for it. Splitting a product's rows over two
+// goroutines that each call a single-threaded OpenBLAS was no better than
+// OpenBLAS's own threading. BenchmarkThreads and BenchmarkSplit measure this.
 func (o *OpenBLAS) SetThreads(n int) {
 	if n < 1 {
 		n = 1
