@@ -115,9 +115,10 @@ func (o *OpenBLAS) Threads() int { return int(o.lib.getNumThreads()) }
 // shared, so per CPU-second figures are the reliable ones), a call with two
 // threads does 70-80 GFLOP per CPU-second against 85-90 with one thread, so
 // two threads nearly halve a lone call's time on an idle machine (a quiet
-// moment gave 80 GFLOP/s wall on the 256×784×4096 product). When two goroutines call Sgemm at once, one thread per call is up
-// to 15% more efficient; an engine that knows it runs two BLAS streams for a
-// long stretch may SetThreads(1) for it. Splitting a product's rows over two
+// moment gave 80 GFLOP/s wall on the 256×784×4096 product). When two
+// goroutines call Sgemm at once, one thread per call is up to 15% more
+// efficient; an engine that knows it runs two BLAS streams for a long
+// stretch may SetThreads(1) for it. Splitting a product's rows over two
 // goroutines that each call a single-threaded OpenBLAS was no better than
 // OpenBLAS's own threading. BenchmarkThreads and BenchmarkSplit measure this.
 func (o *OpenBLAS) SetThreads(n int) {
