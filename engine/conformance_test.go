@@ -32,38 +32,57 @@ func requireAsset(t testing.TB, path, install string) {
 	t.Skipf("%s is missing; install it with: %s", path, install)
 }
 
-// skipTypes are the element types qtool does not compute in. The engine carries every
-// float type as float32, so a test built around another float type checks precision
-// qtool does not offer; strings and complex numbers have no engine representation.
-var skipTypes = map[onnxpb.TensorProto_DataType]string{
-	onnxpb.TensorProto_DOUBLE:         "double data: qtool computes in float32",
-	onnxpb.TensorProto_FLOAT16:        "float16 data: qtool computes in float32",
-	onnxpb.TensorProto_BFLOAT16:       "bfloat16 data: qtool computes in float32",
-	onnxpb.TensorProto_STRING:         "string data: qtool computes in float32 and int64",
-	onnxpb.TensorProto_COMPLEX64:      "complex data: qtool computes in float32 and int64",
-	onnxpb.TensorProto_COMPLEX128:     "complex data: qtool computes in float32 and int64",
-	onnxpb.TensorProto_FLOAT8E4M3FN:   "float8 data: qtool computes in float32",
-	onnxpb.TensorProto_FLOAT8E4M3FNUZ: "float8 data: qtool computes in float32",
-	onnxpb.TensorProto_FLOAT8E5M2:     "float8 data: qtool computes in float32",
-	onnxpb.TensorProto_FLOAT8E5M2FNUZ: "float8 data: qtool computes in float32",
-	onnxpb.TensorProto_UINT64:         "uint64 data: qtool carries integers as int64",
+// skips lists every reason a conformance test of a supported op may be skipped: a data
+// type or a feature that qtool states it does not support. A rule matches the test's
+// folder name (name), its model (model), or both.
+var skips = []struct {
+	reason string
+	name   *regexp.Regexp                // nil matches every name
+	model  func(*onnxpb.ModelProto) bool // nil matches every model
+}{
+	{reason: "model outside the IR versions and opsets qtool reads (onnxio refuses it)", model: func(mp *onnxpb.ModelProto) bool {
+		m := onnxio.Model{Proto: mp}
+		op := m.Opset("")
+		ir := mp.GetIrVersion()
+		return op < onnxio.MinOpset || op > onnxio.MaxOpset || ir < onnxio.MinIRVersion || ir > onnxio.MaxIRVersion
+	}},
+	{reason: "double data: qtool computes in float32", model: usesType(onnxpb.TensorProto_DOUBLE)},
+	{reason: "float16 data: qtool computes in float32", model: usesType(onnxpb.TensorProto_FLOAT16)},
+	{reason: "bfloat16 data: qtool computes in float32", model: usesType(onnxpb.TensorProto_BFLOAT16)},
+	{reason: "float8 data: qtool computes in float32", model: usesType(onnxpb.TensorProto_FLOAT8E4M3FN, onnxpb.TensorProto_FLOAT8E4M3FNUZ,
+		onnxpb.TensorProto_FLOAT8E5M2, onnxpb.TensorProto_FLOAT8E5M2FNUZ)},
+	{reason: "string data: qtool computes in float32 and int64", model: usesType(onnxpb.TensorProto_STRING)},
+	{reason: "complex data: qtool computes in float32 and int64", model: usesType(onnxpb.TensorProto_COMPLEX64, onnxpb.TensorProto_COMPLEX128)},
+	{reason: "uint64 data: qtool carries integers as int64", model: usesType(onnxpb.TensorProto_UINT64)},
+	{reason: "sequence, map or optional values: qtool computes on tensors only", model: func(mp *onnxpb.ModelProto) bool {
+		gp := mp.GetGraph()
+		return slices.ContainsFunc(slices.Concat(gp.GetInput(), gp.GetOutput()), func(vi *onnxpb.ValueInfoProto) bool {
+			return vi.GetType() != nil && vi.GetType().GetTensorType() == nil
+		})
+	}},
+	{reason: "training-mode dropout with ratio > 0: the reference masks come from numpy's generator, qtool draws from its own seeded stream",
+		name: regexp.MustCompile(`^test_training_dropout(_default)?(_mask)?$`)},
 }
 
-// skipTests are individual tests of supported ops that exercise a feature qtool states it
-// does not support, matched against the test's folder name.
-var skipTests = []struct {
-	pattern *regexp.Regexp
-	reason  string
-}{
-	{regexp.MustCompile(`^test_training_dropout(_default)?(_mask)?$`),
-		"training-mode dropout with ratio > 0: the reference masks come from numpy's generator, qtool draws from its own seeded stream"},
+// usesType returns a model predicate: some graph input or output has one of the types.
+func usesType(types ...onnxpb.TensorProto_DataType) func(*onnxpb.ModelProto) bool {
+	return func(mp *onnxpb.ModelProto) bool {
+		gp := mp.GetGraph()
+		for _, vi := range slices.Concat(gp.GetInput(), gp.GetOutput()) {
+			if slices.Contains(types, onnxpb.TensorProto_DataType(vi.GetType().GetTensorType().GetElemType())) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // conformanceCase is one test folder of the suite.
 type conformanceCase struct {
-	name string
-	dir  string
-	op   string // the op of a single-node model; "(multi-node)" otherwise
+	name  string
+	dir   string
+	op    string // the op of a single-node model; "(multi-node)" otherwise
+	model *onnxpb.ModelProto
 }
 
 // TestConformance runs every ONNX node test whose ops the engine supports through Build
@@ -100,7 +119,7 @@ func TestConformance(t *testing.T) {
 		if len(nodes) == 1 {
 			op = nodes[0].GetOpType()
 		}
-		byOp[op] = append(byOp[op], conformanceCase{name: filepath.Base(dir), dir: dir, op: op})
+		byOp[op] = append(byOp[op], conformanceCase{name: filepath.Base(dir), dir: dir, op: op, model: mp})
 	}
 	ops := make([]string, 0, len(byOp))
 	for op := range byOp {
@@ -142,29 +161,16 @@ func TestConformance(t *testing.T) {
 // runConformance runs every data set of one test. It returns a skip reason, or the first
 // mismatch.
 func runConformance(c conformanceCase) (skip string, err error) {
-	for _, s := range skipTests {
-		if s.pattern.MatchString(c.name) {
+	for _, s := range skips {
+		if (s.name == nil || s.name.MatchString(c.name)) && (s.model == nil || s.model(c.model)) {
 			return s.reason, nil
 		}
 	}
 	m, err := onnxio.Load(filepath.Join(c.dir, "model.onnx"))
 	if err != nil {
-		// onnxio refuses IR versions and opsets outside the range qtool reads.
-		if strings.Contains(err.Error(), "outside the supported range") {
-			return "model outside the IR/opset range qtool reads: " + err.Error(), nil
-		}
 		return "", err
 	}
 	gp := m.Proto.GetGraph()
-	for _, vi := range slices.Concat(gp.GetInput(), gp.GetOutput()) {
-		if vi.GetType() != nil && vi.GetType().GetTensorType() == nil {
-			return "sequence, map or optional values: qtool computes on tensors only", nil
-		}
-		dt := onnxpb.TensorProto_DataType(vi.GetType().GetTensorType().GetElemType())
-		if r, ok := skipTypes[dt]; ok {
-			return r, nil
-		}
-	}
 	g, err := Build(m, Options{})
 	if err != nil {
 		return "", err
