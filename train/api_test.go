@@ -24,6 +24,9 @@ const (
 	testmodels     = "../testmodels"
 )
 
+// calib's batch iterator feeds the training loop as it is.
+var _ train.Batcher = (*calib.Batches)(nil)
+
 // need skips the test when an optional asset is missing, and fails it under CI=true.
 func need(t *testing.T, path, how string) {
 	t.Helper()

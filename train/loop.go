@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 
 	"github.com/qtool/qtool/engine"
 )
@@ -43,8 +44,9 @@ type Options struct {
 	// the reference for agreement in evaluation. It must be a graph other than the one
 	// trained; it runs in inference mode.
 	Teacher *engine.Graph
-	// Engine carries the BLAS implementation and worker count of every run; nil means
-	// the graphs' Options. Fit runs the graph in training mode whatever Engine.Training says.
+	// Engine carries the BLAS implementation and worker count of every run; nil (or zero
+	// fields) means the graphs' Options, and GOMAXPROCS workers for the optimizer. Fit runs the
+	// graph in training mode whatever Engine.Training says.
 	Engine *engine.Context
 	// Seed seeds the random stream Dropout draws from when Engine has no Rand.
 	Seed uint64
@@ -125,6 +127,10 @@ func Fit(ctx context.Context, g *engine.Graph, data Batcher, o Options) (Result,
 	}
 	if run.Rand == nil {
 		run.Rand = rand.New(rand.NewPCG(o.Seed, 0x747261696e)) // stream "train"
+	}
+	if run.Workers < 1 {
+		// The graph fills its own copy of the context; the optimizer reads this one.
+		run.Workers = runtime.GOMAXPROCS(0)
 	}
 	teach := run
 	teach.Training, teach.NoGrad = false, true
