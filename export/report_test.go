@@ -1,0 +1,200 @@
+package export
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/qtool/qtool/onnxio"
+	"github.com/qtool/qtool/testmodels/papermlp"
+)
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// TestReportFMNISTMLP binarizes fmnist-mlp's weights with admmq's ±α per-channel
+// projection, writes the packed file, and checks the report against the files on disk
+// and the tensors themselves: the weights take 32× fewer bytes, the totals and the
+// percentage saved are the real file sizes, biases and BatchNorm tensors are kept with
+// their reasons.
+func TestReportFMNISTMLP(t *testing.T) {
+	origPath := filepath.Join("..", "testmodels", "fmnist-mlp.onnx")
+	if _, err := os.Stat(origPath); err != nil {
+		skipOrFail(t, fmt.Sprintf("%v: run testmodels/make.py", err))
+	}
+	orig, err := onnxio.Load(origPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := quantize(t, orig, gridCases()[1])
+	quantPath := filepath.Join(t.TempDir(), "mlp-1bit.onnx")
+	if err := WriteFile(quantPath, orig, ws, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	quant, err := onnxio.Load(quantPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Compare(orig, quant, origPath, quantPath, CompareOptions{Reasons: map[string]string{"bn4.weight": "excluded by --exclude bn4"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tot := r.Totals
+	if tot.FileBytesBefore != fileSize(t, origPath) || tot.FileBytesAfter != fileSize(t, quantPath) {
+		t.Fatalf("file sizes %d → %d, disk has %d → %d", tot.FileBytesBefore, tot.FileBytesAfter, fileSize(t, origPath), fileSize(t, quantPath))
+	}
+	if want := 100 * (1 - float64(fileSize(t, quantPath))/float64(fileSize(t, origPath))); math.Abs(tot.SavedPercent-want) > 1e-9 {
+		t.Fatalf("saved %.4f %%, the files say %.4f %%", tot.SavedPercent, want)
+	}
+	// Tensor bytes, summed independently from the raw data of each file.
+	sumRaw := func(m *onnxio.Model) int64 {
+		var n int64
+		for _, p := range m.Params() {
+			n += int64(len(p.Tensor.GetRawData()))
+		}
+		return n
+	}
+	if tot.TensorBytesBefore != sumRaw(orig) || tot.TensorBytesAfter != sumRaw(quant) {
+		t.Fatalf("tensor bytes %d → %d, raw data %d → %d", tot.TensorBytesBefore, tot.TensorBytesAfter, sumRaw(orig), sumRaw(quant))
+	}
+	var wBefore, wAfter, scales int64
+	byName := map[string]TensorReport{}
+	for _, tr := range r.Tensors {
+		byName[tr.Name] = tr
+		if tr.Binarized {
+			wBefore += tr.OriginalBytes
+			wAfter += tr.StoredBytes
+			scales += tr.ScaleBytes
+			if tr.StoredBytes != (tr.Count+7)/8 || tr.Format != "packed" {
+				t.Fatalf("%s: %d bytes stored (%s) for %d weights, want %d packed", tr.Name, tr.StoredBytes, tr.Format, tr.Count, (tr.Count+7)/8)
+			}
+			if tr.ScaleBytes != 4*tr.Shape[0] {
+				t.Fatalf("%s: %d scale bytes, want one float32 per output row", tr.Name, tr.ScaleBytes)
+			}
+		}
+	}
+	ratio := float64(wBefore) / float64(wAfter)
+	t.Logf("weights %d B → %d B (%.2f×), +%d B scales; file %d B → %d B (%.2f %% saved, %.2f×); 1-bit bound %d B", wBefore, wAfter, ratio, scales, tot.FileBytesBefore, tot.FileBytesAfter, tot.SavedPercent, tot.Ratio, tot.Theoretical1Bit)
+	if ratio < 31.99 || ratio > 32 {
+		t.Fatalf("weight bytes shrink %.3f×, want 32×", ratio)
+	}
+	if len(ws) != 4 || tot.BinarizedWeights != 256*784+2*256*256+10*256 {
+		t.Fatalf("%d binarized weights", tot.BinarizedWeights)
+	}
+	for name, want := range map[string]string{"fc1.bias": "bias", "bn1.running_var": "normalisation", "bn4.weight": "excluded by --exclude bn4"} {
+		if tr := byName[name]; tr.Binarized || !strings.Contains(tr.Reason, want) || tr.StoredBytes != tr.OriginalBytes {
+			t.Fatalf("%s: %+v, want kept with a reason mentioning %q", name, tr, want)
+		}
+	}
+	if tot.Overhead1Bit != tot.FileBytesAfter-tot.Theoretical1Bit || tot.Overhead1Bit <= 0 {
+		t.Fatalf("overhead over the 1-bit bound %d", tot.Overhead1Bit)
+	}
+	var text, md, js bytes.Buffer
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{text.String(), md.String()} {
+		for _, want := range []string{RuntimeNote, fmt.Sprintf("%.2f %% saved", tot.SavedPercent), fmt.Sprint(tot.FileBytesAfter)} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("report lacks %q:\n%s", want, out)
+			}
+		}
+	}
+	var back Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Totals != r.Totals || len(back.Tensors) != len(r.Tensors) || back.Note != RuntimeNote {
+		t.Fatal("JSON does not round-trip")
+	}
+	t.Log("\n" + text.String())
+}
+
+// TestReportPaperNetwork builds the paper's MNIST network (784-4096×3-10 with BatchNorm,
+// random weights), binarizes its weights to ±1 and checks that counting as the paper
+// did reproduces its table: 140.55 MiB → 4.53 MiB, 96.78 % saved. The whole-file figures
+// come from the files on disk.
+func TestReportPaperNetwork(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes a 147 MB model")
+	}
+	orig := papermlp.New(papermlp.PaperWidth, 1)
+	dir := t.TempDir()
+	origPath := filepath.Join(dir, "paper.onnx")
+	if err := orig.Save(origPath); err != nil {
+		t.Fatal(err)
+	}
+	var ws []Weight
+	roles := orig.ParamRoles()
+	for _, p := range orig.Params() {
+		if roles[p.Name].Role != onnxio.RoleWeight {
+			continue
+		}
+		tt, err := orig.Tensor(p.Tensor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := make([]float32, len(tt.Float))
+		for i, x := range tt.Float {
+			v[i] = 1
+			if x < 0 {
+				v[i] = -1
+			}
+		}
+		ws = append(ws, Weight{Name: p.Name, Values: v, Grid: Grid{Levels: []int{-1, 1}}})
+	}
+	quantPath := filepath.Join(dir, "paper-1bit.onnx")
+	if err := WriteFile(quantPath, orig, ws, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	quant, err := onnxio.Load(quantPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Compare(orig, quant, origPath, quantPath, CompareOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := r.Paper
+	got := fmt.Sprintf("%.2f MiB → %.2f MiB, %.2f %%", p.MiBBefore, p.MiBAfter, p.SavedPercent)
+	if want := "140.55 MiB → 4.53 MiB, 96.78 %"; got != want {
+		t.Fatalf("paper count %s, the paper's table says %s", got, want)
+	}
+	// The count by hand: 36,806,656 weights, 12,298 biases, 24,596 BatchNorm scales and shifts.
+	if p.Parameters != 36806656+12298+24596 || p.BytesAfter != 36806656/8+4*(12298+24596) {
+		t.Fatalf("paper count %+v", p)
+	}
+	if r.Totals.FileBytesBefore != fileSize(t, origPath) || r.Totals.FileBytesAfter != fileSize(t, quantPath) {
+		t.Fatal("file sizes differ from the disk")
+	}
+	var text bytes.Buffer
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"140.55 MiB → 4.53 MiB, 96.78 % saved", "running statistics", "ONNX format itself"} {
+		if !strings.Contains(text.String(), want) {
+			t.Fatalf("report lacks %q", want)
+		}
+	}
+	t.Logf("whole files: %d B → %d B, %.2f %% saved", r.Totals.FileBytesBefore, r.Totals.FileBytesAfter, r.Totals.SavedPercent)
+	for _, l := range r.summary() {
+		t.Log(l)
+	}
+}
