@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -187,6 +188,52 @@ func BenchmarkTrainStep(b *testing.B) {
 		}
 		if err := g.Backward(ctx, gout); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestTrainingDeterministic runs the same SGD steps on two graphs built from the same
+// model with the same seeds, Dropout included, and requires bit-identical parameters.
+func TestTrainingDeterministic(t *testing.T) {
+	nodes := append(mlpNodes("xd"), gNode("Dropout", []string{"x", "ratio"}, []string{"xd"}))
+	r := rand.New(rand.NewPCG(5, 6))
+	inits := append(mlpParams(r, 12, 32, 5), onnxio.FloatTensor("ratio", nil, []float32{0.3}))
+	m := gModel(15, nodes, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, -1, 12)}, []string{"logits"}, inits...)
+	x := NewFloat([]int{16, 12}, gFloats(r, 16*12))
+	gout := NewFloat([]int{16, 5}, gFloats(r, 16*5))
+	run := func() []*Param {
+		g, err := Build(m, Options{Workers: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.SetTrainable(mlpTrainable...); err != nil {
+			t.Fatal(err)
+		}
+		ctx := &Context{Training: true, Rand: rand.New(rand.NewPCG(3, 3))}
+		for range 3 {
+			g.ZeroGrad()
+			if _, err := g.Forward(ctx, x); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Backward(ctx, gout); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range g.Params() {
+				if p.Trainable {
+					for i, d := range p.Grad.F {
+						p.Value.F[i] -= 0.1 * d
+					}
+				}
+			}
+		}
+		return g.Params()
+	}
+	a, b := run(), run()
+	for i := range a {
+		for j := range a[i].Value.F {
+			if math.Float32bits(a[i].Value.F[j]) != math.Float32bits(b[i].Value.F[j]) {
+				t.Fatalf("%s[%d]: %g vs %g", a[i].Name, j, a[i].Value.F[j], b[i].Value.F[j])
+			}
 		}
 	}
 }
