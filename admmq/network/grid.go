@@ -93,6 +93,11 @@ type Target struct {
 	// follows it (so that an unscaled grid loses nothing to the missing scale).
 	Node       string
 	Normalized bool
+
+	// norm is the normalisation node that follows, bias the parameter added before it
+	// (empty when none): what Precondition rescales along with the weight.
+	norm *onnxpb.NodeProto
+	bias string
 }
 
 // Selection chooses which weights are targeted. Keep and Only hold parameter names;
@@ -170,9 +175,10 @@ func Targets(m *onnxio.Model, g Grid, sel Selection) ([]Target, error) {
 				shape = []int{1}
 			}
 		}
+		norm, bias := normalizedBy(m, use.Node)
 		ts = append(ts, Target{
 			Name: name, Set: set, Layout: admmq.Layout{Shape: shape, Axis: axis}, Dims: dims,
-			Node: use.Node.GetName(), Normalized: normalized(m, use.Node),
+			Node: use.Node.GetName(), Normalized: norm != nil, norm: norm, bias: bias,
 		})
 	}
 	if len(ts) == 0 {
@@ -181,30 +187,41 @@ func Targets(m *onnxio.Model, g Grid, sel Selection) ([]Target, error) {
 	return ts, nil
 }
 
-// normalized reports whether the output of n reaches a normalisation through nodes that
-// keep channels apart (a bias Add, reshapes, activations are not passed: a ReLU before
-// the normalisation would make the scale matter).
-func normalized(m *onnxio.Model, n *onnxpb.NodeProto) bool {
+// normalizedBy returns the normalisation that the output of n reaches through nodes that
+// keep channels apart (a bias Add, reshapes; activations are not passed: a ReLU before
+// the normalisation would make the scale matter), and the bias parameter on the way.
+func normalizedBy(m *onnxio.Model, n *onnxpb.NodeProto) (*onnxpb.NodeProto, string) {
+	bias := ""
+	if in := n.GetInput(); len(in) > 2 && (n.GetOpType() == "Gemm" || n.GetOpType() == "Conv") {
+		bias = in[2]
+	}
 	for range 4 {
 		outs := n.GetOutput()
 		if len(outs) == 0 {
-			return false
+			return nil, ""
 		}
 		cons := m.Consumers(outs[0])
 		if len(cons) != 1 {
-			return false
+			return nil, ""
 		}
 		next := cons[0].Node
 		switch next.GetOpType() {
 		case "BatchNormalization", "InstanceNormalization", "LayerNormalization", "GroupNormalization":
-			return true
-		case "Add", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity":
+			return next, bias
+		case "Add":
+			for _, in := range next.GetInput() {
+				if _, ok := m.Param(in); ok && bias == "" {
+					bias = in
+				}
+			}
+			n = next
+		case "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity":
 			n = next
 		default:
-			return false
+			return nil, ""
 		}
 	}
-	return false
+	return nil, ""
 }
 
 // snap returns the exportable form of y for grid g: values equal to float32(level)·scale
