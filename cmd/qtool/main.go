@@ -62,6 +62,7 @@ func commands() []*cli.Command {
 		benchCommand(),
 		inspectCommand(),
 		evalCommand(),
+		reportCommand(),
 		binarizeCommand(),
 	}
 }
