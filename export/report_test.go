@@ -198,3 +198,77 @@ func TestReportPaperNetwork(t *testing.T) {
 		t.Log(l)
 	}
 }
+
+// TestReportFormats checks the bits per weight the report reads back from each format's
+// structure: 1, 2 and 4 bits packed, INT8 and INT4 for qdq, 32 for float.
+func TestReportFormats(t *testing.T) {
+	orig := smallNet(10, 21, 1)
+	dir := t.TempDir()
+	origPath := filepath.Join(dir, "small.onnx")
+	if err := orig.Save(origPath); err != nil {
+		t.Fatal(err)
+	}
+	levels := func(n int) []int {
+		l := make([]int, n)
+		for i := range l {
+			l[i] = i - n/2
+		}
+		return l
+	}
+	cases := []struct {
+		format Format
+		levels int
+		scaled bool
+		bits   int // code width
+	}{
+		{Packed, 2, false, 1}, {Packed, 3, true, 2}, {Packed, 15, true, 4}, {Packed, 200, true, 8},
+		{QDQ, 15, true, 4}, {QDQ, 200, true, 8}, {Float, 2, true, 32},
+	}
+	for _, c := range cases {
+		g := Grid{Levels: levels(c.levels)}
+		if c.scaled {
+			g.Scales = []float32{0.125}
+		}
+		var ws []Weight
+		for _, name := range []string{"conv.w", "fc.w", "mm.w"} {
+			p, _ := orig.Param(name)
+			codes := make([]uint8, count(p.Tensor.GetDims()))
+			for i := range codes {
+				codes[i] = uint8(i % c.levels)
+			}
+			ws = append(ws, Weight{Name: name, Values: g.Values(codes, p.Tensor.GetDims()), Grid: g})
+		}
+		quantPath := filepath.Join(dir, fmt.Sprintf("q-%s-%d.onnx", c.format, c.levels))
+		if err := WriteFile(quantPath, orig, ws, Options{Format: c.format}); err != nil {
+			t.Fatal(err)
+		}
+		quant, err := onnxio.Load(quantPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Compare(orig, quant, origPath, quantPath, CompareOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tr := range r.Tensors {
+			if tr.Name != "fc.w" {
+				continue
+			}
+			// 108 weights: the last byte is padded at 1 bit.
+			want := float64((108*c.bits+7)/8*8) / 108
+			if !tr.Binarized || tr.Format != string(c.format) || tr.BitsPerWeight != want {
+				t.Errorf("%s, %d levels: %+v, want %s at %g bits", c.format, c.levels, tr, c.format, want)
+			}
+			wantScale := int64(0)
+			if c.scaled && c.format != Float {
+				wantScale = 4
+			}
+			if tr.ScaleBytes != wantScale {
+				t.Errorf("%s, %d levels: %d scale bytes, want %d", c.format, c.levels, tr.ScaleBytes, wantScale)
+			}
+		}
+		if r.Totals.FileBytesAfter != fileSize(t, quantPath) {
+			t.Errorf("%s: file size %d, disk %d", c.format, r.Totals.FileBytesAfter, fileSize(t, quantPath))
+		}
+	}
+}
