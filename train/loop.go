@@ -102,7 +102,10 @@ type Result struct {
 // completed step.
 //
 // With the same seed, data order, options and Engine.Workers, two runs give bit-identical
-// parameters.
+// parameters. A run resumed from a checkpoint continues bit for bit when the checkpoint
+// holds the parameter values (BatchNorm's running statistics included), the optimizer's
+// MarshalBinary and the Dropout stream (pass Engine.Rand over a *rand.PCG and marshal the
+// PCG), and the resumed Fit gets the Batcher at the next epoch and StartEpoch/StartStep.
 func Fit(ctx context.Context, g *engine.Graph, data Batcher, o Options) (Result, error) {
 	var res Result
 	if o.Loss == nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -405,5 +406,50 @@ func TestRecalibrateBN(t *testing.T) {
 	}
 	if k, ok := sameBits(before, snapshot(g)); !ok {
 		t.Errorf("cancelled recalibration changed %s", k)
+	}
+}
+
+// TestFitResume stops after one epoch, carries the state a checkpoint holds (parameter
+// values including BatchNorm's running statistics, the optimizer's MarshalBinary, the
+// Dropout stream's PCG state) into a fresh graph and optimizer, and finishes the second
+// epoch there: the weights equal, bit for bit, those of one uninterrupted two-epoch run.
+func TestFitResume(t *testing.T) {
+	data := newBlobs(1, 300, 6, 4)
+	run := func(g *engine.Graph, opt Optimizer, pcg *rand.PCG, b *sliceBatcher, epochs, start int) {
+		t.Helper()
+		_, err := Fit(context.Background(), g, b, Options{
+			Epochs: epochs, Optimizer: opt, Schedule: Cosine{LR: 1e-2, Total: 20},
+			Engine: &engine.Context{Workers: 2, Rand: rand.New(pcg)}, StartEpoch: start, StartStep: 10 * start,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	whole := buildTiny(t, tinyMLP(3, 6, 16, 4, true), tinyTrainable...)
+	run(whole, NewAdam(AdamOptions{}), rand.NewPCG(1, 2), newSliceBatcher(data, 32, true, 9), 2, 0)
+
+	first := buildTiny(t, tinyMLP(3, 6, 16, 4, true), tinyTrainable...)
+	opt, pcg := NewAdam(AdamOptions{}), rand.NewPCG(1, 2)
+	run(first, opt, pcg, newSliceBatcher(data, 32, true, 9), 1, 0)
+	optState, _ := opt.MarshalBinary()
+	pcgState, _ := pcg.MarshalBinary()
+	params := snapshot(first)
+
+	second := buildTiny(t, tinyMLP(3, 6, 16, 4, true), tinyTrainable...)
+	for name, v := range params {
+		copy(second.Param(name).Value.F, v)
+	}
+	opt2, pcg2 := NewAdam(AdamOptions{}), &rand.PCG{}
+	if err := opt2.UnmarshalBinary(optState); err != nil {
+		t.Fatal(err)
+	}
+	if err := pcg2.UnmarshalBinary(pcgState); err != nil {
+		t.Fatal(err)
+	}
+	b := newSliceBatcher(data, 32, true, 9)
+	b.Reset() // the data iterator continues at epoch 1
+	run(second, opt2, pcg2, b, 1, 1)
+	if k, ok := sameBits(snapshot(whole), snapshot(second)); !ok {
+		t.Fatalf("parameter %s differs between the resumed and the uninterrupted run", k)
 	}
 }
