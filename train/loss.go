@@ -59,8 +59,9 @@ func checkTeacher(name string, teacher []float32, n int) error {
 	return nil
 }
 
-// logSoftmax stores log(softmax(scale·x)) of one row into out, in float64.
-func logSoftmax(x []float32, scale float64, out []float64) {
+// logSumExp returns log Σ exp(scale·x) of one row, in float64; log softmax(scale·x)[j] is
+// then scale·x[j] minus it, with no buffer.
+func logSumExp(x []float32, scale float64) float64 {
 	mx := math.Inf(-1)
 	for _, v := range x {
 		mx = math.Max(mx, scale*float64(v))
@@ -69,10 +70,7 @@ func logSoftmax(x []float32, scale float64, out []float64) {
 	for _, v := range x {
 		s += math.Exp(scale*float64(v) - mx)
 	}
-	lse := mx + math.Log(s)
-	for i, v := range x {
-		out[i] = scale*float64(v) - lse
-	}
+	return mx + math.Log(s)
 }
 
 // notFinite reports a NaN or infinite loss as an error, since one bad batch would
@@ -101,19 +99,17 @@ func (CrossEntropy) Value(logits []float32, classes int, t Target, grad []float3
 	if err := checkLabels(name, t.Labels, n, classes); err != nil {
 		return 0, err
 	}
-	var buf [64]float64
-	ls := scratch(buf[:], classes)
 	var total float64
 	inv := 1 / float64(n)
 	for i := range n {
 		row := logits[i*classes : (i+1)*classes]
-		logSoftmax(row, 1, ls)
+		lse := logSumExp(row, 1)
 		y := int(t.Labels[i])
-		total -= ls[y]
+		total += lse - float64(row[y])
 		if grad != nil {
 			g := grad[i*classes : (i+1)*classes]
 			for j := range g {
-				p := math.Exp(ls[j])
+				p := math.Exp(float64(row[j]) - lse)
 				if j == y {
 					p--
 				}
@@ -123,15 +119,6 @@ func (CrossEntropy) Value(logits []float32, classes int, t Target, grad []float3
 	}
 	total *= inv
 	return total, notFinite(name, total)
-}
-
-// scratch returns a float64 buffer of length n, from buf when it is long enough, so that
-// the common case (up to 64 classes) does not allocate.
-func scratch(buf []float64, n int) []float64 {
-	if n <= len(buf) {
-		return buf[:n]
-	}
-	return make([]float64, n)
 }
 
 // SquaredHinge is the squared multi-class hinge loss of the paper's reference code,
@@ -228,21 +215,21 @@ func (d Distillation) Value(logits []float32, classes int, t Target, grad []floa
 	if temp < 0 || math.IsNaN(temp) || math.IsInf(temp, 0) {
 		return 0, fmt.Errorf("%s: temperature %v must be positive", name, temp)
 	}
-	var buf [128]float64
-	s := scratch(buf[:], 2*classes)
-	ls, lt := s[:classes], s[classes:]
 	inv := 1 / float64(n)
+	scale := 1 / temp
 	var total float64
 	for i := range n {
-		logSoftmax(logits[i*classes:(i+1)*classes], 1/temp, ls)
-		logSoftmax(t.Teacher[i*classes:(i+1)*classes], 1/temp, lt)
+		xs, xt := logits[i*classes:(i+1)*classes], t.Teacher[i*classes:(i+1)*classes]
+		lseS, lseT := logSumExp(xs, scale), logSumExp(xt, scale)
 		for j := range classes {
-			p := math.Exp(lt[j])
+			ls := scale*float64(xs[j]) - lseS
+			lt := scale*float64(xt[j]) - lseT
+			p := math.Exp(lt)
 			if p > 0 {
-				total += p * (lt[j] - ls[j])
+				total += p * (lt - ls)
 			}
 			if grad != nil {
-				grad[i*classes+j] = float32(temp * (math.Exp(ls[j]) - p) * inv)
+				grad[i*classes+j] = float32(temp * (math.Exp(ls) - p) * inv)
 			}
 		}
 	}

@@ -159,15 +159,19 @@ func TestLossErrors(t *testing.T) {
 }
 
 func TestLossAllocations(t *testing.T) {
-	x := make([]float32, 256*10)
-	g := make([]float32, len(x))
-	y := make([]int64, 256)
-	for _, c := range lossCases {
-		allocs := testing.AllocsPerRun(10, func() {
-			_, _ = c.loss.Value(x, 10, Target{Labels: y, Teacher: x}, g)
-		})
-		if allocs != 0 {
-			t.Errorf("%s allocates %v times per call", c.name, allocs)
+	for _, classes := range []int{10, 1000} {
+		x := make([]float32, 64*classes)
+		g := make([]float32, len(x))
+		y := make([]int64, 64)
+		for _, c := range lossCases {
+			allocs := testing.AllocsPerRun(10, func() {
+				if _, err := c.loss.Value(x, classes, Target{Labels: y, Teacher: x}, g); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if allocs != 0 {
+				t.Errorf("%s with %d classes allocates %v times per call", c.name, classes, allocs)
+			}
 		}
 	}
 }
