@@ -2,12 +2,11 @@ package engine
 
 // convKernel is Conv as im2col + Sgemm. The batch is cut into chunks of items: im2col
 // and col2im of a chunk's items run in parallel over the workers, then one goroutine
-// makes each item's products (the BLAS parallelises each product internally); calling
-// the BLAS from several goroutines at once instead makes OpenBLAS's own threads fight
-// over the cores. Products read and write the items' blocks in place through leading
-// dimensions, so no layout copies are needed. 1×1 stride-1 unpadded convolutions skip
-// im2col, and depthwise convolutions (one input channel per group) run as a direct loop,
-// parallel over output planes forward and over batch items backward.
+// makes one product per chunk and group over the items' columns side by side (the BLAS
+// parallelises it internally; calling the BLAS from several goroutines at once instead
+// makes OpenBLAS's own threads fight over the cores). 1×1 stride-1 unpadded convolutions
+// of one item skip im2col, and depthwise convolutions (one input channel per group) run
+// as a direct loop, parallel over output planes forward and over batch items backward.
 type convKernel struct {
 	n     *Node
 	win   nnWindow
@@ -16,6 +15,7 @@ type convKernel struct {
 	// Scratch, sized on first use and grown only when shapes grow.
 	col  []float32   // column matrices of a chunk
 	gcol []float32   // column gradients of a chunk
+	ybuf []float32   // output (gradient) planes of a chunk, items side by side
 	gws  [][]float32 // depthwise weight-gradient partial sums of workers 1..
 }
 
@@ -181,11 +181,10 @@ func (k *convKernel) gatherCols(ctx *Context, d *convDims, x, col []float32, s, 
 }
 
 // cols returns the column matrix of items s..s+cnt-1, group grp, and its row stride: the
-// image itself for a pointwise convolution (one item per chunk), else k.col filled by
-// gatherCols.
+// image itself for a pointwise convolution of one item, else k.col filled by gatherCols.
 func (k *convKernel) cols(ctx *Context, d *convDims, x []float32, s, cnt, grp int) ([]float32, int) {
 	isz, O := d.g.inSize(), d.g.outSize()
-	if d.pointwise {
+	if d.pointwise && cnt == 1 {
 		return x[(s*d.C+grp*d.Cg)*isz : (s*d.C+(grp+1)*d.Cg)*isz], O
 	}
 	col := k.col[:d.Cg*d.g.kSize()*cnt*O]
@@ -193,25 +192,49 @@ func (k *convKernel) cols(ctx *Context, d *convDims, x []float32, s, cnt, grp in
 	return col, cnt * O
 }
 
-// chunkSize is d.chunk(), or 1 for pointwise convolutions, whose column matrix is the
-// image.
-func (d *convDims) chunkSize() int {
-	if d.pointwise {
-		return 1
-	}
-	return d.chunk()
+// planes copies the Mg output planes of group grp of items s..s+cnt-1 between the
+// item-major tensor t (N×M×O) and the chunk matrix buf (Mg rows of cnt·O values, items
+// side by side), in parallel over the planes: toBuf gathers t into buf; otherwise buf
+// plus bias (when non-nil) is written over t.
+func (k *convKernel) planes(ctx *Context, d *convDims, t, buf, bias []float32, s, cnt, grp int, toBuf bool) {
+	O := d.g.outSize()
+	L := cnt * O
+	ctx.Parallel(cnt*d.Mg, max(1, 16384/max(O, 1)), func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			i, m := p/d.Mg, p%d.Mg
+			tp := t[((s+i)*d.M+grp*d.Mg+m)*O : ((s+i)*d.M+grp*d.Mg+m+1)*O]
+			bp := buf[m*L+i*O : m*L+(i+1)*O]
+			switch {
+			case toBuf:
+				copy(bp, tp)
+			case bias != nil:
+				bv := bias[grp*d.Mg+m]
+				for j, v := range bp {
+					tp[j] = v + bv
+				}
+			default:
+				copy(tp, bp)
+			}
+		}
+	})
 }
 
+// forwardGemm makes one product per chunk and group, W_g (Mg×Cg·K) times the chunk's
+// column matrix (Cg·K × cnt·O): one large product runs the BLAS far faster than cnt small
+// ones. Its result has the items side by side, so a copy that also adds the bias moves
+// it into the item-major output. A chunk of one item (batch 1, or items too large to
+// share a chunk) writes the output in place instead.
 func (k *convKernel) forwardGemm(ctx *Context, d *convDims, x, w, bias, y []float32) {
 	g := &d.g
 	O := g.outSize()
 	CgK := d.Cg * g.kSize()
-	nb := d.chunkSize()
-	if !d.pointwise {
+	nb := d.chunk()
+	direct := nb == 1
+	if !d.pointwise || !direct {
 		k.col = nnGrow(k.col, CgK*nb*O)
 	}
 	beta := float32(0)
-	if bias != nil {
+	if direct && bias != nil {
 		// Start from the bias and let Sgemm add the product: no separate bias pass.
 		beta = 1
 		ctx.Parallel(d.N*d.M, max(1, 16384/max(O, 1)), func(lo, hi int) {
@@ -224,15 +247,22 @@ func (k *convKernel) forwardGemm(ctx *Context, d *convDims, x, w, bias, y []floa
 			}
 		})
 	}
+	if !direct {
+		k.ybuf = nnGrow(k.ybuf, d.Mg*nb*O)
+	}
 	for s := 0; s < d.N; s += nb {
 		cnt := min(nb, d.N-s)
 		for grp := 0; grp < k.group; grp++ {
 			wg := w[grp*d.Mg*CgK : (grp+1)*d.Mg*CgK]
 			col, ld := k.cols(ctx, d, x, s, cnt, grp)
-			for i := 0; i < cnt; i++ {
-				yo := ((s+i)*d.M + grp*d.Mg) * O
-				nnSgemmLD(ctx.BLAS, false, false, d.Mg, O, CgK, 1, wg, CgK, col[i*O:], ld, beta, y[yo:yo+d.Mg*O], O)
+			if direct {
+				yo := (s*d.M + grp*d.Mg) * O
+				nnSgemmLD(ctx.BLAS, false, false, d.Mg, O, CgK, 1, wg, CgK, col, ld, beta, y[yo:yo+d.Mg*O], O)
+				continue
 			}
+			yb := k.ybuf[:d.Mg*cnt*O]
+			nnSgemmLD(ctx.BLAS, false, false, d.Mg, cnt*O, CgK, 1, wg, CgK, col, ld, 0, yb, cnt*O)
+			k.planes(ctx, d, y, yb, bias, s, cnt, grp, false)
 		}
 	}
 }
@@ -302,40 +332,46 @@ func (k *convKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error 
 	isz, O := g.inSize(), g.outSize()
 	CgK := d.Cg * g.kSize()
 	w, x := in[1].F, in[0].F
-	nb := d.chunkSize()
-	if !d.pointwise {
+	// As forward: one product per chunk and group over the items side by side, with the
+	// output gradient gathered into that layout first.
+	nb := d.chunk()
+	if gw != nil && (!d.pointwise || nb > 1) {
 		k.col = nnGrow(k.col, CgK*nb*O)
-		if gx != nil {
-			k.gcol = nnGrow(k.gcol, CgK*nb*O)
-		}
+	}
+	if gx != nil && (!d.pointwise || nb > 1) {
+		k.gcol = nnGrow(k.gcol, CgK*nb*O)
+	}
+	if nb > 1 {
+		k.ybuf = nnGrow(k.ybuf, d.Mg*nb*O)
 	}
 	for s := 0; s < d.N; s += nb {
 		cnt := min(nb, d.N-s)
 		L := cnt * O
 		for grp := 0; grp < k.group; grp++ {
 			wg := w[grp*d.Mg*CgK : (grp+1)*d.Mg*CgK]
+			var gyc []float32
+			if cnt == 1 {
+				gyo := (s*d.M + grp*d.Mg) * O
+				gyc = gy.F[gyo : gyo+d.Mg*O]
+			} else {
+				gyc = k.ybuf[:d.Mg*L]
+				k.planes(ctx, &d, gy.F, gyc, nil, s, cnt, grp, true)
+			}
 			if gw != nil {
 				col, ld := k.cols(ctx, &d, x, s, cnt, grp)
-				for i := 0; i < cnt; i++ {
-					gyo := ((s+i)*d.M + grp*d.Mg) * O
-					nnSgemmLD(ctx.BLAS, false, true, d.Mg, CgK, O, 1, gy.F[gyo:gyo+d.Mg*O], O, col[i*O:], ld,
-						1, gw[grp*d.Mg*CgK:(grp+1)*d.Mg*CgK], CgK)
-				}
+				nnSgemmLD(ctx.BLAS, false, true, d.Mg, CgK, L, 1, gyc, L, col, ld,
+					1, gw[grp*d.Mg*CgK:(grp+1)*d.Mg*CgK], CgK)
 			}
 			if gx == nil {
 				continue
 			}
-			if d.pointwise {
-				gyo := (s*d.M + grp*d.Mg) * O
-				nnSgemm(ctx.BLAS, true, false, d.Cg, O, d.Mg, 1, wg, gy.F[gyo:gyo+d.Mg*O], 1,
+			if d.pointwise && cnt == 1 {
+				nnSgemm(ctx.BLAS, true, false, d.Cg, O, d.Mg, 1, wg, gyc, 1,
 					gx[(s*d.C+grp*d.Cg)*isz:(s*d.C+(grp+1)*d.Cg)*isz])
 				continue
 			}
 			gcol := k.gcol[:CgK*L]
-			for i := 0; i < cnt; i++ {
-				gyo := ((s+i)*d.M + grp*d.Mg) * O
-				nnSgemmLD(ctx.BLAS, true, false, CgK, O, d.Mg, 1, wg, CgK, gy.F[gyo:gyo+d.Mg*O], O, 0, gcol[i*O:], L)
-			}
+			nnSgemmLD(ctx.BLAS, true, false, CgK, L, d.Mg, 1, wg, CgK, gyc, L, 0, gcol, L)
 			k.scatterCols(ctx, &d, gcol, gx, s, cnt, grp)
 		}
 	}
@@ -350,6 +386,16 @@ func (k *convKernel) scatterCols(ctx *Context, d *convDims, gcol, gx []float32, 
 	ctx.Parallel(cnt, 1, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			gxg := gx[((s+i)*d.C+grp*d.Cg)*isz : ((s+i)*d.C+(grp+1)*d.Cg)*isz]
+			if d.pointwise {
+				O := g.outSize()
+				for c := 0; c < d.Cg; c++ {
+					dst := gxg[c*O : (c+1)*O]
+					for j, v := range gcol[c*L+i*O : c*L+(i+1)*O] {
+						dst[j] += v
+					}
+				}
+				continue
+			}
 			nnCol2im(g, d.Cg, gcol[i*g.outSize():], gxg, L)
 		}
 	})
