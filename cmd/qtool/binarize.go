@@ -358,21 +358,19 @@ func algoConfig(c *cli.Context, s *binSetup, algo network.Algo, seed uint64) (ne
 
 // algoResult is the outcome of one algorithm run.
 type algoResult struct {
-	Algo     string                 `json:"algo"`
-	Seed     uint64                 `json:"seed"`
-	Eval     *evalResult            `json:"-"`
-	Accuracy *float64               `json:"accuracy,omitempty"`
-	Agree    float64                `json:"agreement"`
-	Loss     float64                `json:"final_train_loss"`
-	FY       float64                `json:"final_f_y"`
-	Seconds  float64                `json:"seconds"`
-	History  []network.IterStats    `json:"history"`
-	Weights  []export.Weight        `json:"-"`
-	Bytes    int64                  `json:"output_bytes"`
-	Model    *onnxio.Model          `json:"-"`
-	Out      string                 `json:"-"`
-	Tensors  []tensorStorage        `json:"-"`
-	Progress func(network.Progress) `json:"-"`
+	Algo     string              `json:"algo"`
+	Seed     uint64              `json:"seed"`
+	Eval     *evalResult         `json:"-"`
+	Accuracy *float64            `json:"accuracy,omitempty"`
+	Agree    float64             `json:"agreement"`
+	Loss     float64             `json:"final_train_loss"`
+	FY       float64             `json:"final_f_y"`
+	Seconds  float64             `json:"seconds"`
+	History  []network.IterStats `json:"history"`
+	Weights  []export.Weight     `json:"-"`
+	Bytes    int64               `json:"output_bytes"`
+	Model    *onnxio.Model       `json:"-"`
+	Out      string              `json:"-"`
 }
 
 // runAlgo runs cfg on a fresh copy of the model, exports the result and measures the
@@ -458,31 +456,7 @@ func runAlgo(ctx context.Context, s *binSetup, cfg network.Config, recalib bool,
 	if len(h) > 0 {
 		r.Loss, r.FY = h[len(h)-1].TrainLoss, h[len(h)-1].FY
 	}
-	r.Tensors = storage(s.model, ws)
 	return r, nil
-}
-
-// tensorStorage is one weight's storage before and after.
-type tensorStorage struct {
-	Name     string  `json:"name"`
-	Elements int     `json:"elements"`
-	Grid     string  `json:"grid"`
-	Bits     int     `json:"bits"`
-	FPBytes  int64   `json:"fp32_bytes"`
-	Bytes    int64   `json:"packed_bytes"`
-	Ratio    float64 `json:"ratio"`
-}
-
-func storage(m *onnxio.Model, ws []export.Weight) []tensorStorage {
-	var out []tensorStorage
-	for _, w := range ws {
-		bits := w.Grid.Bits()
-		packed := (int64(len(w.Values))*int64(bits) + 7) / 8
-		packed += 4 * int64(len(w.Grid.Scales))
-		fp := 4 * int64(len(w.Values))
-		out = append(out, tensorStorage{Name: w.Name, Elements: len(w.Values), Grid: w.Grid.String(), Bits: bits, FPBytes: fp, Bytes: packed, Ratio: float64(fp) / float64(packed)})
-	}
-	return out
 }
 
 // binarizeSummary is binarize's result; its JSON form (--json, --report) is part of
@@ -505,17 +479,18 @@ type binarizeSummary struct {
 	BinAccuracy *float64 `json:"binary_accuracy,omitempty"`
 	Agreement   float64  `json:"agreement"`
 	// DropPP is the accuracy drop in percentage points (with labels), or 100·(1 − agreement).
-	DropPP      float64             `json:"drop_pp"`
-	MaxDropPP   *float64            `json:"max_drop_pp,omitempty"`
-	GatePassed  bool                `json:"gate_passed"`
-	InputBytes  int64               `json:"input_bytes"`
-	OutputBytes int64               `json:"output_bytes"`
-	BNRecalib   bool                `json:"bn_recalibrated"`
-	Seconds     float64             `json:"seconds"`
-	BLAS        string              `json:"blas"`
-	Warnings    []string            `json:"warnings,omitempty"`
-	Tensors     []tensorStorage     `json:"tensors"`
-	History     []network.IterStats `json:"history"`
+	DropPP      float64  `json:"drop_pp"`
+	MaxDropPP   *float64 `json:"max_drop_pp,omitempty"`
+	GatePassed  bool     `json:"gate_passed"`
+	InputBytes  int64    `json:"input_bytes"`
+	OutputBytes int64    `json:"output_bytes"`
+	BNRecalib   bool     `json:"bn_recalibrated"`
+	Seconds     float64  `json:"seconds"`
+	BLAS        string   `json:"blas"`
+	Warnings    []string `json:"warnings,omitempty"`
+	// Storage is export's storage report of the output against the input.
+	Storage *export.Report      `json:"storage,omitempty"`
+	History []network.IterStats `json:"history"`
 }
 
 func runBinarize(c *cli.Context) error {
@@ -578,7 +553,10 @@ func runBinarize(c *cli.Context) error {
 		Seed: seed, Labelled: s.labelled, CalibData: s.calibFrom, EvalData: s.evalFrom,
 		CalibCount: s.data.Calib.Len(), EvalCount: s.data.Eval.Len(), FPAccuracy: s.fp.Accuracy, BinAccuracy: res.Accuracy,
 		Agreement: res.Agree, OutputBytes: res.Bytes, BNRecalib: !c.Bool("no-bn-recalib"), BLAS: s.be.Info.Name,
-		Warnings: s.warnings, Tensors: res.Tensors, History: res.History,
+		Warnings: s.warnings, History: res.History,
+	}
+	if sum.Storage, err = export.Compare(s.model, res.Model, s.path, out, export.CompareOptions{}); err != nil {
+		return err
 	}
 	if c.NArg() == 0 {
 		sum.Model = defaultModelName + ".onnx (embedded)"
@@ -615,6 +593,10 @@ func runBinarize(c *cli.Context) error {
 		}
 	} else {
 		printSummary(c.App.Writer, sum)
+		fmt.Fprintln(c.App.Writer)
+		if err := sum.Storage.WriteText(c.App.Writer); err != nil {
+			return err
+		}
 	}
 	if !sum.GatePassed {
 		return exitError{code: exitGateFail, err: fmt.Errorf("accuracy gate failed: drop %.2f pp > --max-drop %g pp (%s written)", sum.DropPP, *sum.MaxDropPP, out)}
@@ -692,16 +674,18 @@ func writeReport(path string, s *binarizeSummary) error {
 		fmt.Fprintf(&b, "| accuracy | FP %s → binarized %s (drop %.2f pp) |\n", pct(s.FPAccuracy), pct(s.BinAccuracy), s.DropPP)
 	}
 	fmt.Fprintf(&b, "| agreement with FP | %.2f %% |\n| file size | %s → %s |\n| BatchNorm re-estimated | %v |\n| time | %.1f s (%s BLAS) |\n\n", 100*s.Agreement, humanBytes(s.InputBytes), humanBytes(s.OutputBytes), s.BNRecalib, s.Seconds, s.BLAS)
-	fmt.Fprintf(&b, "## Storage per weight\n\nThe saving is on disk and on the wire: runtimes unpack the weights to float32 when they load the model.\n\n| weight | elements | grid | bits | FP32 | stored | ratio |\n|---|---:|---|---:|---:|---:|---:|\n")
-	for _, t := range s.Tensors {
-		fmt.Fprintf(&b, "| %s | %d | %s | %d | %s | %s | %.1f× |\n", t.Name, t.Elements, t.Grid, t.Bits, humanBytes(t.FPBytes), humanBytes(t.Bytes), t.Ratio)
-	}
-	fmt.Fprintf(&b, "\n## Iterations\n\n| iter | ρ | train loss | f(y) | L(x,y,λ) | ‖x−y‖ | y changed | held-out acc. of y |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "## Iterations\n\n| iter | ρ | train loss | f(y) | L(x,y,λ) | ‖x−y‖ | y changed | held-out acc. of y |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, h := range s.History {
 		fmt.Fprintf(&b, "| %d | %.3g | %.4f | %.4f | %.5g | %.4g | %.3g %% | %.2f %% |\n", h.Iter, h.Rho, h.TrainLoss, h.FY, h.Lagrangian, h.Residual, 100*h.Changed, 100*h.Accuracy)
 	}
 	for _, w := range s.Warnings {
 		fmt.Fprintf(&b, "\n> %s\n", w)
+	}
+	if s.Storage != nil {
+		b.WriteString("\n## Storage\n\n")
+		if err := s.Storage.WriteMarkdown(&b); err != nil {
+			return err
+		}
 	}
 	if err := atomicfile.WriteBytes(path+".md", []byte(b.String())); err != nil {
 		return fmt.Errorf("writing report: %w", err)

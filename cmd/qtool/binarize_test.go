@@ -1,0 +1,425 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qtool/qtool/calib"
+	"github.com/qtool/qtool/engine"
+	"github.com/qtool/qtool/internal/ortref"
+	"github.com/qtool/qtool/onnxio"
+)
+
+const (
+	digitsModel = "../../testmodels/digits-mlp.onnx"
+	digitsData  = "../../testmodels/digits-test.npz"
+	fmnistModel = "../../testmodels/fmnist-mlp.onnx"
+	fmnistCalib = "../../testmodels/fmnist-calib.npz"
+)
+
+// small is a budget that keeps each run well under a second on the test models.
+var smallBudget = []string{"--iters", "2", "--inner-epochs", "2", "-q"}
+
+func binArgs(model, data, out string, extra ...string) []string {
+	a := []string{"binarize", model, "--data", data, "-o", out}
+	a = append(a, smallBudget...)
+	return append(a, extra...)
+}
+
+// runArgsCtx is runArgs with a context, for cancellation.
+func runArgsCtx(ctx context.Context, args ...string) (string, int, error) {
+	app := newApp()
+	var out strings.Builder
+	app.Writer, app.ErrWriter = &out, &out
+	err := app.RunContext(ctx, interspersed(app, append([]string{"qtool"}, args...)))
+	return out.String(), exitCode(err), err
+}
+
+// paramValues decodes every parameter of a model file.
+func paramValues(t *testing.T, path string) map[string][]float32 {
+	t.Helper()
+	m, err := onnxio.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]float32{}
+	for _, p := range m.Params() {
+		tn, err := m.Tensor(p.Tensor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[p.Name] = tn.Float
+	}
+	return out
+}
+
+// engineLogits runs a model file in the engine over the first n samples of data.
+func engineLogits(t *testing.T, path, data string, n int) ([]float32, []int64, []float32) {
+	t.Helper()
+	m, err := onnxio.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := engine.Build(m, engine.Options{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &loaded{Path: path, Model: m, Graph: g}
+	d, err := calib.Open(data, calib.Options{Input: l.input()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	n = min(n, d.Len())
+	sh := d.SampleShape()
+	size := 1
+	shape := []int{n}
+	ishape := []int64{int64(n)}
+	for _, s := range sh {
+		size *= int(s)
+		shape = append(shape, int(s))
+		ishape = append(ishape, s)
+	}
+	x := make([]float32, n*size)
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	if err := d.Read(idx, x, nil); err != nil {
+		t.Fatal(err)
+	}
+	outs, err := g.Forward(&engine.Context{Workers: 1}, engine.NewFloat(shape, x))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]float32(nil), outs[0].F...), ishape, x
+}
+
+// TestBinarizeDigitsOnGridAndRuntimes binarizes digits-mlp (opset 9, Constant-node
+// weights): the float export holds exactly ±1 in both weights, the packed export computes
+// bit for bit the same logits in the engine, and onnxruntime runs the packed file to the
+// engine's outputs. fc2 has no normalisation after it, so --grid binary warns.
+func TestBinarizeDigitsOnGridAndRuntimes(t *testing.T) {
+	dir := t.TempDir()
+	packed, float := filepath.Join(dir, "p.onnx"), filepath.Join(dir, "f.onnx")
+	out, code, err := runArgs(t, binArgs(digitsModel, digitsData, packed)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %v\n%s", code, err, out)
+	}
+	if !strings.Contains(out, "fc2.weight") || !strings.Contains(out, "binary-channel") {
+		t.Errorf("no warning about fc2.weight lacking normalisation:\n%s", out)
+	}
+	if out, code, err := runArgs(t, binArgs(digitsModel, digitsData, float, "--format", "float")...); code != 0 {
+		t.Fatalf("exit %d: %v\n%s", code, err, out)
+	}
+	vals := paramValues(t, float)
+	for _, name := range []string{"fc1.weight", "fc2.weight"} {
+		w := vals[name]
+		if len(w) == 0 {
+			t.Fatalf("%s missing from the float export", name)
+		}
+		for i, v := range w {
+			if v != 1 && v != -1 {
+				t.Fatalf("%s[%d] = %v, not ±1", name, i, v)
+			}
+		}
+	}
+	lp, shape, x := engineLogits(t, packed, digitsData, 450)
+	lf, _, _ := engineLogits(t, float, digitsData, 450)
+	for i := range lp {
+		if lp[i] != lf[i] {
+			t.Fatalf("packed and float exports differ at logit %d: %v vs %v", i, lp[i], lf[i])
+		}
+	}
+	ortref.Require(t)
+	res, err := ortref.RunFile(packed, []ortref.Tensor{{Name: "input", Shape: shape, Data: x}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range res[0].Data {
+		if d := math.Abs(float64(v) - float64(lp[i])); d > 1e-4*(1+math.Abs(float64(lp[i]))) {
+			t.Fatalf("onnxruntime logit %d = %v, engine %v", i, v, lp[i])
+		}
+	}
+}
+
+// TestBinarizeGrids exports every grid in float form and checks each weight lies on its
+// levels times a per-channel scale (a single scale per output row of the Gemm weight).
+func TestBinarizeGrids(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		grid   string
+		levels int // largest level magnitude
+	}{{"binary-channel", 1}, {"ternary", 1}, {"int2", 1}, {"int4", 7}, {"int8", 127}} {
+		out := filepath.Join(dir, tc.grid+".onnx")
+		if o, code, err := runArgs(t, binArgs(digitsModel, digitsData, out, "--format", "float", "--grid", tc.grid)...); code != 0 {
+			t.Fatalf("%s: exit %d: %v\n%s", tc.grid, code, err, o)
+		}
+		w := paramValues(t, out)["fc1.weight"] // [64 out, 64 in], transB=1: rows are channels
+		for r := 0; r < 64; r++ {
+			row := w[r*64 : (r+1)*64]
+			var alpha float32
+			for _, v := range row {
+				alpha = max(alpha, float32(math.Abs(float64(v))))
+			}
+			alpha /= float32(tc.levels)
+			for _, v := range row {
+				l := math.Round(float64(v / alpha))
+				if alpha == 0 || float32(l)*alpha != v || math.Abs(l) > float64(tc.levels) || (tc.grid == "binary-channel" && l == 0) {
+					t.Fatalf("%s: row %d value %v is not a level of α = %v", tc.grid, r, v, alpha)
+				}
+			}
+		}
+	}
+}
+
+// TestBinarizeDeterministic: two runs with the same seed give the same bytes (fmnist-mlp
+// has Dropout, so the training stream matters), another seed other bytes.
+func TestBinarizeDeterministic(t *testing.T) {
+	dir := t.TempDir()
+	var files [3][]byte
+	for i, seed := range []string{"7", "7", "8"} {
+		out := filepath.Join(dir, "o"+string(rune('a'+i))+".onnx")
+		if o, code, err := runArgs(t, binArgs(fmnistModel, fmnistCalib, out, "--limit", "300", "--algo", "admm-r", "--seed", seed)...); code != 0 {
+			t.Fatalf("exit %d: %v\n%s", code, err, o)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[i] = b
+	}
+	if !bytes.Equal(files[0], files[1]) {
+		t.Error("two runs with seed 7 wrote different files")
+	}
+	if bytes.Equal(files[0], files[2]) {
+		t.Error("seeds 7 and 8 wrote the same file")
+	}
+}
+
+// TestBinarizeResume interrupts a run once its first checkpoint is on disk: the exit code
+// is 130 and no output exists; resuming from the checkpoint writes exactly the bytes of an
+// uninterrupted run.
+func TestBinarizeResume(t *testing.T) {
+	for _, algo := range []string{"admm-q", "pgd"} {
+		t.Run(algo, func(t *testing.T) {
+			dir := t.TempDir()
+			full, part, ck := filepath.Join(dir, "full.onnx"), filepath.Join(dir, "part.onnx"), filepath.Join(dir, "ck")
+			args := []string{"binarize", fmnistModel, "--data", fmnistCalib, "--limit", "400", "--batch-size", "64", "--iters", "6", "--inner-epochs", "1", "-q", "--algo", algo}
+			if o, code, err := runArgs(t, append(args, "-o", full)...); code != 0 {
+				t.Fatalf("exit %d: %v\n%s", code, err, o)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for ctx.Err() == nil {
+					if _, err := os.Stat(ck); err == nil {
+						cancel()
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}()
+			o, code, err := runArgsCtx(ctx, append(args, "-o", part, "--checkpoint", ck)...)
+			cancel()
+			<-done
+			if code != exitCancelled {
+				t.Skipf("the run finished (exit %d) before it could be interrupted: %v\n%s", code, err, o)
+			}
+			if _, err := os.Stat(part); !os.IsNotExist(err) {
+				t.Fatalf("an interrupted run left %s", part)
+			}
+			if o, code, err := runArgs(t, append(args, "-o", part, "--resume", ck)...); code != 0 {
+				t.Fatalf("resume: exit %d: %v\n%s", code, err, o)
+			}
+			a, _ := os.ReadFile(full)
+			b, _ := os.ReadFile(part)
+			if !bytes.Equal(a, b) {
+				t.Error("the resumed run wrote other bytes than the uninterrupted one")
+			}
+		})
+	}
+}
+
+// TestBinarizeGate: the gate fails (exit 3, output kept) just below the measured drop and
+// passes just above it.
+func TestBinarizeGate(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "g.onnx")
+	o, code, err := runArgs(t, binArgs(digitsModel, digitsData, out, "--json")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %v\n%s", code, err, o)
+	}
+	var s binarizeSummary
+	if err := json.Unmarshal([]byte(o[strings.Index(o, "{"):]), &s); err != nil {
+		t.Fatalf("%v\n%s", err, o)
+	}
+	if s.DropPP < 0.5 {
+		t.Fatalf("drop %.2f pp: the gate test needs a run that loses accuracy", s.DropPP)
+	}
+	below := s.DropPP - 0.25
+	if _, code, _ := runArgs(t, binArgs(digitsModel, digitsData, out, "--max-drop", ftoa(below))...); code != exitGateFail {
+		t.Errorf("--max-drop %.2f with a drop of %.2f: exit %d, want 3", below, s.DropPP, code)
+	}
+	if _, err := os.Stat(out); err != nil {
+		t.Errorf("a failed gate must keep the output: %v", err)
+	}
+	if _, code, _ := runArgs(t, binArgs(digitsModel, digitsData, out, "--max-drop", ftoa(s.DropPP+0.25))...); code != 0 {
+		t.Errorf("--max-drop above the drop: exit %d, want 0", code)
+	}
+}
+
+func ftoa(v float64) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// TestBinarizeJSON checks the --json summary's schema: logs stay off stdout.
+func TestBinarizeJSON(t *testing.T) {
+	dir := t.TempDir()
+	app := newApp()
+	var stdout, stderr strings.Builder
+	app.Writer, app.ErrWriter = &stdout, &stderr
+	args := append([]string{"qtool"}, binArgs(digitsModel, digitsData, filepath.Join(dir, "j.onnx"), "--json", "--report", filepath.Join(dir, "rep"))...)
+	if err := app.Run(interspersed(app, args)); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(stdout.String()), &m); err != nil {
+		t.Fatalf("stdout is not one JSON document: %v\n%s", err, stdout.String())
+	}
+	for key, kind := range map[string]string{
+		"model": "string", "output": "string", "algo": "string", "grid": "string", "format": "string", "loss": "string",
+		"seed": "number", "targets": "array", "labelled": "bool", "calib_samples": "number", "eval_samples": "number",
+		"fp_accuracy": "number", "binary_accuracy": "number", "agreement": "number", "drop_pp": "number",
+		"gate_passed": "bool", "input_bytes": "number", "output_bytes": "number", "seconds": "number",
+		"history": "array", "storage": "object", "bn_recalibrated": "bool",
+	} {
+		v, ok := m[key]
+		if !ok {
+			t.Errorf("summary lacks %q", key)
+			continue
+		}
+		got := map[bool]string{}[false]
+		switch v.(type) {
+		case string:
+			got = "string"
+		case float64:
+			got = "number"
+		case bool:
+			got = "bool"
+		case []any:
+			got = "array"
+		case map[string]any:
+			got = "object"
+		}
+		if got != kind {
+			t.Errorf("%s is a %s, want %s", key, got, kind)
+		}
+	}
+	if h := m["history"].([]any); len(h) != 2 {
+		t.Errorf("history has %d iterations, want 2", len(h))
+	}
+	if m["calib_samples"].(float64)+m["eval_samples"].(float64) != 450 {
+		t.Errorf("calibration and held-out samples do not add up to the 450 of the data")
+	}
+	for _, ext := range []string{".json", ".md"} {
+		if _, err := os.Stat(filepath.Join(dir, "rep"+ext)); err != nil {
+			t.Errorf("--report: %v", err)
+		}
+	}
+}
+
+// TestBinarizeDistillWithoutLabels: CSV data without a label column train by
+// distillation and report agreement, not accuracy.
+func TestBinarizeDistillWithoutLabels(t *testing.T) {
+	dir := t.TempDir()
+	src, err := os.ReadFile("../../testmodels/digits-test.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimSpace(string(src)), "\n") {
+		b.WriteString(line[:strings.LastIndex(line, ",")] + "\n")
+	}
+	data := filepath.Join(dir, "x.csv")
+	if err := os.WriteFile(data, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o, code, err := runArgs(t, binArgs(digitsModel, data, filepath.Join(dir, "d.onnx"), "--json", "--grid", "binary-channel")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %v\n%s", code, err, o)
+	}
+	var s binarizeSummary
+	if err := json.Unmarshal([]byte(o[strings.Index(o, "{"):]), &s); err != nil {
+		t.Fatalf("%v\n%s", err, o)
+	}
+	if s.Labelled || s.Loss != "distill" || s.BinAccuracy != nil || s.FPAccuracy != nil {
+		t.Errorf("labelled %v, loss %s, accuracies %v %v: want distillation and no accuracy", s.Labelled, s.Loss, s.BinAccuracy, s.FPAccuracy)
+	}
+	if s.Agreement < 0.8 {
+		t.Errorf("agreement with the full-precision model %.3f after distillation", s.Agreement)
+	}
+	if _, code, _ := runArgs(t, binArgs(digitsModel, data, filepath.Join(dir, "e.onnx"), "--loss", "ce")...); code != exitInput {
+		t.Errorf("--loss ce without labels: exit %d, want 1", code)
+	}
+}
+
+func TestBinarizeUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "u.onnx")
+	for _, extra := range [][]string{
+		{"--algo", "sgd"}, {"--grid", "int3"}, {"--iters", "0"}, {"--loss", "l1"}, {"--optimizer", "lbfgs"},
+		{"--lr-schedule", "poly"}, {"--format", "zip"}, {"--keep", "first", "--only", "fc1.weight"},
+		{"--keep", "nosuch.weight"}, {"--max-drop", "-1"}, {"--rho", "0"}, {"--split", "0.5:0.5", "--eval-data", digitsData},
+	} {
+		o, code, err := runArgs(t, binArgs(digitsModel, digitsData, out, extra...)...)
+		if code != exitUsage {
+			t.Errorf("%v: exit %d (%v), want 2\n%s", extra, code, err, o)
+		}
+	}
+	if _, code, _ := runArgs(t, "binarize", digitsModel, digitsModel, "--data", digitsData); code != exitUsage {
+		t.Errorf("two models: exit %d, want 2", code)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Error("a usage error wrote the output")
+	}
+}
+
+func TestBinarizeInputErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.onnx")
+	if err := os.WriteFile(bad, []byte("not a model"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "o.onnx")
+	for _, tc := range []struct{ model, data, want string }{
+		{filepath.Join(dir, "missing.onnx"), digitsData, "missing.onnx"},
+		{bad, digitsData, "bad.onnx"},
+		{digitsModel, filepath.Join(dir, "nodata.npz"), "nodata.npz"},
+		{digitsModel, fmnistCalib, "fmnist-calib.npz"}, // 784 features for a 64-input model
+	} {
+		_, code, err := runArgs(t, binArgs(tc.model, tc.data, out)...)
+		if code != exitInput || err == nil {
+			t.Errorf("%s / %s: exit %d, want 1", tc.model, tc.data, code)
+			continue
+		}
+		if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, tc.want) {
+			t.Errorf("error %q: want one line naming %s", msg, tc.want)
+		}
+	}
+	if _, code, _ := runArgs(t, binArgs(digitsModel, digitsData, out, "--resume", bad)...); code != exitInput {
+		t.Errorf("--resume with a non-checkpoint: exit %d, want 1", code)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Error("a failed run wrote the output")
+	}
+}
