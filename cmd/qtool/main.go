@@ -64,6 +64,7 @@ func commands() []*cli.Command {
 		evalCommand(),
 		reportCommand(),
 		binarizeCommand(),
+		compareCommand(),
 	}
 }
 
