@@ -1,6 +1,7 @@
 package export
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -36,7 +37,8 @@ func ParseFormat(s string) (Format, error) {
 const MinOpset = 9
 
 // Metadata is recorded in the exported model's metadata_props under "qtool.version",
-// "qtool.algorithm", "qtool.grid" and "qtool.seed"; "qtool.format" records the format.
+// "qtool.algorithm", "qtool.grid" and "qtool.seed"; "qtool.format" records the format
+// and "qtool.tensors" the quantized tensors' names as a JSON array.
 // Empty strings are not recorded; an empty Grid is described from the weights' grids.
 type Metadata struct {
 	Version   string
@@ -481,4 +483,14 @@ func setMetadata(m *onnxio.Model, md Metadata, format Format, weights []Weight) 
 	set("qtool.grid", grid)
 	set("qtool.seed", strconv.FormatUint(md.Seed, 10))
 	set("qtool.format", string(format))
+	names := make([]string, len(weights))
+	for i, w := range weights {
+		names[i] = w.Name
+	}
+	// Names, as JSON, so that a report can tell float-format weights from kept ones.
+	b, _ := json.Marshal(names) // a []string always marshals
+	set(metaTensors, string(b))
 }
+
+// metaTensors is the metadata key listing the quantized tensors' names as a JSON array.
+const metaTensors = "qtool.tensors"

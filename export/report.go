@@ -52,6 +52,9 @@ type TensorReport struct {
 	BitsPerWeight float64 `json:"bits_per_weight"`
 	// Binarized reports whether the tensor was put on a grid (binary, ternary or k-bit).
 	Binarized bool `json:"binarized"`
+	// Changed reports a kept tensor whose values differ from the original's, such as a
+	// bias fine-tuned or BatchNorm statistics re-estimated with the binary weights.
+	Changed bool `json:"changed,omitempty"`
 	// Format is "packed", "qdq" or "float" for quantized tensors and "fp32" (or the
 	// stored type) for kept ones.
 	Format string `json:"format"`
@@ -130,6 +133,10 @@ func Compare(orig, quant *onnxio.Model, origPath, quantPath string, opts Compare
 	}
 	roles := orig.ParamRoles()
 	unpack := map[string]bool{}
+	listed, err := quantizedNames(quant)
+	if err != nil {
+		return nil, err
+	}
 	for _, p := range orig.Params() {
 		role := roles[p.Name]
 		tr := TensorReport{
@@ -142,15 +149,16 @@ func Compare(orig, quant *onnxio.Model, origPath, quantPath string, opts Compare
 		r.Totals.TensorBytesBefore += tr.OriginalBytes
 		if qp, ok := qparams[p.Name]; ok {
 			tr.StoredBytes = onnxio.TensorBytes(qp.Tensor)
-			if proto.Equal(p.Tensor, qp.Tensor) {
-				tr.Format = strings.ToLower(onnxio.DataType(p.Tensor.GetDataType()).String())
+			if listed[p.Name] {
+				// Same name, grid values: the float format.
+				tr.Binarized, tr.Format = true, "float"
+			} else {
+				tr.Format = strings.ToLower(onnxio.DataType(qp.Tensor.GetDataType()).String())
 				if tr.Format == "float" {
 					tr.Format = "fp32"
 				}
 				tr.Reason = keptReason(p.Name, role, opts.Reasons)
-			} else {
-				// Same name, new values: the float format's grid values.
-				tr.Binarized, tr.Format = true, "float"
+				tr.Changed = !proto.Equal(p.Tensor, qp.Tensor)
 			}
 		} else if n, ok := producer[p.Name]; ok {
 			if err := traceUnpack(quant, n, producer, qparams, &tr, unpack); err != nil {
@@ -186,6 +194,24 @@ func Compare(orig, quant *onnxio.Model, origPath, quantPath string, opts Compare
 	r.Paper = paperCount(r.Tensors, roles)
 	r.Difference = r.explain(roles)
 	return r, nil
+}
+
+// quantizedNames reads the names export recorded under "qtool.tensors".
+func quantizedNames(m *onnxio.Model) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, p := range m.Proto.GetMetadataProps() {
+		if p.GetKey() != metaTensors {
+			continue
+		}
+		var names []string
+		if err := json.Unmarshal([]byte(p.GetValue()), &names); err != nil {
+			return nil, fmt.Errorf("export: report: %s: metadata %s is not a JSON list of names: %v", m.Name, metaTensors, err)
+		}
+		for _, n := range names {
+			out[n] = true
+		}
+	}
+	return out, nil
 }
 
 // diskSize is the model file's size plus that of the external data files it uses.
@@ -377,7 +403,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	for _, t := range r.keptSorted() {
-		fmt.Fprintf(w, "kept %s: %s\n", t.Name, t.Reason)
+		changed := ""
+		if t.Changed {
+			changed = " (values changed, e.g. fine-tuned or re-estimated)"
+		}
+		fmt.Fprintf(w, "kept %s: %s%s\n", t.Name, t.Reason, changed)
 	}
 	fmt.Fprintln(w)
 	for _, l := range r.summary() {

@@ -272,3 +272,49 @@ func TestReportFormats(t *testing.T) {
 		}
 	}
 }
+
+// TestReportFineTunedKept exports in the float format from a model whose bias was
+// fine-tuned: the bias is reported kept and changed, the weights binarized.
+func TestReportFineTunedKept(t *testing.T) {
+	orig := smallNet(7, 13, 1)
+	dir := t.TempDir()
+	origPath := filepath.Join(dir, "small.onnx")
+	if err := orig.Save(origPath); err != nil {
+		t.Fatal(err)
+	}
+	tuned := cloneModel(orig)
+	if err := tuned.SetParam("conv.b", onnxio.FloatTensor("conv.b", []int64{3}, []float32{1, 2, 3})); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := orig.Param("mm.w")
+	g := Grid{Levels: []int{-1, 1}, Scales: []float32{0.5}}
+	ws := []Weight{{Name: "mm.w", Values: g.Values(make([]uint8, count(p.Tensor.GetDims())), p.Tensor.GetDims()), Grid: g}}
+	quantPath := filepath.Join(dir, "q.onnx")
+	if err := WriteFile(quantPath, tuned, ws, Options{Format: Float}); err != nil {
+		t.Fatal(err)
+	}
+	quant, err := onnxio.Load(quantPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Compare(orig, quant, origPath, quantPath, CompareOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range r.Tensors {
+		switch tr.Name {
+		case "mm.w":
+			if !tr.Binarized || tr.Format != "float" {
+				t.Errorf("mm.w: %+v, want binarized, float format", tr)
+			}
+		case "conv.b":
+			if tr.Binarized || !tr.Changed || !strings.Contains(tr.Reason, "bias") {
+				t.Errorf("conv.b: %+v, want kept, changed, a bias", tr)
+			}
+		default:
+			if tr.Binarized || tr.Changed {
+				t.Errorf("%s: %+v, want kept unchanged", tr.Name, tr)
+			}
+		}
+	}
+}
