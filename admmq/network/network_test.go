@@ -1,0 +1,191 @@
+package network
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/qtool/qtool/admmq"
+	"github.com/qtool/qtool/calib"
+	"github.com/qtool/qtool/engine"
+	"github.com/qtool/qtool/onnxio"
+	"github.com/qtool/qtool/train"
+)
+
+const (
+	mlpPath   = "../../testmodels/fmnist-mlp.onnx"
+	calibPath = "../../testmodels/fmnist-calib.npz"
+)
+
+func load(t *testing.T, path string) (*onnxio.Model, *engine.Graph) {
+	t.Helper()
+	m, err := onnxio.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := engine.Build(m, engine.Options{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, g
+}
+
+func openCalib(t *testing.T, limit int) calib.Dataset {
+	t.Helper()
+	d, err := calib.Open(calibPath, calib.Options{Input: calib.Input{Name: "input", Shape: []int64{-1, 784}, Classes: 10}, Limit: limit, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func logits(t *testing.T, g *engine.Graph, d calib.Dataset, n int) []float32 {
+	t.Helper()
+	x := make([]float32, n*784)
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	if err := d.Read(idx, x, nil); err != nil {
+		t.Fatal(err)
+	}
+	outs, err := g.Forward(&engine.Context{Workers: 1, NoGrad: true}, engine.NewFloat([]int{n, 784}, x))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]float32(nil), outs[0].F...)
+}
+
+// TestPreconditionKeepsFunction: rescaling the weights that BatchNorm follows to mean
+// |w| = 1 per channel leaves the inference-mode logits as they were, to float32 rounding.
+func TestPreconditionKeepsFunction(t *testing.T) {
+	m, g := load(t, mlpPath)
+	d := openCalib(t, 0)
+	before := logits(t, g, d, 128)
+	ts, err := Targets(m, Binary, Selection{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := append([]float32(nil), g.Param("fc1.weight").Value.F...)
+	n, err := Precondition(g, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 4 {
+		t.Fatalf("rescaled %d weights, want all 4 (each is followed by BatchNorm)", n)
+	}
+	after := logits(t, g, d, 128)
+	for i := range before {
+		if d := math.Abs(float64(before[i] - after[i])); d > 1e-4*(1+math.Abs(float64(before[i]))) {
+			t.Fatalf("logit %d: %v before, %v after rescaling", i, before[i], after[i])
+		}
+	}
+	w := g.Param("fc1.weight").Value.F // [256, 784], channels are rows
+	for r := range 256 {
+		var s float64
+		for _, v := range w[r*784 : (r+1)*784] {
+			s += math.Abs(float64(v))
+		}
+		if mean := s / 784; math.Abs(mean-1) > 1e-5 {
+			t.Fatalf("row %d has mean |w| = %v after rescaling", r, mean)
+		}
+	}
+	if w[0] == orig[0] {
+		t.Error("fc1.weight is unchanged")
+	}
+}
+
+func newRun(t *testing.T, algo Algo, iters int, ck func([]byte) error) (*Run, *engine.Graph, *onnxio.Model) {
+	t.Helper()
+	m, g := load(t, mlpPath)
+	ts, err := Targets(m, Binary, Selection{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Precondition(g, ts); err != nil {
+		t.Fatal(err)
+	}
+	d := openCalib(t, 256)
+	r, err := New(m, g, ts, Config{
+		Algo: algo, Rho: admmq.Schedule{Rho0: 1e-3, Growth: 2, Every: 1}, P: 0.3, Beta: 1e3,
+		Iters: iters, InnerEpochs: 1, Schedule: train.Constant{LR: 1e-2}, Seed: 3, StatSamples: 64,
+		Workers: 1, Checkpoint: ck,
+	}, Data{Calib: d, Eval: d, BatchSize: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, g, m
+}
+
+// TestRestoreBitIdentical: a run restored from the checkpoint of its first iteration ends
+// with every parameter bit for bit equal to the uninterrupted run's, for each algorithm
+// (Dropout's stream, the data order, ADMM-R's masks and Adam's moments all resume).
+func TestRestoreBitIdentical(t *testing.T) {
+	for _, algo := range Algos() {
+		t.Run(string(algo), func(t *testing.T) {
+			var first []byte
+			full, g, m := newRun(t, algo, 3, func(b []byte) error {
+				if first == nil {
+					first = b
+				}
+				return nil
+			})
+			if err := full.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := full.Finish(context.Background(), m, Binary, true); err != nil {
+				t.Fatal(err)
+			}
+			resumed, g2, m2 := newRun(t, algo, 3, nil)
+			if err := resumed.Restore(first); err != nil {
+				t.Fatal(err)
+			}
+			if resumed.Iter() != 1 {
+				t.Fatalf("restored at iteration %d, want 1", resumed.Iter())
+			}
+			if err := resumed.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := resumed.Finish(context.Background(), m2, Binary, true); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range g.Params() {
+				q := g2.Param(p.Name)
+				for i, v := range p.Value.F {
+					if math.Float32bits(v) != math.Float32bits(q.Value.F[i]) {
+						t.Fatalf("%s[%d]: %v uninterrupted, %v resumed", p.Name, i, v, q.Value.F[i])
+					}
+				}
+			}
+			if len(resumed.History()) != 3 {
+				t.Errorf("resumed history has %d iterations, want 3", len(resumed.History()))
+			}
+		})
+	}
+}
+
+// TestFinishOnGrid: after Finish every targeted weight is exactly ±1 and equals y's sign
+// pattern — the y variable, not a rounding of x.
+func TestFinishOnGrid(t *testing.T) {
+	r, g, m := newRun(t, ADMMQ, 2, nil)
+	if err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ys := make([][]float32, len(r.y))
+	for i := range r.y {
+		ys[i] = append([]float32(nil), r.y[i]...)
+	}
+	ws, err := r.Finish(context.Background(), m, Binary, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range ws {
+		p := g.Param(w.Name)
+		for j, v := range p.Value.F {
+			if v != ys[i][j] || (v != 1 && v != -1) {
+				t.Fatalf("%s[%d] = %v, y = %v", w.Name, j, v, ys[i][j])
+			}
+		}
+	}
+}
