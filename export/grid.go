@@ -155,7 +155,16 @@ func (g Grid) Codes(values []float32, dims []int64) ([]uint8, error) {
 		if scale > 0 {
 			inv = 1 / float64(scale)
 		}
-		for j, v := range values[start : start+inner] {
+		blk := values[start : start+inner]
+		if len(prods) == 2 && prods[0] != prods[1] {
+			// Two levels, the binary case: one comparison decides, a second confirms.
+			if j, ok := codes2(codes[start:start+inner], blk, prods[0], prods[1]); !ok {
+				i := start + j
+				return nil, fmt.Errorf("value %v at index %d (%s) is not float32(level)×scale for any level of %s (scale %v)", blk[j], i, indexString(i, dims), g, scale)
+			}
+			continue
+		}
+		for j, v := range blk {
 			bits := math.Float32bits(v)
 			code := -1
 			if len(prods) > 8 && inv > 0 {
@@ -190,6 +199,31 @@ func (g Grid) Codes(values []float32, dims []int64) ([]uint8, error) {
 		}
 	}
 	return codes, nil
+}
+
+// codes2 writes code 0 where v has bits p0 and 1 where it has bits p1; it returns the
+// index of the first value with neither and false.
+func codes2(dst []uint8, vals []float32, p0, p1 uint32) (int, bool) {
+	bad := false
+	for j, v := range vals {
+		b := math.Float32bits(v)
+		is1 := b == p1
+		bad = bad || !is1 && b != p0
+		var c uint8
+		if is1 {
+			c = 1
+		}
+		dst[j] = c
+	}
+	if !bad {
+		return 0, true
+	}
+	for j, v := range vals {
+		if b := math.Float32bits(v); b != p0 && b != p1 {
+			return j, false
+		}
+	}
+	return 0, true
 }
 
 // indexString formats a flat index as a multi-index of dims, e.g. "[3 0 2 1]".
