@@ -126,6 +126,9 @@ func Export(m *onnxio.Model, weights []Weight, opts Options) (*onnxio.Model, err
 		}
 	}
 	e.commit()
+	if err := internalize(out); err != nil {
+		return nil, err
+	}
 	setMetadata(out, opts.Metadata, format, weights)
 	return out, nil
 }

@@ -318,3 +318,55 @@ func TestReportFineTunedKept(t *testing.T) {
 		}
 	}
 }
+
+// TestExportExternalData exports fmnist-mlp saved with its tensors in an external data
+// file: the export is self-contained, byte-identical to the export of the inline model,
+// and the report counts the original's data file.
+func TestExportExternalData(t *testing.T) {
+	inline := filepath.Join("..", "testmodels", "fmnist-mlp.onnx")
+	if _, err := os.Stat(inline); err != nil {
+		skipOrFail(t, fmt.Sprintf("%v: run testmodels/make.py", err))
+	}
+	m, err := onnxio.Load(inline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "mlp.onnx")
+	if err := m.SaveWith(src, onnxio.SaveOptions{ExternalThreshold: 1, MinExternalBytes: 512}); err != nil {
+		t.Fatal(err)
+	}
+	ext, err := onnxio.Load(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := quantize(t, m, gridCases()[1])
+	outDir := t.TempDir()
+	a, b := filepath.Join(outDir, "from-inline.onnx"), filepath.Join(outDir, "from-external.onnx")
+	if err := WriteFile(a, m, ws, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(b, ext, ws, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	ba, _ := os.ReadFile(a)
+	bb, _ := os.ReadFile(b)
+	if string(ba) != string(bb) {
+		t.Fatal("the export of the external-data model differs from the export of the inline one")
+	}
+	entries, _ := os.ReadDir(outDir)
+	if len(entries) != 2 {
+		t.Fatalf("export folder holds %d files, want the two models only", len(entries))
+	}
+	q, err := onnxio.Load(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Compare(ext, q, src, b, CompareOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fileSize(t, src) + fileSize(t, src+".data")
+	if r.Totals.FileBytesBefore != want {
+		t.Fatalf("size before %d, model and data file hold %d", r.Totals.FileBytesBefore, want)
+	}
+}
