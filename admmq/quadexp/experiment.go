@@ -269,14 +269,14 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Results, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	gemm, backend := gemmFunc(nil), ""
+	newGemm, backend := (func() gemmFunc)(nil), ""
 	if !opt.PureGo && os.Getenv("QTOOL_BLAS") != "go" {
 		if g, name, err := openBLASDgemm(); err == nil {
-			gemm, backend = g, name
+			newGemm, backend = g, name
 		}
 	}
-	if gemm == nil {
-		gemm, backend = gonumDgemm(), "gonum (pure Go)"
+	if newGemm == nil {
+		newGemm, backend = gonumDgemm, "gonum (pure Go)"
 	}
 	insts := make([][]*Instance, len(cfg.Pairs))
 	var jobs []*job
@@ -336,6 +336,7 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Results, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			gemm := newGemm() // per worker: the OpenBLAS caller keeps its arguments in place
 			for j := range next {
 				err := runJob(ctx, cfg, insts[j.pair][j.inst], j, gemm)
 				mu.Lock()

@@ -26,7 +26,7 @@ func tinyConfig() Config {
 func gemms(t *testing.T) map[string]gemmFunc {
 	out := map[string]gemmFunc{"gonum": gonumDgemm()}
 	if g, _, err := openBLASDgemm(); err == nil {
-		out["openblas"] = g
+		out["openblas"] = g()
 	} else if os.Getenv("CI") == "true" {
 		t.Fatalf("OpenBLAS must be present under CI=true: %v", err)
 	} else {

@@ -4,6 +4,6 @@ package quadexp
 
 import "errors"
 
-func openBLASDgemm() (gemmFunc, string, error) {
+func openBLASDgemm() (func() gemmFunc, string, error) {
 	return nil, "", errors.New("loading OpenBLAS without cgo is supported on linux/amd64 and linux/arm64 only")
 }
