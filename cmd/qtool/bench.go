@@ -73,6 +73,10 @@ func benchQuadratic(c *cli.Context) error {
 	if err := cfg.Validate(); err != nil {
 		return usagef("%v", err)
 	}
+	// Fail before hours of computation, not after.
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("bench quadratic: output folder: %w", err)
+	}
 	start := time.Now()
 	last := time.Time{}
 	res, err := quadexp.Run(c.Context, cfg, quadexp.Options{
