@@ -13,7 +13,10 @@
 //	/usr/bin/time -v go run ./bench/train -rss      # peak RSS of MLP training (see -rss)
 //
 // Step times are medians over -steps steps after -warmup steps (-stat min takes the fastest
-// step instead, which is steadier on a machine shared with other jobs). GFLOP/s counts 3× the
+// step instead, which is steadier on a machine shared with other jobs). CPU ms is the
+// process's CPU time (user and system, all threads) per timed step: on a busy machine it is
+// closer to the unloaded step time than the wall time is, as long as no thread spins while
+// waiting (true with -threads 1; OpenMP and OpenBLAS threads spin, which inflates it). GFLOP/s counts 3× the
 // forward multiply-adds ×2 of Conv and Gemm layers (the usual estimate of a training step),
 // the same count for both engines. Speed-up is PyTorch's step time over qtool's: above 1,
 // qtool is faster.
@@ -35,6 +38,7 @@ import (
 	"runtime/pprof"
 	"sort"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -89,6 +93,9 @@ func main() {
 }
 
 func run(models, modes string, batch, steps, warmup, width int, python string, threads int, dir, stat string, rss bool) error {
+	// qtool gets as many cores as PyTorch gets threads: its workers, OpenBLAS's threads and
+	// gonum's Sgemm goroutines.
+	runtime.GOMAXPROCS(threads)
 	if dir == "" {
 		d, err := testmodelsDir()
 		if err != nil {
@@ -98,11 +105,11 @@ func run(models, modes string, batch, steps, warmup, width int, python string, t
 	}
 	if rss {
 		mode := strings.Split(modes, ",")[0]
-		impl, info, err := blas.Select(mode)
+		impl, info, err := blas.SelectWith(mode, blas.Options{Threads: threads})
 		if err != nil {
 			return err
 		}
-		ms, err := timeQtool("mlp", dir, width, batch, steps, warmup, impl, threads, stat)
+		ms, _, err := timeQtool("mlp", dir, width, batch, steps, warmup, impl, threads, stat)
 		if err != nil {
 			return err
 		}
@@ -115,6 +122,7 @@ func run(models, modes string, batch, steps, warmup, width int, python string, t
 	type row struct {
 		model, blas      string
 		ms, torchMS      float64
+		cpu, torchCPU    float64
 		flops            float64
 		torchOK, flopsOK bool
 	}
@@ -129,17 +137,17 @@ func run(models, modes string, batch, steps, warmup, width int, python string, t
 	}
 	for _, model := range strings.Split(models, ",") {
 		for _, mode := range strings.Split(modes, ",") {
-			impl, info, err := blas.Select(mode)
+			impl, info, err := blas.SelectWith(mode, blas.Options{Threads: threads})
 			if err != nil {
 				return err
 			}
-			ms, err := timeQtool(model, dir, width, batch, steps, warmup, impl, threads, stat)
+			ms, cpu, err := timeQtool(model, dir, width, batch, steps, warmup, impl, threads, stat)
 			if err != nil {
 				return err
 			}
-			r := row{model: model, blas: info.Name, ms: ms}
+			r := row{model: model, blas: info.Name, ms: ms, cpu: cpu}
 			if t, ok := torch[model]; ok {
-				r.torchMS, r.torchOK = t.MS, true
+				r.torchMS, r.torchCPU, r.torchOK = t.MS, t.CPUMS, true
 				if stat == "min" {
 					r.torchMS = t.MinMS
 				}
@@ -154,7 +162,7 @@ func run(models, modes string, batch, steps, warmup, width int, python string, t
 	}
 	fmt.Printf("training step (forward, backward, Adam), batch %d, %d threads, %s of %d steps, %s, GOMAXPROCS %d\n", batch, threads, stat, steps, runtime.Version(), runtime.GOMAXPROCS(0))
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "model\tqtool BLAS\tqtool ms\tqtool GFLOP/s\tPyTorch ms\tPyTorch GFLOP/s\tspeed-up vs PyTorch\t")
+	fmt.Fprintln(w, "model\tqtool BLAS\tqtool ms\tqtool CPU ms\tqtool GFLOP/s\tPyTorch ms\tPyTorch CPU ms\tPyTorch GFLOP/s\tspeed-up\tCPU speed-up\t")
 	for _, r := range rows {
 		gf := func(ms float64) string {
 			if !r.flopsOK {
@@ -162,11 +170,12 @@ func run(models, modes string, batch, steps, warmup, width int, python string, t
 			}
 			return fmt.Sprintf("%.1f", r.flops/ms/1e6)
 		}
-		tms, tgf, ratio := "-", "-", "-"
+		tms, tcpu, tgf, ratio, cratio := "-", "-", "-", "-", "-"
 		if r.torchOK {
-			tms, tgf, ratio = fmt.Sprintf("%.1f", r.torchMS), gf(r.torchMS), fmt.Sprintf("%.2f", r.torchMS/r.ms)
+			tms, tcpu, tgf = fmt.Sprintf("%.1f", r.torchMS), fmt.Sprintf("%.1f", r.torchCPU), gf(r.torchMS)
+			ratio, cratio = fmt.Sprintf("%.2f", r.torchMS/r.ms), fmt.Sprintf("%.2f", r.torchCPU/r.cpu)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t\n", r.model, r.blas, r.ms, gf(r.ms), tms, tgf, ratio)
+		fmt.Fprintf(w, "%s\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.model, r.blas, r.ms, r.cpu, gf(r.ms), tms, tcpu, tgf, ratio, cratio)
 	}
 	return w.Flush()
 }
@@ -199,6 +208,7 @@ type torchResult struct {
 	Model string  `json:"model"`
 	MS    float64 `json:"ms"`
 	MinMS float64 `json:"min_ms"`
+	CPUMS float64 `json:"cpu_ms"`
 	Flops float64 `json:"flops"`
 	Torch string  `json:"torch"`
 }
@@ -271,18 +281,18 @@ func trainableNames(m *onnxio.Model) []string {
 }
 
 // timeQtool trains model for warmup+steps steps through train.Fit and returns the median
-// (or with stat "min" the shortest) step time in milliseconds.
-func timeQtool(name, dir string, width, batch, steps, warmup int, impl gblas.Float32, threads int, stat string) (float64, error) {
+// (or with stat "min" the shortest) step time and the CPU time per step, in milliseconds.
+func timeQtool(name, dir string, width, batch, steps, warmup int, impl gblas.Float32, threads int, stat string) (ms, cpu float64, err error) {
 	m, sample, err := loadModel(name, dir, width)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	g, err := engine.Build(m, engine.Options{BLAS: impl, Workers: threads})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := g.SetTrainable(trainableNames(m)...); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// The graph holds its own copy of the weights; drop the model's so that peak memory is
 	// that of training.
@@ -290,14 +300,19 @@ func timeQtool(name, dir string, width, batch, steps, warmup int, impl gblas.Flo
 	runtime.GC()
 	data := newFixedBatches(batch, sample, warmup+steps+1)
 	var stamps []time.Time
+	var cpus []time.Duration
 	_, err = train.Fit(context.Background(), g, data, train.Options{
 		Epochs: 1, Optimizer: train.NewAdam(train.AdamOptions{}), Schedule: train.Constant{LR: 1e-3},
 		Engine: &engine.Context{BLAS: impl, Workers: threads}, Seed: 1,
 		// The hook runs at the same point of every step, between backward and update.
-		GradHook: func(int) error { stamps = append(stamps, time.Now()); return nil },
+		GradHook: func(int) error {
+			stamps = append(stamps, time.Now())
+			cpus = append(cpus, cpuTime())
+			return nil
+		},
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var d []float64
 	for i := warmup + 1; i < len(stamps); i++ {
@@ -305,16 +320,26 @@ func timeQtool(name, dir string, width, batch, steps, warmup int, impl gblas.Flo
 	}
 	sort.Float64s(d)
 	if len(d) == 0 {
-		return 0, fmt.Errorf("no timed steps")
+		return 0, 0, fmt.Errorf("no timed steps")
 	}
+	cpu = float64(cpus[len(cpus)-1]-cpus[warmup]) / 1e6 / float64(len(d))
 	if stat == "min" {
-		return d[0], nil
+		return d[0], cpu, nil
 	}
 	// The median as Python's statistics.median takes it, for a like comparison.
 	if len(d)%2 == 0 {
-		return (d[len(d)/2-1] + d[len(d)/2]) / 2, nil
+		return (d[len(d)/2-1] + d[len(d)/2]) / 2, cpu, nil
 	}
-	return d[len(d)/2], nil
+	return d[len(d)/2], cpu, nil
+}
+
+// cpuTime returns the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // fixedBatches yields the same random batch (uniform [0,1) pixels, random labels) a fixed

@@ -8,7 +8,8 @@ they cannot drift): FMNISTMLP at width 4096 is the paper's MLP 784-4096-4096-409
 BatchNorm and Dropout; FMNISTCNN and FMNISTResNet are fmnist-cnn and fmnist-resnet.
 
 Prints one JSON line per model: model, batch, threads, ms (median step time over the timed
-steps), min_ms (the fastest step), steps, flops (3 x the forward multiply-adds x 2 of Conv and Linear layers, counted
+steps), min_ms (the fastest step), cpu_ms (process CPU time per timed step, all threads),
+steps, flops (3 x the forward multiply-adds x 2 of Conv and Linear layers, counted
 with forward hooks) and torch's version.
 
   /usr/bin/python3 bench/train/torch_step.py --model mlp --batch 256 --steps 10
@@ -90,6 +91,8 @@ def main():
         loss_fn = nn.CrossEntropyLoss()
         times = []
         for i in range(a.warmup + a.steps):
+            if i == a.warmup:
+                cpu0 = time.process_time()
             t0 = time.perf_counter()
             opt.zero_grad(set_to_none=False)
             loss = loss_fn(model(x), y)
@@ -98,8 +101,9 @@ def main():
             dt = time.perf_counter() - t0
             if i >= a.warmup:
                 times.append(dt)
+        cpu = (time.process_time() - cpu0) / a.steps
         print(json.dumps({"model": name, "batch": a.batch, "threads": torch.get_num_threads(),
-                          "ms": 1000 * statistics.median(times), "min_ms": 1000 * min(times), "steps": a.steps,
+                          "ms": 1000 * statistics.median(times), "min_ms": 1000 * min(times), "cpu_ms": 1000 * cpu, "steps": a.steps,
                           "flops": flops, "torch": torch.__version__}), flush=True)
 
 
