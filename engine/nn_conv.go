@@ -270,6 +270,7 @@ func (k *convKernel) forwardGemm(ctx *Context, d *convDims, x, w, bias, y []floa
 func (k *convKernel) forwardDepthwise(ctx *Context, d *convDims, x, w, y []float32) {
 	g := &d.g
 	isz, O, K := g.inSize(), g.outSize(), g.kSize()
+	same3 := g.is3x3Same()
 	// Output planes are independent: split over (item, channel) so that batch 1 also
 	// uses every worker.
 	ctx.Parallel(d.N*d.M, max(1, 4096/max(O*K, 1)), func(lo, hi int) {
@@ -278,6 +279,10 @@ func (k *convKernel) forwardDepthwise(ctx *Context, d *convDims, x, w, y []float
 			c := m / d.Mg
 			xc := x[(i*d.C+c)*isz : (i*d.C+c+1)*isz]
 			ym := y[p*O : (p+1)*O]
+			if same3 {
+				nnDW3x3(xc, w[m*9:m*9+9], ym, g.out[1], g.out[2], false)
+				continue
+			}
 			clear(ym)
 			r := m * K
 			for k0 := 0; k0 < g.k[0]; k0++ {
@@ -311,13 +316,13 @@ func (k *convKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error 
 		O := d.g.outSize()
 		ctx.Parallel(d.M, 1, func(lo, hi int) {
 			for m := lo; m < hi; m++ {
-				var s float32
+				// float64: a float32 running sum over N·O terms loses the gradient of
+				// a bias before a training-mode BatchNorm, which should cancel to zero.
+				var s float64
 				for i := 0; i < d.N; i++ {
-					for _, v := range gy.F[(i*d.M+m)*O : (i*d.M+m+1)*O] {
-						s += v
-					}
+					s += nnSum64(gy.F[(i*d.M+m)*O : (i*d.M+m+1)*O])
 				}
-				gb[m] += s
+				gb[m] += float32(s)
 			}
 		})
 	}
@@ -407,6 +412,7 @@ func (k *convKernel) scatterCols(ctx *Context, d *convDims, gcol, gx []float32, 
 func (k *convKernel) backwardDepthwise(ctx *Context, d *convDims, x, w, gy, gx, gw []float32) {
 	g := &d.g
 	isz, O, K := g.inSize(), g.outSize(), g.kSize()
+	same3 := g.is3x3Same()
 	nw := nnWorkers(ctx, d.N)
 	if gw != nil {
 		k.gws = nnScratch(k.gws, nw, len(w))
@@ -428,6 +434,14 @@ func (k *convKernel) backwardDepthwise(ctx *Context, d *convDims, x, w, gy, gx, 
 					xc = x[(i*d.C+c)*isz : (i*d.C+c+1)*isz]
 				}
 				gym := gy[(i*d.M+m)*O : (i*d.M+m+1)*O]
+				if same3 {
+					var gwm []float32
+					if gwk != nil {
+						gwm = gwk[m*9 : m*9+9]
+					}
+					nnDW3x3Back(xc, w[m*9:m*9+9], gym, gxc, gwm, g.out[1], g.out[2])
+					continue
+				}
 				r := m * K
 				for k0 := 0; k0 < g.k[0]; k0++ {
 					for k1 := 0; k1 < g.k[1]; k1++ {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -154,6 +155,11 @@ var convCases = []convCase{
 	{name: "group2", x: []int{3, 4, 6, 6}, w: []int{6, 2, 3, 3}, group: 2, pads: []int{1, 1, 1, 1}, bias: true},
 	{name: "depthwise", x: []int{3, 3, 6, 7}, w: []int{3, 1, 3, 3}, group: 3, pads: []int{1, 1, 1, 1}, strides: []int{1, 2}, bias: true},
 	{name: "depthwise_mult2_dil", x: []int{2, 2, 7, 7}, w: []int{4, 1, 2, 2}, group: 2, dil: []int{2, 2}, pads: []int{0, 1, 1, 0}, bias: true},
+	// 3×3 "same" depthwise convolutions take nnDW3x3, down to planes one pixel wide.
+	{name: "depthwise_3x3_same", x: []int{2, 3, 5, 6}, w: []int{6, 1, 3, 3}, group: 3, pads: []int{1, 1, 1, 1}, bias: true},
+	{name: "depthwise_3x3_row", x: []int{2, 2, 1, 4}, w: []int{2, 1, 3, 3}, group: 2, pads: []int{1, 1, 1, 1}},
+	{name: "depthwise_3x3_column", x: []int{1, 2, 3, 1}, w: []int{2, 1, 3, 3}, group: 2, pads: []int{1, 1, 1, 1}},
+	{name: "depthwise_3x3_2x2", x: []int{2, 2, 2, 2}, w: []int{2, 1, 3, 3}, group: 2, pads: []int{1, 1, 1, 1}, bias: true},
 	{name: "pointwise", x: []int{3, 4, 5, 5}, w: []int{3, 4, 1, 1}, bias: true},
 	{name: "pointwise_strided", x: []int{2, 3, 5, 5}, w: []int{2, 3, 1, 1}, strides: []int{2, 2}},
 	{name: "1d", x: []int{2, 2, 9}, w: []int{3, 2, 3}, strides: []int{2}, pads: []int{1, 2}, bias: true},
@@ -377,6 +383,81 @@ func TestConvRejectsBadInput(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "t_Conv") {
 				t.Fatalf("error %v, want one naming the node and %q", err, c.want)
 			}
+		})
+	}
+}
+
+// TestConvChunks checks Conv on batches that the kernel splits into several chunks of
+// items (with a shorter last chunk), where outputs and gradients move between the
+// item-major tensors and the chunk's side-by-side layout. Forward is compared with the
+// direct float64 convolution; backward, too large for finite differences here, with the
+// adjoint identities of a bilinear map: ⟨gx, dx⟩ = ⟨gy, conv(dx, w)⟩ and
+// ⟨gw, dw⟩ = ⟨gy, conv(x, dw)⟩ for random directions dx and dw, and gb = Σ gy.
+func TestConvChunks(t *testing.T) {
+	cases := []convCase{
+		// 8·9·54·54 columns per item: chunks of 2 items, 2 + 2 + 1.
+		{name: "im2col_5_items", x: []int{5, 8, 54, 54}, w: []int{2, 8, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+		// 64·40·40 per item: chunks of 5 items, 5 + 2.
+		{name: "pointwise_7_items", x: []int{7, 64, 40, 40}, w: []int{2, 64, 1, 1}, bias: true},
+		// 2·9·60·120 per item and group: chunks of 4 items, 4 + 1.
+		{name: "group2_strided_5_items", x: []int{5, 4, 120, 120}, w: []int{2, 2, 3, 3}, group: 2, strides: []int{2, 1}, pads: []int{1, 1, 1, 1}, bias: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(3, 4))
+			n, strides, dil, pads := c.node(11)
+			in := c.inputs(r)
+			k := nntBuild(t, n)
+			if d, err := k.(*convKernel).dims(c.x, c.w, in[2]); err != nil || d.chunk() >= c.x[0] {
+				t.Fatalf("case does not split the batch into chunks (chunk %d of %d, err %v)", d.chunk(), c.x[0], err)
+			}
+			ctx := nntCtx(t, 2)
+			out := nntRun(t, k, ctx, in)
+			group := max(c.group, 1)
+			conv := func(x, w, b []float64) []float64 {
+				y, _ := refConv(x, c.x, w, c.w, b, group, strides, dil, pads)
+				return y
+			}
+			want := conv(nnt64(in[0].F), nnt64(in[1].F), nnt64(in[2].F))
+			nntClose(t, "Y", out[0].F, want, 1e-5, 1e-5)
+
+			gy := nntRand(r, out[0].Shape, -1, 1)
+			gin := make([]*Tensor, 3)
+			for i := range gin {
+				gin[i] = NewFloat(in[i].Shape, make([]float32, in[i].Len()))
+			}
+			if err := k.(Differentiable).Backward(ctx, in, out, []*Tensor{gy}, gin); err != nil {
+				t.Fatal(err)
+			}
+			dot := func(a []float64, b []float32) (s, mag float64) {
+				for i, v := range a {
+					s += v * float64(b[i])
+					mag += math.Abs(v * float64(b[i]))
+				}
+				return s, mag
+			}
+			dx, dw := nntRand(r, c.x, -1, 1), nntRand(r, c.w, -1, 1)
+			zb := make([]float64, c.w[0])
+			for _, chk := range []struct {
+				name   string
+				g, dir []float32
+				image  []float64
+			}{
+				{"gx", gin[0].F, dx.F, conv(nnt64(dx.F), nnt64(in[1].F), zb)},
+				{"gw", gin[1].F, dw.F, conv(nnt64(in[0].F), nnt64(dw.F), zb)},
+			} {
+				got, gmag := dot(nnt64(chk.g), chk.dir)
+				want, mag := dot(chk.image, gy.F)
+				if d := math.Abs(got - want); d > 1e-5*max(mag, gmag) {
+					t.Errorf("⟨%s, d⟩ = %.9g, ⟨gy, conv(d)⟩ = %.9g (difference %.3g, scale %.3g)", chk.name, got, want, d, mag)
+				}
+			}
+			O := out[0].Len() / (c.x[0] * c.w[0])
+			gb := make([]float64, c.w[0])
+			for i, v := range gy.F {
+				gb[(i/O)%c.w[0]] += float64(v)
+			}
+			nntClose(t, "gb", gin[2].F, gb, 1e-4, 1e-5)
 		})
 	}
 }

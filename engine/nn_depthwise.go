@@ -1,0 +1,138 @@
+package engine
+
+// Depthwise 3×3 convolutions with stride 1 and one pixel of padding on every side (the
+// "same" depthwise layer of MobileNet-style blocks) get their own loops: the generic
+// direct loop walks each kernel offset over the plane separately, which on the small
+// planes of such networks (7×7, 4×4) costs more in loop overhead than in arithmetic.
+// These loops make each output row in three passes, one per input row, with the three
+// taps of a row in registers.
+
+// is3x3Same reports whether g is a 2-D 3×3 window with stride 1, dilation 1 and one
+// pixel of padding on every side, so that the output plane has the input's size.
+func (g *nnGeom) is3x3Same() bool {
+	return g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1 && g.pb[0] == 0 && g.pe[0] == 0 &&
+		g.k[1] == 3 && g.k[2] == 3 && g.s[1] == 1 && g.s[2] == 1 && g.d[1] == 1 && g.d[2] == 1 &&
+		g.pb[1] == 1 && g.pb[2] == 1 && g.pe[1] == 1 && g.pe[2] == 1 &&
+		g.out[1] == g.in[1] && g.out[2] == g.in[2]
+}
+
+// nnDW3x3 computes the H×W plane y = x ⋆ w (cross-correlation with the 3×3 kernel w,
+// zero padding of one pixel), or adds it to y when add is set.
+func nnDW3x3(x, w, y []float32, H, W int, add bool) {
+	for o1 := 0; o1 < H; o1++ {
+		yr := y[o1*W : (o1+1)*W]
+		first := !add
+		for k1 := 0; k1 < 3; k1++ {
+			i1 := o1 + k1 - 1
+			if i1 < 0 || i1 >= H {
+				continue
+			}
+			nnRow3(x[i1*W:(i1+1)*W], yr, w[3*k1], w[3*k1+1], w[3*k1+2], first)
+			first = false // row o1 itself is always inside, so every yr is written
+		}
+	}
+}
+
+// nnRow3 sets (first) or adds to y[o] the three-tap filter a·x[o−1] + b·x[o] + c·x[o+1],
+// with zeros outside x; len(y) == len(x).
+func nnRow3(x, y []float32, a, b, c float32, first bool) {
+	W := len(x)
+	if W == 1 {
+		if first {
+			y[0] = b * x[0]
+		} else {
+			y[0] += b * x[0]
+		}
+		return
+	}
+	y = y[:W]
+	e0 := b*x[0] + c*x[1]
+	e1 := a*x[W-2] + b*x[W-1]
+	l, m, r := x[:W-2], x[1:W-1], x[2:W]
+	ym := y[1 : W-1]
+	l, m, r = l[:len(ym)], m[:len(ym)], r[:len(ym)]
+	if first {
+		y[0], y[W-1] = e0, e1
+		for j := range ym {
+			ym[j] = a*l[j] + b*m[j] + c*r[j]
+		}
+		return
+	}
+	y[0] += e0
+	y[W-1] += e1
+	for j := range ym {
+		ym[j] += a*l[j] + b*m[j] + c*r[j]
+	}
+}
+
+// nnDW3x3Back adds the gradients of one plane of nnDW3x3: gx (when non-nil) gets the
+// correlation of gy with the flipped kernel, and gw (when non-nil) the nine sums
+// Σ gy[o]·x[o + offset].
+func nnDW3x3Back(x, w, gy, gx, gw []float32, H, W int) {
+	if gx != nil {
+		flip := [9]float32{w[8], w[7], w[6], w[5], w[4], w[3], w[2], w[1], w[0]}
+		nnDW3x3(gy, flip[:], gx, H, W, true)
+	}
+	if gw == nil {
+		return
+	}
+	var s [9]float32
+	for o1 := 0; o1 < H; o1++ {
+		g := gy[o1*W : (o1+1)*W]
+		for k1 := 0; k1 < 3; k1++ {
+			i1 := o1 + k1 - 1
+			if i1 < 0 || i1 >= H {
+				continue
+			}
+			a, b, c := nnDot3(x[i1*W:(i1+1)*W], g)
+			s[3*k1] += a
+			s[3*k1+1] += b
+			s[3*k1+2] += c
+		}
+	}
+	for i, v := range s {
+		gw[i] += v
+	}
+}
+
+// nnDot3 returns Σ g[o]·x[o−1], Σ g[o]·x[o] and Σ g[o]·x[o+1] over the positions where
+// x is defined; len(g) == len(x).
+func nnDot3(x, g []float32) (a, b, c float32) {
+	W := len(x)
+	g = g[:W]
+	for j, v := range g {
+		b += v * x[j]
+	}
+	if W == 1 {
+		return 0, b, 0
+	}
+	gl, xl := g[1:], x[:W-1]
+	xl = xl[:len(gl)]
+	for j, v := range gl {
+		a += v * xl[j]
+	}
+	gr, xr := g[:W-1], x[1:]
+	xr = xr[:len(gr)]
+	for j, v := range gr {
+		c += v * xr[j]
+	}
+	return a, b, c
+}
+
+// nnSum64 returns the sum of x accumulated in float64, in four interleaved partial sums
+// so that the additions do not wait on each other.
+func nnSum64(x []float32) float64 {
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		v := x[i : i+4 : i+4]
+		s0 += float64(v[0])
+		s1 += float64(v[1])
+		s2 += float64(v[2])
+		s3 += float64(v[3])
+	}
+	for ; i < len(x); i++ {
+		s0 += float64(x[i])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
