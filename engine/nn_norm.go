@@ -42,6 +42,9 @@ type batchNormKernel struct {
 	// variance and inverse standard deviation, and float64 sums.
 	a, b, mean, pvar, inv []float32
 	s1, s2                []float64
+	// dev is the mean of x − mean per channel: not zero, because mean is rounded to
+	// float32; the input gradient corrects for it.
+	dev []float64
 }
 
 func buildBatchNorm(n *Node) (Kernel, error) {
@@ -122,9 +125,9 @@ func (k *batchNormKernel) scratch(C int) {
 	k.a, k.b = nnGrow(k.a, C), nnGrow(k.b, C)
 	k.mean, k.inv, k.pvar = nnGrow(k.mean, C), nnGrow(k.inv, C), nnGrow(k.pvar, C)
 	if cap(k.s1) < C {
-		k.s1, k.s2 = make([]float64, C), make([]float64, C)
+		k.s1, k.s2, k.dev = make([]float64, C), make([]float64, C), make([]float64, C)
 	}
-	k.s1, k.s2 = k.s1[:C], k.s2[:C]
+	k.s1, k.s2, k.dev = k.s1[:C], k.s2[:C], k.dev[:C]
 }
 
 // nnChannelGrain is the number of channels below which splitting per-channel
@@ -134,7 +137,7 @@ func nnChannelGrain(N, inner int) int { return max(1, 16384/max(1, N*inner)) }
 // What batchNormKernel.channelSums accumulates per channel.
 const (
 	bnSumX     = iota // s1 = Σx
-	bnSumSqDev        // s1 = Σ(x−mean)²
+	bnSumSqDev        // s1 = Σ(x−mean)², s2 = Σ(x−mean)
 	bnSumGrad         // s1 = Σg, s2 = Σg·(x−mean)·inv
 )
 
@@ -161,6 +164,7 @@ func (k *batchNormKernel) channelSums(ctx *Context, x, g []float32, N, C, inner,
 					for j, v := range xr {
 						d := float64(v - mean[j])
 						s1[j] += d * d
+						s2[j] += d
 					}
 				case bnSumGrad:
 					gr := g[base : base+hi-lo]
@@ -185,6 +189,7 @@ func (k *batchNormKernel) channelSums(ctx *Context, x, g []float32, N, C, inner,
 					for _, v := range xs {
 						d := float64(v - mu)
 						a += d * d
+						b += d
 					}
 				case bnSumGrad:
 					mu, iv := mean[j], inv[j]
@@ -212,6 +217,7 @@ func (k *batchNormKernel) batchStats(ctx *Context, x []float32, N, C, inner int)
 	k.channelSums(ctx, x, nil, N, C, inner, bnSumSqDev)
 	for c := 0; c < C; c++ {
 		v := k.s1[c] / m
+		k.dev[c] = k.s2[c] / m
 		k.pvar[c] = float32(v)
 		k.inv[c] = float32(1 / math.Sqrt(v+float64(k.eps)))
 	}
@@ -331,16 +337,22 @@ func (k *batchNormKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) e
 		if !batch {
 			nnAffine(ctx, N, C, inner, gy.F, gx, k.a[:C], nil, true)
 		} else {
-			// gx = a·(gy − mean(gy) − x̂·mean(gy·x̂)) = a·gy + x·(−a·inv·mean(gy·x̂))
-			//      + a·(mean·inv·mean(gy·x̂) − mean(gy)), an affine map of gy and x.
+			// gx = a·(gy − mean(gy) − x̂·mean(gy·x̂)) = a·gy + (x−mean)·(−a·inv·mean(gy·x̂))
+			//      − a·mean(gy), with x̂ centred on the exact mean (mean + dev, dev from the
+			// float32 rounding of mean). The channel sums of gx are zero in exact
+			// arithmetic (they are the gradient of a bias before the BatchNorm); folding
+			// the mean into the constant term, or ignoring dev, leaves them visibly
+			// nonzero when |mean| ≫ std.
 			m := float64(N * inner)
 			for c := 0; c < C; c++ {
 				mg, mgx := k.s1[c]/m, k.s2[c]/m
-				a, inv := float64(k.a[c]), float64(k.inv[c])
-				k.b[c] = float32(-a * inv * mgx)
-				k.pvar[c] = float32(a * (float64(k.mean[c])*inv*mgx - mg))
+				a, inv, dev := float64(k.a[c]), float64(k.inv[c]), k.dev[c]
+				mgx -= dev * inv * mg
+				b := -a * inv * mgx
+				k.b[c] = float32(b)
+				k.pvar[c] = float32(-a*mg - b*dev)
 			}
-			nnBatchNormGrad(ctx, N, C, inner, x, gy.F, gx, k.a[:C], k.b[:C], k.pvar[:C])
+			nnBatchNormGrad(ctx, N, C, inner, x, gy.F, gx, k.mean[:C], k.a[:C], k.b[:C], k.pvar[:C])
 		}
 	}
 	gs, gb, gm, gv := nnGrad(gin, 1), nnGrad(gin, 2), nnGrad(gin, 3), nnGrad(gin, 4)
@@ -684,17 +696,18 @@ func (k *instanceNormKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor
 	return nil
 }
 
-// nnBatchNormGrad adds ga[c]·gy + gb[c]·x + gc[c] to gx over N×C planes of inner
-// elements, the batch-statistics BatchNorm input gradient written as an affine map.
-func nnBatchNormGrad(ctx *Context, N, C, inner int, x, gy, gx, ga, gb, gc []float32) {
+// nnBatchNormGrad adds ga[c]·gy + gb[c]·(x − mean[c]) + gc[c] to gx over N×C planes of
+// inner elements, the batch-statistics BatchNorm input gradient written as an affine map.
+func nnBatchNormGrad(ctx *Context, N, C, inner int, x, gy, gx, mean, ga, gb, gc []float32) {
 	ctx.Parallel(N, max(1, 16384/max(C*inner, 1)), func(lo, hi int) {
 		for n := lo; n < hi; n++ {
 			for c := 0; c < C; c++ {
 				off := (n*C + c) * inner
-				a, b, cc := ga[c], gb[c], gc[c]
-				xs, gs := x[off:off+inner], gy[off:off+inner]
-				for i, g := range gx[off : off+inner] {
-					gx[off+i] = g + a*gs[i] + b*xs[i] + cc
+				a, b, cc, mu := ga[c], gb[c], gc[c], mean[c]
+				xs, gs, gd := x[off:off+inner], gy[off:off+inner], gx[off:off+inner]
+				xs, gs = xs[:len(gd)], gs[:len(gd)]
+				for i, g := range gd {
+					gd[i] = g + a*gs[i] + b*(xs[i]-mu) + cc
 				}
 			}
 		}

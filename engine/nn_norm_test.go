@@ -318,3 +318,41 @@ func nntDims(d []int64) []int {
 	}
 	return s
 }
+
+// TestBatchNormGradientChannelSums checks a property of training-mode BatchNorm that the
+// gradient of a bias in front of it depends on: the input gradient sums to zero over each
+// channel, since adding a constant to a channel does not change the output. With a mean
+// far from zero relative to the spread this is where float32 rounding shows first.
+func TestBatchNormGradientChannelSums(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	shape := []int{64, 3, 28, 28}
+	in := bnInputs(r, shape)
+	for i := range in[0].F {
+		in[0].F[i] = 40 + 0.1*in[0].F[i]
+	}
+	k := nntBuild(t, nntNode("BatchNormalization", 9, 5, 1))
+	ctx := nntCtx(t, 2)
+	ctx.Training = true
+	out := nntRun(t, k, ctx, in)
+	gy := nntRand(r, shape, -1, 1)
+	gx := NewFloat(shape, make([]float32, in[0].Len()))
+	if err := k.(Differentiable).Backward(ctx, in, out, []*Tensor{gy}, []*Tensor{gx, nil, nil, nil, nil}); err != nil {
+		t.Fatal(err)
+	}
+	N, C, inner := shape[0], shape[1], numel(shape[2:])
+	for c := 0; c < C; c++ {
+		var s, mag float64
+		for n := 0; n < N; n++ {
+			for _, v := range gx.F[(n*C+c)*inner : (n*C+c+1)*inner] {
+				s += float64(v)
+				mag += math.Abs(float64(v))
+			}
+		}
+		// Each of the m terms carries a rounding error of about 2⁻²⁴ of its size in
+		// either direction, so the sum of those errors stays far below 2⁻²⁴·Σ|gx|; an
+		// error common to all terms (a bias from the rounded mean) does not.
+		if math.Abs(s) > 1e-7*mag {
+			t.Errorf("channel %d: Σgx = %.3g, want 0 within %.3g (Σ|gx| = %.3g)", c, s, 1e-7*mag, mag)
+		}
+	}
+}
