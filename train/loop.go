@@ -98,8 +98,9 @@ type Result struct {
 //
 // Cancelling ctx stops training between two steps, never during an update, so the
 // parameters and the optimizer state are those after the last completed step; Fit then
-// returns the partial Result and ctx's error. Any other error also leaves them after the last
-// completed step.
+// returns the partial Result and ctx's error. Any other error also leaves the trained
+// parameters and the optimizer state after the last completed step (BatchNorm's running
+// statistics may already include the failed step's batch, as its forward pass ran).
 //
 // With the same seed, data order, options and Engine.Workers, two runs give bit-identical
 // parameters. A run resumed from a checkpoint continues bit for bit when the checkpoint
