@@ -7,6 +7,10 @@ package engine
 // into padding.
 func nnIm2col(g *nnGeom, C int, x, col []float32, ld int) {
 	O, isz := g.outSize(), g.inSize()
+	if g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1 && !(g.s[1] == 1 && g.s[2] == 1 && g.out[2] == g.in[2]) {
+		nnIm2col2D(g, C, x, col, ld)
+		return
+	}
 	r := 0
 	for c := 0; c < C; c++ {
 		xc := x[c*isz : (c+1)*isz]
@@ -15,6 +19,60 @@ func nnIm2col(g *nnGeom, C int, x, col []float32, ld int) {
 				for k2 := 0; k2 < g.k[2]; k2++ {
 					nnGatherRow(g, xc, col[r*ld:r*ld+O], k0, k1, k2)
 					r++
+				}
+			}
+		}
+	}
+}
+
+// nnIm2col2D is nnIm2col for 2-D windows whose rows cannot be moved as one shifted
+// plane (strided, or narrower output rows): on the small planes of strided layers
+// (7×7, 4×4 outputs) the generic row loop's per-segment calls cost more than the copying,
+// so here every row is filled by plain loops, with a stride-2 loop of its own.
+func nnIm2col2D(g *nnGeom, C int, x, col []float32, ld int) {
+	H, W := g.in[1], g.in[2]
+	OH, OW := g.out[1], g.out[2]
+	s1, s2 := g.s[1], g.s[2]
+	O := OH * OW
+	r := 0
+	for c := 0; c < C; c++ {
+		xc := x[c*H*W : (c+1)*H*W]
+		for k1 := 0; k1 < g.k[1]; k1++ {
+			lo1, hi1 := g.rng(1, k1)
+			off1 := k1*g.d[1] - g.pb[1]
+			for k2 := 0; k2 < g.k[2]; k2++ {
+				lo2, hi2 := g.rng(2, k2)
+				off2 := k2*g.d[2] - g.pb[2]
+				dst := col[r*ld : r*ld+O]
+				r++
+				for o1 := 0; o1 < OH; o1++ {
+					seg := dst[o1*OW : (o1+1)*OW]
+					if o1 < lo1 || o1 >= hi1 {
+						for j := range seg {
+							seg[j] = 0
+						}
+						continue
+					}
+					i1 := o1*s1 + off1
+					row := xc[i1*W : (i1+1)*W]
+					for j := 0; j < lo2; j++ {
+						seg[j] = 0
+					}
+					switch s2 {
+					case 1:
+						copy(seg[lo2:hi2], row[lo2+off2:])
+					case 2:
+						for o := lo2; o < hi2; o++ {
+							seg[o] = row[2*o+off2]
+						}
+					default:
+						for o := lo2; o < hi2; o++ {
+							seg[o] = row[o*s2+off2]
+						}
+					}
+					for j := hi2; j < OW; j++ {
+						seg[j] = 0
+					}
 				}
 			}
 		}
