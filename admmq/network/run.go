@@ -69,6 +69,11 @@ type Config struct {
 	Loss train.Loss
 	// Seed drives the data order, Dropout and ADMM-R's masks.
 	Seed uint64
+	// StartOnGrid starts x at y⁰ = P_A(x⁰), as the paper's analysis does (x⁰ = y⁰ ∈ A),
+	// instead of at the pretrained weights as its code does. With a small budget of
+	// optimizer steps x cannot travel from the pretrained weights to the grid, the dual
+	// accumulates that distance and y oscillates; starting on the grid avoids it.
+	StartOnGrid bool
 	// StatSamples is how many calibration samples (rounded up to whole batches, in the
 	// data's order) f(x), f(y) and the criterion's gradient are measured over; 0 means 2048.
 	StatSamples int
@@ -234,6 +239,9 @@ func New(m *onnxio.Model, g *engine.Graph, targets []Target, cfg Config, data Da
 		y := make([]float32, len(x))
 		if err := t.Set.Project32(y, x, t.Layout); err != nil {
 			return nil, fmt.Errorf("network: projecting %s: %w", t.Name, err)
+		}
+		if cfg.StartOnGrid && cfg.Algo.IsADMM() {
+			copy(x, y)
 		}
 		r.y = append(r.y, y)
 		r.lambda = append(r.lambda, make([]float32, len(x)))

@@ -66,6 +66,7 @@ func algoFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "temperature", Category: cat, Value: 1, Usage: "distillation temperature T"},
 		&cli.BoolFlag{Name: "no-bn-recalib", Category: cat, Usage: "do not re-estimate BatchNorm statistics with the binary weights"},
 		&cli.BoolFlag{Name: "no-rescale", Category: cat, Usage: "binary grid: do not first rescale each weight followed by BatchNorm to mean |w| = 1 per channel (the function is unchanged; the paper's ±1 grid then sits far from the weights)"},
+		&cli.StringFlag{Name: "start", Category: cat, Value: "grid", Usage: "ADMM's starting x: grid (x⁰ = y⁰ = P(pretrained), the paper's analysis; measured better with small calibration sets) or pretrained (the paper's code)"},
 		&cli.IntFlag{Name: "stat-samples", Category: cat, Value: 2048, Usage: "calibration samples f(x), f(y) and the criterion's gradient are measured on"},
 	}
 }
@@ -166,6 +167,11 @@ func setupBinarize(c *cli.Context, stderr io.Writer) (*binSetup, error) {
 	case "constant", "step", "cosine":
 	default:
 		return nil, usagef("--lr-schedule %q: want constant, step or cosine", c.String("lr-schedule"))
+	}
+	switch c.String("start") {
+	case "pretrained", "grid":
+	default:
+		return nil, usagef("--start %q: want pretrained or grid", c.String("start"))
 	}
 	if c.IsSet("format") {
 		if _, err := export.ParseFormat(c.String("format")); err != nil {
@@ -322,7 +328,7 @@ func algoConfig(c *cli.Context, s *binSetup, algo network.Algo, seed uint64) (ne
 		P:    c.Float64("p"), Beta: c.Float64("beta"),
 		Iters: c.Int("iters"), InnerEpochs: c.Int("inner-epochs"), InnerSteps: c.Int("inner-steps"),
 		Gamma: c.Float64("criterion"), Epochs: c.Int("epochs"),
-		Loss: s.loss, Seed: seed, StatSamples: c.Int("stat-samples"),
+		Loss: s.loss, Seed: seed, StatSamples: c.Int("stat-samples"), StartOnGrid: c.String("start") == "grid",
 		BLAS: s.be.BLAS, Workers: s.be.Workers,
 	}
 	if s.loss.NeedsLabels() && !s.labelled {
