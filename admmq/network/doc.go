@@ -15,6 +15,11 @@
 //		λ += ρ_r (x − y)
 //	}
 //
+// Config.StartOnGrid starts x at y⁰ = P_A(x⁰), the paper's x⁰ = y⁰ ∈ A, rather than at
+// the pretrained weights (the paper's code). Precondition first rescales each weight that
+// BatchNorm follows to mean |w| = 1 per output channel, so that the unscaled ±1 grid sits
+// at the weights' scale; the network's function is unchanged.
+//
 // Alternatively the x-update stops at the checkable criterion of Alg. 2,
 // ‖∇ₓL‖ ≤ ρ·γ·min{‖x − y‖, ‖x − x_prev‖}, tested after every inner epoch (at most K
 // of them), with ∇ₓf evaluated in inference mode over a fixed subset of the calibration

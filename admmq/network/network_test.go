@@ -189,3 +189,25 @@ func TestFinishOnGrid(t *testing.T) {
 		}
 	}
 }
+
+// TestStartOnGrid: with StartOnGrid the first x is y⁰ = P_A(x⁰), exactly.
+func TestStartOnGrid(t *testing.T) {
+	m, g := load(t, mlpPath)
+	ts, err := Targets(m, Binary, Selection{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := openCalib(t, 128)
+	r, err := New(m, g, ts, Config{Algo: ADMMQ, Rho: admmq.Schedule{Rho0: 1e-3}, Iters: 1, StartOnGrid: true, Workers: 1},
+		Data{Calib: d, BatchSize: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range r.params {
+		for j, v := range p.Value.F {
+			if v != r.y[i][j] || (v != 1 && v != -1) {
+				t.Fatalf("%s[%d]: x = %v, y = %v", ts[i].Name, j, v, r.y[i][j])
+			}
+		}
+	}
+}
