@@ -134,6 +134,9 @@ func writeAtomic(path string, write func(io.Writer) error) (err error) {
 	if err = bw.Flush(); err != nil {
 		return fmt.Errorf("quadexp: writing %s: %w", path, err)
 	}
+	if err = f.Chmod(0o644); err != nil { // CreateTemp makes 0600; these are published files
+		return fmt.Errorf("quadexp: writing %s: %w", path, err)
+	}
 	if err = f.Close(); err != nil {
 		return fmt.Errorf("quadexp: writing %s: %w", path, err)
 	}
