@@ -118,21 +118,3 @@ func nnDot3(x, g []float32) (a, b, c float32) {
 	}
 	return a, b, c
 }
-
-// nnSum64 returns the sum of x accumulated in float64, in four interleaved partial sums
-// so that the additions do not wait on each other.
-func nnSum64(x []float32) float64 {
-	var s0, s1, s2, s3 float64
-	i := 0
-	for ; i+4 <= len(x); i += 4 {
-		v := x[i : i+4 : i+4]
-		s0 += float64(v[0])
-		s1 += float64(v[1])
-		s2 += float64(v[2])
-		s3 += float64(v[3])
-	}
-	for ; i < len(x); i++ {
-		s0 += float64(x[i])
-	}
-	return (s0 + s1) + (s2 + s3)
-}

@@ -181,22 +181,11 @@ func (k *batchNormKernel) channelSums(ctx *Context, x, g []float32, N, C, inner,
 				var a, b float64
 				switch what {
 				case bnSumX:
-					for _, v := range xs {
-						a += float64(v)
-					}
+					a = nnSum64(xs)
 				case bnSumSqDev:
-					mu := mean[j]
-					for _, v := range xs {
-						d := float64(v - mu)
-						a += d * d
-						b += d
-					}
+					a, b = nnSumSqDev64(xs, mean[j])
 				case bnSumGrad:
-					mu, iv := mean[j], inv[j]
-					for i, gv := range g[off : off+inner] {
-						a += float64(gv)
-						b += float64(gv * (xs[i] - mu) * iv)
-					}
+					a, b = nnSumGrad64(xs, g[off:off+inner], mean[j], inv[j])
 				}
 				s1[j] += a
 				s2[j] += b
@@ -712,4 +701,63 @@ func nnBatchNormGrad(ctx *Context, N, C, inner int, x, gy, gx, mean, ga, gb, gc 
 			}
 		}
 	})
+}
+
+// nnSumSqDev64 returns Σ(x−mu)² and Σ(x−mu) in float64, in interleaved partial sums
+// (see nnSum64).
+func nnSumSqDev64(x []float32, mu float32) (sq, dev float64) {
+	var q0, q1, d0, d1 float64
+	i := 0
+	for ; i+2 <= len(x); i += 2 {
+		v := x[i : i+2 : i+2]
+		a, b := float64(v[0]-mu), float64(v[1]-mu)
+		q0 += a * a
+		q1 += b * b
+		d0 += a
+		d1 += b
+	}
+	if i < len(x) {
+		a := float64(x[i] - mu)
+		q0 += a * a
+		d0 += a
+	}
+	return q0 + q1, d0 + d1
+}
+
+// nnSumGrad64 returns Σg and Σg·(x−mu)·inv in float64, in interleaved partial sums
+// (see nnSum64).
+func nnSumGrad64(x, g []float32, mu, inv float32) (sg, sgx float64) {
+	x = x[:len(g)]
+	var a0, a1, b0, b1 float64
+	i := 0
+	for ; i+2 <= len(g); i += 2 {
+		gv, xv := g[i:i+2:i+2], x[i:i+2:i+2]
+		a0 += float64(gv[0])
+		a1 += float64(gv[1])
+		b0 += float64(gv[0] * (xv[0] - mu) * inv)
+		b1 += float64(gv[1] * (xv[1] - mu) * inv)
+	}
+	if i < len(g) {
+		a0 += float64(g[i])
+		b0 += float64(g[i] * (x[i] - mu) * inv)
+	}
+	return a0 + a1, b0 + b1
+}
+
+// nnSum64 returns the sum of x accumulated in float64, in four interleaved partial sums
+// so that the additions do not wait on each other.
+func nnSum64(x []float32) float64 {
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		v := x[i : i+4 : i+4]
+		s0 += float64(v[0])
+		s1 += float64(v[1])
+		s2 += float64(v[2])
+		s3 += float64(v[3])
+	}
+	for ; i < len(x); i++ {
+		s0 += float64(x[i])
+	}
+	return (s0 + s1) + (s2 + s3)
 }
