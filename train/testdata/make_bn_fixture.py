@@ -8,8 +8,10 @@ testmodels/make.py (the initializer names are the module's state_dict keys), re-
 BatchNorm running statistics with torch.optim.swa_utils.update_bn (momentum=None: the
 cumulative average over batches) over testmodels/fmnist-calib.npz in file order, in batches
 of 250, and stores:
-  before_<bn>_running_mean     the model's statistics before (to detect a stale fixture)
-  <bn>_running_mean, <bn>_running_var   the re-estimated ones
+  param_<name>                 every parameter the statistics were computed with (the Go test
+                               loads them, so that a retrained fmnist-cnn.onnx does not
+                               invalidate the fixture as long as its architecture holds)
+  <bn>_running_mean, <bn>_running_var   the re-estimated statistics
 """
 import importlib.util
 import os
@@ -33,9 +35,7 @@ missing = model.load_state_dict(state, strict=False)
 assert not missing.unexpected_keys and all(k.endswith("num_batches_tracked") for k in missing.missing_keys), missing
 
 x = torch.from_numpy(np.load(os.path.join(TM, "fmnist-calib.npz"))["x"])
-out = {}
-for bn in ("bn1", "bn2"):
-    out["before_%s_running_mean" % bn] = getattr(model, bn).running_mean.numpy().copy()
+out = {"param_" + k: v.numpy().copy() for k, v in state.items()}
 loader = [x[i:i + 250] for i in range(0, len(x), 250)]
 torch.optim.swa_utils.update_bn(loader, model)
 for bn in ("bn1", "bn2"):
