@@ -87,6 +87,37 @@ func BenchmarkConv32to64Backward(b *testing.B) {
 	benchConv(b, []int{256, 32, 14, 14}, []int{64, 32, 3, 3}, true)
 }
 
+// The stride-2 and depthwise layers of fmnist-resnet at batch 256.
+
+func benchConvAttrs(b *testing.B, x, w []int, stride, group int, back bool) {
+	r := rand.New(rand.NewPCG(2, 2))
+	in := []*Tensor{nntRand(r, x, -1, 1), nntRand(r, w, -1, 1)}
+	n := nntNode("Conv", 13, 2, 1, nntInts("pads", 1, 1, 1, 1), nntInts("strides", int64(stride), int64(stride)),
+		nntInt("group", int64(group)))
+	oh, ow := (x[2]+2-3)/stride+1, (x[3]+2-3)/stride+1
+	flops := 2 * float64(x[0]*w[0]*w[1]*w[2]*w[3]*oh*ow)
+	if back {
+		flops *= 2
+	}
+	benchKernel(b, n, in, flops, back)
+}
+
+func BenchmarkConvStride2Forward(b *testing.B) {
+	benchConvAttrs(b, []int{256, 16, 14, 14}, []int{32, 16, 3, 3}, 2, 1, false)
+}
+
+func BenchmarkConvStride2Backward(b *testing.B) {
+	benchConvAttrs(b, []int{256, 16, 14, 14}, []int{32, 16, 3, 3}, 2, 1, true)
+}
+
+func BenchmarkConvDepthwiseForward(b *testing.B) {
+	benchConvAttrs(b, []int{256, 32, 7, 7}, []int{32, 1, 3, 3}, 1, 32, false)
+}
+
+func BenchmarkConvDepthwiseBackward(b *testing.B) {
+	benchConvAttrs(b, []int{256, 32, 7, 7}, []int{32, 1, 3, 3}, 1, 32, true)
+}
+
 func benchGemm(b *testing.B, back bool) {
 	r := rand.New(rand.NewPCG(3, 3))
 	const m, k, n = 256, 784, 4096

@@ -159,6 +159,7 @@ var convCases = []convCase{
 	{name: "depthwise_3x3_same", x: []int{2, 3, 5, 6}, w: []int{6, 1, 3, 3}, group: 3, pads: []int{1, 1, 1, 1}, bias: true},
 	{name: "depthwise_3x3_row", x: []int{2, 2, 1, 4}, w: []int{2, 1, 3, 3}, group: 2, pads: []int{1, 1, 1, 1}},
 	{name: "depthwise_3x3_column", x: []int{1, 2, 3, 1}, w: []int{2, 1, 3, 3}, group: 2, pads: []int{1, 1, 1, 1}},
+	{name: "depthwise_3x3_wide", x: []int{1, 2, 3, nnDWRowMax + 2}, w: []int{2, 1, 3, 3}, group: 2, pads: []int{1, 1, 1, 1}, bias: true},
 	{name: "depthwise_3x3_2x2", x: []int{2, 2, 2, 2}, w: []int{2, 1, 3, 3}, group: 2, pads: []int{1, 1, 1, 1}, bias: true},
 	{name: "pointwise", x: []int{3, 4, 5, 5}, w: []int{3, 4, 1, 1}, bias: true},
 	{name: "pointwise_strided", x: []int{2, 3, 5, 5}, w: []int{2, 3, 1, 1}, strides: []int{2, 2}},
