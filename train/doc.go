@@ -6,8 +6,15 @@
 // from the paper's reference code carry over: CrossEntropy is nn.CrossEntropyLoss,
 // SquaredHinge is nn.MultiMarginLoss(p=2, margin=1), Distillation is Hinton's
 // T²·KL(softmax(t/T) ‖ softmax(s/T)) as nn.KLDivLoss(reduction="batchmean"), MSE is
-// nn.MSELoss against teacher logits; Adam and SGD update parameters exactly as
-// torch.optim.Adam, AdamW and SGD do (the tests compare trajectories with PyTorch fixtures).
+// nn.MSELoss against teacher logits; Adam and SGD follow torch.optim.Adam, AdamW and SGD
+// operation for operation in float32 (the tests compare 25-step trajectories with PyTorch
+// fixtures to 1e-6 relative; PyTorch fuses some multiply-adds, so bits may differ).
+//
+// Fit runs seeded mini-batch training. Two hooks let the ADMM family steer it without
+// growing the graph: GradHook runs between the backward pass and the optimizer step (ADMM adds
+// λ + ρ(x − y) to the gradients there), and EpochEnd runs after each epoch (ADMM's y- and
+// λ-updates; returning ErrStop ends training). Cancelling the context stops between steps.
+// Same seed, same data order and same worker count give bit-identical weights.
 //
 // A training run:
 //
