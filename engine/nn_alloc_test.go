@@ -2,6 +2,8 @@ package engine
 
 import (
 	"math/rand/v2"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/qtool/qtool/onnxio/onnxpb"
@@ -97,5 +99,57 @@ func TestNNSteadyStateAllocations(t *testing.T) {
 			}
 			t.Logf("allocations per step: %v", counts[0])
 		})
+	}
+}
+
+// TestContextParallelSplit checks the split that the kernels' determinism rests on:
+// Context.Parallel covers [0, n) exactly once, in w = min(Workers, ⌈n/grain⌉)
+// contiguous chunks of ⌈n/w⌉ (the last may be shorter), identical from call to call.
+func TestContextParallelSplit(t *testing.T) {
+	for _, c := range []struct{ n, grain, workers int }{
+		{0, 1, 2}, {1, 1, 2}, {2, 1, 2}, {7, 1, 2}, {7, 1, 3}, {10, 4, 3}, {10, 6, 3}, {100, 1, 8}, {5, 1, 1},
+	} {
+		ctx := &Context{Workers: c.workers}
+		split := func() [][2]int {
+			var mu sync.Mutex
+			var chunks [][2]int
+			seen := make([]int, c.n)
+			ctx.Parallel(c.n, c.grain, func(lo, hi int) {
+				mu.Lock()
+				defer mu.Unlock()
+				chunks = append(chunks, [2]int{lo, hi})
+				for i := lo; i < hi; i++ {
+					seen[i]++
+				}
+			})
+			for i, s := range seen {
+				if s != 1 {
+					t.Fatalf("%+v: index %d visited %d times", c, i, s)
+				}
+			}
+			slices.SortFunc(chunks, func(a, b [2]int) int { return a[0] - b[0] })
+			return chunks
+		}
+		chunks := split()
+		w := min(c.workers, (c.n+c.grain-1)/c.grain)
+		if c.n == 0 {
+			if len(chunks) != 0 {
+				t.Errorf("%+v: %d calls for an empty range", c, len(chunks))
+			}
+			continue
+		}
+		size := (c.n + max(w, 1) - 1) / max(w, 1)
+		if len(chunks) > max(w, 1) {
+			t.Errorf("%+v: %d chunks, want at most %d", c, len(chunks), max(w, 1))
+		}
+		for i, ch := range chunks {
+			if want := min(size, c.n-ch[0]); ch[1]-ch[0] != want || (i > 0 && ch[0] != chunks[i-1][1]) {
+				t.Errorf("%+v: chunks %v, want contiguous chunks of %d", c, chunks, size)
+				break
+			}
+		}
+		if again := split(); !slices.Equal(again, chunks) {
+			t.Errorf("%+v: split %v, then %v", c, chunks, again)
+		}
 	}
 }
