@@ -29,7 +29,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -47,9 +46,8 @@ import (
 	"github.com/qtool/qtool/engine"
 	"github.com/qtool/qtool/engine/blas"
 	"github.com/qtool/qtool/onnxio"
-	"github.com/qtool/qtool/onnxio/onnxpb"
+	"github.com/qtool/qtool/testmodels/papermlp"
 	"github.com/qtool/qtool/train"
-	"google.golang.org/protobuf/proto"
 )
 
 func main() {
@@ -250,7 +248,7 @@ func must(s string, err error) string {
 func loadModel(name, dir string, width int) (*onnxio.Model, []int64, error) {
 	switch name {
 	case "mlp":
-		return paperMLP(width), []int64{784}, nil
+		return papermlp.New(width, 7), []int64{784}, nil
 	case "cnn", "resnet":
 		path := filepath.Join(dir, "fmnist-"+name+".onnx")
 		m, err := onnxio.Load(path)
@@ -380,80 +378,3 @@ func (b *fixedBatches) Y() []int64     { return b.y }
 func (b *fixedBatches) Shape() []int64 { return b.shape }
 func (b *fixedBatches) Reset()         { b.n = 0 }
 func (b *fixedBatches) Err() error     { return nil }
-
-// paperMLP builds the paper's MNIST network (testmodels/make.py's FMNISTMLP) at the given
-// width with PyTorch's default initialisation, U(−1/√in, 1/√in) for Linear layers: Dropout
-// 0.2, 3 × [Gemm, BatchNormalization, Relu, Dropout 0.5], Gemm, BatchNormalization.
-func paperMLP(width int) *onnxio.Model {
-	r := rand.New(rand.NewPCG(7, 8))
-	var nodes []*onnxpb.NodeProto
-	var inits []*onnxpb.TensorProto
-	attrF := func(name string, v float32) *onnxpb.AttributeProto {
-		return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_FLOAT.Enum(), F: proto.Float32(v)}
-	}
-	node := func(op string, in []string, out string, attrs ...*onnxpb.AttributeProto) {
-		nodes = append(nodes, &onnxpb.NodeProto{OpType: proto.String(op), Name: proto.String(op + "_" + out), Input: in, Output: []string{out}, Attribute: attrs})
-	}
-	fill := func(n int, v float32) []float32 {
-		s := make([]float32, n)
-		for i := range s {
-			s[i] = v
-		}
-		return s
-	}
-	dropout := func(in, out string, ratio float32) {
-		inits = append(inits, onnxio.FloatTensor(out+"_ratio", nil, []float32{ratio}))
-		node("Dropout", []string{in, out + "_ratio"}, out)
-	}
-	x := "input"
-	dropout(x, "drop0", 0.2)
-	x = "drop0"
-	sizes := []int{784, width, width, width, 10}
-	for l := 1; l < len(sizes); l++ {
-		in, out := sizes[l-1], sizes[l]
-		bound := 1 / math.Sqrt(float64(in))
-		w := make([]float32, in*out)
-		for i := range w {
-			w[i] = float32((2*r.Float64() - 1) * bound)
-		}
-		b := make([]float32, out)
-		for i := range b {
-			b[i] = float32((2*r.Float64() - 1) * bound)
-		}
-		p := fmt.Sprintf("fc%d", l)
-		inits = append(inits, onnxio.FloatTensor(p+".weight", []int64{int64(out), int64(in)}, w),
-			onnxio.FloatTensor(p+".bias", []int64{int64(out)}, b))
-		node("Gemm", []string{x, p + ".weight", p + ".bias"}, p,
-			&onnxpb.AttributeProto{Name: proto.String("transB"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(1)})
-		bn := fmt.Sprintf("bn%d", l)
-		inits = append(inits, onnxio.FloatTensor(bn+".weight", []int64{int64(out)}, fill(out, 1)),
-			onnxio.FloatTensor(bn+".bias", []int64{int64(out)}, fill(out, 0)),
-			onnxio.FloatTensor(bn+".running_mean", []int64{int64(out)}, fill(out, 0)),
-			onnxio.FloatTensor(bn+".running_var", []int64{int64(out)}, fill(out, 1)))
-		y := bn
-		if l == len(sizes)-1 {
-			y = "logits"
-		}
-		node("BatchNormalization", []string{p, bn + ".weight", bn + ".bias", bn + ".running_mean", bn + ".running_var"}, y,
-			attrF("epsilon", 1e-5), attrF("momentum", 0.9))
-		if l < len(sizes)-1 {
-			node("Relu", []string{y}, fmt.Sprintf("relu%d", l))
-			dropout(fmt.Sprintf("relu%d", l), fmt.Sprintf("drop%d", l), 0.5)
-			x = fmt.Sprintf("drop%d", l)
-		}
-	}
-	vi := func(name string, d int64) *onnxpb.ValueInfoProto {
-		return &onnxpb.ValueInfoProto{Name: proto.String(name), Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
-			TensorType: &onnxpb.TypeProto_Tensor{ElemType: proto.Int32(int32(onnxpb.TensorProto_FLOAT)), Shape: &onnxpb.TensorShapeProto{
-				Dim: []*onnxpb.TensorShapeProto_Dimension{
-					{Value: &onnxpb.TensorShapeProto_Dimension_DimParam{DimParam: "batch"}},
-					{Value: &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: d}},
-				}}}}}}
-	}
-	return &onnxio.Model{Name: fmt.Sprintf("paper-mlp-%d.onnx", width), Proto: &onnxpb.ModelProto{
-		IrVersion:   proto.Int64(8),
-		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(15)}},
-		Graph: &onnxpb.GraphProto{Name: proto.String("mlp"), Node: nodes, Initializer: inits,
-			Input: []*onnxpb.ValueInfoProto{vi("input", 784)}, Output: []*onnxpb.ValueInfoProto{vi("logits", 10)}},
-	}}
-}
