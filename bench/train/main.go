@@ -128,7 +128,7 @@ func run(models, modes string, batch, steps, warmup, width int, python string, t
 	torch := map[string]torchResult{}
 	if python != "" {
 		var err error
-		torch, err = runTorch(python, models, batch, steps, warmup, threads)
+		torch, err = runTorch(python, models, batch, steps, warmup, threads, width)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench/train: PyTorch comparison skipped:", err)
 		}
@@ -211,13 +211,13 @@ type torchResult struct {
 	Torch string  `json:"torch"`
 }
 
-func runTorch(python, models string, batch, steps, warmup, threads int) (map[string]torchResult, error) {
+func runTorch(python, models string, batch, steps, warmup, threads, width int) (map[string]torchResult, error) {
 	script, err := filepath.Abs(filepath.Join(filepath.Dir(must(testmodelsDir())), "bench", "train", "torch_step.py"))
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(python, script, "--model", models, "--batch", fmt.Sprint(batch),
-		"--steps", fmt.Sprint(steps), "--warmup", fmt.Sprint(warmup), "--threads", fmt.Sprint(threads))
+		"--steps", fmt.Sprint(steps), "--warmup", fmt.Sprint(warmup), "--threads", fmt.Sprint(threads), "--width", fmt.Sprint(width))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

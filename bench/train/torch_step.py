@@ -35,9 +35,9 @@ def load_make():
     return mod
 
 
-def build(make, name):
+def build(make, name, width):
     if name == "mlp":
-        return make.FMNISTMLP(width=4096), (784,)
+        return make.FMNISTMLP(width=width), (784,)
     if name == "cnn":
         return make.FMNISTCNN(), (1, 28, 28)
     if name == "resnet":
@@ -76,12 +76,13 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--width", type=int, default=4096)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     make = load_make()
     for name in a.model.split(","):
-        model, shape = build(make, name)
+        model, shape = build(make, name, a.width)
         g = torch.Generator().manual_seed(1)
         x = torch.rand((a.batch,) + shape, generator=g)
         y = torch.randint(0, 10, (a.batch,), generator=g)
