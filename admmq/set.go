@@ -475,3 +475,53 @@ func ChannelAxis(opType string, input int, transB bool, rank int) (int, error) {
 	}
 	return 0, fmt.Errorf("admmq: no output-channel axis for input %d (rank %d) of %s; quantize it per tensor", input, rank, opType)
 }
+
+// ProjectParallel32 is Project32 spread over up to workers goroutines, for large tensors.
+// Sets with a fixed scale split the tensor into contiguous chunks; per-channel sets whose
+// channel axis is 0 (Conv weights, Gemm B with transB = 1) split it by channels. Other
+// layouts, and tensors under 64 Ki elements, are projected serially. The result is always
+// identical to Project32's.
+func (s *Set) ProjectParallel32(dst, src []float32, l Layout, workers int) error {
+	if len(dst) != len(src) {
+		return fmt.Errorf("admmq: project: dst has %d elements, src %d", len(dst), len(src))
+	}
+	outer, channels, inner, err := groups(len(src), l, s.spec.PerChannel)
+	if err != nil {
+		return err
+	}
+	n := len(src)
+	type part struct {
+		lo, hi int // element range
+		l      Layout
+	}
+	var parts []part
+	switch {
+	case workers <= 1 || n < 1<<16:
+	case s.scale == ScaleFixed:
+		step := (n + workers - 1) / workers
+		for lo := 0; lo < n; lo += step {
+			parts = append(parts, part{lo: lo, hi: min(lo+step, n)})
+		}
+	case s.spec.PerChannel && l.Axis == 0 && outer == 1:
+		step := (channels + workers - 1) / workers
+		for c := 0; c < channels; c += step {
+			c1 := min(c+step, channels)
+			shape := append([]int{c1 - c}, l.Shape[1:]...)
+			parts = append(parts, part{lo: c * inner, hi: c1 * inner, l: Layout{Shape: shape}})
+		}
+	}
+	if len(parts) < 2 {
+		return s.Project32(dst, src, l)
+	}
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = apply(s, dst[p.lo:p.hi], src[p.lo:p.hi], p.l)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

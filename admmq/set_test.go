@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -443,6 +444,42 @@ func TestRoundHalfUp(t *testing.T) {
 		}
 		if got := roundHalfUp(x); got != want {
 			t.Fatalf("roundHalfUp(%v) = %v, want %v", x, got, want)
+		}
+	}
+}
+
+func TestProjectParallelMatchesSerial(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 10))
+	shape := []int{37, 3, 41, 23} // 104 673 elements, channel counts that do not divide evenly
+	n := 37 * 3 * 41 * 23
+	z := make([]float32, n)
+	for i := range z {
+		z[i] = float32(rng.NormFloat64())
+	}
+	for _, sp := range []Spec{
+		{Kind: KindBinary},
+		{Kind: KindTernary, Alpha: 0.7},
+		{Kind: KindScaledBinary, Scale: ScaleOptimal, PerChannel: true},
+		{Kind: KindTernary, Scale: ScaleOptimal, PerChannel: true},
+		{Kind: KindTernary, Scale: ScaleOptimal},
+		{Kind: KindUniform, Bits: 3, Scale: ScaleMax, PerChannel: true},
+	} {
+		s := MustSet(sp)
+		for _, axis := range []int{0, 2} {
+			l := Layout{Shape: shape, Axis: axis}
+			want := make([]float32, n)
+			if err := s.Project32(want, z, l); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range []int{1, 2, 5} {
+				got := make([]float32, n)
+				if err := s.ProjectParallel32(got, z, l, w); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("%+v axis %d, %d workers: parallel projection differs from the serial one", sp, axis, w)
+				}
+			}
 		}
 	}
 }
