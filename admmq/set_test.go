@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -416,6 +417,14 @@ func BenchmarkProject16M(b *testing.B) {
 			b.SetBytes(4 * n)
 			for b.Loop() {
 				if err := s.Project32(dst, z, l); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.name+"-parallel", func(b *testing.B) {
+			b.SetBytes(4 * n)
+			for b.Loop() {
+				if err := s.ProjectParallel32(dst, z, l, runtime.NumCPU()); err != nil {
 					b.Fatal(err)
 				}
 			}
