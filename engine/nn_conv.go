@@ -13,10 +13,11 @@ type convKernel struct {
 	group int
 
 	// Scratch, sized on first use and grown only when shapes grow.
-	col  []float32   // column matrices of a chunk
-	gcol []float32   // column gradients of a chunk
-	ybuf []float32   // output (gradient) planes of a chunk, items side by side
-	gws  [][]float32 // depthwise weight-gradient partial sums of workers 1..
+	col  []float32     // column matrices of a chunk
+	gcol []float32     // column gradients of a chunk
+	ybuf []float32     // output (gradient) planes of a chunk, items side by side
+	tab  nnGatherTable // im2col index lists of the last 2-D geometry that uses them
+	gws  [][]float32   // depthwise weight-gradient partial sums of workers 1..
 }
 
 // nnColBudget is the number of float32 values a chunk's column matrix may hold (2 MiB):
@@ -166,9 +167,17 @@ func (k *convKernel) gatherCols(ctx *Context, d *convDims, x, col []float32, s, 
 	g := &d.g
 	isz, O := g.inSize(), g.outSize()
 	L := cnt * O
+	var tab *nnGatherTable
+	if !d.pointwise && nnUseTable(g) {
+		tab = k.tab.table(g)
+	}
 	ctx.Parallel(cnt, 1, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			xg := x[((s+i)*d.C+grp*d.Cg)*isz : ((s+i)*d.C+(grp+1)*d.Cg)*isz]
+			if tab != nil {
+				tab.im2col(d.Cg, xg, col[i*O:], L)
+				continue
+			}
 			if d.pointwise {
 				for c := 0; c < d.Cg; c++ {
 					copy(col[c*L+i*O:c*L+(i+1)*O], xg[c*O:(c+1)*O])
@@ -388,9 +397,17 @@ func (k *convKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error 
 func (k *convKernel) scatterCols(ctx *Context, d *convDims, gcol, gx []float32, s, cnt, grp int) {
 	g := &d.g
 	isz, L := g.inSize(), cnt*g.outSize()
+	var tab *nnGatherTable
+	if !d.pointwise && nnUseTable(g) {
+		tab = k.tab.table(g)
+	}
 	ctx.Parallel(cnt, 1, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			gxg := gx[((s+i)*d.C+grp*d.Cg)*isz : ((s+i)*d.C+(grp+1)*d.Cg)*isz]
+			if tab != nil {
+				tab.col2im(d.Cg, gcol[i*g.outSize():], gxg, L)
+				continue
+			}
 			if d.pointwise {
 				O := g.outSize()
 				for c := 0; c < d.Cg; c++ {

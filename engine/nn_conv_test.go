@@ -462,3 +462,19 @@ func TestConvChunks(t *testing.T) {
 		})
 	}
 }
+
+// TestConvGeometryChange runs one Conv kernel on images of changing sizes, so that the
+// im2col gather table it keeps is rebuilt for each new geometry and not reused stale.
+func TestConvGeometryChange(t *testing.T) {
+	c := convCase{name: "strided", x: []int{2, 2, 7, 5}, w: []int{3, 2, 3, 3}, strides: []int{2, 2}, pads: []int{1, 1, 1, 1}, bias: true}
+	n, strides, dil, pads := c.node(11)
+	k := nntBuild(t, n)
+	ctx := nntCtx(t, 2)
+	for _, x := range [][]int{{2, 2, 7, 5}, {3, 2, 6, 6}, {2, 2, 7, 5}, {1, 2, 9, 4}} {
+		c.x = x
+		in := c.inputs(rand.New(rand.NewPCG(5, uint64(x[2]))))
+		out := nntRun(t, k, ctx, in)
+		want, _ := refConv(nnt64(in[0].F), x, nnt64(in[1].F), c.w, nnt64(in[2].F), 1, strides, dil, pads)
+		nntClose(t, fmt.Sprintf("Y for X %v", x), out[0].F, want, 1e-5, 1e-5)
+	}
+}

@@ -1,5 +1,7 @@
 package engine
 
+import "math"
+
 // nnIm2col writes the column matrix of the C-channel image x (C × g.inSize()) into col
 // (C·g.kSize() rows of g.outSize() values, row r starting at r·ld, so that several images'
 // matrices can sit side by side): row (c, k0, k1, k2) holds, for every window position,
@@ -261,4 +263,103 @@ func nnDepthwiseBackRow(g *nnGeom, w float32, xc, gy, gx []float32, k0, k1, k2 i
 		}
 	}
 	return gw
+}
+
+// nnGatherTable is the im2col of one 2-D geometry as index lists: for every kernel
+// offset k and output position p, the image index the column matrix reads (any valid
+// index where the window reaches into padding), and per offset the positions that read
+// padding and must be zero. With them a column row is one gather loop, with no per-row
+// bookkeeping: on the 7×7 and 4×4 outputs of strided layers that bookkeeping costs more
+// than the copying.
+type nnGatherTable struct {
+	g     nnGeom
+	idx   []int32 // K×O image indices
+	pad   []int32 // positions reading padding, offset after offset
+	padAt []int   // K+1 starts into pad
+}
+
+// nnUseTable reports whether im2col of g goes through a gather table: 2-D windows
+// whose rows cannot be moved as one shifted plane (see nnGatherRow), of moderate size.
+func nnUseTable(g *nnGeom) bool {
+	return g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1 &&
+		!(g.s[1] == 1 && g.s[2] == 1 && g.out[2] == g.in[2]) &&
+		g.kSize()*g.outSize() <= 1<<20 && g.inSize() <= math.MaxInt32
+}
+
+// table returns t built for g, rebuilding it only when the geometry changed.
+func (t *nnGatherTable) table(g *nnGeom) *nnGatherTable {
+	if t.idx != nil && t.g == *g {
+		return t
+	}
+	t.g = *g
+	K, O, W := g.kSize(), g.outSize(), g.in[2]
+	if cap(t.idx) < K*O {
+		t.idx = make([]int32, K*O)
+	}
+	t.idx = t.idx[:K*O]
+	t.pad = t.pad[:0]
+	t.padAt = append(t.padAt[:0], 0)
+	k := 0
+	for k1 := 0; k1 < g.k[1]; k1++ {
+		for k2 := 0; k2 < g.k[2]; k2++ {
+			p := 0
+			for o1 := 0; o1 < g.out[1]; o1++ {
+				i1 := o1*g.s[1] - g.pb[1] + k1*g.d[1]
+				for o2 := 0; o2 < g.out[2]; o2++ {
+					i2 := o2*g.s[2] - g.pb[2] + k2*g.d[2]
+					if i1 < 0 || i1 >= g.in[1] || i2 < 0 || i2 >= W {
+						t.idx[k*O+p] = 0
+						t.pad = append(t.pad, int32(p))
+					} else {
+						t.idx[k*O+p] = int32(i1*W + i2)
+					}
+					p++
+				}
+			}
+			t.padAt = append(t.padAt, len(t.pad))
+			k++
+		}
+	}
+	return t
+}
+
+// im2col is nnIm2col through the table.
+func (t *nnGatherTable) im2col(C int, x, col []float32, ld int) {
+	K, O, isz := t.g.kSize(), t.g.outSize(), t.g.inSize()
+	for c := 0; c < C; c++ {
+		xc := x[c*isz : (c+1)*isz]
+		for k := 0; k < K; k++ {
+			r := c*K + k
+			dst := col[r*ld : r*ld+O]
+			ix := t.idx[k*O : (k+1)*O]
+			ix = ix[:len(dst)]
+			for p, j := range ix {
+				dst[p] = xc[j]
+			}
+			for _, p := range t.pad[t.padAt[k]:t.padAt[k+1]] {
+				dst[p] = 0
+			}
+		}
+	}
+}
+
+// col2im is nnCol2im through the table. It zeroes col's padding entries first (col is
+// scratch), so that they add nothing where their indices point.
+func (t *nnGatherTable) col2im(C int, col, x []float32, ld int) {
+	K, O, isz := t.g.kSize(), t.g.outSize(), t.g.inSize()
+	for c := 0; c < C; c++ {
+		xc := x[c*isz : (c+1)*isz]
+		for k := 0; k < K; k++ {
+			r := c*K + k
+			src := col[r*ld : r*ld+O]
+			for _, p := range t.pad[t.padAt[k]:t.padAt[k+1]] {
+				src[p] = 0
+			}
+			ix := t.idx[k*O : (k+1)*O]
+			ix = ix[:len(src)]
+			for p, j := range ix {
+				xc[j] += src[p]
+			}
+		}
+	}
 }
