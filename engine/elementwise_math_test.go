@@ -41,3 +41,37 @@ func TestExpF(t *testing.T) {
 		t.Errorf("expF(+Inf) = %v", v)
 	}
 }
+
+// TestClipBitsSpecialValues compares clipBits with the comparison form of the clamp on
+// special values and bounds of every sign, including NaN bounds and lo > hi.
+func TestClipBitsSpecialValues(t *testing.T) {
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	negZero := float32(math.Copysign(0, -1))
+	vals := []float32{nan, -inf, -math.MaxFloat32, -7, -1, -math.SmallestNonzeroFloat32, negZero, 0,
+		math.SmallestNonzeroFloat32, 0.5, 1, 6, 6.5, math.MaxFloat32, inf, -nan}
+	bounds := []float32{-inf, -6, -1, negZero, 0, 0.5, 6, inf}
+	y := make([]float32, len(vals))
+	for _, lo := range bounds {
+		for _, hi := range bounds {
+			clipBits(vals, y, lo, hi)
+			for i, v := range vals {
+				want := v
+				if v < lo {
+					want = lo
+				}
+				if want > hi || lo > hi && v == v {
+					want = hi // NaN stays NaN, even when lo > hi
+				}
+				if got := y[i]; got != want && !(got != got && want != want) {
+					t.Errorf("clip(%v, %v, %v) = %v, want %v", v, lo, hi, got, want)
+				}
+			}
+		}
+	}
+	clipBits(vals, y, nan, 1)
+	for i, v := range y {
+		if v == v {
+			t.Errorf("clip(%v, NaN, 1) = %v, want NaN like min(max(x, NaN), 1)", vals[i], v)
+		}
+	}
+}

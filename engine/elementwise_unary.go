@@ -220,22 +220,59 @@ func (k *unaryKernel) forward(lo, hi int) {
 			y[i] = max(0, min(1, a*v+b))
 		}
 	case uHardSwish:
+		// The clamp of a·v+b to [0, 1] on bit patterns (see clipBits): +0 below, 1
+		// above, with a NaN or −∞ argument still giving NaN through the product.
 		a, b := k.alpha, k.beta
+		const one = 0x3f800000 // bits of 1
 		for i, v := range x {
-			y[i] = v * max(0, min(1, a*v+b))
+			t := int32(math.Float32bits(a*v + b))
+			y[i] = v * math.Float32frombits(uint32(min(max(t, 0), one)))
 		}
 	case uTanh:
 		for i, v := range x {
 			y[i] = float32(math.Tanh(float64(v)))
 		}
 	case uClip:
-		// The min and max builtins compile to MINSS/MAXSS: no branches to mispredict on
-		// values scattered around the bounds (branches made this loop 3× slower). NaN
-		// passes through, and min > max gives max everywhere, as before.
-		l, h := k.lo, k.hi
+		clipBits(x, y, k.lo, k.hi)
+	}
+}
+
+// floatKey maps the bits of a float32 to an int32 with the same order as the floats
+// (−0 just below +0; NaNs outside every number); it is its own inverse.
+func floatKey(u int32) int32 { return u ^ (u >> 31 & 0x7fffffff) }
+
+// clipBits sets y = min(max(x, lo), hi) (hi wherever lo > hi; NaN stays NaN). Compare
+// branches mispredict on values scattered around the bounds, and the float min and max
+// builtins cost a dozen instructions each for their NaN and signed-zero rules; integer
+// min and max of order-preserving bit patterns compile to conditional moves. With both
+// bounds non-negative the patterns are ordered as they are (negative floats are negative
+// integers), so only the bounds need no mapping at all.
+func clipBits(x, y []float32, lo, hi float32) {
+	y = y[:len(x)]
+	if lo != lo || hi != hi {
 		for i, v := range x {
-			y[i] = min(max(v, l), h)
+			y[i] = min(max(v, lo), hi)
 		}
+		return
+	}
+	kl, kh := int32(math.Float32bits(lo)), int32(math.Float32bits(hi))
+	if kl >= 0 && kh >= 0 {
+		for i, v := range x {
+			r := math.Float32frombits(uint32(min(max(int32(math.Float32bits(v)), kl), kh)))
+			if v != v {
+				r = v
+			}
+			y[i] = r
+		}
+		return
+	}
+	kl, kh = floatKey(kl), floatKey(kh)
+	for i, v := range x {
+		r := math.Float32frombits(uint32(floatKey(min(max(floatKey(int32(math.Float32bits(v))), kl), kh))))
+		if v != v {
+			r = v
+		}
+		y[i] = r
 	}
 }
 
