@@ -20,15 +20,17 @@ type convKernel struct {
 	gws  [][]float32   // depthwise weight-gradient partial sums of workers 1..
 }
 
-// nnColBudget is the number of float32 values a chunk's column matrix may hold (2 MiB):
+// nnColBudget is the number of float32 values a chunk's column matrix and output planes
+// may hold together (2 MiB):
 // large enough for a product the BLAS runs at full speed, small enough that the matrix
 // im2col just wrote is still in cache when Sgemm reads it (1 to 8 MiB measured alike
 // within the noise of a shared machine; 256 KiB was clearly slower).
 const nnColBudget = 1 << 19
 
-// chunk returns how many batch items share one im2col pass.
+// chunk returns how many batch items share one im2col pass. The budget covers the
+// chunk's output planes too, which the product writes and a copy then reads back.
 func (d *convDims) chunk() int {
-	per := max(1, d.Cg*d.g.kSize()*d.g.outSize())
+	per := max(1, (d.Cg*d.g.kSize()+d.Mg)*d.g.outSize())
 	return max(1, min(d.N, nnColBudget/per))
 }
 
