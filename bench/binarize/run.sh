@@ -11,7 +11,7 @@ OUT=docs/results/binarize
 QTOOL=${QTOOL:-/tmp/qtool-bench}
 mkdir -p "$OUT"
 [ -x "$QTOOL" ] || go build -o "$QTOOL" ./cmd/qtool
-sections=${*:-"mlp cnn distill speed paper"}
+sections=${*:-"mlp mlp-admm cnn distill speed paper"}
 for s in $sections; do
 case $s in
 mlp)
