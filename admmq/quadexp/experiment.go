@@ -6,8 +6,9 @@
 // All starts of one setting run together as the rows of one matrix, so each exact x-update
 // is one matrix product with (Q + ρI)⁻¹ (computed once per ρ from its Cholesky factor), done
 // by OpenBLAS when it can be loaded and by gonum otherwise. The y- and λ-updates are the
-// step functions of package admmq applied to the whole matrix (the lattice projection is
-// element-wise, and ADMM-S's norm is taken row by row, one row being one run's variable).
+// formulas of package admmq's step functions, fused into two passes over each block of rows
+// (ADMM-S's norm is taken row by row, one row being one run's variable); the tests check the
+// batched runs against admmq.Run start by start.
 package quadexp
 
 import (
@@ -63,11 +64,10 @@ type Config struct {
 	Seed    uint64    `json:"seed"`
 }
 
-// Methods in report order.
-var methodOrder = []admmq.Method{admmq.ADMMQ, admmq.ADMMS, admmq.ADMMR, admmq.PGD, admmq.GDProj}
-
 // Methods returns the methods of the experiment in report order.
-func Methods() []admmq.Method { return append([]admmq.Method(nil), methodOrder...) }
+func Methods() []admmq.Method {
+	return []admmq.Method{admmq.ADMMQ, admmq.ADMMS, admmq.ADMMR, admmq.PGD, admmq.GDProj}
+}
 
 func powers(lo, hi, step float64) []float64 {
 	var out []float64
@@ -288,7 +288,7 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Results, error) {
 			}
 			insts[pi] = append(insts[pi], in)
 			for ri := range cfg.RhoBars {
-				for _, m := range methodOrder {
+				for _, m := range Methods() {
 					j := &job{pair: pi, inst: ii, method: m, rhoIdx: ri, subs: []float64{0}}
 					iters := cfg.Iters
 					switch m {

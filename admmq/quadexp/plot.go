@@ -14,17 +14,20 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// Colours and glyphs per method, fixed so that every figure reads the same.
-var methodStyle = map[admmq.Method]struct {
-	col   color.Color
-	shape draw.GlyphDrawer
-	off   float64
-}{
-	admmq.ADMMQ:  {color.RGBA{R: 31, G: 119, B: 180, A: 255}, draw.CircleGlyph{}, -0.24},
-	admmq.ADMMS:  {color.RGBA{R: 255, G: 127, B: 14, A: 255}, draw.SquareGlyph{}, -0.08},
-	admmq.ADMMR:  {color.RGBA{R: 44, G: 160, B: 44, A: 255}, draw.TriangleGlyph{}, 0.08},
-	admmq.PGD:    {color.RGBA{R: 214, G: 39, B: 40, A: 255}, draw.CrossGlyph{}, 0.24},
-	admmq.GDProj: {color.RGBA{R: 148, G: 103, B: 189, A: 255}, draw.PlusGlyph{}, 0.36},
+// methodStyle returns the colour, glyph and x offset of a method, fixed so that every figure
+// reads the same.
+func methodStyle(m admmq.Method) (col color.Color, shape draw.GlyphDrawer, off float64) {
+	switch m {
+	case admmq.ADMMQ:
+		return color.RGBA{R: 31, G: 119, B: 180, A: 255}, draw.CircleGlyph{}, -0.24
+	case admmq.ADMMS:
+		return color.RGBA{R: 255, G: 127, B: 14, A: 255}, draw.SquareGlyph{}, -0.08
+	case admmq.ADMMR:
+		return color.RGBA{R: 44, G: 160, B: 44, A: 255}, draw.TriangleGlyph{}, 0.08
+	case admmq.PGD:
+		return color.RGBA{R: 214, G: 39, B: 40, A: 255}, draw.CrossGlyph{}, 0.24
+	}
+	return color.RGBA{R: 148, G: 103, B: 189, A: 255}, draw.PlusGlyph{}, 0.36
 }
 
 // Label returns the paper's name of a method.
@@ -64,7 +67,7 @@ func QuartilePlot(pr PairResult, methods []admmq.Method) (*plot.Plot, error) {
 	p.Legend.Top = true
 	missing := 0
 	for _, m := range methods {
-		st := methodStyle[m]
+		col, shape, off := methodStyle(m)
 		var q quartileBars
 		for _, in := range pr.Instances {
 			mr := in.Method(m)
@@ -72,7 +75,7 @@ func QuartilePlot(pr PairResult, methods []admmq.Method) (*plot.Plot, error) {
 				missing++
 				continue
 			}
-			q.x = append(q.x, float64(in.Index)+st.off)
+			q.x = append(q.x, float64(in.Index)+off)
 			q.med = append(q.med, float64(mr.Median))
 			q.lo = append(q.lo, float64(mr.Q25))
 			q.hi = append(q.hi, float64(mr.Q75))
@@ -84,14 +87,14 @@ func QuartilePlot(pr PairResult, methods []admmq.Method) (*plot.Plot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("quadexp: %s error bars: %w", m, err)
 		}
-		bars.LineStyle.Color = st.col
+		bars.LineStyle.Color = col
 		bars.LineStyle.Width = vg.Points(1.5)
 		pts, err := plotter.NewScatter(q)
 		if err != nil {
 			return nil, fmt.Errorf("quadexp: %s points: %w", m, err)
 		}
-		pts.GlyphStyle.Color = st.col
-		pts.GlyphStyle.Shape = st.shape
+		pts.GlyphStyle.Color = col
+		pts.GlyphStyle.Shape = shape
 		pts.GlyphStyle.Radius = vg.Points(3.5)
 		p.Add(bars, pts)
 		p.Legend.Add(Label(m), pts)
@@ -139,7 +142,7 @@ func HistogramPlots(pr PairResult, methods []admmq.Method) ([]*plot.Plot, error)
 			if err != nil {
 				return nil, fmt.Errorf("quadexp: histogram of %s: %w", m, err)
 			}
-			h.FillColor = methodStyle[m].col
+			h.FillColor, _, _ = methodStyle(m)
 			p.Add(h)
 			// Mark x = 0, where the two methods tie.
 			var top float64

@@ -355,18 +355,18 @@ func WriteSummary(w io.Writer, r *Results, meta Meta) error {
 		slug := pairSlug(pr.Pair)
 		fmt.Fprintf(b, "### %s\n\n![quartiles](quartiles_%s.png)\n\n![paired differences](differences_%s.png)\n\n", pr.Pair, slug, slug)
 		fmt.Fprintf(b, "| instance | f_relaxed | f_rounded |")
-		for _, m := range methodOrder {
+		for _, m := range Methods() {
 			fmt.Fprintf(b, " %s |", Label(m))
 		}
 		b.WriteString("\n|---|---|---|")
-		for range methodOrder {
+		for range Methods() {
 			b.WriteString("---|")
 		}
 		b.WriteString("\n")
 		for i := range pr.Instances {
 			in := &pr.Instances[i]
 			fmt.Fprintf(b, "| %d | %s | %s |", in.Index, fmtScore(in.FRelaxed), fmtScore(in.FRounded))
-			for _, m := range methodOrder {
+			for _, m := range Methods() {
 				mr := in.Method(m)
 				fmt.Fprintf(b, " %s [%s, %s] %s |", fmtScore(mr.Median), fmtScore(mr.Q25), fmtScore(mr.Q75), settingText(mr.Best))
 			}

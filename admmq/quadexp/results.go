@@ -140,7 +140,7 @@ func assemble(cfg Config, insts [][]*Instance, jobs []*job, backend string) *Res
 			ir := InstanceResult{Index: ii + 1, LMax: in.LMax, LMin: in.LMin}
 			ir.FRelaxed, ir.FRounded = relaxed(in)
 			best := map[admmq.Method][]float64{}
-			for _, m := range methodOrder {
+			for _, m := range Methods() {
 				mr := MethodResult{Method: m}
 				bestMed := math.Inf(1)
 				var bestScores []float64
@@ -198,7 +198,7 @@ func assemble(cfg Config, insts [][]*Instance, jobs []*job, backend string) *Res
 				best[m] = bestScores
 				ir.Methods = append(ir.Methods, mr)
 			}
-			for _, m := range methodOrder[1:] {
+			for _, m := range Methods()[1:] {
 				d := make([]float64, S)
 				for s := range d {
 					d[s] = best[m][s] - best[admmq.ADMMQ][s]
