@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/qtool/qtool/engine"
 )
@@ -33,6 +34,9 @@ type Metrics struct {
 	// Agreement is the fraction of samples on which the model's top-1 class equals the
 	// Reference's.
 	Agreement float64
+	// MaxLogitDiff is the largest absolute difference between a logit of the model and the
+	// Reference's, when HasAgreement.
+	MaxLogitDiff float64
 	// HasLoss reports whether Loss was computed.
 	HasLoss bool
 	// Loss is the mean of EvalOptions.Loss over the samples.
@@ -105,6 +109,9 @@ func Evaluate(ctx context.Context, g *engine.Graph, data Batcher, o EvalOptions)
 			if ref != nil && top == argmax(ref[i*classes:(i+1)*classes]) {
 				agree++
 			}
+		}
+		for i, v := range ref {
+			m.MaxLogitDiff = math.Max(m.MaxLogitDiff, math.Abs(float64(y.F[i])-float64(v)))
 		}
 		m.Samples += n
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/qtool/qtool/calib"
 	"github.com/qtool/qtool/engine"
+	"github.com/qtool/qtool/train"
 	"github.com/urfave/cli/v2"
 )
 
@@ -94,99 +95,34 @@ func runEval(c *cli.Context) error {
 	return nil
 }
 
-// evaluate runs m (and ref, when given) over d in inference mode.
+// evaluate runs m (and ref, when given) over d in inference mode, through train.Evaluate,
+// and measures the throughput.
 func evaluate(ctx context.Context, m, ref *loaded, d calib.Dataset, batchSize int, be backend) (*evalResult, error) {
 	b, err := calib.NewBatches(d, calib.BatchOptions{Size: batchSize})
 	if err != nil {
 		return nil, err
 	}
-	ectx := &engine.Context{BLAS: be.BLAS, Workers: be.Workers, NoGrad: true}
-	res := &evalResult{Model: m.Path}
-	var agree int
-	maxDiff := 0.0
-	var shape []int
-	var elapsed time.Duration
-	for b.Next() {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		shape = shape[:0]
-		for _, s := range b.Shape() {
-			shape = append(shape, int(s))
-		}
-		x := engine.NewFloat(shape, b.X())
-		start := time.Now()
-		outs, err := m.Graph.Forward(ectx, x)
-		elapsed += time.Since(start)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", m.Path, err)
-		}
-		logits := outs[0]
-		rows := shape[0]
-		cols := logits.Len() / rows
-		pred := argmaxRows(logits.F, rows, cols)
-		if y := b.Y(); d.HasLabels() {
-			for i, p := range pred {
-				if int64(p) == y[i] {
-					res.Correct++
-				}
-			}
-		}
-		if ref != nil {
-			// The model's outputs are overwritten by its next run, not by the reference's.
-			routs, err := ref.Graph.Forward(ectx, x)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", ref.Path, err)
-			}
-			r := routs[0]
-			if r.Len() != logits.Len() {
-				return nil, fmt.Errorf("%s gives %d outputs per batch but %s gives %d: the models do not match", ref.Path, r.Len(), m.Path, logits.Len())
-			}
-			rp := argmaxRows(r.F, rows, cols)
-			for i := range pred {
-				if pred[i] == rp[i] {
-					agree++
-				}
-			}
-			for i, v := range logits.F {
-				maxDiff = math.Max(maxDiff, math.Abs(float64(v)-float64(r.F[i])))
-			}
-		}
-		res.Samples += rows
+	o := train.EvalOptions{Engine: &engine.Context{BLAS: be.BLAS, Workers: be.Workers}}
+	if ref != nil {
+		o.Reference = ref.Graph
 	}
-	if err := b.Err(); err != nil {
-		return nil, err
+	start := time.Now()
+	mt, err := train.Evaluate(ctx, m.Graph, b, o)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", m.Path, err)
 	}
-	if res.Samples == 0 {
-		return nil, fmt.Errorf("the evaluation data hold no samples")
-	}
-	if d.HasLabels() {
-		acc := float64(res.Correct) / float64(res.Samples)
+	res := &evalResult{Model: m.Path, Samples: mt.Samples}
+	if mt.Labelled {
+		acc := mt.Accuracy
 		res.Accuracy = &acc
+		res.Correct = int(math.Round(acc * float64(mt.Samples)))
 	}
 	if ref != nil {
-		a := float64(agree) / float64(res.Samples)
-		res.Ref, res.Agreement, res.MaxLogitDiff = ref.Path, &a, &maxDiff
+		a, diff := mt.Agreement, mt.MaxLogitDiff
+		res.Ref, res.Agreement, res.MaxLogitDiff = ref.Path, &a, &diff
 	}
-	if s := elapsed.Seconds(); s > 0 {
-		res.SamplesPerSec = float64(res.Samples) / s
+	if s := time.Since(start).Seconds(); s > 0 {
+		res.SamplesPerSec = float64(mt.Samples) / s
 	}
 	return res, nil
-}
-
-// argmaxRows returns the index of the largest value of each row; the first wins ties,
-// as numpy.argmax and torch.argmax do.
-func argmaxRows(v []float32, rows, cols int) []int {
-	out := make([]int, rows)
-	for r := range rows {
-		row := v[r*cols : (r+1)*cols]
-		best := 0
-		for j := 1; j < cols; j++ {
-			if row[j] > row[best] {
-				best = j
-			}
-		}
-		out[r] = best
-	}
-	return out
 }
