@@ -93,6 +93,8 @@ type Graph struct {
 	// ready is set by a training-mode Forward and cleared by Backward, so that Backward
 	// never reads the buffers of an inference run or of a run it already used.
 	ready bool
+	// noFuse keeps inference plans unfused, so that tests can compare the two.
+	noFuse bool
 }
 
 // Build checks every node of m against the supported ops and returns the graph. All

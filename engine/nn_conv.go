@@ -133,20 +133,25 @@ func nnScratch(bufs [][]float32, nw, size int) [][]float32 {
 }
 
 func (k *convKernel) Forward(ctx *Context, in, out []*Tensor) error {
-	b := k.bias(in)
-	d, err := k.dims(in[0].Shape, in[1].Shape, b)
+	return k.run(ctx, in[0], in[1], k.bias(in), out[0])
+}
+
+// run is Forward with the weight and the (possibly nil) bias given apart from the node's
+// inputs, so that a fused plan step can substitute folded ones.
+func (k *convKernel) run(ctx *Context, x, w, b, y *Tensor) error {
+	d, err := k.dims(x.Shape, w.Shape, b)
 	if err != nil {
 		return err
 	}
 	if d.depthwise {
-		k.forwardDepthwise(ctx, &d, in[0].F, in[1].F, out[0].F)
+		k.forwardDepthwise(ctx, &d, x.F, w.F, y.F)
 		if b != nil {
 			O := d.g.outSize()
-			y := out[0].F
+			yf := y.F
 			ctx.Parallel(d.N*d.M, max(1, 16384/max(O, 1)), func(lo, hi int) {
 				for p := lo; p < hi; p++ {
 					bv := b.F[p%d.M]
-					yp := y[p*O : (p+1)*O]
+					yp := yf[p*O : (p+1)*O]
 					for j := range yp {
 						yp[j] += bv
 					}
@@ -159,7 +164,7 @@ func (k *convKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	if b != nil {
 		bias = b.F
 	}
-	k.forwardGemm(ctx, &d, in[0].F, in[1].F, bias, out[0].F)
+	k.forwardGemm(ctx, &d, x.F, w.F, bias, y.F)
 	return nil
 }
 

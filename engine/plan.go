@@ -231,6 +231,9 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record bool) (p *plan, err 
 			p.steps = append(p.steps, step{node: gn})
 		}
 	}
+	if !training && !record && !g.noFuse {
+		g.fuseConvBN(p)
+	}
 
 	// Which values carry gradients: float values that depend on a trainable parameter
 	// through differentiable nodes and that some graph output depends on the same way.

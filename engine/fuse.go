@@ -1,0 +1,136 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Inference plans fold a BatchNormalization into the Conv that feeds it, as deployment
+// runtimes do: y = a·(W∗x + b − mean) + B with a = scale/√(var+eps) is the convolution
+// with weight W'[m,…] = W[m,…]·a[m] and bias b'[m] = (b[m] − mean[m])·a[m] + B[m]. One
+// pass over the activation is saved, and the Conv's output buffer is never allocated.
+//
+// The fold is only made where it cannot change what the caller observes: the plan is an
+// inference plan that records nothing for Backward, the Conv's output feeds only the
+// BatchNormalization and is not a graph output, the BatchNormalization uses running
+// statistics, and the Conv's weight and bias and the four BatchNormalization tensors are
+// parameters that are not trainable. Parameters are still read on every run: optimizers
+// and quantizers write Param.Value in place, and nothing tells the graph when, so the
+// fused step recomputes W' and b' at the start of each run. That costs one multiply per
+// weight, which is small next to the convolution's multiply per weight and output pixel.
+
+// convBNKernel runs a Conv with weight and bias folded from a following
+// BatchNormalization. Its inputs are the Conv's X, W and B (nil when absent) followed by
+// the BatchNormalization's scale, B, mean and var; its output is the BatchNormalization's.
+type convBNKernel struct {
+	conv *convKernel
+	eps  float32
+	// w and b hold the folded weight and bias; they belong to the plan, so that plans of
+	// other input shapes keep their own.
+	w, b *Tensor
+}
+
+func (k *convBNKernel) Infer(in []*Tensor) ([]*Tensor, error) {
+	return k.conv.Infer(in[:3])
+}
+
+func (k *convBNKernel) Forward(ctx *Context, in, out []*Tensor) error {
+	w, b := in[1], in[2]
+	scale, shift, mean, vr := in[3].F, in[4].F, in[5].F, in[6].F
+	M := len(scale)
+	if w.Len() != len(k.w.F) || len(k.b.F) != M || len(shift) != M || len(mean) != M || len(vr) != M || (b != nil && len(b.F) != M) {
+		// Parameters are updated in place, so their sizes cannot change after planning
+		// unless the caller replaced a Value; refuse rather than read out of range.
+		return k.conv.n.Errorf("a parameter of the Conv or of its BatchNormalization changed size since the plan was made")
+	}
+	per := w.Len() / max(M, 1)
+	for m := 0; m < M; m++ {
+		a := float64(scale[m]) / math.Sqrt(float64(vr[m])+float64(k.eps))
+		wm, fm := w.F[m*per:(m+1)*per], k.w.F[m*per:(m+1)*per]
+		for j, v := range wm {
+			fm[j] = float32(float64(v) * a)
+		}
+		var bm float64
+		if b != nil {
+			bm = float64(b.F[m])
+		}
+		k.b.F[m] = float32((bm-float64(mean[m]))*a + float64(shift[m]))
+	}
+	return k.conv.run(ctx, in[0], k.w, k.b, out[0])
+}
+
+// fuseConvBN replaces each foldable Conv → BatchNormalization pair of an inference plan's
+// steps with one convBNKernel step, placed where the Conv ran: the
+// BatchNormalization's other inputs are parameters, available at any point.
+func (g *Graph) fuseConvBN(p *plan) {
+	uses := make([]int, len(g.values))
+	for _, st := range p.steps {
+		for _, id := range st.node.in {
+			if id >= 0 {
+				uses[id]++
+			}
+		}
+	}
+	for _, id := range g.outIDs {
+		uses[id]++ // a graph output must keep its own buffer
+	}
+	frozen := func(id int) bool {
+		if id < 0 || g.values[id].kind != kindParam {
+			return false
+		}
+		par := g.params[g.values[id].index]
+		return par.Value.DType == Float32 && !par.Trainable
+	}
+	drop := make([]bool, len(p.steps))
+	for s := range p.steps {
+		cs := p.steps[s].node
+		conv, ok := cs.k.(*convKernel)
+		if !ok || len(cs.out) != 1 || uses[cs.out[0]] != 1 || len(cs.in) < 2 {
+			continue
+		}
+		c := cs.out[0]
+		t := slices.IndexFunc(p.steps[s+1:], func(st step) bool { return slices.Contains(st.node.in, c) })
+		if t < 0 {
+			continue
+		}
+		t += s + 1
+		bs := p.steps[t].node
+		bn, ok := bs.k.(*batchNormKernel)
+		if !ok || bn.trainingMode || bn.outputs != 1 || len(bs.out) != 1 || len(bs.in) != 5 || bs.in[0] != c {
+			continue
+		}
+		if !frozen(cs.in[1]) || (len(cs.in) > 2 && cs.in[2] >= 0 && !frozen(cs.in[2])) {
+			continue
+		}
+		if !slices.ContainsFunc(bs.in[1:], func(id int) bool { return !frozen(id) }) {
+			in := []int{cs.in[0], cs.in[1], -1, bs.in[1], bs.in[2], bs.in[3], bs.in[4]}
+			if len(cs.in) > 2 {
+				in[2] = cs.in[2]
+			}
+			w := p.vals[cs.in[1]]
+			M := p.vals[c].Shape[1]
+			k := &convBNKernel{
+				conv: conv,
+				eps:  bn.eps,
+				w:    NewFloat(slices.Clone(w.Shape), make([]float32, w.Len())),
+				b:    NewFloat([]int{M}, make([]float32, M)),
+			}
+			p.steps[s] = step{node: &gnode{
+				n:   cs.n,
+				op:  fmt.Sprintf("%s+%s", cs.op, bs.op),
+				k:   k,
+				in:  in,
+				out: []int{bs.out[0]},
+			}}
+			drop[t] = true
+		}
+	}
+	kept := p.steps[:0]
+	for s, st := range p.steps {
+		if !drop[s] {
+			kept = append(kept, st)
+		}
+	}
+	p.steps = kept
+}

@@ -1,0 +1,278 @@
+package engine
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	qblas "github.com/qtool/qtool/engine/blas"
+	"github.com/qtool/qtool/onnxio"
+)
+
+// fusedPair returns a test model's graph, which fuses, and a second graph of the same
+// model that does not, with the model's samples.
+func fusedPair(t *testing.T, name string, opts Options) (fused, plain *Graph, x *Tensor) {
+	t.Helper()
+	m, _, x, _ := loadTestModel(t, name, "fmnist-calib.npz")
+	fused, err := Build(m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err = Build(m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain.noFuse = true
+	return fused, plain, x
+}
+
+// fusedSteps counts the last plan's fused steps and its BatchNormalization steps.
+func fusedSteps(g *Graph) (fused, bn int) {
+	for _, st := range g.last.steps {
+		switch st.node.k.(type) {
+		case *convBNKernel:
+			fused++
+		case *batchNormKernel:
+			bn++
+		}
+	}
+	return fused, bn
+}
+
+// convBNParams returns the names of the parameters of every Conv that feeds a
+// BatchNormalization: weight, then the BatchNormalization's scale, B, mean and var.
+func convBNParams(g *Graph) [][]string {
+	var out [][]string
+	for i, gn := range g.nodes {
+		if gn.op != "Conv" || i+1 >= len(g.nodes) || g.nodes[i+1].op != "BatchNormalization" || g.nodes[i+1].in[0] != gn.out[0] {
+			continue
+		}
+		names := []string{g.values[gn.in[1]].name}
+		for _, id := range g.nodes[i+1].in[1:] {
+			names = append(names, g.values[id].name)
+		}
+		out = append(out, names)
+	}
+	return out
+}
+
+// TestFuseConvBNMatchesUnfused checks that inference plans of the convolutional test
+// models fold every Conv → BatchNormalization pair and that the fused logits agree with
+// the unfused executor's within 1e-5 absolute plus 1e-5 relative.
+func TestFuseConvBNMatchesUnfused(t *testing.T) {
+	for _, name := range []string{"fmnist-cnn", "fmnist-resnet"} {
+		t.Run(name, func(t *testing.T) {
+			fused, plain, x := fusedPair(t, name, Options{Workers: 2})
+			pairs := len(convBNParams(fused))
+			if pairs == 0 {
+				t.Fatalf("%s has no Conv → BatchNormalization pair to fuse", name)
+			}
+			xb := rows(x, 0, min(256, x.Shape[0]))
+			got, err := fused.Forward(nil, xb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := plain.Forward(nil, xb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := closeTensors(got[0], want[0], 1e-5, 1e-5); err != nil {
+				t.Error(err)
+			}
+			if f, bn := fusedSteps(fused); f != pairs || bn != 0 {
+				t.Errorf("fused plan has %d fused steps and %d BatchNormalization steps, want %d and 0", f, bn, pairs)
+			}
+			if f, _ := fusedSteps(plain); f != 0 {
+				t.Errorf("unfused graph has %d fused steps", f)
+			}
+		})
+	}
+}
+
+// TestFuseConvBNFollowsParams changes, between runs, each Conv weight and each of the
+// four BatchNormalization tensors in place, as optimizers and quantizers do, and checks
+// that the fused result follows the unfused one. Each change is undone before the next,
+// so that the network stays in the range where its logits are well conditioned.
+func TestFuseConvBNFollowsParams(t *testing.T) {
+	fused, plain, x := fusedPair(t, "fmnist-resnet", Options{Workers: 2})
+	xb := rows(x, 0, 64)
+	run := func() (got, want *Tensor) {
+		t.Helper()
+		g, err := fused.Forward(nil, xb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := plain.Forward(nil, xb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return NewFloat(g[0].Shape, append([]float32(nil), g[0].F...)), w[0]
+	}
+	before, _ := run()
+	for i, names := range convBNParams(fused) {
+		for j, name := range names {
+			// Weight sign flips, a larger scale, shifted B and mean, a smaller var:
+			// every term of the fold changes.
+			edit := func(v []float32) {
+				for k := range v {
+					switch j {
+					case 0:
+						if k%3 == 0 {
+							v[k] = -v[k]
+						}
+					case 1:
+						v[k] *= 1.5
+					case 2, 3:
+						v[k] += 0.25
+					case 4:
+						v[k] *= 0.5
+					}
+				}
+			}
+			fv, pv := fused.Param(name).Value.F, plain.Param(name).Value.F
+			saved := append([]float32(nil), fv...)
+			edit(fv)
+			edit(pv)
+			got, want := run()
+			if err := closeTensors(got, want, 1e-5, 1e-5); err != nil {
+				t.Errorf("after changing %q (pair %d): %v", name, i, err)
+			}
+			if err := closeTensors(got, before, 1e-4, 1e-4); err == nil {
+				t.Errorf("changing %q (pair %d) did not change the logits; the check proves nothing", name, i)
+			}
+			copy(fv, saved)
+			copy(pv, saved)
+		}
+	}
+	got, _ := run()
+	if err := closeTensors(got, before, 0, 0); err != nil {
+		t.Errorf("after restoring every parameter: %v", err)
+	}
+}
+
+// TestFuseConvBNOnlyFrozenInference checks that training-mode plans, plans that record
+// for Backward, and pairs with a trainable parameter are not fused, and that gradients
+// are those of the unfused graph bit for bit.
+func TestFuseConvBNOnlyFrozenInference(t *testing.T) {
+	fused, plain, x := fusedPair(t, "fmnist-cnn", Options{Workers: 2})
+	xb := rows(x, 0, 32)
+	// Both graphs: a training-mode run updates the running statistics.
+	for _, g := range []*Graph{fused, plain} {
+		if _, err := g.Forward(&Context{Training: true}, xb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f, _ := fusedSteps(fused); f != 0 {
+		t.Errorf("training-mode plan has %d fused steps, want 0", f)
+	}
+	pairs := convBNParams(fused)
+	if len(pairs) < 2 {
+		t.Fatalf("fmnist-cnn has %d Conv → BatchNormalization pairs, want at least 2", len(pairs))
+	}
+	// Trainable: the first pair's BatchNormalization scale.
+	train := pairs[0][1]
+	for _, g := range []*Graph{fused, plain} {
+		if err := g.SetTrainable(train); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Evaluation during training: nothing is recorded, so only the pair without a
+	// trainable parameter folds.
+	if _, err := fused.Forward(&Context{NoGrad: true}, xb); err != nil {
+		t.Fatal(err)
+	}
+	if f, bn := fusedSteps(fused); f != len(pairs)-1 || bn != 1 {
+		t.Errorf("with %q trainable: %d fused steps and %d BatchNormalization steps, want %d and 1", train, f, bn, len(pairs)-1)
+	}
+	// Recording inference plan: nothing folds, and gradients match the unfused graph's.
+	var grads [2][]float32
+	for i, g := range []*Graph{fused, plain} {
+		g.ZeroGrad()
+		out, err := g.Forward(nil, xb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f, _ := fusedSteps(g); f != 0 {
+			t.Errorf("recording plan has %d fused steps, want 0", f)
+		}
+		gy := NewFloat(out[0].Shape, make([]float32, out[0].Len()))
+		for k := range gy.F {
+			gy.F[k] = float32(k%7) - 3
+		}
+		if err := g.Backward(nil, gy); err != nil {
+			t.Fatal(err)
+		}
+		grads[i] = append([]float32(nil), g.Param(train).Grad.F...)
+	}
+	for k := range grads[0] {
+		if grads[0][k] != grads[1][k] {
+			t.Fatalf("gradient of %q element %d: %g with fusion enabled, %g without", train, k, grads[0][k], grads[1][k])
+		}
+	}
+}
+
+// TestFuseConvBNAllocations checks that a steady-state fused inference run allocates no
+// more than the unfused one (only the closures handed to Context.Parallel; with one
+// worker and products small enough that gonum's Sgemm stays on one goroutine).
+func TestFuseConvBNAllocations(t *testing.T) {
+	fused, plain, x := fusedPair(t, "fmnist-resnet", Options{Workers: 1})
+	xb := rows(x, 0, 1)
+	var allocs [2]float64
+	for i, g := range []*Graph{fused, plain} {
+		step := func() {
+			if _, err := g.Forward(nil, xb); err != nil {
+				t.Fatal(err)
+			}
+		}
+		step()
+		allocs[i] = testing.AllocsPerRun(10, step)
+	}
+	if f, _ := fusedSteps(fused); f == 0 {
+		t.Fatal("no step was fused")
+	}
+	if allocs[0] > allocs[1] {
+		t.Errorf("%v allocations per fused run, %v unfused: fusion must not allocate", allocs[0], allocs[1])
+	}
+	t.Logf("allocations per run: fused %v, unfused %v", allocs[0], allocs[1])
+}
+
+// BenchmarkFuseConvBN runs the convolutional test models at batch 256 with and without
+// the Conv → BatchNormalization fold, alternating in one process so that a shared
+// machine's load affects both alike. It uses OpenBLAS when it loads, gonum otherwise.
+//
+//	go test ./engine -run '^$' -bench FuseConvBN -count 3
+func BenchmarkFuseConvBN(b *testing.B) {
+	opts := Options{}
+	if ob, err := qblas.LoadOpenBLAS(qblas.Options{}); err == nil {
+		opts.BLAS = ob
+	} else {
+		b.Logf("gonum BLAS (OpenBLAS: %v)", err)
+	}
+	for _, name := range []string{"fmnist-cnn", "fmnist-resnet"} {
+		m, err := onnxio.Load(filepath.Join(testmodelsDir, name+".onnx"))
+		if err != nil {
+			b.Skipf("%v; install with %s", err, testmodelsInstall)
+		}
+		var x []float32
+		shape, err := npzArray(filepath.Join(testmodelsDir, "fmnist-calib.npz"), "x", &x)
+		if err != nil {
+			b.Skipf("%v; install with %s", err, testmodelsInstall)
+		}
+		xb := rows(NewFloat(shape, x), 0, 256)
+		for _, fuse := range []bool{false, true} {
+			g, err := Build(m, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			g.noFuse = !fuse
+			b.Run(fmt.Sprintf("%s/fused=%v", name, fuse), func(b *testing.B) {
+				for b.Loop() {
+					if _, err := g.Forward(nil, xb); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(256*b.N)/b.Elapsed().Seconds(), "samples/s")
+			})
+		}
+	}
+}
