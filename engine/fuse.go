@@ -10,6 +10,8 @@ import (
 // runtimes do: y = a·(W∗x + b − mean) + B with a = scale/√(var+eps) is the convolution
 // with weight W'[m,…] = W[m,…]·a[m] and bias b'[m] = (b[m] − mean[m])·a[m] + B[m]. One
 // pass over the activation is saved, and the Conv's output buffer is never allocated.
+// A Relu or Clip that alone reads the BatchNormalization's output is applied in the
+// same step too, to each output plane right after it is written, while it is in cache.
 //
 // The fold is only made where it cannot change what the caller observes: the plan is an
 // inference plan that records nothing for Backward, the Conv's output feeds only the
@@ -19,13 +21,20 @@ import (
 // and quantizers write Param.Value in place, and nothing tells the graph when, so the
 // fused step recomputes W' and b' at the start of each run. That costs one multiply per
 // weight, which is small next to the convolution's multiply per weight and output pixel.
+// Clip's bounds, parameters as well, are likewise read on every run. Relu runs as a Clip
+// to [0, +∞): identical on every number (−0 becomes +0 either way); only a NaN with its
+// sign bit set, which Relu maps to +0, stays NaN.
 
 // convBNKernel runs a Conv with weight and bias folded from a following
-// BatchNormalization. Its inputs are the Conv's X, W and B (nil when absent) followed by
-// the BatchNormalization's scale, B, mean and var; its output is the BatchNormalization's.
+// BatchNormalization, and optionally clamps the result as a following Relu or Clip.
+// Its inputs are the Conv's X, W and B (nil when absent), the BatchNormalization's
+// scale, B, mean and var, then when act is set the activation's inputs (the first
+// always nil; a Clip's optional min and max); its output is that of the last fused node.
 type convBNKernel struct {
 	conv *convKernel
 	eps  float32
+	act  *unaryKernel // Relu or Clip, or nil
+	cl   nnClamp      // act's bounds in this run
 	// w and b hold the folded weight and bias; they belong to the plan, so that plans of
 	// other input shapes keep their own.
 	w, b *Tensor
@@ -57,7 +66,15 @@ func (k *convBNKernel) Forward(ctx *Context, in, out []*Tensor) error {
 		}
 		k.b.F[m] = float32((bm-float64(mean[m]))*a + float64(shift[m]))
 	}
-	return k.conv.run(ctx, in[0], k.w, k.b, out[0])
+	var cl *nnClamp
+	if k.act != nil {
+		k.cl = nnClamp{lo: 0, hi: posInf()}
+		if k.act.op == uClip {
+			k.cl.lo, k.cl.hi = k.act.bounds(in[7:])
+		}
+		cl = &k.cl
+	}
+	return k.conv.run(ctx, in[0], k.w, k.b, out[0], cl)
 }
 
 // fuseConvBN replaces each foldable Conv → BatchNormalization pair of an inference plan's
@@ -116,14 +133,17 @@ func (g *Graph) fuseConvBN(p *plan) {
 				w:    NewFloat(slices.Clone(w.Shape), make([]float32, w.Len())),
 				b:    NewFloat([]int{M}, make([]float32, M)),
 			}
-			p.steps[s] = step{node: &gnode{
-				n:   cs.n,
-				op:  fmt.Sprintf("%s+%s", cs.op, bs.op),
-				k:   k,
-				in:  in,
-				out: []int{bs.out[0]},
-			}}
+			gn := &gnode{n: cs.n, op: fmt.Sprintf("%s+%s", cs.op, bs.op), k: k, in: in, out: []int{bs.out[0]}}
 			drop[t] = true
+			if a := g.fusableAct(p, bs.out[0], uses, t); a >= 0 {
+				as := p.steps[a].node
+				k.act = as.k.(*unaryKernel)
+				gn.op += "+" + as.op
+				gn.in = append(append(gn.in, -1), as.in[1:]...)
+				gn.out = []int{as.out[0]}
+				drop[a] = true
+			}
+			p.steps[s] = step{node: gn}
 		}
 	}
 	kept := p.steps[:0]
@@ -133,4 +153,29 @@ func (g *Graph) fuseConvBN(p *plan) {
 		}
 	}
 	p.steps = kept
+}
+
+// fusableAct returns the index of the step after t that applies Relu or Clip to value id
+// and is its only reader, or -1.
+func (g *Graph) fusableAct(p *plan, id int, uses []int, t int) int {
+	if uses[id] != 1 {
+		return -1
+	}
+	a := slices.IndexFunc(p.steps[t+1:], func(st step) bool { return slices.Contains(st.node.in, id) })
+	if a < 0 {
+		return -1
+	}
+	a += t + 1
+	as := p.steps[a].node
+	k, ok := as.k.(*unaryKernel)
+	if !ok || (k.op != uRelu && k.op != uClip) || as.in[0] != id || len(as.out) != 1 {
+		return -1
+	}
+	for _, b := range as.in[1:] {
+		// Clip's bounds must be available when the Conv runs, before the BN's position.
+		if b >= 0 && g.values[b].kind != kindParam {
+			return -1
+		}
+	}
+	return a
 }

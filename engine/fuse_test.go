@@ -28,19 +28,29 @@ func fusedPair(t *testing.T, name string, opts Options) (fused, plain *Graph, x 
 
 // fusedSteps counts the last plan's fused steps and its BatchNormalization steps.
 func fusedSteps(g *Graph) (fused, bn int) {
+	fused, bn, _ = fusedActs(g)
+	return fused, bn
+}
+
+// fusedActs also counts the fused steps that apply an activation.
+func fusedActs(g *Graph) (fused, bn, act int) {
 	for _, st := range g.last.steps {
-		switch st.node.k.(type) {
+		switch k := st.node.k.(type) {
 		case *convBNKernel:
 			fused++
+			if k.act != nil {
+				act++
+			}
 		case *batchNormKernel:
 			bn++
 		}
 	}
-	return fused, bn
+	return fused, bn, act
 }
 
 // convBNParams returns the names of the parameters of every Conv that feeds a
-// BatchNormalization: weight, then the BatchNormalization's scale, B, mean and var.
+// BatchNormalization: weight, then the BatchNormalization's scale, B, mean and var, then
+// the bounds of a Clip that follows the BatchNormalization.
 func convBNParams(g *Graph) [][]string {
 	var out [][]string
 	for i, gn := range g.nodes {
@@ -51,14 +61,32 @@ func convBNParams(g *Graph) [][]string {
 		for _, id := range g.nodes[i+1].in[1:] {
 			names = append(names, g.values[id].name)
 		}
+		if a, ok := convBNAct(g, i); ok && a.op == "Clip" {
+			for _, id := range a.in[1:] {
+				if id >= 0 {
+					names = append(names, g.values[id].name)
+				}
+			}
+		}
 		out = append(out, names)
 	}
 	return out
 }
 
+// convBNAct returns the Relu or Clip node that reads the output of the
+// BatchNormalization after Conv node i.
+func convBNAct(g *Graph, i int) (gnode, bool) {
+	if i+2 >= len(g.nodes) {
+		return gnode{}, false
+	}
+	a := g.nodes[i+2]
+	return a, (a.op == "Relu" || a.op == "Clip") && a.in[0] == g.nodes[i+1].out[0]
+}
+
 // TestFuseConvBNMatchesUnfused checks that inference plans of the convolutional test
-// models fold every Conv → BatchNormalization pair and that the fused logits agree with
-// the unfused executor's within 1e-5 absolute plus 1e-5 relative.
+// models fold every Conv → BatchNormalization pair, with the Relu or Clip that follows
+// it, and that the fused logits agree with the unfused executor's within 1e-5 absolute
+// plus 1e-5 relative.
 func TestFuseConvBNMatchesUnfused(t *testing.T) {
 	for _, name := range []string{"fmnist-cnn", "fmnist-resnet"} {
 		t.Run(name, func(t *testing.T) {
@@ -66,6 +94,15 @@ func TestFuseConvBNMatchesUnfused(t *testing.T) {
 			pairs := len(convBNParams(fused))
 			if pairs == 0 {
 				t.Fatalf("%s has no Conv → BatchNormalization pair to fuse", name)
+			}
+			acts := 0
+			for i := range fused.nodes {
+				if _, ok := convBNAct(fused, i); ok && fused.nodes[i].op == "Conv" && fused.nodes[i+1].op == "BatchNormalization" {
+					acts++
+				}
+			}
+			if acts == 0 {
+				t.Fatalf("%s has no Conv → BatchNormalization → Relu/Clip chain", name)
 			}
 			xb := rows(x, 0, min(256, x.Shape[0]))
 			got, err := fused.Forward(nil, xb)
@@ -79,8 +116,8 @@ func TestFuseConvBNMatchesUnfused(t *testing.T) {
 			if err := closeTensors(got[0], want[0], 1e-5, 1e-5); err != nil {
 				t.Error(err)
 			}
-			if f, bn := fusedSteps(fused); f != pairs || bn != 0 {
-				t.Errorf("fused plan has %d fused steps and %d BatchNormalization steps, want %d and 0", f, bn, pairs)
+			if f, bn, a := fusedActs(fused); f != pairs || bn != 0 || a != acts {
+				t.Errorf("fused plan has %d fused steps (%d with an activation) and %d BatchNormalization steps, want %d (%d) and 0", f, a, bn, pairs, acts)
 			}
 			if f, _ := fusedSteps(plain); f != 0 {
 				t.Errorf("unfused graph has %d fused steps", f)
@@ -90,7 +127,8 @@ func TestFuseConvBNMatchesUnfused(t *testing.T) {
 }
 
 // TestFuseConvBNFollowsParams changes, between runs, each Conv weight and each of the
-// four BatchNormalization tensors in place, as optimizers and quantizers do, and checks
+// four BatchNormalization tensors, and the bounds of Clips fused after them, in place,
+// as optimizers and quantizers do, and checks
 // that the fused result follows the unfused one. Each change is undone before the next,
 // so that the network stays in the range where its logits are well conditioned.
 func TestFuseConvBNFollowsParams(t *testing.T) {
@@ -126,6 +164,10 @@ func TestFuseConvBNFollowsParams(t *testing.T) {
 						v[k] += 0.25
 					case 4:
 						v[k] *= 0.5
+					case 5: // Clip min
+						v[k] -= 0.5
+					case 6: // Clip max
+						v[k] *= 0.25
 					}
 				}
 			}

@@ -133,27 +133,37 @@ func nnScratch(bufs [][]float32, nw, size int) [][]float32 {
 }
 
 func (k *convKernel) Forward(ctx *Context, in, out []*Tensor) error {
-	return k.run(ctx, in[0], in[1], k.bias(in), out[0])
+	return k.run(ctx, in[0], in[1], k.bias(in), out[0], nil)
 }
 
+// nnClamp bounds a convolution's output to [lo, hi] as Clip does (Relu is [0, +∞)), in
+// the pass that writes it.
+type nnClamp struct{ lo, hi float32 }
+
 // run is Forward with the weight and the (possibly nil) bias given apart from the node's
-// inputs, so that a fused plan step can substitute folded ones.
-func (k *convKernel) run(ctx *Context, x, w, b, y *Tensor) error {
+// inputs, so that a fused plan step can substitute folded ones, and with an optional
+// clamp of the output.
+func (k *convKernel) run(ctx *Context, x, w, b, y *Tensor, act *nnClamp) error {
 	d, err := k.dims(x.Shape, w.Shape, b)
 	if err != nil {
 		return err
 	}
 	if d.depthwise {
 		k.forwardDepthwise(ctx, &d, x.F, w.F, y.F)
-		if b != nil {
+		if b != nil || act != nil {
 			O := d.g.outSize()
 			yf := y.F
 			ctx.Parallel(d.N*d.M, max(1, 16384/max(O, 1)), func(lo, hi int) {
 				for p := lo; p < hi; p++ {
-					bv := b.F[p%d.M]
 					yp := yf[p*O : (p+1)*O]
-					for j := range yp {
-						yp[j] += bv
+					if b != nil {
+						bv := b.F[p%d.M]
+						for j := range yp {
+							yp[j] += bv
+						}
+					}
+					if act != nil {
+						clipBits(yp, yp, act.lo, act.hi)
 					}
 				}
 			})
@@ -164,7 +174,7 @@ func (k *convKernel) run(ctx *Context, x, w, b, y *Tensor) error {
 	if b != nil {
 		bias = b.F
 	}
-	k.forwardGemm(ctx, &d, x.F, w.F, bias, y.F)
+	k.forwardGemm(ctx, &d, x.F, w.F, bias, y.F, act)
 	return nil
 }
 
@@ -211,8 +221,8 @@ func (k *convKernel) cols(ctx *Context, d *convDims, x []float32, s, cnt, grp in
 // planes copies the Mg output planes of group grp of items s..s+cnt-1 between the
 // item-major tensor t (N×M×O) and the chunk matrix buf (Mg rows of cnt·O values, items
 // side by side), in parallel over the planes: toBuf gathers t into buf; otherwise buf
-// plus bias (when non-nil) is written over t.
-func (k *convKernel) planes(ctx *Context, d *convDims, t, buf, bias []float32, s, cnt, grp int, toBuf bool) {
+// plus bias (when non-nil), clamped by act (when non-nil), is written over t.
+func (k *convKernel) planes(ctx *Context, d *convDims, t, buf, bias []float32, s, cnt, grp int, toBuf bool, act *nnClamp) {
 	O := d.g.outSize()
 	L := cnt * O
 	ctx.Parallel(cnt*d.Mg, max(1, 16384/max(O, 1)), func(lo, hi int) {
@@ -225,9 +235,15 @@ func (k *convKernel) planes(ctx *Context, d *convDims, t, buf, bias []float32, s
 				copy(bp, tp)
 			case bias != nil:
 				bv := bias[grp*d.Mg+m]
+				tp = tp[:len(bp)]
 				for j, v := range bp {
 					tp[j] = v + bv
 				}
+				if act != nil {
+					clipBits(tp, tp, act.lo, act.hi)
+				}
+			case act != nil:
+				clipBits(bp, tp, act.lo, act.hi)
 			default:
 				copy(tp, bp)
 			}
@@ -240,7 +256,7 @@ func (k *convKernel) planes(ctx *Context, d *convDims, t, buf, bias []float32, s
 // ones. Its result has the items side by side, so a copy that also adds the bias moves
 // it into the item-major output. A chunk of one item (batch 1, or items too large to
 // share a chunk) writes the output in place instead.
-func (k *convKernel) forwardGemm(ctx *Context, d *convDims, x, w, bias, y []float32) {
+func (k *convKernel) forwardGemm(ctx *Context, d *convDims, x, w, bias, y []float32, act *nnClamp) {
 	g := &d.g
 	O := g.outSize()
 	CgK := d.Cg * g.kSize()
@@ -278,8 +294,11 @@ func (k *convKernel) forwardGemm(ctx *Context, d *convDims, x, w, bias, y []floa
 			}
 			yb := k.ybuf[:d.Mg*cnt*O]
 			nnSgemmLD(ctx.BLAS, false, false, d.Mg, cnt*O, CgK, 1, wg, CgK, col, ld, 0, yb, cnt*O)
-			k.planes(ctx, d, y, yb, bias, s, cnt, grp, false)
+			k.planes(ctx, d, y, yb, bias, s, cnt, grp, false, act)
 		}
+	}
+	if direct && act != nil {
+		ctx.Parallel(len(y), 16384, func(lo, hi int) { clipBits(y[lo:hi], y[lo:hi], act.lo, act.hi) })
 	}
 }
 
@@ -376,7 +395,7 @@ func (k *convKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error 
 				gyc = gy.F[gyo : gyo+d.Mg*O]
 			} else {
 				gyc = k.ybuf[:d.Mg*L]
-				k.planes(ctx, &d, gy.F, gyc, nil, s, cnt, grp, true)
+				k.planes(ctx, &d, gy.F, gyc, nil, s, cnt, grp, true, nil)
 			}
 			if gw != nil {
 				col, ld := k.cols(ctx, &d, x, s, cnt, grp)
