@@ -21,9 +21,7 @@ import (
 // and quantizers write Param.Value in place, and nothing tells the graph when, so the
 // fused step recomputes W' and b' at the start of each run. That costs one multiply per
 // weight, which is small next to the convolution's multiply per weight and output pixel.
-// Clip's bounds, parameters as well, are likewise read on every run. Relu runs as a Clip
-// to [0, +∞): identical on every number (−0 becomes +0 either way); only a NaN with its
-// sign bit set, which Relu maps to +0, stays NaN.
+// Clip's bounds, parameters as well, are likewise read on every run.
 
 // convBNKernel runs a Conv with weight and bias folded from a following
 // BatchNormalization, and optionally clamps the result as a following Relu or Clip.
@@ -68,7 +66,7 @@ func (k *convBNKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	}
 	var cl *nnClamp
 	if k.act != nil {
-		k.cl = nnClamp{lo: 0, hi: posInf()}
+		k.cl = nnClamp{relu: k.act.op == uRelu}
 		if k.act.op == uClip {
 			k.cl.lo, k.cl.hi = k.act.bounds(in[7:])
 		}

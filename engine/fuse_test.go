@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"testing"
 
@@ -315,6 +316,66 @@ func BenchmarkFuseConvBN(b *testing.B) {
 				}
 				b.ReportMetric(float64(256*b.N)/b.Elapsed().Seconds(), "samples/s")
 			})
+		}
+	}
+}
+
+// TestNNClampEdgeValues checks the fused bias-and-activation pass against the ONNX
+// definitions on signed zeros, infinities and NaNs of either sign: Relu is max(x, 0) with
+// −0 and sign-set NaNs mapped to +0, as the Relu kernel does; Clip keeps NaN.
+func TestNNClampEdgeValues(t *testing.T) {
+	nan := float32(math.NaN())
+	negNaN := math.Float32frombits(math.Float32bits(nan) | 1<<31)
+	inf := float32(math.Inf(1))
+	src := []float32{-2, -0.5, float32(math.Copysign(0, -1)), 0, 0.5, 3, 7, inf, -inf, nan, negNaN}
+	relu := func(v float32) float32 {
+		switch {
+		case v > 0:
+			return v
+		case v != v && !math.Signbit(float64(v)):
+			return v
+		}
+		return 0
+	}
+	clip := func(lo, hi float32) func(float32) float32 {
+		return func(v float32) float32 {
+			if v != v {
+				return v
+			}
+			if v < lo || (v == 0 && lo == 0 && math.Signbit(float64(v))) {
+				return lo
+			}
+			if v > hi {
+				return hi
+			}
+			return v
+		}
+	}
+	for _, c := range []struct {
+		name string
+		cl   nnClamp
+		ref  func(float32) float32
+	}{
+		{"relu", nnClamp{relu: true}, relu},
+		{"clip0_6", nnClamp{lo: 0, hi: 6}, clip(0, 6)},
+		{"clip-1_1", nnClamp{lo: -1, hi: 1}, clip(-1, 1)},
+	} {
+		for _, bias := range []float32{0.25, -1} {
+			got := make([]float32, len(src))
+			c.cl.apply(got, src, bias)
+			for i, v := range src {
+				w := c.ref(v + bias)
+				if math.Float32bits(got[i]) != math.Float32bits(w) && !(got[i] != got[i] && w != w) {
+					t.Errorf("%s, bias %g: %g → %g, want %g", c.name, bias, v, got[i], w)
+				}
+			}
+		}
+		got := make([]float32, len(src))
+		c.cl.applyNoBias(got, src)
+		for i, v := range src {
+			if w := c.ref(v); math.Float32bits(got[i]) != math.Float32bits(w) && !(got[i] != got[i] && w != w) {
+				t.Errorf("%s, no bias: %g → %g, want %g", c.name, v, got[i], w)
+			}
 		}
 	}
 }

@@ -1,5 +1,7 @@
 package engine
 
+import "math"
+
 // convKernel is Conv as im2col + Sgemm. The batch is cut into chunks of items: im2col
 // and col2im of a chunk's items run in parallel over the workers, then one goroutine
 // makes one product per chunk and group over the items' columns side by side (the BLAS
@@ -136,9 +138,43 @@ func (k *convKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	return k.run(ctx, in[0], in[1], k.bias(in), out[0], nil)
 }
 
-// nnClamp bounds a convolution's output to [lo, hi] as Clip does (Relu is [0, +∞)), in
+// nnClamp bounds a convolution's output to [lo, hi] as Clip does, or applies Relu, in
 // the pass that writes it.
-type nnClamp struct{ lo, hi float32 }
+type nnClamp struct {
+	lo, hi float32
+	relu   bool // Relu's exact semantics instead of lo and hi
+}
+
+// apply sets dst = clamp(src + bias) in one pass (dst may be src).
+func (c *nnClamp) apply(dst, src []float32, bias float32) {
+	dst = dst[:len(src)]
+	if c.relu {
+		// As the Relu kernel: clear every bit of a value whose sign bit is set,
+		// branch-free.
+		for i, v := range src {
+			u := int32(math.Float32bits(v + bias))
+			dst[i] = math.Float32frombits(uint32(u &^ (u >> 31)))
+		}
+		return
+	}
+	for i, v := range src {
+		dst[i] = v + bias
+	}
+	clipBits(dst, dst, c.lo, c.hi)
+}
+
+// applyNoBias is apply without a bias: adding zero would turn −0 into +0.
+func (c *nnClamp) applyNoBias(dst, src []float32) {
+	if c.relu {
+		dst = dst[:len(src)]
+		for i, v := range src {
+			u := int32(math.Float32bits(v))
+			dst[i] = math.Float32frombits(uint32(u &^ (u >> 31)))
+		}
+		return
+	}
+	clipBits(src, dst, c.lo, c.hi)
+}
 
 // run is Forward with the weight and the (possibly nil) bias given apart from the node's
 // inputs, so that a fused plan step can substitute folded ones, and with an optional
@@ -156,14 +192,16 @@ func (k *convKernel) run(ctx *Context, x, w, b, y *Tensor, act *nnClamp) error {
 			ctx.Parallel(d.N*d.M, max(1, 16384/max(O, 1)), func(lo, hi int) {
 				for p := lo; p < hi; p++ {
 					yp := yf[p*O : (p+1)*O]
-					if b != nil {
+					switch {
+					case b != nil && act != nil:
+						act.apply(yp, yp, b.F[p%d.M])
+					case b != nil:
 						bv := b.F[p%d.M]
 						for j := range yp {
 							yp[j] += bv
 						}
-					}
-					if act != nil {
-						clipBits(yp, yp, act.lo, act.hi)
+					default:
+						act.applyNoBias(yp, yp)
 					}
 				}
 			})
@@ -233,17 +271,16 @@ func (k *convKernel) planes(ctx *Context, d *convDims, t, buf, bias []float32, s
 			switch {
 			case toBuf:
 				copy(bp, tp)
+			case bias != nil && act != nil:
+				act.apply(tp, bp, bias[grp*d.Mg+m])
 			case bias != nil:
 				bv := bias[grp*d.Mg+m]
 				tp = tp[:len(bp)]
 				for j, v := range bp {
 					tp[j] = v + bv
 				}
-				if act != nil {
-					clipBits(tp, tp, act.lo, act.hi)
-				}
 			case act != nil:
-				clipBits(bp, tp, act.lo, act.hi)
+				act.applyNoBias(tp, bp)
 			default:
 				copy(tp, bp)
 			}
@@ -298,7 +335,7 @@ func (k *convKernel) forwardGemm(ctx *Context, d *convDims, x, w, bias, y []floa
 		}
 	}
 	if direct && act != nil {
-		ctx.Parallel(len(y), 16384, func(lo, hi int) { clipBits(y[lo:hi], y[lo:hi], act.lo, act.hi) })
+		ctx.Parallel(len(y), 16384, func(lo, hi int) { act.applyNoBias(y[lo:hi], y[lo:hi]) })
 	}
 }
 
