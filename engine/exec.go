@@ -23,6 +23,11 @@ import (
 // which usually hold shapes or indices) plans it: shape inference,
 // constant folding and buffer assignment. Later runs with that signature allocate
 // nothing.
+//
+// Inference runs that record nothing fold each BatchNormalization into the Conv before
+// it, with a Relu or Clip that follows, when all their parameters are frozen (see
+// fuse.go); the parameters are still read on every run, so in-place updates take effect,
+// and the results differ from the unfused ones by float rounding only.
 func (g *Graph) Forward(ctx *Context, inputs ...*Tensor) (outs []*Tensor, err error) {
 	g.setContext(ctx)
 	g.ready = false

@@ -13,7 +13,9 @@ import (
 // A Relu or Clip that alone reads the BatchNormalization's output is applied in the
 // same step too, to each output plane right after it is written, while it is in cache.
 //
-// The fold is only made where it cannot change what the caller observes: the plan is an
+// Outputs differ from the unfused computation by float rounding only (within 1e-5
+// relative on the test models). The fold is only made where it changes nothing else the
+// caller observes or relies on: the plan is an
 // inference plan that records nothing for Backward, the Conv's output feeds only the
 // BatchNormalization and is not a graph output, the BatchNormalization uses running
 // statistics, and the Conv's weight and bias and the four BatchNormalization tensors are
