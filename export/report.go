@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -158,7 +160,7 @@ func Compare(orig, quant *onnxio.Model, origPath, quantPath string, opts Compare
 					tr.Format = "fp32"
 				}
 				tr.Reason = keptReason(p.Name, role, opts.Reasons)
-				tr.Changed = !proto.Equal(p.Tensor, qp.Tensor)
+				tr.Changed = valuesDiffer(orig, quant, p.Tensor, qp.Tensor)
 			}
 		} else if n, ok := producer[p.Name]; ok {
 			if err := traceUnpack(quant, n, producer, qparams, &tr, unpack); err != nil {
@@ -466,4 +468,24 @@ func (r *Report) summary() []string {
 	}
 	lines = append(lines, r.Difference...)
 	return append(lines, r.Note)
+}
+
+// valuesDiffer reports whether two tensors hold different values. A tensor written back
+// by qtool may change representation (typed fields to raw_data, say) without changing a
+// value, which a protobuf comparison would call a change.
+func valuesDiffer(om, qm *onnxio.Model, a, b *onnxpb.TensorProto) bool {
+	if proto.Equal(a, b) {
+		return false
+	}
+	ta, errA := om.Tensor(a)
+	tb, errB := qm.Tensor(b)
+	if errA != nil || errB != nil || !slices.Equal(ta.Dims, tb.Dims) || len(ta.Float) != len(tb.Float) || !slices.Equal(ta.Int, tb.Int) {
+		return true
+	}
+	for i, v := range ta.Float {
+		if math.Float32bits(v) != math.Float32bits(tb.Float[i]) {
+			return true
+		}
+	}
+	return false
 }
