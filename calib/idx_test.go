@@ -1,10 +1,11 @@
 package calib
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/qtool/qtool/internal/testenv"
 )
 
 // idxPixels returns n images of h×w where pixel (i, y, x) is (7i + 3y + x) mod 256.
@@ -113,12 +114,7 @@ func TestIdxErrors(t *testing.T) {
 const fashionDir = "/usr/share/datasets/fashion-mnist"
 
 func needFashion(t testing.TB) {
-	if _, err := os.Stat(filepath.Join(fashionDir, "t10k-images-idx3-ubyte.gz")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Fashion-MNIST is missing under CI=true: %v", err)
-		}
-		t.Skip("Fashion-MNIST not installed: apt-get install dataset-fashion-mnist")
-	}
+	testenv.RequireFile(t, filepath.Join(fashionDir, "t10k-images-idx3-ubyte.gz"), "apt-get install dataset-fashion-mnist")
 }
 
 func TestIdxFashionMNIST(t *testing.T) {

@@ -1,9 +1,10 @@
 package calib
 
 import (
-	"os"
 	"slices"
 	"testing"
+
+	"github.com/qtool/qtool/internal/testenv"
 )
 
 // The files under ../testmodels are made by testmodels/make.py with NumPy from the same
@@ -11,12 +12,7 @@ import (
 
 func needFile(t *testing.T, path string) {
 	t.Helper()
-	if _, err := os.Stat(path); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is missing under CI=true: %v", path, err)
-		}
-		t.Skipf("%s not built yet: run testmodels/make.py", path)
-	}
+	testenv.RequireFile(t, path, "run testmodels/make.py")
 }
 
 // TestFMNISTCalibMatchesIdx: fmnist-calib.npz holds the first 1000 Fashion-MNIST test images

@@ -15,6 +15,8 @@ import (
 
 	"github.com/qtool/qtool/onnxio"
 	"github.com/qtool/qtool/onnxio/onnxpb"
+
+	"github.com/qtool/qtool/internal/testenv"
 )
 
 const conformanceDir = "/usr/share/libonnx-testdata/data/node"
@@ -23,13 +25,7 @@ const conformanceDir = "/usr/share/libonnx-testdata/data/node"
 // every asset must be installed.
 func requireAsset(t testing.TB, path, install string) {
 	t.Helper()
-	if _, err := os.Stat(path); err == nil {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is missing; CI must install it: %s", path, install)
-	}
-	t.Skipf("%s is missing; install it with: %s", path, install)
+	testenv.RequireFile(t, path, install)
 }
 
 // skips lists every reason a conformance test of a supported op may be skipped: a data

@@ -9,6 +9,8 @@ import (
 
 	"github.com/qtool/qtool/onnxio"
 	"github.com/qtool/qtool/onnxio/onnxpb"
+
+	"github.com/qtool/qtool/internal/testenv"
 )
 
 // onnxNodeData is where Debian's libonnx-testdata puts the ONNX node tests.
@@ -43,12 +45,7 @@ func fromOnnx(t *onnxio.Tensor) *Tensor {
 // executor, so that the kernels are checked against the conformance data on their own.
 // The engine's conformance runner checks the same tests through the executor.
 func TestElementwiseNodeSuite(t *testing.T) {
-	if _, err := os.Stat(onnxNodeData); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("ONNX conformance data missing (%v); install it with: apt-get install libonnx-testdata", err)
-		}
-		t.Skipf("ONNX conformance data missing (%v); install it with: apt-get install libonnx-testdata", err)
-	}
+	testenv.RequireFile(t, onnxNodeData, "apt-get install libonnx-testdata")
 	dirs, err := filepath.Glob(filepath.Join(onnxNodeData, "test_*"))
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/qtool/qtool/onnxio"
 	"github.com/qtool/qtool/onnxio/onnxpb"
+
+	"github.com/qtool/qtool/internal/testenv"
 )
 
 // bnInputs returns X, scale, B, mean and var (positive) for X of the given shape.
@@ -265,12 +267,7 @@ func TestInstanceNorm(t *testing.T) {
 // kernels.
 func TestOldOpsetConformanceData(t *testing.T) {
 	const dir = "/usr/share/libonnx-testdata/data/node"
-	if _, err := os.Stat(dir); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is missing; CI must install it: apt-get install libonnx-testdata", dir)
-		}
-		t.Skipf("%s is missing; install it with: apt-get install libonnx-testdata", dir)
-	}
+	testenv.RequireFile(t, dir, "apt-get install libonnx-testdata")
 	for _, name := range []string{"test_globalaveragepool", "test_globalaveragepool_precomputed",
 		"test_globalmaxpool", "test_globalmaxpool_precomputed", "test_instancenorm_epsilon", "test_instancenorm_example"} {
 		t.Run(name, func(t *testing.T) {

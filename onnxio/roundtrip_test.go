@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/proto"
+
+	"github.com/qtool/qtool/internal/testenv"
 )
 
 const conformanceDir = "/usr/share/libonnx-testdata/data"
@@ -16,13 +18,7 @@ const conformanceDir = "/usr/share/libonnx-testdata/data"
 // every asset must be installed.
 func requireAsset(t *testing.T, path, install string) {
 	t.Helper()
-	if _, err := os.Stat(path); err == nil {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is missing; CI must install it: %s", path, install)
-	}
-	t.Skipf("%s is missing; install it with: %s", path, install)
+	testenv.RequireFile(t, path, install)
 }
 
 // roundTrip saves m into dir twice, checks both saves are byte-identical, decodes the

@@ -18,6 +18,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/qtool/qtool/onnxio/onnxpb"
+
+	"github.com/qtool/qtool/internal/testenv"
 )
 
 const fmnistDir = "/usr/share/datasets/fashion-mnist"
@@ -110,12 +112,7 @@ func argmaxCorrect(logits []float32, labels []int64) int {
 
 func requireAsset(t *testing.T, path, install string) {
 	t.Helper()
-	if _, err := os.Stat(path); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s missing under CI=true: %s", path, install)
-		}
-		t.Skipf("%s not present; install with: %s", path, install)
-	}
+	testenv.RequireFile(t, path, install)
 }
 
 // readIdx reads a gzipped MNIST-format idx file of unsigned bytes.

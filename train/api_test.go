@@ -3,7 +3,6 @@ package train_test
 import (
 	"context"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +14,8 @@ import (
 	"github.com/qtool/qtool/engine/blas"
 	"github.com/qtool/qtool/onnxio"
 	"github.com/qtool/qtool/train"
+
+	"github.com/qtool/qtool/internal/testenv"
 )
 
 const (
@@ -29,12 +30,7 @@ var _ train.Batcher = (*calib.Batches)(nil)
 // need skips the test when an optional asset is missing, and fails it under CI=true.
 func need(t *testing.T, path, how string) {
 	t.Helper()
-	if _, err := os.Stat(path); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is missing under CI=true (%s): %v", path, how, err)
-		}
-		t.Skipf("%s is missing: %s", path, how)
-	}
+	testenv.RequireFile(t, path, how)
 }
 
 // inputOf describes the model's first input for calib.

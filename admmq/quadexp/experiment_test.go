@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/qtool/qtool/admmq"
+
+	"github.com/qtool/qtool/internal/testenv"
 )
 
 func tinyConfig() Config {
@@ -27,7 +29,7 @@ func gemms(t *testing.T) map[string]gemmFunc {
 	out := map[string]gemmFunc{"gonum": gonumDgemm()}
 	if g, _, err := openBLASDgemm(); err == nil {
 		out["openblas"] = g()
-	} else if os.Getenv("CI") == "true" {
+	} else if testenv.InCI() {
 		t.Fatalf("OpenBLAS must be present under CI=true: %v", err)
 	} else {
 		t.Logf("OpenBLAS not tested: %v (apt-get install libopenblas0)", err)

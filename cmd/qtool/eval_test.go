@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/qtool/qtool/internal/testenv"
 )
 
 const fmnistTestImages = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"
@@ -23,13 +25,7 @@ func runArgs(t *testing.T, args ...string) (stdout string, code int, err error) 
 
 func requireFile(t *testing.T, path, install string) {
 	t.Helper()
-	if _, err := os.Stat(path); err == nil {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is missing; CI must install it: %s", path, install)
-	}
-	t.Skipf("%s is missing; install it with: %s", path, install)
+	testenv.RequireFile(t, path, install)
 }
 
 // testmodelAccuracy reads the full-test-set accuracy that testmodels/make.py measured in

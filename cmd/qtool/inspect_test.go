@@ -14,6 +14,8 @@ import (
 
 	"github.com/qtool/qtool/onnxio"
 	"github.com/qtool/qtool/onnxio/onnxpb"
+
+	"github.com/qtool/qtool/internal/testenv"
 )
 
 // runQtool runs qtool in-process and returns stdout, the exit code, and the error main
@@ -265,10 +267,7 @@ func TestInspectErrors(t *testing.T) {
 func TestInspectTestModels(t *testing.T) {
 	paths, _ := filepath.Glob(filepath.Join("..", "..", "testmodels", "*.onnx"))
 	if len(paths) == 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("testmodels/ holds no .onnx file; CI must have them: run testmodels/make.py")
-		}
-		t.Skip("testmodels/ holds no .onnx file yet; they are made by testmodels/make.py")
+		testenv.Missing(t, "testmodels/ holds no .onnx file; they are made by testmodels/make.py")
 	}
 	for _, p := range paths {
 		out, code, err := runQtool(t, "inspect", "--json", p)
@@ -323,12 +322,7 @@ func TestInspectTestModels(t *testing.T) {
 // and each parameter's element count the number of values it decodes to.
 func TestInspectConformance(t *testing.T) {
 	const dir = "/usr/share/libonnx-testdata/data"
-	if _, err := os.Stat(dir); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is missing; CI must install it: apt-get install libonnx-testdata", dir)
-		}
-		t.Skipf("%s is missing; install it with: apt-get install libonnx-testdata", dir)
-	}
+	testenv.RequireFile(t, dir, "apt-get install libonnx-testdata")
 	paths, _ := filepath.Glob(filepath.Join(dir, "*", "*", "model.onnx"))
 	n, params := 0, 0
 	for _, p := range paths {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/qtool/qtool/export"
 	"github.com/qtool/qtool/onnxio"
+
+	"github.com/qtool/qtool/internal/testenv"
 )
 
 // writeBinarized exports testmodels/fmnist-mlp.onnx with every weight on ±1 (sign)
@@ -18,10 +20,7 @@ func writeBinarized(t *testing.T) (orig, quant string) {
 	orig = filepath.Join("..", "..", "testmodels", "fmnist-mlp.onnx")
 	m, err := onnxio.Load(orig)
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skipf("%v: run testmodels/make.py", err)
+		testenv.Missing(t, "%v: run testmodels/make.py", err)
 	}
 	var ws []export.Weight
 	for name, c := range m.ParamRoles() {

@@ -4,13 +4,14 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 
 	gblas "gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
+
+	"github.com/qtool/qtool/internal/testenv"
 )
 
 // requireOpenBLAS loads OpenBLAS or skips; under CI=true a missing library is
@@ -22,10 +23,7 @@ func requireOpenBLAS(t testing.TB) *OpenBLAS {
 	}
 	o, err := LoadOpenBLAS(Options{})
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true but OpenBLAS is not loadable: %v", err)
-		}
-		t.Skipf("OpenBLAS not available (%v); to run these tests: apt-get install libopenblas0", err)
+		testenv.Missing(t, "OpenBLAS not available (%v); to run these tests: apt-get install libopenblas0", err)
 	}
 	return o
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/qtool/qtool/internal/testenv"
 )
 
 // EnvLib names the environment variable holding the path of
@@ -76,10 +78,7 @@ func Require(t testing.TB) string {
 	t.Helper()
 	p, err := LibraryPath()
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true but onnxruntime is missing: %v", err)
-		}
-		t.Skipf("onnxruntime not available: %v", err)
+		testenv.Missing(t, "onnxruntime not available: %v", err)
 	}
 	if err := initialize(); err != nil {
 		t.Fatal(err)
