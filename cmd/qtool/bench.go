@@ -15,8 +15,9 @@ import (
 
 func benchCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "bench",
-		Usage: "reproduce the paper's experiments",
+		Name:      "bench",
+		Usage:     "reproduce the paper's experiments",
+		UsageText: "qtool bench quadratic [flags]\n\nExample:\n   qtool bench quadratic --quick --out /tmp/q",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "quadratic",
