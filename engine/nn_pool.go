@@ -382,8 +382,10 @@ func maxPool2x2(g *nnGeom, x, y []float32) {
 		r0 := x[2*o1*W : 2*o1*W+2*ow]
 		r1 := x[(2*o1+1)*W : (2*o1+1)*W+2*ow]
 		yr := y[o1*ow : (o1+1)*ow]
+		r0, r1 = r0[:2*len(yr)], r1[:2*len(yr)]
 		for o2 := range yr {
-			yr[o2] = max(r0[2*o2], r0[2*o2+1], r1[2*o2], r1[2*o2+1])
+			i := 2 * o2
+			yr[o2] = max(max(r0[i], r0[i+1]), max(r1[i], r1[i+1]))
 		}
 	}
 }
