@@ -219,10 +219,9 @@ func buildUnsqueeze(n *Node) (Kernel, error) {
 
 // transposeKernel permutes the axes.
 type transposeKernel struct {
-	n       *Node
-	perm    []int64
-	st, idx []int // scratch
-	ss      []int
+	n    *Node
+	perm []int64
+	stridedView
 }
 
 func buildTranspose(n *Node) (Kernel, error) {
@@ -286,11 +285,7 @@ func (k *transposeKernel) strides(inShape, outShape []int) {
 
 func (k *transposeKernel) Forward(_ *Context, in, out []*Tensor) error {
 	k.strides(in[0].Shape, out[0].Shape)
-	if in[0].DType == Int64 {
-		viewCopy(false, out[0].I, 0, k.ss, in[0].I, 0, k.st, out[0].Shape, k.idx)
-	} else {
-		viewCopy(false, out[0].F, 0, k.ss, in[0].F, 0, k.st, out[0].Shape, k.idx)
-	}
+	k.copyForward(in[0], out[0])
 	return nil
 }
 
@@ -299,7 +294,7 @@ func (k *transposeKernel) Backward(_ *Context, in, out, gout, gin []*Tensor) err
 		return nil
 	}
 	k.strides(in[0].Shape, out[0].Shape)
-	viewCopy(true, gin[0].F, 0, k.st, gout[0].F, 0, k.ss, out[0].Shape, k.idx)
+	k.addBackward(gin[0], gout[0])
 	return nil
 }
 

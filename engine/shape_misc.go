@@ -162,8 +162,8 @@ func (k *castKernel) Retains() (in, out []bool) { return []bool{false}, []bool{f
 
 // expandKernel broadcasts its input to a shape.
 type expandKernel struct {
-	n           *Node
-	st, ss, idx []int
+	n *Node
+	stridedView
 }
 
 func buildExpand(n *Node) (Kernel, error) { return &expandKernel{n: n}, nil }
@@ -214,11 +214,7 @@ func (k *expandKernel) strides(src, dst []int) {
 
 func (k *expandKernel) Forward(_ *Context, in, out []*Tensor) error {
 	k.strides(in[0].Shape, out[0].Shape)
-	if in[0].DType == Int64 {
-		viewCopy(false, out[0].I, 0, k.ss, in[0].I, 0, k.st, out[0].Shape, k.idx)
-	} else {
-		viewCopy(false, out[0].F, 0, k.ss, in[0].F, 0, k.st, out[0].Shape, k.idx)
-	}
+	k.copyForward(in[0], out[0])
 	return nil
 }
 
@@ -227,8 +223,28 @@ func (k *expandKernel) Backward(_ *Context, in, out, gout, gin []*Tensor) error 
 		return nil
 	}
 	k.strides(in[0].Shape, out[0].Shape)
-	viewCopy(true, gin[0].F, 0, k.st, gout[0].F, 0, k.ss, out[0].Shape, k.idx)
+	k.addBackward(gin[0], gout[0])
 	return nil
+}
+
+// stridedView is what Transpose and Expand share: the output is the input read through
+// strides st (0 for broadcast axes), so the forward pass is one strided copy and the
+// backward pass the same walk in reverse, accumulating. ss holds the output's strides and
+// idx is the walk's counter; the kernels fill both per call from the shapes.
+type stridedView struct {
+	st, ss, idx []int
+}
+
+func (v *stridedView) copyForward(in, out *Tensor) {
+	if in.DType == Int64 {
+		viewCopy(false, out.I, 0, v.ss, in.I, 0, v.st, out.Shape, v.idx)
+	} else {
+		viewCopy(false, out.F, 0, v.ss, in.F, 0, v.st, out.Shape, v.idx)
+	}
+}
+
+func (v *stridedView) addBackward(gin, gout *Tensor) {
+	viewCopy(true, gin.F, 0, v.st, gout.F, 0, v.ss, gout.Shape, v.idx)
 }
 
 func (k *expandKernel) Retains() (in, out []bool) { return []bool{false, false}, []bool{false} }
