@@ -145,6 +145,14 @@ func (n *Node) HasInput(i int) bool {
 	return i < len(in) && in[i] != ""
 }
 
+// Optional returns in[i] when the node gives optional input i, and nil otherwise.
+func (n *Node) Optional(in []*Tensor, i int) *Tensor {
+	if i < len(in) && in[i] != nil && n.HasInput(i) {
+		return in[i]
+	}
+	return nil
+}
+
 func (n *Node) attr(name string) *onnxpb.AttributeProto {
 	for _, a := range n.Proto.GetAttribute() {
 		if a.GetName() == name {

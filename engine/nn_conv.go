@@ -99,10 +99,7 @@ func (k *convKernel) dims(x, w []int, b *Tensor) (convDims, error) {
 }
 
 func (k *convKernel) bias(in []*Tensor) *Tensor {
-	if len(in) > 2 && in[2] != nil && k.n.HasInput(2) {
-		return in[2]
-	}
-	return nil
+	return k.n.Optional(in, 2)
 }
 
 func (k *convKernel) Infer(in []*Tensor) ([]*Tensor, error) {

@@ -137,10 +137,7 @@ func (k *convTransposeKernel) splitPads(g *nnGeom, j, total int) {
 }
 
 func (k *convTransposeKernel) bias(in []*Tensor) *Tensor {
-	if len(in) > 2 && in[2] != nil && k.n.HasInput(2) {
-		return in[2]
-	}
-	return nil
+	return k.n.Optional(in, 2)
 }
 
 func (k *convTransposeKernel) Infer(in []*Tensor) ([]*Tensor, error) {

@@ -24,10 +24,7 @@ func buildGemm(n *Node) (Kernel, error) {
 }
 
 func (k *gemmKernel) c(in []*Tensor) *Tensor {
-	if len(in) > 2 && in[2] != nil && k.n.HasInput(2) {
-		return in[2]
-	}
-	return nil
+	return k.n.Optional(in, 2)
 }
 
 // dims returns M, N, K and C's shape padded to two dimensions.

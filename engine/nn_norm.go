@@ -443,8 +443,8 @@ func (k *layerNormKernel) Retains() (inputs, outputs []bool) {
 }
 
 func (k *layerNormKernel) bias(in []*Tensor) []float32 {
-	if len(in) > 2 && in[2] != nil && k.n.HasInput(2) {
-		return in[2].F
+	if b := k.n.Optional(in, 2); b != nil {
+		return b.F
 	}
 	return nil
 }
