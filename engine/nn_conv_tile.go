@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+)
+
+// The tile kernel is the inner loop of the direct convolution path (nn_conv_direct.go):
+// an 8-row block of output channels times two panels of up to 16 columns each (output
+// pixels, or weight-gradient columns), summed over k. Each panel has its own source and
+// destination, so that the two halves of one call may belong to different images:
+// planes of 4×4 or 7×7 pixels fill whole registers that way.
+//
+// Its contract, for r in [0, 8), panel p in {0, 1} and lane j in [0, 16) with bit j of
+// mask m_p set:
+//
+//	c_p[r·ldc + j] = init + Σ_{i<k} a[8i + r] · b_p[i·ldb + j]
+//
+// where init is c_p[r·ldc + j] itself with tileAdd, else bias[r] (zero when bias is
+// nil); with tileRelu the result is then passed through Relu (every value whose sign bit
+// is set becomes +0, as the Relu kernel does). Lanes whose mask bit is clear are neither
+// read nor written.
+const (
+	tileAdd  = 1
+	tileRelu = 2
+)
+
+// convTileGeneric is the portable statement of the tile kernel's contract; the assembly
+// kernel is tested against it.
+func convTileGeneric(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags int) {
+	convTileCheck(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1)
+	for p, pan := range [2]struct {
+		b, c []float32
+		m    uint64
+	}{{b0, c0, m0}, {b1, c1, m1}} {
+		_ = p
+		for r := 0; r < 8; r++ {
+			for j := 0; j < 16; j++ {
+				if pan.m&(1<<j) == 0 {
+					continue
+				}
+				var s float32
+				switch {
+				case flags&tileAdd != 0:
+					s = pan.c[r*ldc+j]
+				case bias != nil:
+					s = bias[r]
+				}
+				for i := 0; i < k; i++ {
+					s = float32(math.FMA(float64(a[8*i+r]), float64(pan.b[i*ldb+j]), float64(s)))
+				}
+				if flags&tileRelu != 0 {
+					u := int32(math.Float32bits(s))
+					s = math.Float32frombits(uint32(u &^ (u >> 31)))
+				}
+				pan.c[r*ldc+j] = s
+			}
+		}
+	}
+}
+
+// convTileCheck panics (the executor turns that into an error naming the node) when a
+// tile would reach outside one of its slices: the assembly kernel works on raw pointers.
+func convTileCheck(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64) {
+	if k < 0 || m0>>16 != 0 || m1>>16 != 0 || len(a) < 8*k || (bias != nil && len(bias) < 8) ||
+		!tileFits(b0, k, ldb, m0) || !tileFits(b1, k, ldb, m1) || !tileFits(c0, 8, ldc, m0) || !tileFits(c1, 8, ldc, m1) {
+		panic(fmt.Sprintf("conv tile out of range: k=%d len(a)=%d ldb=%d ldc=%d masks %#x %#x lens %d %d %d %d",
+			k, len(a), ldb, ldc, m0, m1, len(b0), len(b1), len(c0), len(c1)))
+	}
+}
+
+// tileFits reports whether rows 0..rows-1 at stride ld of the lanes in mask lie inside
+// s; an empty mask touches nothing, but the pointer taken from s must still exist.
+func tileFits(s []float32, rows, ld int, mask uint64) bool {
+	if len(s) == 0 {
+		return false
+	}
+	if mask == 0 || rows == 0 {
+		return true
+	}
+	return ld >= 0 && (rows-1)*ld+bits.Len64(mask) <= len(s)
+}

@@ -1,0 +1,117 @@
+package engine
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestConvTile checks the tile kernel in use (assembly where the CPU has it) and the
+// portable one against a float64 sum, over depths, strides, masks, the add and Relu
+// flags and a nil bias, and checks that lanes outside the masks are left alone.
+func TestConvTile(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	impls := []struct {
+		name string
+		f    func(int, []float32, []float32, []float32, int, []float32, []float32, int, []float32, uint64, uint64, int)
+	}{{"generic", convTileGeneric}}
+	if convTileOK() {
+		impls = append(impls, struct {
+			name string
+			f    func(int, []float32, []float32, []float32, int, []float32, []float32, int, []float32, uint64, uint64, int)
+		}{"assembly", convTile})
+	} else {
+		t.Log("no AVX-512: checking the portable kernel only")
+	}
+	masks := []uint64{0xffff, 0x1, 0x7fff, 0x8001, 0}
+	for _, im := range impls {
+		for trial := 0; trial < 300; trial++ {
+			k := []int{0, 1, 2, 9, 31, 144}[trial%6]
+			ldb := 16 + r.IntN(40)
+			ldc := 16 + r.IntN(40)
+			m0, m1 := masks[r.IntN(len(masks))], masks[r.IntN(len(masks))]
+			flags := r.IntN(4)
+			a := make([]float32, 8*k+1)
+			b0 := make([]float32, max(k, 1)*ldb)
+			b1 := make([]float32, max(k, 1)*ldb)
+			c0 := make([]float32, 8*ldc)
+			c1 := make([]float32, 8*ldc)
+			for _, s := range [][]float32{a, b0, b1, c0, c1} {
+				for i := range s {
+					s[i] = r.Float32()*2 - 1
+				}
+			}
+			var bias []float32
+			if trial%3 != 0 {
+				bias = make([]float32, 8)
+				for i := range bias {
+					bias[i] = r.Float32()*2 - 1
+				}
+			}
+			old0, old1 := append([]float32(nil), c0...), append([]float32(nil), c1...)
+			im.f(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags)
+			for p, pan := range []struct {
+				b, c, old []float32
+				m         uint64
+			}{{b0, c0, old0, m0}, {b1, c1, old1, m1}} {
+				for i := range pan.c {
+					rr, j := i/ldc, i%ldc
+					if j >= 16 || pan.m&(1<<j) == 0 {
+						if math.Float32bits(pan.c[i]) != math.Float32bits(pan.old[i]) {
+							t.Fatalf("%s trial %d: panel %d wrote masked-out c[%d]", im.name, trial, p, i)
+						}
+						continue
+					}
+					var want, mag float64
+					switch {
+					case flags&tileAdd != 0:
+						want = float64(pan.old[i])
+					case bias != nil:
+						want = float64(bias[rr])
+					}
+					mag = math.Abs(want)
+					for q := 0; q < k; q++ {
+						v := float64(a[8*q+rr]) * float64(pan.b[q*ldb+j])
+						want += v
+						mag += math.Abs(v)
+					}
+					if flags&tileRelu != 0 && want < 0 {
+						want = 0
+					}
+					got := float64(pan.c[i])
+					if math.Abs(got-want) > float64(k+1)*6e-8*mag+1e-30 {
+						t.Fatalf("%s trial %d (k=%d flags=%d): panel %d c[%d,%d] = %g, want %g", im.name, trial, k, flags, p, rr, j, got, want)
+					}
+					if flags&tileRelu != 0 && math.Signbit(got) {
+						t.Fatalf("%s trial %d: Relu left a negative zero or value %g", im.name, trial, got)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestConvTileReluNaN checks that the fused Relu treats NaN as the Relu kernel does:
+// a NaN with its sign bit clear passes, one with it set becomes +0.
+func TestConvTileReluNaN(t *testing.T) {
+	if !convTileOK() {
+		t.Skip("no AVX-512 tile kernel on this CPU; the portable kernel is the definition")
+	}
+	pos := math.Float32frombits(0x7fc00001)
+	neg := math.Float32frombits(0xffc00001)
+	a := []float32{1, 1, 1, 1, 1, 1, 1, 1}
+	b := make([]float32, 16)
+	b[0], b[1], b[2] = pos, neg, float32(math.Copysign(0, -1))
+	c0, c1 := make([]float32, 8*16), make([]float32, 8*16)
+	g0, g1 := make([]float32, 8*16), make([]float32, 8*16)
+	convTile(1, a, b, b, 16, c0, c1, 16, nil, 0xffff, 0xffff, tileRelu)
+	convTileGeneric(1, a, b, b, 16, g0, g1, 16, nil, 0xffff, 0xffff, tileRelu)
+	for i := range c0 {
+		if math.Float32bits(c0[i]) != math.Float32bits(g0[i]) || math.Float32bits(c1[i]) != math.Float32bits(g1[i]) {
+			t.Fatalf("lane %d: assembly %#x %#x, portable %#x %#x", i, math.Float32bits(c0[i]), math.Float32bits(c1[i]), math.Float32bits(g0[i]), math.Float32bits(g1[i]))
+		}
+	}
+	if c0[0] == c0[0] || c0[1] != 0 || math.Float32bits(c0[1]) != 0 || math.Float32bits(c0[2]) != 0 {
+		t.Fatalf("Relu of NaN, −NaN, −0 gave %v %v %v", c0[0], c0[1], c0[2])
+	}
+}
