@@ -20,6 +20,9 @@ type convKernel struct {
 	ybuf []float32     // output (gradient) planes of a chunk, items side by side
 	tab  nnGatherTable // im2col index lists of the last 2-D geometry that uses them
 	gws  [][]float32   // depthwise weight-gradient partial sums of workers 1..
+
+	direct   convDirect // the direct path's packed weights and worker scratch
+	noDirect bool       // tests: force im2col + Sgemm even where the direct path runs
 }
 
 // nnColBudget is the number of float32 values a chunk's column matrix and output planes
@@ -208,6 +211,10 @@ func (k *convKernel) run(ctx *Context, x, w, b, y *Tensor, act *nnClamp) error {
 	var bias []float32
 	if b != nil {
 		bias = b.F
+	}
+	if k.directOK(&d) {
+		k.forwardDirect(ctx, &d, x.F, w.F, bias, y.F, act)
+		return nil
 	}
 	k.forwardGemm(ctx, &d, x.F, w.F, bias, y.F, act)
 	return nil
@@ -400,6 +407,10 @@ func (k *convKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error 
 	}
 	if d.depthwise {
 		k.backwardDepthwise(ctx, &d, in[0].F, in[1].F, gy.F, gx, gw)
+		return nil
+	}
+	if k.directOK(&d) {
+		k.backwardDirect(ctx, &d, in[0].F, in[1].F, gy.F, gx, gw)
 		return nil
 	}
 	g := &d.g

@@ -1,0 +1,141 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// directCases adds to convCases the shapes the direct path treats specially: output
+// channel counts that are not multiples of 8 (tiles through the landing area), planes
+// with an odd number of 16-pixel panels (two images per work item, and a batch whose
+// last item is alone), planes of one pixel, pointwise layers with groups, and the
+// fmnist layers.
+var directCases = append([]convCase{
+	{name: "m13_odd_batch", x: []int{5, 3, 9, 11}, w: []int{13, 3, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+	{name: "m1_one_item", x: []int{1, 2, 6, 6}, w: []int{1, 2, 3, 3}, pads: []int{1, 1, 1, 1}},
+	{name: "one_pixel", x: []int{3, 4, 3, 3}, w: []int{10, 4, 3, 3}, bias: true},
+	{name: "pointwise_group2", x: []int{3, 6, 5, 7}, w: []int{10, 3, 1, 1}, group: 2, bias: true},
+	{name: "pointwise_m20", x: []int{2, 17, 4, 4}, w: []int{20, 17, 1, 1}},
+	{name: "fmnist_conv2", x: []int{4, 16, 14, 14}, w: []int{32, 16, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+	{name: "fmnist_stride2", x: []int{3, 32, 7, 7}, w: []int{64, 32, 3, 3}, strides: []int{2, 2}, pads: []int{1, 1, 1, 1}},
+	{name: "fmnist_conv1", x: []int{3, 1, 28, 28}, w: []int{16, 1, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+}, convCases...)
+
+// TestConvDirectMatchesGemm runs every case through the direct path and through im2col
+// + Sgemm with gonum's BLAS, forward (plain, with Relu and with Clip fused) and backward,
+// and checks both against the float64 reference convolution and against each other.
+func TestConvDirectMatchesGemm(t *testing.T) {
+	if !convTileOK() {
+		t.Skip("no AVX-512 tile kernel on this CPU: the direct path does not run")
+	}
+	for _, c := range directCases {
+		for _, workers := range []int{1, 2, 3} {
+			t.Run(fmt.Sprintf("%s/w%d", c.name, workers), func(t *testing.T) {
+				r := rand.New(rand.NewPCG(5, uint64(workers)))
+				n, strides, dil, pads := c.node(11)
+				in := c.inputs(r)
+				var b []float64
+				if c.bias {
+					b = nnt64(in[2].F)
+				}
+				want, _ := refConv(nnt64(in[0].F), c.x, nnt64(in[1].F), c.w, b, max(c.group, 1), strides, dil, pads)
+				direct := nntBuild(t, n).(*convKernel)
+				gemm := nntBuild(t, n).(*convKernel)
+				gemm.noDirect = true
+				ctx := nntGoCtx(workers)
+				d, err := direct.dims(c.x, c.w, n.Optional(in, 2))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !d.depthwise && !direct.directOK(&d) {
+					t.Fatal("the direct path does not take this case")
+				}
+				for _, act := range []*nnClamp{nil, {relu: true}, {lo: -0.5, hi: 0.75}} {
+					wantAct := append([]float64(nil), want...)
+					if act != nil {
+						for i, v := range wantAct {
+							if act.relu {
+								wantAct[i] = max(v, 0)
+							} else {
+								wantAct[i] = min(max(v, float64(act.lo)), float64(act.hi))
+							}
+						}
+					}
+					outs := [2][]float32{}
+					for j, k := range []*convKernel{direct, gemm} {
+						y := nntRun(t, k, ctx, in)[0]
+						for i := range y.F {
+							y.F[i] = float32(math.NaN())
+						}
+						if err := k.run(ctx, in[0], in[1], n.Optional(in, 2), y, act); err != nil {
+							t.Fatal(err)
+						}
+						outs[j] = y.F
+						nntClose(t, fmt.Sprintf("Y (path %d, act %v)", j, act), y.F, wantAct, 1e-5, 1e-5)
+					}
+					nntClose(t, "direct vs gemm", outs[0], nnt64(outs[1]), 1e-5, 1e-5)
+				}
+
+				out := nntRun(t, direct, ctx, in)
+				gy := nntRand(r, out[0].Shape, -1, 1)
+				grads := [2][]*Tensor{}
+				for j, k := range []*convKernel{direct, gemm} {
+					grads[j] = convGrads(t, k, ctx, in, out, gy, false)
+				}
+				// The gradients of X and W are sums of up to n products, rounded in a
+				// different order on each path; they may differ by 2·n·u times the sum
+				// of the terms' magnitudes, which is the gradient of |X|, |W| at |gy|.
+				mag := convGrads(t, gemm, ctx, convAbs(in), out, convAbs([]*Tensor{gy})[0], true)
+				terms := out[0].Len()/out[0].Shape[1] + in[1].Len()
+				for i := range in {
+					for e, v := range grads[0][i].F {
+						tol := 2*float64(terms)*0x1p-24*float64(mag[i].F[e]) + 1e-6
+						if d := math.Abs(float64(v) - float64(grads[1][i].F[e])); d > tol {
+							t.Fatalf("gradient of input %d [%d]: direct %g, gemm %g (difference %.3g > %.3g)", i, e, v, grads[1][i].F[e], d, tol)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// convGrads runs k's Backward at gy into gradients pre-filled with random values (or
+// zeros with zero set), which Backward must add to, and returns them minus those values.
+func convGrads(t *testing.T, k *convKernel, ctx *Context, in, out []*Tensor, gy *Tensor, zero bool) []*Tensor {
+	t.Helper()
+	gin := make([]*Tensor, len(in))
+	start := make([]*Tensor, len(in))
+	for i := range gin {
+		if zero {
+			gin[i] = NewFloat(in[i].Shape, make([]float32, in[i].Len()))
+		} else {
+			gin[i] = nntRand(rand.New(rand.NewPCG(9, uint64(i))), in[i].Shape, -1, 1)
+		}
+		start[i] = NewFloat(in[i].Shape, append([]float32(nil), gin[i].F...))
+	}
+	if err := k.Backward(ctx, in, out, []*Tensor{gy}, gin); err != nil {
+		t.Fatal(err)
+	}
+	for i := range gin {
+		for e := range gin[i].F {
+			gin[i].F[e] -= start[i].F[e]
+		}
+	}
+	return gin
+}
+
+// convAbs returns copies of the tensors with every value replaced by its magnitude.
+func convAbs(in []*Tensor) []*Tensor {
+	out := make([]*Tensor, len(in))
+	for i, x := range in {
+		f := make([]float32, len(x.F))
+		for j, v := range x.F {
+			f[j] = float32(math.Abs(float64(v)))
+		}
+		out[i] = NewFloat(x.Shape, f)
+	}
+	return out
+}
