@@ -74,14 +74,14 @@ func convBNParams(g *Graph) [][]string {
 	return out
 }
 
-// convBNAct returns the Relu or Clip node that reads the output of the
+// convBNAct returns the Relu, Clip or HardSwish node that reads the output of the
 // BatchNormalization after Conv node i.
 func convBNAct(g *Graph, i int) (gnode, bool) {
 	if i+2 >= len(g.nodes) {
 		return gnode{}, false
 	}
 	a := g.nodes[i+2]
-	return a, (a.op == "Relu" || a.op == "Clip") && a.in[0] == g.nodes[i+1].out[0]
+	return a, (a.op == "Relu" || a.op == "Clip" || a.op == "HardSwish") && a.in[0] == g.nodes[i+1].out[0]
 }
 
 // TestFuseConvBNMatchesUnfused checks that inference plans of the convolutional test
@@ -122,6 +122,24 @@ func TestFuseConvBNMatchesUnfused(t *testing.T) {
 			}
 			if f, _ := fusedSteps(plain); f != 0 {
 				t.Errorf("unfused graph has %d fused steps", f)
+			}
+			// Every MaxPool of these models reads a fused step's activation alone.
+			pools, fusedPools := 0, 0
+			for _, gn := range fused.nodes {
+				if gn.op == "MaxPool" {
+					pools++
+				}
+			}
+			for _, st := range fused.last.steps {
+				if k, ok := st.node.k.(*convBNKernel); ok && k.pool != nil {
+					fusedPools++
+				}
+				if _, ok := st.node.k.(*poolKernel); ok {
+					t.Errorf("fused plan still runs MaxPool %q apart", st.node.n.Name())
+				}
+			}
+			if fusedPools != pools {
+				t.Errorf("fused plan pools in %d Conv steps, the model has %d MaxPools", fusedPools, pools)
 			}
 		})
 	}

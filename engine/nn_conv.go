@@ -22,6 +22,7 @@ type convKernel struct {
 	gws  [][]float32   // depthwise weight-gradient partial sums of workers 1..
 
 	direct   convDirect // the direct path's packed weights and worker scratch
+	full     []float32  // a fused MaxPool's input when the direct path cannot pool
 	noDirect bool       // tests: force im2col + Sgemm even where the direct path runs
 }
 
@@ -135,17 +136,20 @@ func nnScratch(bufs [][]float32, nw, size int) [][]float32 {
 }
 
 func (k *convKernel) Forward(ctx *Context, in, out []*Tensor) error {
-	return k.run(ctx, in[0], in[1], k.bias(in), out[0], nil)
+	return k.run(ctx, in[0], in[1], k.bias(in), out[0], nil, nil)
 }
 
-// nnClamp bounds a convolution's output to [lo, hi] as Clip does, or applies Relu, in
-// the pass that writes it.
+// nnClamp is the activation a fused convolution applies to its output in the pass that
+// writes it: Clip to [lo, hi], Relu, or HardSwish v·clamp(a·v + b, 0, 1), each computed
+// exactly as its own kernel computes it.
 type nnClamp struct {
 	lo, hi float32
 	relu   bool // Relu's exact semantics instead of lo and hi
+	swish  bool // HardSwish with slope a and offset b instead of lo and hi
+	a, b   float32
 }
 
-// apply sets dst = clamp(src + bias) in one pass (dst may be src).
+// apply sets dst = act(src + bias) in one pass (dst may be src).
 func (c *nnClamp) apply(dst, src []float32, bias float32) {
 	dst = dst[:len(src)]
 	if c.relu {
@@ -160,29 +164,64 @@ func (c *nnClamp) apply(dst, src []float32, bias float32) {
 	for i, v := range src {
 		dst[i] = v + bias
 	}
-	clipBits(dst, dst, c.lo, c.hi)
+	c.applyNoBias(dst, dst)
 }
 
 // applyNoBias is apply without a bias: adding zero would turn −0 into +0.
 func (c *nnClamp) applyNoBias(dst, src []float32) {
-	if c.relu {
-		dst = dst[:len(src)]
+	dst = dst[:len(src)]
+	switch {
+	case c.relu:
 		for i, v := range src {
 			u := int32(math.Float32bits(v))
 			dst[i] = math.Float32frombits(uint32(u &^ (u >> 31)))
 		}
-		return
+	case c.swish:
+		// As the HardSwish kernel: the clamp to [0, 1] on bit patterns, so that NaN and
+		// −∞ still give NaN through the product.
+		const one = 0x3f800000 // bits of 1
+		a, b := c.a, c.b
+		for i, v := range src {
+			t := int32(math.Float32bits(a*v + b))
+			dst[i] = v * math.Float32frombits(uint32(min(max(t, 0), one)))
+		}
+	default:
+		clipBits(src, dst, c.lo, c.hi)
 	}
-	clipBits(src, dst, c.lo, c.hi)
 }
 
 // run is Forward with the weight and the (possibly nil) bias given apart from the node's
 // inputs, so that a fused plan step can substitute folded ones, and with an optional
 // clamp of the output.
-func (k *convKernel) run(ctx *Context, x, w, b, y *Tensor, act *nnClamp) error {
+//
+// With pool set, y is the output of that MaxPool applied to the convolution's output,
+// which then exists only a few images at a time in the workers' buffers (2×2 windows on
+// the direct path) or in the kernel's own buffer.
+func (k *convKernel) run(ctx *Context, x, w, b, y *Tensor, act *nnClamp, pool *poolKernel) error {
 	d, err := k.dims(x.Shape, w.Shape, b)
 	if err != nil {
 		return err
+	}
+	if pool != nil {
+		full := append([]int{d.N, d.M}, d.g.outShape()...)
+		pg, err := pool.geom(full)
+		if err != nil {
+			return err
+		}
+		if !k.directOK(&d) || !pool.poolable(&pg) {
+			k.full = nnGrow(k.full, numel(full))
+			ft := NewFloat(full, k.full[:numel(full)])
+			if err := k.run(ctx, x, w, b, ft, act, nil); err != nil {
+				return err
+			}
+			return pool.Forward(ctx, []*Tensor{ft}, []*Tensor{y})
+		}
+		var bias []float32
+		if b != nil {
+			bias = b.F
+		}
+		k.forwardDirect(ctx, &d, x.F, w.F, bias, y.F, act, &pg)
+		return nil
 	}
 	if d.depthwise {
 		k.forwardDepthwise(ctx, &d, x.F, w.F, y.F)
@@ -213,7 +252,7 @@ func (k *convKernel) run(ctx *Context, x, w, b, y *Tensor, act *nnClamp) error {
 		bias = b.F
 	}
 	if k.directOK(&d) {
-		k.forwardDirect(ctx, &d, x.F, w.F, bias, y.F, act)
+		k.forwardDirect(ctx, &d, x.F, w.F, bias, y.F, act, nil)
 		return nil
 	}
 	k.forwardGemm(ctx, &d, x.F, w.F, bias, y.F, act)

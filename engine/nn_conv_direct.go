@@ -21,6 +21,7 @@ type convWork struct {
 	colT []float32 // one column matrix transposed, O × CgK
 	gyp  []float32 // output gradient rows packed for the tile kernel
 	tile []float32 // 8 × 32 landing area for tiles with fewer than 8 valid rows
+	ybuf []float32 // output planes of one block before a fused MaxPool
 	gw   []float32 // weight-gradient partial sum (workers 1..)
 	pan  []convPanel
 }
@@ -169,8 +170,10 @@ func blockImages(O int) int {
 	return 1
 }
 
-// forwardDirect is Forward on the direct path: y = W ∗ x + bias, then Relu or Clip.
-func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []float32, act *nnClamp) {
+// forwardDirect is Forward on the direct path: y = W ∗ x + bias, then the activation;
+// with pg set, y is instead the 2×2 max pool of that (pg is the pool's geometry), made
+// per block of images from the worker's buffer while it is in cache.
+func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []float32, act *nnClamp, pg *nnGeom) {
 	g := &d.g
 	O, isz := g.outSize(), g.inSize()
 	CgK := d.Cg * g.kSize()
@@ -201,21 +204,30 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []fl
 	blocks := (d.N + G - 1) / G
 	nw := nnWorkers(ctx, blocks)
 	work := c.workers(nw)
-	if !d.pointwise {
-		for i := range work {
+	for i := range work {
+		if !d.pointwise {
 			work[i].col = nnGrow(work[i].col, G*CgK*O)
+		}
+		if pg != nil {
+			work[i].ybuf = nnGrow(work[i].ybuf, G*d.M*O)
 		}
 	}
 	nnEach(ctx, nw, blocks, func(wk, lo, hi int) {
 		wr := &work[wk]
 		for blk := lo; blk < hi; blk++ {
 			i0, i1 := blk*G, min((blk+1)*G, d.N)
+			// dst holds the block's output planes: y itself, or the worker's buffer
+			// that the pool reads.
+			dst, base := y, 0
+			if pg != nil {
+				dst, base = wr.ybuf[:(i1-i0)*d.M*O], i0
+			}
 			for grp := 0; grp < k.group; grp++ {
 				src, ldb := x, O
 				wr.pan = wr.pan[:0]
 				for i := i0; i < i1; i++ {
 					xo := (i*d.C + grp*d.Cg) * isz
-					yo := (i*d.M + grp*d.Mg) * O
+					yo := ((i-base)*d.M + grp*d.Mg) * O
 					if d.pointwise {
 						wr.pan = panels(wr.pan, xo, yo, O)
 						continue
@@ -235,11 +247,17 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []fl
 				if bp != nil {
 					bs = bp[grp*RB*8 : (grp+1)*RB*8]
 				}
-				wr.multiply(CgK, d.Mg, c.wp[grp*RB*CgK*8:(grp+1)*RB*CgK*8], bs, src, ldb, y, O, wr.pan, flags)
+				wr.multiply(CgK, d.Mg, c.wp[grp*RB*CgK*8:(grp+1)*RB*CgK*8], bs, src, ldb, dst, O, wr.pan, flags)
 			}
+			yb := dst[(i0-base)*d.M*O : (i1-base)*d.M*O]
 			if act != nil && !act.relu {
-				yb := y[i0*d.M*O : i1*d.M*O]
 				act.applyNoBias(yb, yb)
+			}
+			if pg != nil {
+				PO := pg.outSize()
+				for p := 0; p < (i1-i0)*d.M; p++ {
+					maxPool2x2(pg, yb[p*O:(p+1)*O], y[(i0*d.M+p)*PO:(i0*d.M+p+1)*PO])
+				}
 			}
 		}
 	})

@@ -52,12 +52,14 @@ func TestConvDirectMatchesGemm(t *testing.T) {
 				if !d.depthwise && !direct.directOK(&d) {
 					t.Fatal("the direct path does not take this case")
 				}
-				for _, act := range []*nnClamp{nil, {relu: true}, {lo: -0.5, hi: 0.75}} {
+				for _, act := range []*nnClamp{nil, {relu: true}, {lo: -0.5, hi: 0.75}, {swish: true, a: 1.0 / 6, b: 0.5}} {
 					wantAct := append([]float64(nil), want...)
 					if act != nil {
 						for i, v := range wantAct {
 							if act.relu {
 								wantAct[i] = max(v, 0)
+							} else if act.swish {
+								wantAct[i] = v * min(max(v/6+0.5, 0), 1)
 							} else {
 								wantAct[i] = min(max(v, float64(act.lo)), float64(act.hi))
 							}
@@ -69,7 +71,7 @@ func TestConvDirectMatchesGemm(t *testing.T) {
 						for i := range y.F {
 							y.F[i] = float32(math.NaN())
 						}
-						if err := k.run(ctx, in[0], in[1], n.Optional(in, 2), y, act); err != nil {
+						if err := k.run(ctx, in[0], in[1], n.Optional(in, 2), y, act, nil); err != nil {
 							t.Fatal(err)
 						}
 						outs[j] = y.F
@@ -138,4 +140,66 @@ func convAbs(in []*Tensor) []*Tensor {
 		out[i] = NewFloat(x.Shape, f)
 	}
 	return out
+}
+
+// TestConvFusedPool checks a Conv with a MaxPool fused after its activation, on the
+// direct path (2×2 windows, pooled per block of images) and on the fallback through the
+// kernel's own buffer (3×3 windows, and im2col + Sgemm), against the float64 reference
+// convolution pooled by hand.
+func TestConvFusedPool(t *testing.T) {
+	cases := []struct {
+		c    convCase
+		k, s int
+	}{
+		{convCase{name: "cnn_conv1", x: []int{5, 1, 28, 28}, w: []int{16, 1, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true}, 2, 2},
+		{convCase{name: "odd_plane", x: []int{3, 3, 7, 9}, w: []int{10, 3, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true}, 2, 2},
+		{convCase{name: "window3", x: []int{2, 2, 8, 8}, w: []int{8, 2, 3, 3}, pads: []int{1, 1, 1, 1}}, 3, 2},
+	}
+	for _, tc := range cases {
+		for _, noDirect := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/noDirect=%v", tc.c.name, noDirect), func(t *testing.T) {
+				c := tc.c
+				r := rand.New(rand.NewPCG(11, 12))
+				n, strides, dil, pads := c.node(11)
+				in := c.inputs(r)
+				var b []float64
+				if c.bias {
+					b = nnt64(in[2].F)
+				}
+				y, ys := refConv(nnt64(in[0].F), c.x, nnt64(in[1].F), c.w, b, 1, strides, dil, pads)
+				for i, v := range y {
+					y[i] = max(v, 0)
+				}
+				N, M, H, W := ys[0], ys[1], ys[2], ys[3]
+				PH, PW := (H-tc.k)/tc.s+1, (W-tc.k)/tc.s+1
+				want := make([]float64, N*M*PH*PW)
+				for p := 0; p < N*M; p++ {
+					for i := 0; i < PH; i++ {
+						for j := 0; j < PW; j++ {
+							m := math.Inf(-1)
+							for a := 0; a < tc.k; a++ {
+								for e := 0; e < tc.k; e++ {
+									m = max(m, y[(p*H+i*tc.s+a)*W+j*tc.s+e])
+								}
+							}
+							want[(p*PH+i)*PW+j] = m
+						}
+					}
+				}
+				k := nntBuild(t, n).(*convKernel)
+				k.noDirect = noDirect
+				pn := nntNode("MaxPool", 12, 1, 1, nntInts("kernel_shape", int64(tc.k), int64(tc.k)), nntInts("strides", int64(tc.s), int64(tc.s)))
+				pool := nntBuild(t, pn).(*poolKernel)
+				out := NewFloat([]int{N, M, PH, PW}, make([]float32, len(want)))
+				for i := range out.F {
+					out.F[i] = float32(math.NaN())
+				}
+				ctx := nntGoCtx(2)
+				if err := k.run(ctx, in[0], in[1], n.Optional(in, 2), out, &nnClamp{relu: true}, pool); err != nil {
+					t.Fatal(err)
+				}
+				nntClose(t, "pooled Y", out.F, want, 1e-5, 1e-5)
+			})
+		}
+	}
 }

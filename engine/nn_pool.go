@@ -367,6 +367,12 @@ func poolMaxValues[T float32 | int64](g *nnGeom, t *poolTables, x, y []T, lowest
 	}
 }
 
+// poolable reports whether a Conv on the direct path can apply this MaxPool itself, image
+// by image: 2×2 windows (is2x2), no indices, float values.
+func (k *poolKernel) poolable(g *nnGeom) bool {
+	return k.max && !k.wantIndices && g.is2x2()
+}
+
 // is2x2 reports whether g is the CNN workhorse: 2-D, 2×2 windows at stride 2, no
 // dilation or padding, every window inside the image.
 func (g *nnGeom) is2x2() bool {
