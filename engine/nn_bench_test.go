@@ -53,10 +53,12 @@ func benchKernel(b *testing.B, n *Node, in []*Tensor, flops float64, back bool) 
 	run()
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := benchCPU()
 	for i := 0; i < b.N; i++ {
 		run()
 	}
 	b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	b.ReportMetric((benchCPU()-cpu)*1e3/float64(b.N), "cpu-ms/op")
 }
 
 func benchConv(b *testing.B, x, w []int, back bool) {

@@ -8,7 +8,7 @@ import "sync"
 // for CPUs with AVX-512F.
 //
 //go:noescape
-func convTileAVX512(k int, a, b0, b1 *float32, ldb int, c0, c1 *float32, ldc int, bias *float32, m0, m1 uint64, flags int)
+func convTileAVX512(k int, a, b0, b1 *float32, ldb int, c0, c1 *float32, ldc int, bias *float32, m0, m1 uint64, flags, nrb int)
 
 func cpuid(leaf, sub uint32) (a, b, c, d uint32)
 
@@ -36,12 +36,15 @@ var convTileOK = sync.OnceValue(func() bool {
 	return b7&avx512f != 0
 })
 
-// convTile computes one 8-row tile with the assembly kernel.
-func convTile(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags int) {
-	convTileCheck(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1)
+// convTile computes nrb consecutive 8-row tiles with the assembly kernel.
+func convTile(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int) {
+	convTileCheck(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, nrb)
+	if nrb == 0 {
+		return
+	}
 	var bp *float32
 	if bias != nil {
 		bp = &bias[0]
 	}
-	convTileAVX512(k, &a[0], &b0[0], &b1[0], ldb, &c0[0], &c1[0], ldc, bp, m0, m1, flags)
+	convTileAVX512(k, &a[0], &b0[0], &b1[0], ldb, &c0[0], &c1[0], ldc, bp, m0, m1, flags, nrb)
 }

@@ -2,10 +2,11 @@
 
 #include "textflag.h"
 
-// func convTileAVX512(k int, a, b0, b1 *float32, ldb int, c0, c1 *float32, ldc int, bias *float32, m0, m1 uint64, flags int)
+// func convTileAVX512(k int, a, b0, b1 *float32, ldb int, c0, c1 *float32, ldc int, bias *float32, m0, m1 uint64, flags, nrb int)
 //
-// Accumulators: row r of the tile lives in Z(2r) (panel 0) and Z(2r+1) (panel 1).
-TEXT ·convTileAVX512(SB), NOSPLIT, $0-96
+// Accumulators: row r of the tile lives in Z(2r) (panel 0) and Z(2r+1) (panel 1). The
+// outer loop runs nrb row blocks: a, c0, c1 and bias continue where the last block ended.
+TEXT ·convTileAVX512(SB), NOSPLIT, $0-104
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), AX
 	MOVQ b0+16(FP), SI
@@ -22,7 +23,12 @@ TEXT ·convTileAVX512(SB), NOSPLIT, $0-96
 	MOVQ m1+80(FP), BX
 	KMOVW BX, K2
 	MOVQ flags+88(FP), R13
+	MOVQ nrb+96(FP), DX
 
+block:
+	MOVQ b0+16(FP), SI
+	MOVQ b1+24(FP), DI
+	MOVQ k+0(FP), CX
 	TESTQ $1, R13
 	JNZ  loadc
 	TESTQ R12, R12
@@ -203,6 +209,15 @@ store:
 	ADDQ R11, R10
 	VMOVUPS Z14, K1, (R9)
 	VMOVUPS Z15, K2, (R10)
+	ADDQ R11, R9
+	ADDQ R11, R10
+	TESTQ R12, R12
+	JZ   next
+	ADDQ $32, R12
+
+next:
+	DECQ DX
+	JNZ  block
 	VZEROUPPER
 	RET
 

@@ -43,11 +43,11 @@ type convDirect struct {
 
 func laneMask(n int) uint64 { return 1<<uint(min(n, 16)) - 1 }
 
-// tileRun computes one tile into c at offsets c0 and c1 (row stride ldc), of which only
-// the first rows rows exist; tiles with fewer than 8 go through w.tile.
+// tileRun computes rows/8 row blocks (one block of fewer rows than 8, through w.tile,
+// when rows < 8) into c at offsets c0 and c1 (row stride ldc).
 func (w *convWork) tileRun(k int, a, b []float32, b0, b1, ldb int, c []float32, c0, c1, ldc, rows int, bias []float32, m0, m1 uint64, flags int) {
 	if rows >= 8 {
-		convTile(k, a, b[b0:], b[b1:], ldb, c[c0:], c[c1:], ldc, bias, m0, m1, flags)
+		convTile(k, a, b[b0:], b[b1:], ldb, c[c0:], c[c1:], ldc, bias, m0, m1, flags, rows/8)
 		return
 	}
 	t := w.tile[:8*32]
@@ -58,7 +58,7 @@ func (w *convWork) tileRun(k int, a, b []float32, b0, b1, ldb int, c []float32, 
 			copy(t[r*32+16:r*32+32], c[c1+r*ldc:c1+r*ldc+tileLanes(m1)])
 		}
 	}
-	convTile(k, a, b[b0:], b[b1:], ldb, t, t[16:], 32, bias, m0, m1, flags)
+	convTile(k, a, b[b0:], b[b1:], ldb, t, t[16:], 32, bias, m0, m1, flags, 1)
 	for r := 0; r < rows; r++ {
 		copy(c[c0+r*ldc:c0+r*ldc+tileLanes(m0)], t[r*32:])
 		copy(c[c1+r*ldc:c1+r*ldc+tileLanes(m1)], t[r*32+16:])
@@ -94,13 +94,19 @@ func (w *convWork) multiply(k, M int, a, bias []float32, src []float32, ldb int,
 		if q+1 < len(pan) {
 			p1 = pan[q+1]
 		}
-		for rb := 0; rb < RB; rb++ {
+		// The full row blocks in one call, then the partial one.
+		for rb := 0; rb < RB; {
+			n := 1
+			if rows := M - rb*8; rows >= 8 {
+				n = rows / 8
+			}
 			var bs []float32
 			if bias != nil {
-				bs = bias[rb*8 : rb*8+8]
+				bs = bias[rb*8 : (rb+n)*8]
 			}
 			off := rb * 8 * ldc
-			w.tileRun(k, a[rb*k*8:(rb+1)*k*8], src, p0.b, p1.b, ldb, dst, p0.c+off, p1.c+off, ldc, M-rb*8, bs, p0.m, p1.m, flags)
+			w.tileRun(k, a[rb*k*8:(rb+n)*k*8], src, p0.b, p1.b, ldb, dst, p0.c+off, p1.c+off, ldc, min(M-rb*8, 8*n), bs, p0.m, p1.m, flags)
+			rb += n
 		}
 	}
 }

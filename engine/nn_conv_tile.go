@@ -7,17 +7,19 @@ import (
 )
 
 // The tile kernel is the inner loop of the direct convolution path (nn_conv_direct.go):
-// an 8-row block of output channels times two panels of up to 16 columns each (output
+// 8-row blocks of output channels times two panels of up to 16 columns each (output
 // pixels, or weight-gradient columns), summed over k. Each panel has its own source and
 // destination, so that the two halves of one call may belong to different images:
-// planes of 4×4 or 7×7 pixels fill whole registers that way.
+// planes of 4×4 or 7×7 pixels fill whole registers that way. One call makes nrb row
+// blocks one below the other, which saves a call per block on the small k of first
+// layers.
 //
-// Its contract, for r in [0, 8), panel p in {0, 1} and lane j in [0, 16) with bit j of
-// mask m_p set:
+// Its contract, for row block q in [0, nrb), r in [0, 8), panel p in {0, 1} and lane j in
+// [0, 16) with bit j of mask m_p set, with R = 8q + r:
 //
-//	c_p[r·ldc + j] = init + Σ_{i<k} a[8i + r] · b_p[i·ldb + j]
+//	c_p[R·ldc + j] = init + Σ_{i<k} a[8kq + 8i + r] · b_p[i·ldb + j]
 //
-// where init is c_p[r·ldc + j] itself with tileAdd, else bias[r] (zero when bias is
+// where init is c_p[R·ldc + j] itself with tileAdd, else bias[R] (zero when bias is
 // nil); with tileRelu the result is then passed through Relu (every value whose sign bit
 // is set becomes +0, as the Relu kernel does). Lanes whose mask bit is clear are neither
 // read nor written.
@@ -28,14 +30,14 @@ const (
 
 // convTileGeneric is the portable statement of the tile kernel's contract; the assembly
 // kernel is tested against it.
-func convTileGeneric(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags int) {
-	convTileCheck(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1)
-	for p, pan := range [2]struct {
+func convTileGeneric(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int) {
+	convTileCheck(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, nrb)
+	for _, pan := range [2]struct {
 		b, c []float32
 		m    uint64
 	}{{b0, c0, m0}, {b1, c1, m1}} {
-		_ = p
-		for r := 0; r < 8; r++ {
+		for R := 0; R < 8*nrb; R++ {
+			q, r := R/8, R%8
 			for j := 0; j < 16; j++ {
 				if pan.m&(1<<j) == 0 {
 					continue
@@ -43,18 +45,18 @@ func convTileGeneric(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc 
 				var s float32
 				switch {
 				case flags&tileAdd != 0:
-					s = pan.c[r*ldc+j]
+					s = pan.c[R*ldc+j]
 				case bias != nil:
-					s = bias[r]
+					s = bias[R]
 				}
 				for i := 0; i < k; i++ {
-					s = float32(math.FMA(float64(a[8*i+r]), float64(pan.b[i*ldb+j]), float64(s)))
+					s = float32(math.FMA(float64(a[8*k*q+8*i+r]), float64(pan.b[i*ldb+j]), float64(s)))
 				}
 				if flags&tileRelu != 0 {
 					u := int32(math.Float32bits(s))
 					s = math.Float32frombits(uint32(u &^ (u >> 31)))
 				}
-				pan.c[r*ldc+j] = s
+				pan.c[R*ldc+j] = s
 			}
 		}
 	}
@@ -62,11 +64,11 @@ func convTileGeneric(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc 
 
 // convTileCheck panics (the executor turns that into an error naming the node) when a
 // tile would reach outside one of its slices: the assembly kernel works on raw pointers.
-func convTileCheck(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64) {
-	if k < 0 || m0>>16 != 0 || m1>>16 != 0 || len(a) < 8*k || (bias != nil && len(bias) < 8) ||
-		!tileFits(b0, k, ldb, m0) || !tileFits(b1, k, ldb, m1) || !tileFits(c0, 8, ldc, m0) || !tileFits(c1, 8, ldc, m1) {
-		panic(fmt.Sprintf("conv tile out of range: k=%d len(a)=%d ldb=%d ldc=%d masks %#x %#x lens %d %d %d %d",
-			k, len(a), ldb, ldc, m0, m1, len(b0), len(b1), len(c0), len(c1)))
+func convTileCheck(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, nrb int) {
+	if k < 0 || nrb < 0 || m0>>16 != 0 || m1>>16 != 0 || len(a) < 8*k*nrb || (bias != nil && len(bias) < 8*nrb) ||
+		!tileFits(b0, k, ldb, m0) || !tileFits(b1, k, ldb, m1) || !tileFits(c0, 8*nrb, ldc, m0) || !tileFits(c1, 8*nrb, ldc, m1) {
+		panic(fmt.Sprintf("conv tile out of range: k=%d nrb=%d len(a)=%d ldb=%d ldc=%d masks %#x %#x lens %d %d %d %d",
+			k, nrb, len(a), ldb, ldc, m0, m1, len(b0), len(b1), len(c0), len(c1)))
 	}
 }
 

@@ -7,18 +7,19 @@ import (
 )
 
 // TestConvTile checks the tile kernel in use (assembly where the CPU has it) and the
-// portable one against a float64 sum, over depths, strides, masks, the add and Relu
-// flags and a nil bias, and checks that lanes outside the masks are left alone.
+// portable one against a float64 sum, over depths, strides, masks, one to three row
+// blocks, the add and Relu flags and a nil bias, and checks that lanes outside the masks
+// are left alone.
 func TestConvTile(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
 	impls := []struct {
 		name string
-		f    func(int, []float32, []float32, []float32, int, []float32, []float32, int, []float32, uint64, uint64, int)
+		f    func(int, []float32, []float32, []float32, int, []float32, []float32, int, []float32, uint64, uint64, int, int)
 	}{{"generic", convTileGeneric}}
 	if convTileOK() {
 		impls = append(impls, struct {
 			name string
-			f    func(int, []float32, []float32, []float32, int, []float32, []float32, int, []float32, uint64, uint64, int)
+			f    func(int, []float32, []float32, []float32, int, []float32, []float32, int, []float32, uint64, uint64, int, int)
 		}{"assembly", convTile})
 	} else {
 		t.Log("no AVX-512: checking the portable kernel only")
@@ -31,11 +32,12 @@ func TestConvTile(t *testing.T) {
 			ldc := 16 + r.IntN(40)
 			m0, m1 := masks[r.IntN(len(masks))], masks[r.IntN(len(masks))]
 			flags := r.IntN(4)
-			a := make([]float32, 8*k+1)
+			nrb := 1 + r.IntN(3)
+			a := make([]float32, 8*k*nrb+1)
 			b0 := make([]float32, max(k, 1)*ldb)
 			b1 := make([]float32, max(k, 1)*ldb)
-			c0 := make([]float32, 8*ldc)
-			c1 := make([]float32, 8*ldc)
+			c0 := make([]float32, 8*nrb*ldc)
+			c1 := make([]float32, 8*nrb*ldc)
 			for _, s := range [][]float32{a, b0, b1, c0, c1} {
 				for i := range s {
 					s[i] = r.Float32()*2 - 1
@@ -43,13 +45,13 @@ func TestConvTile(t *testing.T) {
 			}
 			var bias []float32
 			if trial%3 != 0 {
-				bias = make([]float32, 8)
+				bias = make([]float32, 8*nrb)
 				for i := range bias {
 					bias[i] = r.Float32()*2 - 1
 				}
 			}
 			old0, old1 := append([]float32(nil), c0...), append([]float32(nil), c1...)
-			im.f(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags)
+			im.f(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb)
 			for p, pan := range []struct {
 				b, c, old []float32
 				m         uint64
@@ -71,7 +73,7 @@ func TestConvTile(t *testing.T) {
 					}
 					mag = math.Abs(want)
 					for q := 0; q < k; q++ {
-						v := float64(a[8*q+rr]) * float64(pan.b[q*ldb+j])
+						v := float64(a[8*k*(rr/8)+8*q+rr%8]) * float64(pan.b[q*ldb+j])
 						want += v
 						mag += math.Abs(v)
 					}
@@ -104,8 +106,8 @@ func TestConvTileReluNaN(t *testing.T) {
 	b[0], b[1], b[2] = pos, neg, float32(math.Copysign(0, -1))
 	c0, c1 := make([]float32, 8*16), make([]float32, 8*16)
 	g0, g1 := make([]float32, 8*16), make([]float32, 8*16)
-	convTile(1, a, b, b, 16, c0, c1, 16, nil, 0xffff, 0xffff, tileRelu)
-	convTileGeneric(1, a, b, b, 16, g0, g1, 16, nil, 0xffff, 0xffff, tileRelu)
+	convTile(1, a, b, b, 16, c0, c1, 16, nil, 0xffff, 0xffff, tileRelu, 1)
+	convTileGeneric(1, a, b, b, 16, g0, g1, 16, nil, 0xffff, 0xffff, tileRelu, 1)
 	for i := range c0 {
 		if math.Float32bits(c0[i]) != math.Float32bits(g0[i]) || math.Float32bits(c1[i]) != math.Float32bits(g1[i]) {
 			t.Fatalf("lane %d: assembly %#x %#x, portable %#x %#x", i, math.Float32bits(c0[i]), math.Float32bits(c1[i]), math.Float32bits(g0[i]), math.Float32bits(g1[i]))
