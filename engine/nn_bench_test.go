@@ -2,10 +2,14 @@ package engine
 
 import (
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	qblas "github.com/qtool/qtool/engine/blas"
+	"github.com/qtool/qtool/onnxio"
 	"github.com/qtool/qtool/onnxio/onnxpb"
 )
 
@@ -194,3 +198,78 @@ func benchBatchNorm(b *testing.B, back bool) {
 
 func BenchmarkBatchNormTrainingForward(b *testing.B)  { benchBatchNorm(b, false) }
 func BenchmarkBatchNormTrainingBackward(b *testing.B) { benchBatchNorm(b, true) }
+
+// benchModel runs a test model at batch 256 (the shipped samples, repeated as needed):
+// inference, or with train set a training-mode forward and backward pass of every float
+// parameter but BatchNormalization's running statistics, as bench/train's step without
+// the optimizer. It reports samples/s and CPU ms per batch.
+func benchModel(b *testing.B, name string, train bool) {
+	path := filepath.Join(testmodelsDir, name+".onnx")
+	if _, err := os.Stat(path); err != nil {
+		b.Skipf("%s: %v (%s)", path, err, testmodelsInstall)
+	}
+	m, err := onnxio.Load(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := benchCtx(b)
+	ctx.Training, ctx.NoGrad = train, !train
+	g, err := Build(m, Options{BLAS: ctx.BLAS, Workers: ctx.Workers})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if train {
+		var names []string
+		for _, p := range g.Params() {
+			if p.Value.DType == Float32 && !strings.Contains(p.Name, "running") {
+				names = append(names, p.Name)
+			}
+		}
+		if err := g.SetTrainable(names...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var x []float32
+	if _, err := npzArray(filepath.Join(testmodelsDir, "fmnist-calib.npz"), "x", &x); err != nil {
+		b.Fatal(err)
+	}
+	const batch = 256
+	xb := make([]float32, batch*784)
+	for i := range xb {
+		xb[i] = x[i%len(x)]
+	}
+	in := NewFloat([]int{batch, 1, 28, 28}, xb)
+	var gy *Tensor
+	step := func() {
+		outs, err := g.Forward(ctx, in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !train {
+			return
+		}
+		if gy == nil {
+			gy = nntRand(rand.New(rand.NewPCG(8, 8)), outs[0].Shape, -0.01, 0.01)
+		}
+		if err := g.Backward(ctx, gy); err != nil {
+			b.Fatal(err)
+		}
+	}
+	step()
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := benchCPU()
+	for i := 0; i < b.N; i++ {
+		step()
+	}
+	b.ReportMetric(float64(batch*b.N)/b.Elapsed().Seconds(), "samples/s")
+	b.ReportMetric((benchCPU()-cpu)*1e3/float64(b.N), "cpu-ms/op")
+}
+
+// The fmnist CNNs at batch 256, the shapes of issues 3 and 4:
+//
+//	go test ./engine -run '^$' -bench 'Model(Infer|Train)' -benchmem
+func BenchmarkModelInferCNN(b *testing.B)    { benchModel(b, "fmnist-cnn", false) }
+func BenchmarkModelInferResNet(b *testing.B) { benchModel(b, "fmnist-resnet", false) }
+func BenchmarkModelTrainCNN(b *testing.B)    { benchModel(b, "fmnist-cnn", true) }
+func BenchmarkModelTrainResNet(b *testing.B) { benchModel(b, "fmnist-resnet", true) }

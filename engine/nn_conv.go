@@ -224,7 +224,13 @@ func (k *convKernel) run(ctx *Context, x, w, b, y *Tensor, act *nnClamp, pool *p
 		return nil
 	}
 	if d.depthwise {
-		k.forwardDepthwise(ctx, &d, x.F, w.F, y.F)
+		var bias []float32
+		if b != nil {
+			bias = b.F
+		}
+		if k.forwardDepthwise(ctx, &d, x.F, w.F, bias, y.F, act) {
+			return nil
+		}
 		if b != nil || act != nil {
 			O := d.g.outSize()
 			yf := y.F
@@ -382,10 +388,28 @@ func (k *convKernel) forwardGemm(ctx *Context, d *convDims, x, w, bias, y []floa
 	}
 }
 
-func (k *convKernel) forwardDepthwise(ctx *Context, d *convDims, x, w, y []float32) {
+// forwardDepthwise computes y = W ∗ x and reports whether it also added the bias and
+// applied act, as the assembly 3×3 planes do; otherwise the caller does.
+func (k *convKernel) forwardDepthwise(ctx *Context, d *convDims, x, w, bias, y []float32, act *nnClamp) bool {
 	g := &d.g
 	isz, O, K := g.inSize(), g.outSize(), g.kSize()
 	same3 := g.is3x3Same()
+	if same3 && dw3x3Fast(g.out[2]) {
+		if _, _, _, _, _, ok := dw3x3Flags(act); ok {
+			ctx.Parallel(d.N*d.M, max(1, 4096/max(O*K, 1)), func(lo, hi int) {
+				for p := lo; p < hi; p++ {
+					i, m := p/d.M, p%d.M
+					c := m / d.Mg
+					var bm []float32
+					if bias != nil {
+						bm = bias[m : m+1]
+					}
+					dw3x3Plane(x[(i*d.C+c)*isz:(i*d.C+c+1)*isz], y[p*O:(p+1)*O], g.out[1], g.out[2], w[m*9:m*9+9], bm, act, false)
+				}
+			})
+			return true
+		}
+	}
 	// Output planes are independent: split over (item, channel) so that batch 1 also
 	// uses every worker.
 	ctx.Parallel(d.N*d.M, max(1, 4096/max(O*K, 1)), func(lo, hi int) {
@@ -410,6 +434,7 @@ func (k *convKernel) forwardDepthwise(ctx *Context, d *convDims, x, w, y []float
 			}
 		}
 	})
+	return false
 }
 
 func (k *convKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error {
@@ -540,6 +565,7 @@ func (k *convKernel) backwardDepthwise(ctx *Context, d *convDims, x, w, gy, gx, 
 	g := &d.g
 	isz, O, K := g.inSize(), g.outSize(), g.kSize()
 	same3 := g.is3x3Same()
+	fast := same3 && dw3x3Fast(g.out[2])
 	nw := nnWorkers(ctx, d.N)
 	if gw != nil {
 		k.gws = nnScratch(k.gws, nw, len(w))
@@ -561,6 +587,17 @@ func (k *convKernel) backwardDepthwise(ctx *Context, d *convDims, x, w, gy, gx, 
 					xc = x[(i*d.C+c)*isz : (i*d.C+c+1)*isz]
 				}
 				gym := gy[(i*d.M+m)*O : (i*d.M+m+1)*O]
+				if same3 && fast {
+					wm := w[m*9 : m*9+9]
+					if gxc != nil {
+						flip := [9]float32{wm[8], wm[7], wm[6], wm[5], wm[4], wm[3], wm[2], wm[1], wm[0]}
+						dw3x3Plane(gym, gxc, g.out[1], g.out[2], flip[:], nil, nil, true)
+					}
+					if gwk != nil {
+						dw3x3GradW(xc, gym, g.out[1], g.out[2], gwk[m*9:m*9+9])
+					}
+					continue
+				}
 				if same3 {
 					var gwm []float32
 					if gwk != nil {

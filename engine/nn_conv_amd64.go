@@ -2,7 +2,11 @@
 
 package engine
 
-import "sync"
+import (
+	"fmt"
+	"math"
+	"sync"
+)
 
 // convTileAVX512 is the assembly form of convTileGeneric (see there for the contract),
 // for CPUs with AVX-512F.
@@ -47,4 +51,72 @@ func convTile(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bi
 		bp = &bias[0]
 	}
 	convTileAVX512(k, &a[0], &b0[0], &b1[0], ldb, &c0[0], &c1[0], ldc, bp, m0, m1, flags, nrb)
+}
+
+// dw3x3AVX512 makes one output plane of a 3×3 "same" depthwise convolution (see
+// dw3x3Plane for the contract).
+//
+//go:noescape
+func dw3x3AVX512(x, y *float32, h, wd int, w, bias *float32, flags int, lo, hi int32, a, b float32, masks uint64)
+
+// dw3x3GradWAVX512 adds one plane's contribution to the nine weight gradients.
+//
+//go:noescape
+func dw3x3GradWAVX512(x, gy *float32, h, wd int, gw *float32, masks uint64)
+
+// dw3x3Fast reports whether dw3x3Plane and dw3x3GradW run planes of rows wd wide.
+func dw3x3Fast(wd int) bool { return wd >= 1 && wd <= 16 && convTileOK() }
+
+// dw3x3Plane sets the h×wd plane y to act(x ⋆ w + bias) (3×3 cross-correlation, zero
+// padding of one pixel; bias nil means none), or with add to y + x ⋆ w, with no bias or
+// act. It reports whether it applied act: Clip with a NaN bound is left to the caller.
+// Only for dw3x3Fast(wd).
+func dw3x3Plane(x, y []float32, h, wd int, w, bias []float32, act *nnClamp, add bool) bool {
+	n := h * wd
+	if len(x) < n || len(y) < n || len(w) < 9 || (bias != nil && len(bias) < 1) || !dw3x3Fast(wd) || n == 0 {
+		panic(fmt.Sprintf("depthwise plane out of range: %d×%d plane, lens %d %d %d", h, wd, len(x), len(y), len(w)))
+	}
+	flags, lo, hi, a, b, done := dw3x3Flags(act)
+	if add {
+		flags, bias = 1, nil
+	}
+	var bp *float32
+	if bias != nil {
+		bp = &bias[0]
+	}
+	dw3x3AVX512(&x[0], &y[0], h, wd, &w[0], bp, flags, lo, hi, a, b, dw3x3Masks(wd))
+	return done
+}
+
+// dw3x3Flags encodes act for the assembly: flags 2 Relu, 4 Clip on the integer keys lo
+// and hi, 8 HardSwish with slope a and offset b (clamped to the bits 0 and 1.0).
+func dw3x3Flags(act *nnClamp) (flags int, lo, hi int32, a, b float32, done bool) {
+	switch {
+	case act == nil:
+		return 0, 0, 0, 0, 0, true
+	case act.relu:
+		return 2, 0, 0, 0, 0, true
+	case act.swish:
+		return 8, 0, 0x3f800000, act.a, act.b, true
+	case act.lo != act.lo || act.hi != act.hi:
+		return 0, 0, 0, 0, 0, false
+	}
+	return 4, floatKey(int32(math.Float32bits(act.lo))), floatKey(int32(math.Float32bits(act.hi))), 0, 0, true
+}
+
+// dw3x3GradW adds to gw[3kh+kw] the sum over the h×wd plane of gy[o]·x[o + offset(kh,
+// kw)]. Only for dw3x3Fast(wd).
+func dw3x3GradW(x, gy []float32, h, wd int, gw []float32) {
+	n := h * wd
+	if len(x) < n || len(gy) < n || len(gw) < 9 || !dw3x3Fast(wd) || n == 0 {
+		panic(fmt.Sprintf("depthwise plane out of range: %d×%d plane, lens %d %d %d", h, wd, len(x), len(gy), len(gw)))
+	}
+	dw3x3GradWAVX512(&x[0], &gy[0], h, wd, &gw[0], dw3x3Masks(wd))
+}
+
+// dw3x3Masks packs the assembly's lane masks for rows of wd values: bits 0-15 the row,
+// 16-31 the row without its first lane (left taps), 32-47 without its last (right taps).
+func dw3x3Masks(wd int) uint64 {
+	row := uint64(1)<<wd - 1
+	return row | (row&^1)<<16 | (row&^(1<<(wd-1)))<<32
 }

@@ -238,3 +238,240 @@ TEXT ·xgetbv(SB), NOSPLIT, $0-4
 	XGETBV
 	MOVL AX, lo+0(FP)
 	RET
+
+// func dw3x3AVX512(x, y *float32, h, wd int, w, bias *float32, flags int, lo, hi int32, a, b float32, masks uint64)
+//
+// One plane of a 3×3 depthwise convolution, stride 1, one pixel of zero padding, rows of
+// wd <= 16 values: one register per output row, its three input rows read through masks
+// that stand in for the padding (lane 0 of the left tap and lane wd−1 of the right tap).
+TEXT ·dw3x3AVX512(SB), NOSPLIT, $0-80
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ h+16(FP), CX
+	MOVQ wd+24(FP), R8
+	MOVQ w+32(FP), AX
+	MOVQ bias+40(FP), R12
+	MOVQ flags+48(FP), R13
+
+	// K1: lanes [0, wd); K2: K1 without lane 0; K3: K1 without lane wd−1.
+	MOVQ masks+72(FP), BX
+	KMOVW BX, K1
+	SHRQ $16, BX
+	KMOVW BX, K2
+	SHRQ $16, BX
+	KMOVW BX, K3
+
+	VBROADCASTSS 0(AX), Z16
+	VBROADCASTSS 4(AX), Z17
+	VBROADCASTSS 8(AX), Z18
+	VBROADCASTSS 12(AX), Z19
+	VBROADCASTSS 16(AX), Z20
+	VBROADCASTSS 20(AX), Z21
+	VBROADCASTSS 24(AX), Z22
+	VBROADCASTSS 28(AX), Z23
+	VBROADCASTSS 32(AX), Z24
+	VPXORD Z15, Z15, Z15
+	TESTQ R12, R12
+	JZ   nobias
+	VBROADCASTSS (R12), Z15
+
+nobias:
+	MOVL $0x7fffffff, DX
+	VPBROADCASTD DX, Z25
+	MOVL lo+56(FP), DX
+	VPBROADCASTD DX, Z26
+	MOVL hi+60(FP), DX
+	VPBROADCASTD DX, Z27
+	VBROADCASTSS a+64(FP), Z28
+	VBROADCASTSS b+68(FP), Z29
+
+	SHLQ $2, R8 // row stride in bytes
+	XORQ R10, R10 // output row
+
+row:
+	TESTQ $1, R13
+	JZ   init
+	VMOVUPS.Z (DI), K1, Z0
+	JMP  taps
+
+init:
+	VMOVAPS Z15, Z0
+
+taps:
+	// Input row oh−1, when it exists.
+	TESTQ R10, R10
+	JZ   mid
+	MOVQ SI, R11
+	SUBQ R8, R11
+	VMOVUPS.Z -4(R11), K2, Z1
+	VMOVUPS.Z (R11), K1, Z2
+	VMOVUPS.Z 4(R11), K3, Z3
+	VFMADD231PS Z1, Z16, Z0
+	VFMADD231PS Z2, Z17, Z0
+	VFMADD231PS Z3, Z18, Z0
+
+mid:
+	VMOVUPS.Z -4(SI), K2, Z1
+	VMOVUPS.Z (SI), K1, Z2
+	VMOVUPS.Z 4(SI), K3, Z3
+	VFMADD231PS Z1, Z19, Z0
+	VFMADD231PS Z2, Z20, Z0
+	VFMADD231PS Z3, Z21, Z0
+
+	// Input row oh+1, when it exists.
+	MOVQ R10, R11
+	INCQ R11
+	CMPQ R11, CX
+	JGE  act
+	MOVQ SI, R11
+	ADDQ R8, R11
+	VMOVUPS.Z -4(R11), K2, Z1
+	VMOVUPS.Z (R11), K1, Z2
+	VMOVUPS.Z 4(R11), K3, Z3
+	VFMADD231PS Z1, Z22, Z0
+	VFMADD231PS Z2, Z23, Z0
+	VFMADD231PS Z3, Z24, Z0
+
+act:
+	TESTQ $2, R13
+	JZ   clip
+	// Relu: values whose sign bit is set become +0.
+	VPSRAD $31, Z0, Z1
+	VPANDND Z0, Z1, Z0
+	JMP  store
+
+clip:
+	TESTQ $4, R13
+	JZ   swish
+	// Clip on order-preserving integer keys, as clipBits: k = u ^ (u>>31 & 0x7fffffff)
+	// is its own inverse; NaN lanes keep their value.
+	VPSRAD $31, Z0, Z1
+	VPANDD Z25, Z1, Z1
+	VPXORD Z0, Z1, Z1
+	VPMAXSD Z26, Z1, Z1
+	VPMINSD Z27, Z1, Z1
+	VPSRAD $31, Z1, Z2
+	VPANDD Z25, Z2, Z2
+	VPXORD Z1, Z2, Z1
+	VCMPPS $3, Z0, Z0, K4
+	VMOVAPS Z0, K4, Z1
+	VMOVAPS Z1, Z0
+	JMP  store
+
+swish:
+	TESTQ $8, R13
+	JZ   store
+	// HardSwish: v · clamp(a·v + b, 0, 1), the clamp on bit patterns (lo = 0, hi = bits
+	// of 1), the product and sum rounded apart as Go computes them.
+	VMULPS Z28, Z0, Z1
+	VADDPS Z29, Z1, Z1
+	VPMAXSD Z26, Z1, Z1
+	VPMINSD Z27, Z1, Z1
+	VMULPS Z1, Z0, Z0
+
+store:
+	VMOVUPS Z0, K1, (DI)
+	ADDQ R8, SI
+	ADDQ R8, DI
+	INCQ R10
+	CMPQ R10, CX
+	JLT  row
+	VZEROUPPER
+	RET
+
+// HSUMADD adds the sum of the 16 lanes of z to the float32 at off(AX).
+#define HSUMADD(z, off) \
+	VEXTRACTF64X4 $1, z, Y1 ; \
+	VMOVAPS z, Z0 ; \
+	VADDPS Y1, Y0, Y0 ; \
+	VEXTRACTF128 $1, Y0, X1 ; \
+	VADDPS X1, X0, X0 ; \
+	VHADDPS X0, X0, X0 ; \
+	VHADDPS X0, X0, X0 ; \
+	VADDSS off(AX), X0, X0 ; \
+	VMOVSS X0, off(AX)
+
+// func dw3x3GradWAVX512(x, gy *float32, h, wd int, gw *float32, masks uint64)
+//
+// Adds to gw[3kh+kw] the sum over the plane of gy[oh, ow] · x[oh+kh−1, ow+kw−1] (zero
+// outside x), for a plane of rows of wd <= 16 values.
+TEXT ·dw3x3GradWAVX512(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ gy+8(FP), DI
+	MOVQ h+16(FP), CX
+	MOVQ wd+24(FP), R8
+	MOVQ gw+32(FP), AX
+
+	MOVQ masks+40(FP), BX
+	KMOVW BX, K1
+	SHRQ $16, BX
+	KMOVW BX, K2
+	SHRQ $16, BX
+	KMOVW BX, K3
+
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	VPXORD Z24, Z24, Z24
+
+	SHLQ $2, R8
+	XORQ R10, R10
+
+growrow:
+	VMOVUPS.Z (DI), K1, Z0
+	TESTQ R10, R10
+	JZ   gmid
+	MOVQ SI, R11
+	SUBQ R8, R11
+	VMOVUPS.Z -4(R11), K2, Z1
+	VMOVUPS.Z (R11), K1, Z2
+	VMOVUPS.Z 4(R11), K3, Z3
+	VFMADD231PS Z1, Z0, Z16
+	VFMADD231PS Z2, Z0, Z17
+	VFMADD231PS Z3, Z0, Z18
+
+gmid:
+	VMOVUPS.Z -4(SI), K2, Z1
+	VMOVUPS.Z (SI), K1, Z2
+	VMOVUPS.Z 4(SI), K3, Z3
+	VFMADD231PS Z1, Z0, Z19
+	VFMADD231PS Z2, Z0, Z20
+	VFMADD231PS Z3, Z0, Z21
+
+	MOVQ R10, R11
+	INCQ R11
+	CMPQ R11, CX
+	JGE  gnext
+	MOVQ SI, R11
+	ADDQ R8, R11
+	VMOVUPS.Z -4(R11), K2, Z1
+	VMOVUPS.Z (R11), K1, Z2
+	VMOVUPS.Z 4(R11), K3, Z3
+	VFMADD231PS Z1, Z0, Z22
+	VFMADD231PS Z2, Z0, Z23
+	VFMADD231PS Z3, Z0, Z24
+
+gnext:
+	ADDQ R8, SI
+	ADDQ R8, DI
+	INCQ R10
+	CMPQ R10, CX
+	JLT  growrow
+
+	// Horizontal sums, each added into its gw entry.
+	HSUMADD(Z16, 0)
+	HSUMADD(Z17, 4)
+	HSUMADD(Z18, 8)
+	HSUMADD(Z19, 12)
+	HSUMADD(Z20, 16)
+	HSUMADD(Z21, 20)
+	HSUMADD(Z22, 24)
+	HSUMADD(Z23, 28)
+	HSUMADD(Z24, 32)
+	VZEROUPPER
+	RET

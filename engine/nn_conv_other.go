@@ -9,3 +9,14 @@ func convTileOK() bool { return false }
 func convTile(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int) {
 	convTileGeneric(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb)
 }
+
+// dw3x3Fast is false without the assembly: depthwise planes take nnDW3x3.
+func dw3x3Fast(wd int) bool { return false }
+
+func dw3x3Plane(x, y []float32, h, wd int, w, bias []float32, act *nnClamp, add bool) bool {
+	panic("dw3x3Plane without dw3x3Fast")
+}
+
+func dw3x3GradW(x, gy []float32, h, wd int, gw []float32) {
+	panic("dw3x3GradW without dw3x3Fast")
+}

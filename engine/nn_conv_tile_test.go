@@ -117,3 +117,96 @@ func TestConvTileReluNaN(t *testing.T) {
 		t.Fatalf("Relu of NaN, −NaN, −0 gave %v %v %v", c0[0], c0[1], c0[2])
 	}
 }
+
+// TestDW3x3Plane checks the assembly depthwise planes against the portable nnDW3x3 and
+// nnDW3x3Back for every row width it takes and several heights: the forward plane with
+// bias and each activation (edge values included, compared bit for bit with nnClamp's
+// own loops after the portable plane plus bias), the input gradient it makes with add,
+// and the weight gradient.
+func TestDW3x3Plane(t *testing.T) {
+	if !dw3x3Fast(1) {
+		t.Skip("no AVX-512 depthwise planes on this CPU; nnDW3x3 is the definition")
+	}
+	r := rand.New(rand.NewPCG(21, 22))
+	inf := float32(math.Inf(1))
+	acts := []*nnClamp{nil, {relu: true}, {lo: -0.5, hi: 0.5}, {lo: 0, hi: 6}, {lo: -inf, hi: 0.25}, {swish: true, a: 1.0 / 6, b: 0.5}}
+	for wd := 1; wd <= 16; wd++ {
+		for _, h := range []int{1, 2, 3, 7} {
+			n := h * wd
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = r.Float32()*4 - 2
+			}
+			// Edge values where the plane has room for them.
+			edges := []float32{float32(math.NaN()), float32(math.Copysign(0, -1)), inf, -inf, -3, 3}
+			for i := 0; i < len(edges) && 2*i < n; i++ {
+				x[2*i] = edges[i]
+			}
+			w := make([]float32, 9)
+			for i := range w {
+				w[i] = r.Float32()*2 - 1
+			}
+			w[4] = 1 // the centre tap carries edge values through unchanged in sign
+			bias := []float32{r.Float32() - 0.5}
+			for ai, act := range acts {
+				want := make([]float32, n)
+				nnDW3x3(x, w, want, h, wd, false)
+				for i := range want {
+					want[i] += bias[0]
+				}
+				if act != nil {
+					act.applyNoBias(want, want)
+				}
+				got := make([]float32, n)
+				if !dw3x3Plane(x, got, h, wd, w, bias, act, false) {
+					t.Fatalf("%d×%d act %d: not applied", h, wd, ai)
+				}
+				for i := range got {
+					if !dw3x3Same(got[i], want[i]) {
+						t.Fatalf("%d×%d act %d: y[%d] = %v (%#x), want %v (%#x)", h, wd, ai, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+					}
+				}
+			}
+			// Backward on finite values: gx with add, and gw.
+			for i := range x {
+				x[i] = r.Float32()*2 - 1
+			}
+			gy := make([]float32, n)
+			for i := range gy {
+				gy[i] = r.Float32()*2 - 1
+			}
+			gxWant, gwWant := make([]float32, n), make([]float32, 9)
+			gxGot, gwGot := make([]float32, n), make([]float32, 9)
+			for i := range gxWant {
+				gxWant[i] = float32(i)
+				gxGot[i] = float32(i)
+			}
+			nnDW3x3Back(x, w, gy, gxWant, gwWant, h, wd)
+			flip := [9]float32{w[8], w[7], w[6], w[5], w[4], w[3], w[2], w[1], w[0]}
+			dw3x3Plane(gy, gxGot, h, wd, flip[:], nil, nil, true)
+			dw3x3GradW(x, gy, h, wd, gwGot)
+			for i := range gxGot {
+				if d := math.Abs(float64(gxGot[i] - gxWant[i])); d > 1e-5*(1+math.Abs(float64(gxWant[i]))) {
+					t.Fatalf("%d×%d: gx[%d] = %v, want %v", h, wd, i, gxGot[i], gxWant[i])
+				}
+			}
+			for i := range gwGot {
+				if d := math.Abs(float64(gwGot[i] - gwWant[i])); d > 1e-5*float64(n) {
+					t.Fatalf("%d×%d: gw[%d] = %v, want %v", h, wd, i, gwGot[i], gwWant[i])
+				}
+			}
+		}
+	}
+}
+
+// dw3x3Same compares two results bit for bit, except that NaNs match any NaN and that
+// the summation order may differ by rounding on finite values.
+func dw3x3Same(a, b float32) bool {
+	if a != a || b != b {
+		return a != a && b != b
+	}
+	if math.IsInf(float64(a), 0) || math.IsInf(float64(b), 0) || a == 0 || b == 0 {
+		return math.Float32bits(a) == math.Float32bits(b)
+	}
+	return math.Abs(float64(a-b)) <= 1e-5*(1+math.Abs(float64(b)))
+}
