@@ -4,7 +4,6 @@ package engine
 
 import (
 	"fmt"
-	"math"
 	"sync"
 )
 
@@ -86,22 +85,6 @@ func dw3x3Plane(x, y []float32, h, wd int, w, bias []float32, act *nnClamp, add 
 	}
 	dw3x3AVX512(&x[0], &y[0], h, wd, &w[0], bp, flags, lo, hi, a, b, dw3x3Masks(wd))
 	return done
-}
-
-// dw3x3Flags encodes act for the assembly: flags 2 Relu, 4 Clip on the integer keys lo
-// and hi, 8 HardSwish with slope a and offset b (clamped to the bits 0 and 1.0).
-func dw3x3Flags(act *nnClamp) (flags int, lo, hi int32, a, b float32, done bool) {
-	switch {
-	case act == nil:
-		return 0, 0, 0, 0, 0, true
-	case act.relu:
-		return 2, 0, 0, 0, 0, true
-	case act.swish:
-		return 8, 0, 0x3f800000, act.a, act.b, true
-	case act.lo != act.lo || act.hi != act.hi:
-		return 0, 0, 0, 0, 0, false
-	}
-	return 4, floatKey(int32(math.Float32bits(act.lo))), floatKey(int32(math.Float32bits(act.hi))), 0, 0, true
 }
 
 // dw3x3GradW adds to gw[3kh+kw] the sum over the h×wd plane of gy[o]·x[o + offset(kh,

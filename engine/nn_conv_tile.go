@@ -83,3 +83,19 @@ func tileFits(s []float32, rows, ld int, mask uint64) bool {
 	}
 	return ld >= 0 && (rows-1)*ld+bits.Len64(mask) <= len(s)
 }
+
+// dw3x3Flags encodes act for the assembly: flags 2 Relu, 4 Clip on the integer keys lo
+// and hi, 8 HardSwish with slope a and offset b (clamped to the bits 0 and 1.0).
+func dw3x3Flags(act *nnClamp) (flags int, lo, hi int32, a, b float32, done bool) {
+	switch {
+	case act == nil:
+		return 0, 0, 0, 0, 0, true
+	case act.relu:
+		return 2, 0, 0, 0, 0, true
+	case act.swish:
+		return 8, 0, 0x3f800000, act.a, act.b, true
+	case act.lo != act.lo || act.hi != act.hi:
+		return 0, 0, 0, 0, 0, false
+	}
+	return 4, floatKey(int32(math.Float32bits(act.lo))), floatKey(int32(math.Float32bits(act.hi))), 0, 0, true
+}
