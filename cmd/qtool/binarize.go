@@ -31,15 +31,19 @@ import (
 // setting and its public code; the others are qtool's choices, measured on the test
 // models (see docs/results).
 const (
-	defaultIters       = 8    // paper: 40 binarization epochs = 8 ADMM iterations of 5 epochs
-	defaultInnerEpochs = 5    // paper
-	defaultRho         = 1e-3 // paper, with pre-training
-	defaultP           = 0.3  // paper, ADMM-R with pre-training
-	defaultBeta        = 1e3  // paper, ADMM-S
-	defaultLR          = 1e-2 // paper: 1e-2, then 1e-3 for the second half (--lr-schedule step)
-	defaultBinBatch    = 512  // paper
-	defaultSplit       = "0.8:0.2"
-	defaultModelName   = "fmnist-mlp"
+	defaultIters       = 8 // paper: 40 binarization epochs = 8 ADMM iterations of 5 epochs
+	defaultInnerEpochs = 5 // paper
+	// qtool: with the weights rescaled to mean |w| = 1, the paper's 1e-3 (with pre-training)
+	// holds x within ~0.015 RMS of y, no y ever changes and ADMM-Q reduces to PGD. 1e-5 lets
+	// x move and y flip (fmnist-mlp, all 60 000 images: 87.12 % against 86.85 %;
+	// docs/results/binarize).
+	defaultRho       = 1e-5
+	defaultP         = 0.3  // paper, ADMM-R with pre-training
+	defaultBeta      = 1e3  // paper, ADMM-S
+	defaultLR        = 1e-2 // paper: 1e-2, then 1e-3 for the second half (--lr-schedule step)
+	defaultBinBatch  = 512  // paper
+	defaultSplit     = "0.8:0.2"
+	defaultModelName = "fmnist-mlp"
 )
 
 // algoFlags are the flags shared by binarize and compare.
