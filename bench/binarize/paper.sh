@@ -1,10 +1,10 @@
 #!/bin/sh
 # The paper's full-width MLP (784-4096×3-10 + BN + Dropout), pretrained by
 # bench/papermlp/pretrain.py (Debian's PyTorch, on all 60 000 Fashion-MNIST training images),
-# then binarized by GD+Proj, PGD and ADMM-Q with qtool compare.
+# then binarized by GD+Proj, PGD, ADMM-Q, ADMM-R and ADMM-S with qtool compare, 5 seeds.
 # Budget for a shared 2-core machine: 2 000 calibration images and 2 000 held-out test
-# images, 2 outer iterations × 1 epoch, one seed. Usage: bench/binarize/paper.sh (from the
-# repository root).
+# images, 2 outer iterations × 1 epoch. Usage: bench/binarize/paper.sh (from the repository
+# root).
 set -eu
 FM=/usr/share/datasets/fashion-mnist
 OUT=docs/results/binarize
@@ -14,5 +14,5 @@ mkdir -p "$OUT"
 [ -x "$QTOOL" ] || go build -o "$QTOOL" ./cmd/qtool
 [ -f "$MODEL" ] || nice -n 5 /usr/bin/python3 bench/papermlp/pretrain.py --out "$MODEL"
 $QTOOL compare "$MODEL" --data $FM/train-images-idx3-ubyte.gz --limit 2000 --eval-data $FM/t10k-images-idx3-ubyte.gz \
-	--algos gd-proj,pgd,admm-q --seeds 1 --iters 2 --inner-epochs 1 --batch-size 256 --out $OUT/papermlp-4096-bench --log-every 60s \
-	> $OUT/papermlp-4096-bench.txt 2> $OUT/papermlp-4096-bench.log
+	--algos gd-proj,pgd,admm-q,admm-r,admm-s --seeds 5 --iters 2 --inner-epochs 1 --batch-size 256 --out $OUT/papermlp-4096-5seeds --log-every 60s \
+	> $OUT/papermlp-4096-5seeds.txt 2> $OUT/papermlp-4096-5seeds.log

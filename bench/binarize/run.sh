@@ -1,7 +1,8 @@
 #!/bin/sh
 # Reproduces docs/results/binarize: the paper's network table on Fashion-MNIST ("with
 # pre-training"), the CNN/ResNet grids, distillation without labels and the speed run.
-# Usage: bench/binarize/run.sh [mlp60k|mlp|mlp-admm|cnn|distill|speed|paper]...  (default: all)
+# Usage: bench/binarize/run.sh [mlp60k|cnn10k|distill60k|mlp|mlp-admm|cnn|distill|speed|paper]...
+# (default: all)
 # Needs: apt-get install dataset-fashion-mnist. Runs from the repository root.
 set -eu
 FM=/usr/share/datasets/fashion-mnist
@@ -11,7 +12,7 @@ OUT=docs/results/binarize
 QTOOL=${QTOOL:-/tmp/qtool-bench}
 mkdir -p "$OUT"
 [ -x "$QTOOL" ] || go build -o "$QTOOL" ./cmd/qtool
-sections=${*:-"mlp60k mlp mlp-admm cnn distill speed paper"}
+sections=${*:-"mlp60k cnn10k distill60k mlp mlp-admm cnn distill speed paper"}
 for s in $sections; do
 case $s in
 mlp60k)
@@ -43,6 +44,26 @@ cnn)
 			$QTOOL compare testmodels/$m.onnx --data $TRAIN --limit 1000 --eval-data $TEST --grid $g \
 				--algos pgd,admm-q --seeds 1 --iters 2 --inner-epochs 2 --out $OUT/$m-$g --log-every 60s > $OUT/$m-$g.txt 2> $OUT/$m-$g.log
 		done
+	done
+	;;
+cnn10k)
+	# fmnist-cnn and fmnist-resnet at a larger budget: 10 000 calibration images, the whole
+	# test set held out (--limit applies to both), 4 outer iterations × 3 inner epochs.
+	for m in fmnist-cnn fmnist-resnet; do
+		for g in binary binary-channel; do
+			$QTOOL compare testmodels/$m.onnx --data $TRAIN --limit 10000 --eval-data $TEST --grid $g \
+				--algos pgd,admm-q --seeds 1 --iters 4 --inner-epochs 3 --out $OUT/$m-$g-10k --log-every 60s > $OUT/$m-$g-10k.txt 2> $OUT/$m-$g-10k.log
+		done
+	done
+	;;
+distill60k)
+	# Without labels, at the budgets of mlp60k and cnn10k: ADMM-Q trained by distillation
+	# from the FP model (the labels only measure accuracy).
+	$QTOOL compare testmodels/fmnist-mlp.onnx --data $TRAIN --eval-data $TEST --loss distill \
+		--algos admm-q --seeds 5 --iters 4 --out $OUT/fmnist-mlp-60k-distill --log-every 60s > $OUT/fmnist-mlp-60k-distill.txt 2> $OUT/fmnist-mlp-60k-distill.log
+	for m in fmnist-cnn fmnist-resnet; do
+		$QTOOL compare testmodels/$m.onnx --data $TRAIN --limit 10000 --eval-data $TEST --grid binary-channel --loss distill \
+			--algos admm-q --seeds 1 --iters 4 --inner-epochs 3 --out $OUT/$m-distill-10k --log-every 60s > $OUT/$m-distill-10k.txt 2> $OUT/$m-distill-10k.log
 	done
 	;;
 distill)
