@@ -103,3 +103,23 @@ func dw3x3Masks(wd int) uint64 {
 	row := uint64(1)<<wd - 1
 	return row | (row&^1)<<16 | (row&^(1<<(wd-1)))<<32
 }
+
+//go:noescape
+func maxPool2x2AVX512(x, y *float32, oh, ow, wd int, masks uint64)
+
+// maxPool2x2Fast reports whether maxPool2x2 runs in assembly.
+func maxPool2x2Fast() bool { return convTileOK() }
+
+// maxPool2x2Plane is maxPool2x2 in assembly, for maxPool2x2Fast.
+func maxPool2x2Plane(g *nnGeom, x, y []float32) {
+	oh, ow, wd := g.out[1], g.out[2], g.in[2]
+	if oh == 0 || ow == 0 {
+		return
+	}
+	if len(y) < oh*ow || len(x) < (2*oh-1)*wd+2*ow || 2*ow > wd {
+		panic(fmt.Sprintf("max pool plane out of range: %d×%d from rows of %d, lens %d %d", oh, ow, wd, len(x), len(y)))
+	}
+	last := ow - (ow-1)/8*8 // outputs in a row's last chunk, 1..8
+	masks := uint64(1)<<(2*last) - 1 | (uint64(1)<<last-1)<<16
+	maxPool2x2AVX512(&x[0], &y[0], oh, ow, wd, masks)
+}

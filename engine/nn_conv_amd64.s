@@ -475,3 +475,83 @@ gnext:
 	HSUMADD(Z24, 32)
 	VZEROUPPER
 	RET
+
+// MAXFIX sets d = max(a, b) as Go's max builtin computes it: NaN when either is NaN
+// (a+b), +0 over −0 (a AND b where a == b), otherwise VMAXPS's larger value.
+#define MAXFIX(a, b, d) \
+	VMAXPS b, a, d ; \
+	VCMPPS $0, b, a, K3 ; \
+	VPANDD b, a, K3, d ; \
+	VCMPPS $3, b, a, K4 ; \
+	VADDPS b, a, K4, d
+
+// func maxPool2x2AVX512(x, y *float32, oh, ow, wd int, masks uint64)
+//
+// y (oh × ow) = the 2×2 stride-2 max pool of x (rows of wd values): 16 input columns,
+// 8 outputs at a time; masks holds the input lanes (bits 0-15) and output lanes (bits
+// 16-23) of each row's last chunk.
+TEXT ·maxPool2x2AVX512(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ oh+16(FP), CX
+	MOVQ ow+24(FP), R8
+	MOVQ wd+32(FP), R9
+	SHLQ $2, R9 // input row stride in bytes
+	MOVQ masks+40(FP), BX
+	KMOVW BX, K5 // last chunk's input lanes
+	SHRQ $16, BX
+	KMOVW BX, K6 // last chunk's output lanes
+	MOVQ $0xffff, BX
+	KMOVW BX, K7
+	MOVQ $0xff, BX
+	KMOVW BX, K2
+	// Chunks per row: ceil(ow / 8).
+	MOVQ R8, R10
+	ADDQ $7, R10
+	SHRQ $3, R10
+
+prow:
+	MOVQ SI, R11 // input row 2r
+	MOVQ SI, R12
+	ADDQ R9, R12 // input row 2r+1
+	MOVQ DI, R13
+	MOVQ R10, DX
+
+pchunk:
+	CMPQ DX, $1
+	JNE  pfull
+	VMOVUPS.Z (R11), K5, Z0
+	VMOVUPS.Z (R12), K5, Z1
+	JMP  pmax
+
+pfull:
+	VMOVUPS (R11), Z0
+	VMOVUPS (R12), Z1
+
+pmax:
+	MAXFIX(Z0, Z1, Z2)
+	VPMOVQD Z2, Y3
+	VPSRLQ $32, Z2, Z4
+	VPMOVQD Z4, Y4
+	MAXFIX(Z3, Z4, Z5)
+	CMPQ DX, $1
+	JNE  pstore
+	VMOVUPS Z5, K6, (R13)
+	JMP  pnext
+
+pstore:
+	VMOVUPS Y5, (R13)
+
+pnext:
+	ADDQ $64, R11
+	ADDQ $64, R12
+	ADDQ $32, R13
+	DECQ DX
+	JNZ  pchunk
+
+	LEAQ (SI)(R9*2), SI
+	LEAQ (DI)(R8*4), DI
+	DECQ CX
+	JNZ  prow
+	VZEROUPPER
+	RET

@@ -20,3 +20,8 @@ func dw3x3Plane(x, y []float32, h, wd int, w, bias []float32, act *nnClamp, add 
 func dw3x3GradW(x, gy []float32, h, wd int, gw []float32) {
 	panic("dw3x3GradW without dw3x3Fast")
 }
+
+// maxPool2x2Fast is false without the assembly.
+func maxPool2x2Fast() bool { return false }
+
+func maxPool2x2Plane(g *nnGeom, x, y []float32) { panic("maxPool2x2Plane without maxPool2x2Fast") }

@@ -210,3 +210,48 @@ func dw3x3Same(a, b float32) bool {
 	}
 	return math.Abs(float64(a-b)) <= 1e-5*(1+math.Abs(float64(b)))
 }
+
+// TestMaxPool2x2Plane checks the assembly 2×2 max pool bit for bit against the Go loop
+// (NaN for NaN) on planes of every output width up to 20, odd input sizes (the last row
+// and column dropped) and edge values: NaN, ±0 pairs, ±∞.
+func TestMaxPool2x2Plane(t *testing.T) {
+	if !maxPool2x2Fast() {
+		t.Skip("no AVX-512 max pool on this CPU; maxPool2x2Go is the definition")
+	}
+	r := rand.New(rand.NewPCG(31, 32))
+	negz := float32(math.Copysign(0, -1))
+	edges := []float32{float32(math.NaN()), negz, 0, float32(math.Inf(1)), float32(math.Inf(-1))}
+	for ow := 1; ow <= 20; ow++ {
+		for _, oh := range []int{1, 2, 5} {
+			for _, extra := range []int{0, 1} {
+				H, W := 2*oh+extra, 2*ow+extra
+				g := nnGeom{in: [nnMaxSpatial]int{1, H, W}, out: [nnMaxSpatial]int{1, oh, ow}, k: [nnMaxSpatial]int{1, 2, 2},
+					s: [nnMaxSpatial]int{1, 2, 2}, d: [nnMaxSpatial]int{1, 1, 1}}
+				if !g.is2x2() {
+					t.Fatalf("%d×%d: geometry is not 2×2", H, W)
+				}
+				x := make([]float32, H*W)
+				for i := range x {
+					switch r.IntN(4) {
+					case 0:
+						x[i] = edges[r.IntN(len(edges))]
+					case 1:
+						x[i] = []float32{0, negz}[r.IntN(2)]
+					default:
+						x[i] = r.Float32()*2 - 1
+					}
+				}
+				want, got := make([]float32, oh*ow+1), make([]float32, oh*ow+1)
+				want[oh*ow], got[oh*ow] = 42, 42 // past the plane: must stay
+				maxPool2x2Go(&g, x, want)
+				maxPool2x2Plane(&g, x, got)
+				for i := range got {
+					a, b := got[i], want[i]
+					if (a != a) != (b != b) || (a == a && math.Float32bits(a) != math.Float32bits(b)) {
+						t.Fatalf("%d×%d → %d×%d: y[%d] = %v (%#x), want %v (%#x)", H, W, oh, ow, i, a, math.Float32bits(a), b, math.Float32bits(b))
+					}
+				}
+			}
+		}
+	}
+}
