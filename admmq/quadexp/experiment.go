@@ -257,11 +257,35 @@ func (j *job) seed(cfg Config) uint64 {
 // Options controls how Run executes; none of it changes the results.
 type Options struct {
 	Workers int // 0 means runtime.NumCPU()
-	// PureGo skips OpenBLAS and uses gonum's Dgemm.
+	// PureGo uses the Go passes and the Go FMA product instead of the AVX-512 assembly or
+	// OpenBLAS; the results are the same bits, only slower.
 	PureGo bool
 	// Progress, if non-nil, is called after each finished job (from the calling goroutine's
 	// point of view serially).
 	Progress func(done, total int)
+}
+
+// kernels is the arithmetic one worker uses. Every choice computes the same bits: the
+// AVX-512 passes equal the Go passes, and the products are all the sequential FMA chain of
+// gemmFMA.
+type kernels struct {
+	simd bool     // AVX-512 passes and product for rows whose length is a multiple of 8
+	gemm gemmFunc // the product otherwise
+}
+
+// chooseKernels picks the fastest arithmetic available and names it for the results.
+func chooseKernels(pureGo bool) (newKernels func() kernels, name string) {
+	if pureGo || os.Getenv("QTOOL_BLAS") == "go" {
+		return func() kernels { return kernels{gemm: gemmFMA} }, "Go (sequential FMA products)"
+	}
+	if haveSIMD() {
+		return func() kernels { return kernels{simd: true, gemm: gemmFMA} },
+			"AVX-512 assembly (sequential FMA products, bit-identical to OpenBLAS dgemm)"
+	}
+	if g, name, err := openBLASDgemm(); err == nil {
+		return func() kernels { return kernels{gemm: g()} }, name + " with Go passes"
+	}
+	return func() kernels { return kernels{gemm: gemmFMA} }, "Go (sequential FMA products)"
 }
 
 // Run executes the protocol and returns its results.
@@ -269,15 +293,7 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Results, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	newGemm, backend := (func() gemmFunc)(nil), ""
-	if !opt.PureGo && os.Getenv("QTOOL_BLAS") != "go" {
-		if g, name, err := openBLASDgemm(); err == nil {
-			newGemm, backend = g, name
-		}
-	}
-	if newGemm == nil {
-		newGemm, backend = gonumDgemm, "gonum (pure Go)"
-	}
+	newKernels, backend := chooseKernels(opt.PureGo)
 	insts := make([][]*Instance, len(cfg.Pairs))
 	var jobs []*job
 	for pi, p := range cfg.Pairs {
@@ -336,9 +352,9 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Results, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			gemm := newGemm() // per worker: the OpenBLAS caller keeps its arguments in place
+			k := newKernels() // per worker: the OpenBLAS caller keeps its arguments in place
 			for j := range next {
-				err := runJob(ctx, cfg, insts[j.pair][j.inst], j, gemm)
+				err := runJob(ctx, cfg, insts[j.pair][j.inst], j, k)
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = err
@@ -371,29 +387,30 @@ feed:
 	return assemble(cfg, insts, jobs, backend), nil
 }
 
-// blockElems is the size, in matrix elements, of the row blocks an iteration is processed
-// in, so that the rows stay in the L2 cache between the element-wise passes and the product.
-const blockElems = 4096
+// regionElems bounds, in matrix elements, the rows that go through all iterations together.
+// Runs are independent, so a region's rows can finish every iteration before the next
+// region starts; a region's eight n×d arrays then stay in the L2 cache for the whole run
+// instead of streaming from memory every iteration.
+const regionElems = 4096
 
 // runJob runs every row of j and stores its scores.
 //
-// One iteration of the ADMM family is, row by row, the y-update (fused with forming the
-// right-hand side w = ρy − b − λ), then X = W(Q + ρI)⁻¹ for the block, then the λ-update.
-// These are the same formulas as admmq's UpdateYQ, UpdateYR (with MaskBits), SoftPrepare/
-// SoftFactor/SoftApply and UpdateDual, fused into two passes because element-wise work, not
-// the product, dominates at these sizes; TestBatchMatchesDriver checks them against
-// admmq.Run.
+// One iteration of the ADMM family is, row by row, the y-update fused with forming the
+// right-hand side w = ρy − b − λ, then X = W(Q + ρI)⁻¹ for the rows of a region, then the
+// λ-update: the passes of kernels.go. TestBatchMatchesDriver checks them against admmq.Run.
 //
 // A row whose whole state (x, y, λ) came out of an iteration bit-identical to what went in
 // (and, for ADMM-R, whose unmasked projection equals y, so that no mask can move it) is at a
-// fixed point of the iteration and stays there; it is frozen and skipped. This changes no
-// result, it only skips recomputing it.
-func runJob(ctx context.Context, cfg Config, in *Instance, j *job, gemm gemmFunc) error {
+// fixed point of the iteration and stays there. It is frozen: moved behind the active rows,
+// which stay contiguous, so that neither the passes nor the product see it again. That
+// changes no result, because every row of a product is computed on its own (gemmFMA), and a
+// frozen row's objective is constant, so it is scored once, when scoring starts.
+func runJob(ctx context.Context, cfg Config, in *Instance, j *job, k kernels) error {
 	d := in.Pair.D
 	S := cfg.Starts
 	n := len(j.subs) * S
 	rho := cfg.RhoBars[j.rhoIdx] * in.LMax
-	b := newBatch(in, n, S, gemm)
+	b := newBatch(in, n, S, k, rho)
 	j.scores = b.best
 	j.final = b
 	if n == 0 {
@@ -411,55 +428,79 @@ func runJob(ctx context.Context, cfg Config, in *Instance, j *job, gemm gemmFunc
 			return fmt.Errorf("quadexp: %v instance %d: %w", in.Pair, in.Index, err)
 		}
 		for i, x := range b.X { // y⁰ = P_A(x⁰); λ⁰ = 0
-			b.Y[i] = b.proj(x)
+			b.Y[i] = b.c.proj(x)
 		}
 	}
 	seed := j.seed(cfg)
-	gpb := max(1, blockElems/(S*d)) // sub-setting groups per block
+	rows := max(4, regionElems/d)
+	for lo := 0; lo < n; lo += rows {
+		r := b.region(lo, min(lo+rows, n))
+		if err := r.run(ctx, j, minv, seed, iters, iters-cfg.Last); err != nil {
+			return err
+		}
+		if &r.X[0] != &b.X[lo*d] { // the final iterate is in the other buffer
+			copy(b.X[lo*d:], r.X)
+		}
+	}
+	b.unpermute()
+	return nil
+}
+
+// run performs all iterations on the batch's rows; first is the first scored iteration.
+func (b *batch) run(ctx context.Context, j *job, minv []float64, seed uint64, iters, first int) error {
 	for it := 0; it < iters; it++ {
 		if it%256 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
-		scoring := it >= iters-cfg.Last
-		b.X, b.Xprev = b.Xprev, b.X
-		for g0 := 0; g0 < len(j.subs); g0 += gpb {
-			g1 := min(g0+gpb, len(j.subs))
-			lo, hi := g0*S, g1*S
-			if !scoring && allTrue(b.frozen[lo:hi]) {
-				continue
+		if b.nAct == 0 {
+			if it <= first {
+				b.score(j.method, 0, b.n)
 			}
-			b.iterate(j, minv, rho, seed, it, lo, hi, g0, S, scoring)
+			break
 		}
+		b.X, b.Xprev = b.Xprev, b.X
+		if j.method == admmq.PGD || j.method == admmq.GDProj {
+			b.stepGradient(j.method, 0, b.nAct)
+		} else {
+			b.stepADMM(j, minv, seed, it, 0, b.nAct)
+		}
+		switch {
+		case it == first:
+			b.score(j.method, 0, b.n) // the frozen rows' constant objectives too
+		case it > first:
+			b.score(j.method, 0, b.nAct)
+		}
+		b.compact()
 	}
 	return nil
 }
 
-func allTrue(v []bool) bool {
-	for _, x := range v {
-		if !x {
-			return false
-		}
-	}
-	return true
-}
-
-// batch holds n runs as the rows of n×d matrices.
+// batch holds n runs as the rows of n×d matrices. Rows are kept in slots: the nAct active
+// runs first, the frozen ones behind them; perm maps a slot to its run.
 type batch struct {
 	in                       *Instance
-	n, d                     int
-	v, invV                  float64 // lattice step v (a power of two) and 1/v
+	n, d, starts             int
+	c                        passConsts
+	k                        kernels
+	simd                     bool // k.simd and d a multiple of 8
 	X, Xprev, Y, L, Z, ZT, W []float64
-	G                        []float64 // scratch for scoring; W must survive for frozen rows
-	frozen                   []bool
-	best                     []float64
-	gemm                     gemmFunc
+	G                        []float64 // scratch: squares of ADMM-S, products for scoring
+	nAct                     int
+	perm                     []int
+	frz                      []bool    // slot froze in this iteration
+	d2, s                    []float64 // per slot: ADMM-S's ‖z − P_A(z)‖² and soft factor
+	flags                    []int64   // per slot: dual pass flags
+	keys, thrs               []uint64  // per slot: ADMM-R's mask in this iteration
+	offs                     []int     // per slot: the run's first element in its mask
+	best                     []float64 // per run
 }
 
-func newBatch(in *Instance, n, starts int, gemm gemmFunc) *batch {
+func newBatch(in *Instance, n, starts int, k kernels, rho float64) *batch {
 	d := in.Pair.D
-	b := &batch{in: in, n: n, d: d, gemm: gemm, v: in.Pair.V, invV: 1 / in.Pair.V}
+	b := &batch{in: in, n: n, d: d, starts: starts, k: k, simd: k.simd && d%8 == 0, nAct: n,
+		c: passConsts{inv: 1 / rho, iv: 1 / in.Pair.V, v: in.Pair.V, rho: rho}}
 	for _, p := range []*[]float64{&b.X, &b.Xprev, &b.Y, &b.L, &b.Z, &b.ZT, &b.W, &b.G} {
 		*p = make([]float64, n*d)
 	}
@@ -467,7 +508,14 @@ func newBatch(in *Instance, n, starts int, gemm gemmFunc) *batch {
 		copy(b.X[r*d:(r+1)*d], in.X0[r%starts])
 	}
 	copy(b.Xprev, b.X)
-	b.frozen = make([]bool, n)
+	b.perm = make([]int, n)
+	for i := range b.perm {
+		b.perm[i] = i
+	}
+	b.frz = make([]bool, n)
+	b.d2, b.s = make([]float64, n), make([]float64, n)
+	b.flags = make([]int64, n)
+	b.keys, b.thrs, b.offs = make([]uint64, n), make([]uint64, n), make([]int, n)
 	b.best = make([]float64, n)
 	for i := range b.best {
 		b.best[i] = math.Inf(1)
@@ -475,135 +523,117 @@ func newBatch(in *Instance, n, starts int, gemm gemmFunc) *batch {
 	return b
 }
 
-// proj is the projection onto vℤ with admmq's tie rule (admmq.Set of kind lattice); v is a
-// power of two, so z·(1/v) is z/v exactly.
-func (b *batch) proj(z float64) float64 { return b.v * admmq.RoundHalfUp(z*b.invV) }
-
-// iterate performs iteration it of j's method on rows [lo, hi), which hold the sub-setting
-// groups from g0 on.
-func (b *batch) iterate(j *job, minv []float64, rho float64, seed uint64, it, lo, hi, g0, S int, scoring bool) {
+// region returns a batch of slots [lo, hi) that shares b's storage.
+func (b *batch) region(lo, hi int) *batch {
 	d := b.d
-	v, iv := b.v, b.invV // b.proj, written out so that it inlines
-	row := func(m []float64, r int) []float64 { return m[r*d : (r+1)*d] }
-	block := func(m []float64) []float64 { return m[lo*d : hi*d] }
-	bb := b.in.B
+	r := *b
+	r.n, r.nAct = hi-lo, hi-lo
+	for _, p := range []*[]float64{&r.X, &r.Xprev, &r.Y, &r.L, &r.Z, &r.ZT, &r.W, &r.G} {
+		*p = (*p)[lo*d : hi*d]
+	}
+	r.perm, r.frz = b.perm[lo:hi], b.frz[lo:hi]
+	r.d2, r.s, r.flags = b.d2[lo:hi], b.s[lo:hi], b.flags[lo:hi]
+	r.keys, r.thrs, r.offs = b.keys[lo:hi], b.thrs[lo:hi], b.offs[lo:hi]
+	return &r
+}
+
+func (b *batch) gemm(m int, a, bm, c []float64) {
+	if b.simd {
+		gemmSIMD(m, b.d, b.d, a, b.d, bm, b.d, c, b.d)
+	} else {
+		b.k.gemm(m, b.d, b.d, a, b.d, bm, b.d, c, b.d)
+	}
+}
+
+// stepADMM performs iteration it of j's method (ADMM-Q, -S or -R) on slots [lo, hi).
+func (b *batch) stepADMM(j *job, minv []float64, seed uint64, it, lo, hi int) {
+	d, c, bb := b.d, b.c, b.in.B
+	blk := func(m []float64) []float64 { return m[lo*d : hi*d] }
+	// Xprev holds x^r, which the x-update reads only through λ.
+	x, y, l, w := blk(b.Xprev), blk(b.Y), blk(b.L), blk(b.W)
 	switch j.method {
-	case admmq.ADMMQ, admmq.ADMMR, admmq.ADMMS:
-		inv := 1 / rho
-		var bits admmq.MaskBits
-		group := -1
-		// The x-update reads the previous x only through λ; X now holds x^r in Xprev.
-		for r := lo; r < hi; r++ {
-			if b.frozen[r] {
-				continue
-			}
-			x, y, l, w := row(b.Xprev, r), row(b.Y, r), row(b.L, r), row(b.W, r)
-			switch j.method {
-			case admmq.ADMMQ:
-				for i := range x {
-					y[i] = v * admmq.RoundHalfUp((x[i]+l[i]*inv)*iv)
-					w[i] = rho*y[i] - bb[i] - l[i]
-				}
-			case admmq.ADMMR:
-				g := r / S
-				if g != group {
-					group = g
-					bits = admmq.Mask{P: j.subs[g], Seed: seed, Iter: it, Stream: uint64(g)}.Bits()
-				}
-				off := (r - g*S) * d // element index within the group, as UpdateYR on the group
-				for i := range x {
-					if p := v * admmq.RoundHalfUp((x[i]+l[i]*inv)*iv); p != y[i] && bits.On(off+i) {
-						y[i] = p
-					}
-					w[i] = rho*y[i] - bb[i] - l[i]
-				}
-			case admmq.ADMMS:
-				z, zt := row(b.Z, r), row(b.ZT, r)
-				var d2 float64
-				for i := range x {
-					z[i] = x[i] + l[i]*inv
-					zt[i] = v * admmq.RoundHalfUp((z[i])*iv)
-					d2 += (zt[i] - z[i]) * (zt[i] - z[i])
-				}
-				if s := admmq.SoftFactor(d2, j.subs[r/S], rho); s >= 1 {
-					copy(y, zt)
-				} else {
-					for i := range y {
-						y[i] = z[i] + s*(zt[i]-z[i])
-					}
-				}
-				for i := range x {
-					w[i] = rho*y[i] - bb[i] - l[i]
+	case admmq.ADMMQ:
+		if b.simd {
+			yQSIMD(x, l, y, w, bb, c)
+		} else {
+			yQGo(x, l, y, w, bb, c)
+		}
+	case admmq.ADMMS:
+		z, zt, sq := blk(b.Z), blk(b.ZT), blk(b.G)
+		if b.simd {
+			zSSIMD(x, l, z, zt, sq, c)
+		} else {
+			zSGo(x, l, z, zt, sq, c)
+		}
+		d2, s := b.d2[lo:hi], b.s[lo:hi]
+		rowSums(sq, d, d2)
+		for r := range s {
+			s[r] = admmq.SoftFactor(d2[r], j.subs[b.perm[lo+r]/b.starts], c.rho)
+		}
+		if b.simd {
+			ySSIMD(z, zt, y, w, l, bb, s, c)
+		} else {
+			ySGo(z, zt, y, w, l, bb, s, c)
+		}
+	case admmq.ADMMR:
+		keys, thrs, offs := b.keys[lo:hi], b.thrs[lo:hi], b.offs[lo:hi]
+		for r := range keys {
+			run := b.perm[lo+r]
+			g := run / b.starts
+			keys[r], thrs[r] = maskParams(j.subs[g], seed, it, uint64(g))
+			offs[r] = (run - g*b.starts) * d // element index within the group, as UpdateYR on the group
+		}
+		if b.simd {
+			yRSIMD(x, l, y, w, bb, keys, thrs, offs, c)
+		} else {
+			yRGo(x, l, y, w, bb, keys, thrs, offs, c)
+		}
+	}
+	xn := blk(b.X)
+	b.gemm(hi-lo, w, minv, xn)
+	flags := b.flags[lo:hi]
+	if b.simd {
+		dualSIMD(xn, x, y, l, flags, d, c.rho)
+	} else {
+		dualGo(xn, x, y, l, flags, d, c.rho)
+	}
+	for r, f := range flags {
+		// Unchanged x and λ give the next y-update the same inputs, so (for ADMM-Q and
+		// ADMM-S) every later iteration reproduces this state. A non-finite x is absorbing:
+		// the run has diverged.
+		same := f&flagChanged == 0 || f&flagNonFinite != 0
+		if same && j.method == admmq.ADMMR {
+			o := r * d
+			xp, y, l := x[o:o+d], y[o:o+d], l[o:o+d]
+			for i := range xp { // fixed under every mask only if the full projection agrees
+				if c.proj(xp[i]+float64(l[i]*c.inv)) != y[i] {
+					same = false
+					break
 				}
 			}
 		}
-		b.gemm(hi-lo, d, d, block(b.W), d, minv, d, block(b.X), d)
-		for r := lo; r < hi; r++ {
-			if b.frozen[r] {
-				continue
+		b.frz[lo+r] = same
+	}
+}
+
+// stepGradient performs iteration it of PGD or GD+Proj (whose projection comes only at
+// scoring) on slots [lo, hi).
+func (b *batch) stepGradient(m admmq.Method, lo, hi int) {
+	d, c, bb := b.d, b.c, b.in.B
+	// Xprev holds x^r; G = x^r Q goes to W, then x^{r+1} to X.
+	b.gemm(hi-lo, b.Xprev[lo*d:hi*d], b.in.Q, b.W[lo*d:hi*d])
+	for r := lo; r < hi; r++ {
+		x, xp, g := b.X[r*d:(r+1)*d], b.Xprev[r*d:(r+1)*d], b.W[r*d:(r+1)*d]
+		same := true
+		for i := range x {
+			nx := xp[i] - float64((g[i]+bb[i])*c.inv)
+			if m == admmq.PGD {
+				nx = c.proj(nx)
 			}
-			// If x and λ come out unchanged, the next y-update sees the same inputs, so (for
-			// ADMM-Q and ADMM-S) every later iteration reproduces this state.
-			x, xp, y, l := row(b.X, r), row(b.Xprev, r), row(b.Y, r), row(b.L, r)
-			same := true
-			var nonfinite float64 // x·0 is NaN exactly when x is ±Inf or NaN
-			for i := range x {
-				nl := l[i] + rho*(x[i]-y[i])
-				same = same && nl == l[i] && x[i] == xp[i]
-				l[i] = nl
-				nonfinite += x[i] * 0
-			}
-			if nonfinite != nonfinite {
-				same = true // diverged: NaN/Inf is absorbing, its objective never counts
-			}
-			if same && j.method == admmq.ADMMR {
-				for i := range x { // fixed under every mask only if the full projection agrees
-					if v*admmq.RoundHalfUp((xp[i]+l[i]*inv)*iv) != y[i] {
-						same = false
-						break
-					}
-				}
-			}
-			b.frozen[r] = same
+			same = same && nx == xp[i]
+			x[i] = nx
 		}
-		if scoring {
-			if j.method == admmq.ADMMS {
-				b.score(lo, hi, b.ZT) // the iteration's point of A, P_A(z), as the reference code
-			} else {
-				b.score(lo, hi, b.Y)
-			}
-		}
-	case admmq.PGD, admmq.GDProj:
-		// Xprev holds x^r; compute G = x^r Q into W, then x^{r+1} into X.
-		b.gemm(hi-lo, d, d, block(b.Xprev), d, b.in.Q, d, block(b.W), d)
-		inv := 1 / rho
-		for r := lo; r < hi; r++ {
-			x, xp, g := row(b.X, r), row(b.Xprev, r), row(b.W, r)
-			if b.frozen[r] {
-				copy(x, xp)
-				continue
-			}
-			same := true
-			for i := range x {
-				nx := xp[i] - (g[i]+bb[i])*inv
-				if j.method == admmq.PGD {
-					nx = v * admmq.RoundHalfUp((nx)*iv)
-				}
-				same = same && nx == xp[i]
-				x[i] = nx
-			}
-			b.frozen[r] = same || !finiteRow(x)
-		}
-		if scoring {
-			if j.method == admmq.PGD {
-				b.score(lo, hi, b.X)
-			} else {
-				for i, x := range block(b.X) {
-					block(b.ZT)[i] = v * admmq.RoundHalfUp((x)*iv)
-				}
-				b.score(lo, hi, b.ZT)
-			}
-		}
+		b.frz[r] = same || !finiteRow(x)
 	}
 }
 
@@ -616,19 +646,76 @@ func finiteRow(v []float64) bool {
 	return true
 }
 
-// score lowers the best objective of rows [lo, hi) with f at the rows of F.
-func (b *batch) score(lo, hi int, F []float64) {
+// score lowers the best objective of the runs in slots [lo, hi) with f at the iteration's
+// point of A: y, except for ADMM-S (P_A(z), as the reference code), PGD (x) and GD+Proj
+// (P_A(x)).
+func (b *batch) score(m admmq.Method, lo, hi int) {
+	if lo == hi {
+		return
+	}
 	d := b.d
-	F, W := F[lo*d:hi*d], b.G[lo*d:hi*d]
-	b.gemm(hi-lo, d, d, F, d, b.in.Q, d, W, d)
+	F := b.Y
+	switch m {
+	case admmq.ADMMS:
+		F = b.ZT
+	case admmq.PGD:
+		F = b.X
+	case admmq.GDProj:
+		for i, x := range b.X[lo*d : hi*d] {
+			b.ZT[lo*d+i] = b.c.proj(x)
+		}
+		F = b.ZT
+	}
+	F, G := F[lo*d:hi*d], b.G[lo*d:hi*d]
+	b.gemm(hi-lo, F, b.in.Q, G)
 	for r := 0; r < hi-lo; r++ {
-		x, g := F[r*d:(r+1)*d], W[r*d:(r+1)*d]
+		x, g := F[r*d:(r+1)*d], G[r*d:(r+1)*d]
 		var f float64
 		for i := range x {
-			f += x[i] * (0.5*g[i] + b.in.B[i])
+			f += float64(x[i] * (float64(0.5*g[i]) + b.in.B[i]))
 		}
-		if f < b.best[lo+r] && !math.IsInf(f, -1) { // NaN never lowers the score, nor does a diverged row
-			b.best[lo+r] = f
+		run := b.perm[lo+r]
+		if f < b.best[run] && !math.IsInf(f, -1) { // NaN never lowers the score, nor does a diverged row
+			b.best[run] = f
 		}
+	}
+}
+
+// compact moves the rows frozen in this iteration behind the active ones.
+func (b *batch) compact() {
+	d := b.d
+	for r := b.nAct - 1; r >= 0; r-- {
+		if !b.frz[r] {
+			continue
+		}
+		b.frz[r] = false
+		// Both iterate buffers hold the final x from now on, whichever is current.
+		copy(b.Xprev[r*d:(r+1)*d], b.X[r*d:(r+1)*d])
+		last := b.nAct - 1
+		if r != last {
+			for _, m := range [][]float64{b.X, b.Xprev, b.Y, b.L, b.Z, b.ZT} {
+				p, q := m[r*d:(r+1)*d], m[last*d:(last+1)*d]
+				for i := range p {
+					p[i], q[i] = q[i], p[i]
+				}
+			}
+			b.perm[r], b.perm[last] = b.perm[last], b.perm[r]
+		}
+		b.nAct--
+	}
+}
+
+// unpermute puts the rows back in run order, for tests that compare final states.
+func (b *batch) unpermute() {
+	d := b.d
+	for _, p := range []*[]float64{&b.X, &b.Xprev, &b.Y, &b.L, &b.Z, &b.ZT} {
+		m := make([]float64, len(*p))
+		for slot, run := range b.perm {
+			copy(m[run*d:(run+1)*d], (*p)[slot*d:(slot+1)*d])
+		}
+		*p = m
+	}
+	for i := range b.perm {
+		b.perm[i] = i
 	}
 }

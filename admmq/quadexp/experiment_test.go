@@ -25,10 +25,16 @@ func tinyConfig() Config {
 	}
 }
 
-func gemms(t *testing.T) map[string]gemmFunc {
-	out := map[string]gemmFunc{"gonum": gonumDgemm()}
+// kernelChoices returns every arithmetic Run can pick on this machine.
+func kernelChoices(t *testing.T) map[string]kernels {
+	out := map[string]kernels{"go": {gemm: gemmFMA}}
+	if haveSIMD() {
+		out["avx512"] = kernels{simd: true, gemm: gemmFMA}
+	} else {
+		t.Log("AVX-512 passes not tested: this CPU lacks AVX-512F")
+	}
 	if g, _, err := openBLASDgemm(); err == nil {
-		out["openblas"] = g()
+		out["openblas"] = kernels{gemm: g()}
 	} else if testenv.InCI() {
 		t.Fatalf("OpenBLAS must be present under CI=true: %v", err)
 	} else {
@@ -51,7 +57,7 @@ func TestBatchMatchesDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	set := admmq.MustSet(admmq.Spec{Kind: admmq.KindLattice, Step: 8})
-	for name, g := range gemms(t) {
+	for name, g := range kernelChoices(t) {
 		for ri, rb := range cfg.RhoBars {
 			cases := []struct {
 				m    admmq.Method
@@ -118,7 +124,7 @@ func TestAliasedSoftEqualsADMMQ(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := gonumDgemm()
+	g := kernels{gemm: gemmFMA}
 	for ri, rb := range cfg.RhoBars {
 		beta := 1.01 * in.Pair.V * math.Sqrt(float64(in.Pair.D)) / 2 * rb * in.LMax
 		q := &job{method: admmq.ADMMQ, rhoIdx: ri, subs: []float64{0}}
