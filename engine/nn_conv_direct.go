@@ -19,6 +19,7 @@ package engine
 type convWork struct {
 	col  []float32 // column matrices of the images of one block, CgK × O each
 	colT []float32 // one column matrix transposed, O × CgK
+	xT   []float32 // one image channel-last, for colT2D
 	gyp  []float32 // output gradient rows packed for the tile kernel
 	tile []float32 // 8 × 32 landing area for tiles with fewer than 8 valid rows
 	ybuf []float32 // output planes of one block before a fused MaxPool
@@ -288,6 +289,10 @@ func (k *convKernel) backwardDirect(ctx *Context, d *convDims, x, w, gy, gx, gw 
 	if !d.pointwise && nnUseTable(g) {
 		tab = k.tab.table(g)
 	}
+	// 2-D windows build colᵀ from the image channel-last, its columns in (k1, k2, c)
+	// order, which the final sum puts back in W's (c, k1, k2) order: contiguous copies
+	// of channel vectors instead of a transpose of the whole column matrix.
+	hwc := !d.pointwise && g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1
 	nw := nnWorkers(ctx, d.N)
 	work := c.workers(nw)
 	for i := range work {
@@ -298,7 +303,10 @@ func (k *convKernel) backwardDirect(ctx *Context, d *convDims, x, w, gy, gx, gw 
 		if gw != nil {
 			wr.colT = nnGrow(wr.colT, O*CgK)
 			wr.gyp = nnGrow(wr.gyp, RBm*O*8)
-			if i > 0 {
+			if hwc {
+				wr.xT = nnGrow(wr.xT, isz*d.Cg)
+			}
+			if i > 0 || hwc {
 				wr.gw = nnGrow(wr.gw, len(w))
 			}
 		}
@@ -306,7 +314,7 @@ func (k *convKernel) backwardDirect(ctx *Context, d *convDims, x, w, gy, gx, gw 
 	nnEach(ctx, nw, d.N, func(wk, lo, hi int) {
 		wr := &work[wk]
 		gwk := gw
-		if wk > 0 && gw != nil {
+		if (wk > 0 || hwc) && gw != nil {
 			gwk = wr.gw[:len(w)]
 			clear(gwk)
 		}
@@ -316,19 +324,23 @@ func (k *convKernel) backwardDirect(ctx *Context, d *convDims, x, w, gy, gx, gw 
 				gyi := gy[(i*d.M+grp*d.Mg)*O : (i*d.M+(grp+1)*d.Mg)*O]
 				if gwk != nil {
 					// dW_g += gy_i · col_iᵀ: the packed rows of gy times colᵀ.
-					var col []float32
-					switch {
-					case d.pointwise:
-						col = x[xo : xo+d.Cg*isz]
-					case tab != nil:
-						col = wr.col[:CgK*O]
-						tab.im2col(d.Cg, x[xo:xo+d.Cg*isz], col, O)
-					default:
-						col = wr.col[:CgK*O]
-						nnIm2col(g, d.Cg, x[xo:xo+d.Cg*isz], col, O)
-					}
 					colT := wr.colT[:O*CgK]
-					transpose(colT, col, CgK, O)
+					switch {
+					case hwc:
+						xT := wr.xT[:isz*d.Cg]
+						transpose(xT, x[xo:xo+d.Cg*isz], d.Cg, isz)
+						colT2D(g, d.Cg, xT, colT)
+					case d.pointwise:
+						transpose(colT, x[xo:xo+d.Cg*isz], CgK, O)
+					default:
+						col := wr.col[:CgK*O]
+						if tab != nil {
+							tab.im2col(d.Cg, x[xo:xo+d.Cg*isz], col, O)
+						} else {
+							nnIm2col(g, d.Cg, x[xo:xo+d.Cg*isz], col, O)
+						}
+						transpose(colT, col, CgK, O)
+					}
 					packRows(wr.gyp, gyi, d.Mg, O, O)
 					wr.pan = panels(wr.pan[:0], 0, 0, CgK)
 					wr.multiply(O, d.Mg, wr.gyp, nil, colT, CgK, gwk[grp*d.Mg*CgK:(grp+1)*d.Mg*CgK], CgK, wr.pan, tileAdd)
@@ -352,10 +364,74 @@ func (k *convKernel) backwardDirect(ctx *Context, d *convDims, x, w, gy, gx, gw 
 			}
 		}
 	})
-	if gw != nil {
+	if gw == nil {
+		return
+	}
+	if !hwc {
 		for wk := 1; wk < nw; wk++ {
 			for j, v := range work[wk].gw[:len(w)] {
 				gw[j] += v
+			}
+		}
+		return
+	}
+	// Every worker summed in (k1, k2, c) column order; add them in worker order.
+	K := g.kSize()
+	for wk := 0; wk < nw; wk++ {
+		part := work[wk].gw[:len(w)]
+		for row := 0; row < d.M; row++ {
+			src, dst := part[row*CgK:(row+1)*CgK], gw[row*CgK:(row+1)*CgK]
+			for c := 0; c < d.Cg; c++ {
+				dc := dst[c*K : (c+1)*K]
+				for k, j := 0, c; k < K; k, j = k+1, j+d.Cg {
+					dc[k] += src[j]
+				}
+			}
+		}
+	}
+}
+
+// colT2D writes the transposed column matrix of a 2-D window geometry with its columns
+// in (k1, k2, c) order: colT[o·CK + (k1·K2 + k2)·C + c] is the image value under kernel
+// offset (k1, k2) of output position o in channel c, 0 in padding, read from xT, the
+// image channel-last (H·W × C). Undilated rows of taps are one copy of K2·C values.
+func colT2D(g *nnGeom, C int, xT, colT []float32) {
+	K1, K2 := g.k[1], g.k[2]
+	H, W := g.in[1], g.in[2]
+	CK := C * K1 * K2
+	o := 0
+	for o1 := 0; o1 < g.out[1]; o1++ {
+		for o2 := 0; o2 < g.out[2]; o2++ {
+			row := colT[o*CK : (o+1)*CK]
+			o++
+			i2 := o2*g.s[2] - g.pb[2] // column of tap k2 = 0
+			for k1 := 0; k1 < K1; k1++ {
+				seg := row[k1*K2*C : (k1+1)*K2*C]
+				i1 := o1*g.s[1] + k1*g.d[1] - g.pb[1]
+				if i1 < 0 || i1 >= H {
+					clear(seg)
+					continue
+				}
+				src := xT[i1*W*C : (i1+1)*W*C]
+				if g.d[2] == 1 {
+					lo, hi := max(0, -i2), min(K2, W-i2)
+					if lo >= hi {
+						clear(seg)
+						continue
+					}
+					clear(seg[:lo*C])
+					copy(seg[lo*C:hi*C], src[(i2+lo)*C:])
+					clear(seg[hi*C:])
+					continue
+				}
+				for k2 := 0; k2 < K2; k2++ {
+					j := i2 + k2*g.d[2]
+					if j < 0 || j >= W {
+						clear(seg[k2*C : (k2+1)*C])
+						continue
+					}
+					copy(seg[k2*C:(k2+1)*C], src[j*C:(j+1)*C])
+				}
 			}
 		}
 	}
