@@ -255,3 +255,64 @@ func TestMaxPool2x2Plane(t *testing.T) {
 		}
 	}
 }
+
+// TestIm2colTable checks the gather-table im2col (assembly gather where available)
+// against nnIm2col's row loops, and its col2im against nnCol2im, on 2-D geometries with
+// strides, dilations, asymmetric padding and windows larger than the image.
+func TestIm2colTable(t *testing.T) {
+	r := rand.New(rand.NewPCG(41, 42))
+	for trial := 0; trial < 200; trial++ {
+		var g nnGeom
+		g.nd = 2
+		g.in = [nnMaxSpatial]int{1, 1 + r.IntN(20), 1 + r.IntN(40)}
+		g.k = [nnMaxSpatial]int{1, 1 + r.IntN(4), 1 + r.IntN(4)}
+		g.s = [nnMaxSpatial]int{1, 1 + r.IntN(3), 1 + r.IntN(3)}
+		g.d = [nnMaxSpatial]int{1, 1 + r.IntN(2), 1 + r.IntN(2)}
+		g.pb = [nnMaxSpatial]int{0, r.IntN(3), r.IntN(3)}
+		g.pe = [nnMaxSpatial]int{0, r.IntN(3), r.IntN(3)}
+		g.out[0] = 1
+		ok := true
+		for j := 1; j < 3; j++ {
+			span := (g.k[j]-1)*g.d[j] + 1
+			n := g.in[j] + g.pb[j] + g.pe[j] - span
+			if n < 0 {
+				ok = false
+				break
+			}
+			g.out[j] = n/g.s[j] + 1
+		}
+		if !ok {
+			continue
+		}
+		C := 1 + r.IntN(3)
+		K, O := g.kSize(), g.outSize()
+		x := make([]float32, C*g.inSize())
+		for i := range x {
+			x[i] = r.Float32()
+		}
+		ld := O + r.IntN(5)
+		want, got := make([]float32, C*K*ld), make([]float32, C*K*ld)
+		nnIm2col(&g, C, x, want, ld)
+		var tab nnGatherTable
+		tab.table(&g).im2col(C, x, got, ld)
+		for rr := 0; rr < C*K; rr++ {
+			for o := 0; o < O; o++ {
+				if got[rr*ld+o] != want[rr*ld+o] {
+					t.Fatalf("trial %d %+v: col[%d, %d] = %v, want %v", trial, g, rr, o, got[rr*ld+o], want[rr*ld+o])
+				}
+			}
+		}
+		gx1, gx2 := make([]float32, len(x)), make([]float32, len(x))
+		col := make([]float32, len(want))
+		for i := range col {
+			col[i] = r.Float32()
+		}
+		nnCol2im(&g, C, append([]float32(nil), col...), gx1, ld)
+		tab.col2im(C, col, gx2, ld)
+		for i := range gx1 {
+			if math.Abs(float64(gx1[i]-gx2[i])) > 1e-5 {
+				t.Fatalf("trial %d: col2im gx[%d] = %v, want %v", trial, i, gx2[i], gx1[i])
+			}
+		}
+	}
+}
