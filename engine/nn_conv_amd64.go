@@ -11,7 +11,7 @@ import (
 // for CPUs with AVX-512F.
 //
 //go:noescape
-func convTileAVX512(k int, a, b0, b1 *float32, ldb int, c0, c1 *float32, ldc int, bias *float32, m0, m1 uint64, flags, nrb int)
+func convTileAVX512(k int, a, b0, b1 *float32, ldb int, c0, c1 *float32, ldc int, bias *float32, m0, m1 uint64, flags, nrb int, offs *int64)
 
 func cpuid(leaf, sub uint32) (a, b, c, d uint32)
 
@@ -40,8 +40,8 @@ var convTileOK = sync.OnceValue(func() bool {
 })
 
 // convTile computes nrb consecutive 8-row tiles with the assembly kernel.
-func convTile(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int) {
-	convTileCheck(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, nrb)
+func convTile(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int, offs *tileOffs) {
+	convTileCheck(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, nrb, offs)
 	if nrb == 0 {
 		return
 	}
@@ -49,7 +49,11 @@ func convTile(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bi
 	if bias != nil {
 		bp = &bias[0]
 	}
-	convTileAVX512(k, &a[0], &b0[0], &b1[0], ldb, &c0[0], &c1[0], ldc, bp, m0, m1, flags, nrb)
+	var op *int64
+	if offs != nil && k > 0 {
+		op = &offs.off[0]
+	}
+	convTileAVX512(k, &a[0], &b0[0], &b1[0], ldb, &c0[0], &c1[0], ldc, bp, m0, m1, flags, nrb, op)
 }
 
 // dw3x3AVX512 makes one output plane of a 3×3 "same" depthwise convolution (see

@@ -2,11 +2,13 @@
 
 #include "textflag.h"
 
-// func convTileAVX512(k int, a, b0, b1 *float32, ldb int, c0, c1 *float32, ldc int, bias *float32, m0, m1 uint64, flags, nrb int)
+// func convTileAVX512(k int, a, b0, b1 *float32, ldb int, c0, c1 *float32, ldc int, bias *float32, m0, m1 uint64, flags, nrb int, offs *int64)
 //
 // Accumulators: row r of the tile lives in Z(2r) (panel 0) and Z(2r+1) (panel 1). The
 // outer loop runs nrb row blocks: a, c0, c1 and bias continue where the last block ended.
-TEXT ·convTileAVX512(SB), NOSPLIT, $0-104
+// With offs non-nil, row i of b0 and b1 starts offs[i] bytes after them instead of
+// i·ldb values.
+TEXT ·convTileAVX512(SB), NOSPLIT, $0-112
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), AX
 	MOVQ b0+16(FP), SI
@@ -107,6 +109,9 @@ loadc:
 start:
 	TESTQ CX, CX
 	JZ   done
+	MOVQ offs+104(FP), R14
+	TESTQ R14, R14
+	JNZ  oloop
 
 loop:
 	VMOVUPS.Z (SI), K1, Z16
@@ -140,6 +145,40 @@ loop:
 	ADDQ R8, DI
 	DECQ CX
 	JNZ  loop
+	JMP  done
+
+oloop:
+	MOVQ (R14), BX
+	VMOVUPS.Z (SI)(BX*1), K1, Z16
+	VMOVUPS.Z (DI)(BX*1), K2, Z17
+	VBROADCASTSS 0(AX), Z18
+	VBROADCASTSS 4(AX), Z19
+	VBROADCASTSS 8(AX), Z20
+	VBROADCASTSS 12(AX), Z21
+	VFMADD231PS Z16, Z18, Z0
+	VFMADD231PS Z17, Z18, Z1
+	VFMADD231PS Z16, Z19, Z2
+	VFMADD231PS Z17, Z19, Z3
+	VFMADD231PS Z16, Z20, Z4
+	VFMADD231PS Z17, Z20, Z5
+	VFMADD231PS Z16, Z21, Z6
+	VFMADD231PS Z17, Z21, Z7
+	VBROADCASTSS 16(AX), Z22
+	VBROADCASTSS 20(AX), Z23
+	VBROADCASTSS 24(AX), Z24
+	VBROADCASTSS 28(AX), Z25
+	VFMADD231PS Z16, Z22, Z8
+	VFMADD231PS Z17, Z22, Z9
+	VFMADD231PS Z16, Z23, Z10
+	VFMADD231PS Z17, Z23, Z11
+	VFMADD231PS Z16, Z24, Z12
+	VFMADD231PS Z17, Z24, Z13
+	VFMADD231PS Z16, Z25, Z14
+	VFMADD231PS Z17, Z25, Z15
+	ADDQ $32, AX
+	ADDQ $8, R14
+	DECQ CX
+	JNZ  oloop
 
 done:
 	TESTQ $2, R13

@@ -17,14 +17,16 @@ package engine
 
 // convWork is one worker's scratch.
 type convWork struct {
-	col  []float32 // column matrices of the images of one block, CgK × O each
-	colT []float32 // one column matrix transposed, O × CgK
-	xT   []float32 // one image channel-last, for colT2D
-	gyp  []float32 // output gradient rows packed for the tile kernel
-	tile []float32 // 8 × 32 landing area for tiles with fewer than 8 valid rows
-	ybuf []float32 // output planes of one block before a fused MaxPool
-	gw   []float32 // weight-gradient partial sum (workers 1..)
-	pan  []convPanel
+	col    []float32 // column matrices of the images of one block, CgK × O each
+	colT   []float32 // one column matrix transposed, O × CgK
+	xT     []float32 // one image channel-last, for colT2D
+	gyp    []float32 // output gradient rows packed for the tile kernel
+	tile   []float32 // 8 × 32 landing area for tiles with fewer than 8 valid rows
+	ybuf   []float32 // output planes of one block before a fused MaxPool
+	xpad   []float32 // padded images of one block (implicit im2col)
+	padFor padGeom   // the layout xpad's zero padding was made for
+	gw     []float32 // weight-gradient partial sum (workers 1..)
+	pan    []convPanel
 }
 
 // convPanel is one panel of up to 16 columns: offsets of its first column in the source
@@ -40,15 +42,79 @@ type convDirect struct {
 	bp   []float32 // bias per group and 8-row block
 	wtp  []float32 // Wᵀ per group and 8-row block of CgK, k-major: Mg × 8
 	work []convWork
+	pad  convPad
+}
+
+// convPad is the implicit im2col of unit-stride 2-D windows: each image is copied into a
+// zero-padded buffer, and the tile kernel reads every tap's row of the column matrix
+// straight from it through an offset table, output row by output row. That copies C·H·W
+// values per image instead of writing C·K·H·W, on the fmnist CNN's 3×3 layers a ninth.
+type convPad struct {
+	geom padGeom
+	w    int      // padded row length
+	size int      // padded plane size
+	offs tileOffs // byte offset of tap (c, k1, k2) from an output row's start
+}
+
+// padGeom identifies what a padded buffer was laid out for.
+type padGeom struct {
+	g nnGeom
+	C int
+}
+
+// padded returns the implicit im2col of d, set up for its geometry, or nil when d does
+// not take it: only unit strides, and output rows of at least 12 pixels, so that 16-lane
+// panels along a row are mostly full.
+func (c *convDirect) padded(d *convDims) *convPad {
+	g := &d.g
+	if d.pointwise || g.in[0] != 1 || g.k[0] != 1 || g.out[0] != 1 || g.s[1] != 1 || g.s[2] != 1 || g.out[2] < 12 {
+		return nil
+	}
+	p := &c.pad
+	if p.geom == (padGeom{g: *g, C: d.Cg}) {
+		return p
+	}
+	p.geom = padGeom{g: *g, C: d.Cg}
+	p.w = g.in[2] + g.pb[2] + g.pe[2]
+	p.size = (g.in[1] + g.pb[1] + g.pe[1]) * p.w
+	K := g.kSize()
+	if cap(p.offs.off) < d.Cg*K {
+		p.offs.off = make([]int64, d.Cg*K)
+	}
+	p.offs.off = p.offs.off[:d.Cg*K]
+	p.offs.max = 0
+	for ch := 0; ch < d.Cg; ch++ {
+		for k1 := 0; k1 < g.k[1]; k1++ {
+			for k2 := 0; k2 < g.k[2]; k2++ {
+				o := int64(4 * (ch*p.size + k1*g.d[1]*p.w + k2*g.d[2]))
+				p.offs.off[(ch*g.k[1]+k1)*g.k[2]+k2] = o
+				p.offs.max = max(p.offs.max, o)
+			}
+		}
+	}
+	return p
+}
+
+// fill copies the C-channel image x into the interior of the padded buffer dst, whose
+// padding is zero already.
+func (p *convPad) fill(dst, x []float32, C int) {
+	g := &p.geom.g
+	H, W := g.in[1], g.in[2]
+	for ch := 0; ch < C; ch++ {
+		for h := 0; h < H; h++ {
+			o := ch*p.size + (h+g.pb[1])*p.w + g.pb[2]
+			copy(dst[o:o+W], x[(ch*H+h)*W:(ch*H+h+1)*W])
+		}
+	}
 }
 
 func laneMask(n int) uint64 { return 1<<uint(min(n, 16)) - 1 }
 
 // tileRun computes rows/8 row blocks (one block of fewer rows than 8, through w.tile,
 // when rows < 8) into c at offsets c0 and c1 (row stride ldc).
-func (w *convWork) tileRun(k int, a, b []float32, b0, b1, ldb int, c []float32, c0, c1, ldc, rows int, bias []float32, m0, m1 uint64, flags int) {
+func (w *convWork) tileRun(k int, a, b []float32, b0, b1, ldb int, offs *tileOffs, c []float32, c0, c1, ldc, rows int, bias []float32, m0, m1 uint64, flags int) {
 	if rows >= 8 {
-		convTile(k, a, b[b0:], b[b1:], ldb, c[c0:], c[c1:], ldc, bias, m0, m1, flags, rows/8)
+		convTile(k, a, b[b0:], b[b1:], ldb, c[c0:], c[c1:], ldc, bias, m0, m1, flags, rows/8, offs)
 		return
 	}
 	t := w.tile[:8*32]
@@ -59,7 +125,7 @@ func (w *convWork) tileRun(k int, a, b []float32, b0, b1, ldb int, c []float32, 
 			copy(t[r*32+16:r*32+32], c[c1+r*ldc:c1+r*ldc+tileLanes(m1)])
 		}
 	}
-	convTile(k, a, b[b0:], b[b1:], ldb, t, t[16:], 32, bias, m0, m1, flags, 1)
+	convTile(k, a, b[b0:], b[b1:], ldb, t, t[16:], 32, bias, m0, m1, flags, 1, offs)
 	for r := 0; r < rows; r++ {
 		copy(c[c0+r*ldc:c0+r*ldc+tileLanes(m0)], t[r*32:])
 		copy(c[c1+r*ldc:c1+r*ldc+tileLanes(m1)], t[r*32+16:])
@@ -86,8 +152,9 @@ func panels(dst []convPanel, b, c, n int) []convPanel {
 }
 
 // multiply runs the tiles of C (rows row blocks of 8 over M rows) = A · B over the
-// panel pairs of pan: A is packed per row block (k × 8 each), bias per row block.
-func (w *convWork) multiply(k, M int, a, bias []float32, src []float32, ldb int, dst []float32, ldc int, pan []convPanel, flags int) {
+// panel pairs of pan: A is packed per row block (k × 8 each), bias per row block, and
+// the rows of B are ldb apart in src, or where offs puts them.
+func (w *convWork) multiply(k, M int, a, bias []float32, src []float32, ldb int, offs *tileOffs, dst []float32, ldc int, pan []convPanel, flags int) {
 	RB := (M + 7) / 8
 	for q := 0; q < len(pan); q += 2 {
 		p0, p1 := pan[q], pan[q]
@@ -106,7 +173,7 @@ func (w *convWork) multiply(k, M int, a, bias []float32, src []float32, ldb int,
 				bs = bias[rb*8 : (rb+n)*8]
 			}
 			off := rb * 8 * ldc
-			w.tileRun(k, a[rb*k*8:(rb+n)*k*8], src, p0.b, p1.b, ldb, dst, p0.c+off, p1.c+off, ldc, min(M-rb*8, 8*n), bs, p0.m, p1.m, flags)
+			w.tileRun(k, a[rb*k*8:(rb+n)*k*8], src, p0.b, p1.b, ldb, offs, dst, p0.c+off, p1.c+off, ldc, min(M-rb*8, 8*n), bs, p0.m, p1.m, flags)
 			rb += n
 		}
 	}
@@ -168,15 +235,6 @@ func (c *convDirect) workers(nw int) []convWork {
 	return c.work[:nw]
 }
 
-// blockImages is how many images one forward work item covers: two when an image has an
-// odd number of panels, so that panels pair up.
-func blockImages(O int) int {
-	if (O+15)/16%2 == 1 {
-		return 2
-	}
-	return 1
-}
-
 // forwardDirect is Forward on the direct path: y = W ∗ x + bias, then the activation;
 // with pg set, y is instead the 2×2 max pool of that (pg is the pool's geometry), made
 // per block of images from the worker's buffer while it is in cache.
@@ -204,15 +262,27 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []fl
 		flags = tileRelu
 	}
 	var tab *nnGatherTable
-	if !d.pointwise && nnUseTable(g) {
+	pad := c.padded(d)
+	if !d.pointwise && pad == nil && nnUseTable(g) {
 		tab = k.tab.table(g) // built here, read-only in the workers
 	}
-	G := min(blockImages(O), d.N)
+	npan := (O + 15) / 16
+	if pad != nil {
+		npan = g.out[1] * ((g.out[2] + 15) / 16)
+	}
+	G := min(1+npan%2, d.N) // two images when one has an odd number of panels
 	blocks := (d.N + G - 1) / G
 	nw := nnWorkers(ctx, blocks)
 	work := c.workers(nw)
 	for i := range work {
-		if !d.pointwise {
+		switch {
+		case pad != nil:
+			// Padding stays zero from image to image; only the interior is copied.
+			if n := G * d.Cg * pad.size; len(work[i].xpad) < n || work[i].padFor != pad.geom {
+				work[i].xpad = make([]float32, n)
+				work[i].padFor = pad.geom
+			}
+		case !d.pointwise:
 			work[i].col = nnGrow(work[i].col, G*CgK*O)
 		}
 		if pg != nil {
@@ -231,12 +301,22 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []fl
 			}
 			for grp := 0; grp < k.group; grp++ {
 				src, ldb := x, O
+				var offs *tileOffs
 				wr.pan = wr.pan[:0]
 				for i := i0; i < i1; i++ {
 					xo := (i*d.C + grp*d.Cg) * isz
 					yo := ((i-base)*d.M + grp*d.Mg) * O
 					if d.pointwise {
 						wr.pan = panels(wr.pan, xo, yo, O)
+						continue
+					}
+					if pad != nil {
+						po := (i - i0) * d.Cg * pad.size
+						pad.fill(wr.xpad[po:po+d.Cg*pad.size], x[xo:xo+d.Cg*isz], d.Cg)
+						for o1 := 0; o1 < g.out[1]; o1++ {
+							wr.pan = panels(wr.pan, po+o1*pad.w, yo+o1*g.out[2], g.out[2])
+						}
+						src, offs = wr.xpad, &pad.offs
 						continue
 					}
 					col := wr.col[(i-i0)*CgK*O : (i-i0+1)*CgK*O]
@@ -247,14 +327,14 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []fl
 					}
 					wr.pan = panels(wr.pan, (i-i0)*CgK*O, yo, O)
 				}
-				if !d.pointwise {
+				if !d.pointwise && pad == nil {
 					src = wr.col
 				}
 				var bs []float32
 				if bp != nil {
 					bs = bp[grp*RB*8 : (grp+1)*RB*8]
 				}
-				wr.multiply(CgK, d.Mg, c.wp[grp*RB*CgK*8:(grp+1)*RB*CgK*8], bs, src, ldb, dst, O, wr.pan, flags)
+				wr.multiply(CgK, d.Mg, c.wp[grp*RB*CgK*8:(grp+1)*RB*CgK*8], bs, src, ldb, offs, dst, O, wr.pan, flags)
 			}
 			yb := dst[(i0-base)*d.M*O : (i1-base)*d.M*O]
 			if act != nil && !act.relu {
@@ -343,7 +423,7 @@ func (k *convKernel) backwardDirect(ctx *Context, d *convDims, x, w, gy, gx, gw 
 					}
 					packRows(wr.gyp, gyi, d.Mg, O, O)
 					wr.pan = panels(wr.pan[:0], 0, 0, CgK)
-					wr.multiply(O, d.Mg, wr.gyp, nil, colT, CgK, gwk[grp*d.Mg*CgK:(grp+1)*d.Mg*CgK], CgK, wr.pan, tileAdd)
+					wr.multiply(O, d.Mg, wr.gyp, nil, colT, CgK, nil, gwk[grp*d.Mg*CgK:(grp+1)*d.Mg*CgK], CgK, wr.pan, tileAdd)
 				}
 				if gx == nil {
 					continue
@@ -351,11 +431,11 @@ func (k *convKernel) backwardDirect(ctx *Context, d *convDims, x, w, gy, gx, gw 
 				wt := c.wtp[grp*RBk*d.Mg*8 : (grp+1)*RBk*d.Mg*8]
 				wr.pan = panels(wr.pan[:0], 0, 0, O)
 				if d.pointwise {
-					wr.multiply(d.Mg, CgK, wt, nil, gyi, O, gx[xo:xo+d.Cg*isz], O, wr.pan, tileAdd)
+					wr.multiply(d.Mg, CgK, wt, nil, gyi, O, nil, gx[xo:xo+d.Cg*isz], O, wr.pan, tileAdd)
 					continue
 				}
 				dcol := wr.col[:CgK*O]
-				wr.multiply(d.Mg, CgK, wt, nil, gyi, O, dcol, O, wr.pan, 0)
+				wr.multiply(d.Mg, CgK, wt, nil, gyi, O, nil, dcol, O, wr.pan, 0)
 				if tab != nil {
 					tab.col2im(d.Cg, dcol, gx[xo:xo+d.Cg*isz], O)
 				} else {

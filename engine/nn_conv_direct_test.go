@@ -21,6 +21,10 @@ var directCases = append([]convCase{
 	{name: "fmnist_conv2", x: []int{4, 16, 14, 14}, w: []int{32, 16, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 	{name: "fmnist_stride2", x: []int{3, 32, 7, 7}, w: []int{64, 32, 3, 3}, strides: []int{2, 2}, pads: []int{1, 1, 1, 1}},
 	{name: "fmnist_conv1", x: []int{3, 1, 28, 28}, w: []int{16, 1, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+	// Unit strides and rows of 12 or more outputs take the implicit im2col.
+	{name: "padded_dil_asym", x: []int{3, 3, 16, 17}, w: []int{10, 3, 3, 2}, dil: []int{2, 1}, pads: []int{1, 0, 2, 1}, bias: true},
+	{name: "padded_group_odd_panels", x: []int{3, 4, 13, 13}, w: []int{6, 2, 3, 3}, group: 2, pads: []int{1, 1, 1, 1}, bias: true},
+	{name: "padded_wide", x: []int{2, 2, 5, 40}, w: []int{9, 2, 1, 5}, pads: []int{0, 2, 0, 2}},
 }, convCases...)
 
 // TestConvDirectMatchesGemm runs every case through the direct path and through im2col

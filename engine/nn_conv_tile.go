@@ -17,8 +17,11 @@ import (
 // Its contract, for row block q in [0, nrb), r in [0, 8), panel p in {0, 1} and lane j in
 // [0, 16) with bit j of mask m_p set, with R = 8q + r:
 //
-//	c_p[R·ldc + j] = init + Σ_{i<k} a[8kq + 8i + r] · b_p[i·ldb + j]
+//	c_p[R·ldc + j] = init + Σ_{i<k} a[8kq + 8i + r] · b_p[row(i) + j]
 //
+// where row(i) is i·ldb, or with an offset table offs.off[i]/4 (the table holds byte
+// offsets, for the assembly): rows of B anywhere in b_p, as the taps of a convolution
+// read them from a padded image without an im2col copy.
 // where init is c_p[R·ldc + j] itself with tileAdd, else bias[R] (zero when bias is
 // nil); with tileRelu the result is then passed through Relu (every value whose sign bit
 // is set becomes +0, as the Relu kernel does). Lanes whose mask bit is clear are neither
@@ -30,8 +33,8 @@ const (
 
 // convTileGeneric is the portable statement of the tile kernel's contract; the assembly
 // kernel is tested against it.
-func convTileGeneric(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int) {
-	convTileCheck(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, nrb)
+func convTileGeneric(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int, offs *tileOffs) {
+	convTileCheck(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, nrb, offs)
 	for _, pan := range [2]struct {
 		b, c []float32
 		m    uint64
@@ -50,7 +53,11 @@ func convTileGeneric(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc 
 					s = bias[R]
 				}
 				for i := 0; i < k; i++ {
-					s = float32(math.FMA(float64(a[8*k*q+8*i+r]), float64(pan.b[i*ldb+j]), float64(s)))
+					row := i * ldb
+					if offs != nil {
+						row = int(offs.off[i] / 4)
+					}
+					s = float32(math.FMA(float64(a[8*k*q+8*i+r]), float64(pan.b[row+j]), float64(s)))
 				}
 				if flags&tileRelu != 0 {
 					u := int32(math.Float32bits(s))
@@ -62,11 +69,24 @@ func convTileGeneric(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc 
 	}
 }
 
+// tileOffs is an offset table for the tile kernel: off[i] is the byte offset of row i
+// of B, and max the largest of them, for the bounds check.
+type tileOffs struct {
+	off []int64
+	max int64
+}
+
 // convTileCheck panics (the executor turns that into an error naming the node) when a
 // tile would reach outside one of its slices: the assembly kernel works on raw pointers.
-func convTileCheck(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, nrb int) {
+func convTileCheck(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, nrb int, offs *tileOffs) {
+	bOK := tileFits(b0, k, ldb, m0) && tileFits(b1, k, ldb, m1)
+	if offs != nil {
+		bOK = len(offs.off) >= k && len(b0) > 0 && len(b1) > 0 && offs.max%4 == 0 &&
+			(m0 == 0 || k == 0 || int(offs.max/4)+bits.Len64(m0) <= len(b0)) &&
+			(m1 == 0 || k == 0 || int(offs.max/4)+bits.Len64(m1) <= len(b1))
+	}
 	if k < 0 || nrb < 0 || m0>>16 != 0 || m1>>16 != 0 || len(a) < 8*k*nrb || (bias != nil && len(bias) < 8*nrb) ||
-		!tileFits(b0, k, ldb, m0) || !tileFits(b1, k, ldb, m1) || !tileFits(c0, 8*nrb, ldc, m0) || !tileFits(c1, 8*nrb, ldc, m1) {
+		!bOK || !tileFits(c0, 8*nrb, ldc, m0) || !tileFits(c1, 8*nrb, ldc, m1) {
 		panic(fmt.Sprintf("conv tile out of range: k=%d nrb=%d len(a)=%d ldb=%d ldc=%d masks %#x %#x lens %d %d %d %d",
 			k, nrb, len(a), ldb, ldc, m0, m1, len(b0), len(b1), len(c0), len(c1)))
 	}

@@ -7,19 +7,19 @@ import (
 )
 
 // TestConvTile checks the tile kernel in use (assembly where the CPU has it) and the
-// portable one against a float64 sum, over depths, strides, masks, one to three row
-// blocks, the add and Relu flags and a nil bias, and checks that lanes outside the masks
-// are left alone.
+// portable one against a float64 sum, over depths, strides and offset tables, masks, one
+// to three row blocks, the add and Relu flags and a nil bias, and checks that lanes
+// outside the masks are left alone.
 func TestConvTile(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
 	impls := []struct {
 		name string
-		f    func(int, []float32, []float32, []float32, int, []float32, []float32, int, []float32, uint64, uint64, int, int)
+		f    func(int, []float32, []float32, []float32, int, []float32, []float32, int, []float32, uint64, uint64, int, int, *tileOffs)
 	}{{"generic", convTileGeneric}}
 	if convTileOK() {
 		impls = append(impls, struct {
 			name string
-			f    func(int, []float32, []float32, []float32, int, []float32, []float32, int, []float32, uint64, uint64, int, int)
+			f    func(int, []float32, []float32, []float32, int, []float32, []float32, int, []float32, uint64, uint64, int, int, *tileOffs)
 		}{"assembly", convTile})
 	} else {
 		t.Log("no AVX-512: checking the portable kernel only")
@@ -50,8 +50,19 @@ func TestConvTile(t *testing.T) {
 					bias[i] = r.Float32()*2 - 1
 				}
 			}
+			// Half the trials read the rows of B through an offset table.
+			var offs *tileOffs
+			row := func(i int) int { return i * ldb }
+			if trial%2 == 1 {
+				offs = &tileOffs{off: make([]int64, k)}
+				for i := range offs.off {
+					offs.off[i] = 4 * int64(r.IntN(len(b0)-15))
+					offs.max = max(offs.max, offs.off[i])
+				}
+				row = func(i int) int { return int(offs.off[i] / 4) }
+			}
 			old0, old1 := append([]float32(nil), c0...), append([]float32(nil), c1...)
-			im.f(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb)
+			im.f(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb, offs)
 			for p, pan := range []struct {
 				b, c, old []float32
 				m         uint64
@@ -73,7 +84,7 @@ func TestConvTile(t *testing.T) {
 					}
 					mag = math.Abs(want)
 					for q := 0; q < k; q++ {
-						v := float64(a[8*k*(rr/8)+8*q+rr%8]) * float64(pan.b[q*ldb+j])
+						v := float64(a[8*k*(rr/8)+8*q+rr%8]) * float64(pan.b[row(q)+j])
 						want += v
 						mag += math.Abs(v)
 					}
@@ -106,8 +117,8 @@ func TestConvTileReluNaN(t *testing.T) {
 	b[0], b[1], b[2] = pos, neg, float32(math.Copysign(0, -1))
 	c0, c1 := make([]float32, 8*16), make([]float32, 8*16)
 	g0, g1 := make([]float32, 8*16), make([]float32, 8*16)
-	convTile(1, a, b, b, 16, c0, c1, 16, nil, 0xffff, 0xffff, tileRelu, 1)
-	convTileGeneric(1, a, b, b, 16, g0, g1, 16, nil, 0xffff, 0xffff, tileRelu, 1)
+	convTile(1, a, b, b, 16, c0, c1, 16, nil, 0xffff, 0xffff, tileRelu, 1, nil)
+	convTileGeneric(1, a, b, b, 16, g0, g1, 16, nil, 0xffff, 0xffff, tileRelu, 1, nil)
 	for i := range c0 {
 		if math.Float32bits(c0[i]) != math.Float32bits(g0[i]) || math.Float32bits(c1[i]) != math.Float32bits(g1[i]) {
 			t.Fatalf("lane %d: assembly %#x %#x, portable %#x %#x", i, math.Float32bits(c0[i]), math.Float32bits(c1[i]), math.Float32bits(g0[i]), math.Float32bits(g1[i]))
