@@ -12,12 +12,17 @@ import (
 // 1 at ρ̄ = 10⁻³: all 50 starts × every β (ADMM-S, 700 runs after aliasing) or p (ADMM-R,
 // 350 runs), 30 000 iterations each, on one core. Run with
 //
-//	go test ./admmq/quadexp -run '^$' -bench JobD64 -benchtime 1x
+//	go test ./admmq/quadexp -run '^$' -bench 'Job' -benchtime 1x
 //
 // and QTOOL_BLAS=go for the portable Go arithmetic.
-func BenchmarkJobD64(b *testing.B) {
+func BenchmarkJobD64(b *testing.B) { benchJobs(b, Pair{8, 64, 30}) }
+
+// BenchmarkJobD16 is BenchmarkJobD64 for (8,16,30), the size of five of the seven pairs.
+func BenchmarkJobD16(b *testing.B) { benchJobs(b, Pair{8, 16, 30}) }
+
+func benchJobs(b *testing.B, p Pair) {
 	cfg := PaperConfig(1)
-	cfg.Pairs = []Pair{{8, 64, 30}}
+	cfg.Pairs = []Pair{p}
 	in, err := NewInstance(cfg, 0, 0)
 	if err != nil {
 		b.Fatal(err)
@@ -48,5 +53,31 @@ func BenchmarkJobD64(b *testing.B) {
 			}
 			b.ReportMetric(float64(len(subs)*cfg.Starts), "runs")
 		})
+	}
+}
+
+// BenchmarkGemm64 times the x-update product of a 64-run region at d = 64 (the FLOP rate is
+// 2·64³ per op).
+func BenchmarkGemm64(b *testing.B) {
+	const m, d = 64, 64
+	a, w, c := make([]float64, m*d), make([]float64, d*d), make([]float64, m*d)
+	for i := range a {
+		a[i] = float64(i%7) - 3
+	}
+	for i := range w {
+		w[i] = float64(i%5) - 2
+	}
+	run := func(b *testing.B, g gemmFunc) {
+		for b.Loop() {
+			g(m, d, d, a, d, w, d, c, d)
+		}
+		b.ReportMetric(2*m*d*d*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	}
+	if haveSIMD() {
+		b.Run("avx512", func(b *testing.B) { run(b, gemmSIMD) })
+	}
+	b.Run("go", func(b *testing.B) { run(b, gemmFMA) })
+	if g, _, err := openBLASDgemm(); err == nil {
+		b.Run("openblas", func(b *testing.B) { run(b, g()) })
 	}
 }

@@ -577,11 +577,16 @@ func (b *batch) stepADMM(j *job, minv []float64, seed uint64, it, lo, hi int) {
 		}
 	case admmq.ADMMR:
 		keys, thrs, offs := b.keys[lo:hi], b.thrs[lo:hi], b.offs[lo:hi]
+		last, key, thr := -1, uint64(0), uint64(0)
 		for r := range keys {
 			run := b.perm[lo+r]
-			g := run / b.starts
-			keys[r], thrs[r] = maskParams(j.subs[g], seed, it, uint64(g))
-			offs[r] = (run - g*b.starts) * d // element index within the group, as UpdateYR on the group
+			g := run / b.starts // one mask per group of starts, as UpdateYR on the group
+			if g != last {
+				last = g
+				key, thr = maskParams(j.subs[g], seed, it, uint64(g))
+			}
+			keys[r], thrs[r] = key, thr
+			offs[r] = (run - g*b.starts) * d // the run's first element within its group
 		}
 		if b.simd {
 			yRSIMD(x, l, y, w, bb, keys, thrs, offs, c)

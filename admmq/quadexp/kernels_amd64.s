@@ -248,42 +248,45 @@ du_done:
 // func gemm512(m, n, k int, a *float64, lda int, b *float64, ldb int, c *float64, ldc int)
 //
 // C = A·B with every c_ij the chain of fused multiply-adds over p = 0..k−1 in order,
-// starting from +0: gemmFMA. Panels of 4 rows × 32, 16 or 8 columns keep up to 16
-// independent accumulators in flight; leftover rows go one at a time.
+// starting from +0: gemmFMA. Column panels of 16 (then 8) run over blocks of 8, 4 and 1
+// rows: the panel of B stays in L1 while the row blocks stream past it, and an 8×16 block
+// keeps 16 independent accumulators in flight for 10 loads per 16 multiply-adds.
+//
+// Registers: AX lda in bytes; SI, R9 = SI+2·lda, R10 = SI+3·lda walk along the block's rows
+// of A (rows 0..7 at SI, SI+lda, R9, R10, SI+4·lda, R10+2·lda, R9+4·lda, R10+4·lda); DX
+// walks down the panel of B; CX counts k; R11 = k in bytes; R12 the panel's first column in
+// bytes; R13 the rows left; R8 the block's first row of C; BX = n in bytes.
+
 TEXT ·gemm512(SB), NOSPLIT, $0-72
-	MOVQ m+0(FP), R13
 	MOVQ n+8(FP), BX
 	SHLQ $3, BX
-	MOVQ k+16(FP), CX
-	SHLQ $3, CX
-	MOVQ a+24(FP), SI
+	MOVQ k+16(FP), R11
+	SHLQ $3, R11
+	MOVQ lda+32(FP), AX
+	SHLQ $3, AX
 	MOVQ b+40(FP), DI
 	MOVQ ldb+48(FP), R15
 	SHLQ $3, R15
-	MOVQ c+56(FP), R8
 	MOVQ ldc+64(FP), R14
 	SHLQ $3, R14
-
-gm_rows4:
-	CMPQ R13, $4
-	JLT  gm_rows1
-	MOVQ lda+32(FP), AX
-	SHLQ $3, AX
-	LEAQ (SI)(AX*1), R9
-	LEAQ (R9)(AX*1), R10
-	LEAQ (R10)(AX*1), R11
 	XORQ R12, R12
 
-gm_cols4:
-	MOVQ BX, AX
-	SUBQ R12, AX
-	CMPQ AX, $256
-	JGE  gm_p32
-	CMPQ AX, $128
-	JGE  gm_p16
-	JMP  gm_p8
+gm_panel:
+	MOVQ m+0(FP), R13
+	MOVQ a+24(FP), SI
+	MOVQ c+56(FP), R8
+	ADDQ R12, R8
+	MOVQ BX, DX
+	SUBQ R12, DX
+	CMPQ DX, $128
+	JLT  gm_p8
 
-gm_p32:
+	// Panels of 16 columns.
+gm_p16_rows:
+	LEAQ (SI)(AX*2), R9
+	LEAQ (R9)(AX*1), R10
+	CMPQ R13, $8
+	JLT  gm_p16_r4
 	VXORPD Z0, Z0, Z0
 	VXORPD Z1, Z1, Z1
 	VXORPD Z2, Z2, Z2
@@ -300,177 +303,249 @@ gm_p32:
 	VXORPD Z13, Z13, Z13
 	VXORPD Z14, Z14, Z14
 	VXORPD Z15, Z15, Z15
-	XORQ   AX, AX
-	LEAQ   (DI)(R12*1), DX
+	MOVQ k+16(FP), CX
+	LEAQ (DI)(R12*1), DX
 
-gm_k32:
-	VBROADCASTSD (SI)(AX*1), Z16
-	VBROADCASTSD (R9)(AX*1), Z17
-	VBROADCASTSD (R10)(AX*1), Z18
-	VBROADCASTSD (R11)(AX*1), Z19
-	VMOVUPD      (DX), Z20
-	VMOVUPD      64(DX), Z21
-	VMOVUPD      128(DX), Z22
-	VMOVUPD      192(DX), Z23
-	VFMADD231PD  Z20, Z16, Z0
-	VFMADD231PD  Z21, Z16, Z1
-	VFMADD231PD  Z22, Z16, Z2
-	VFMADD231PD  Z23, Z16, Z3
-	VFMADD231PD  Z20, Z17, Z4
-	VFMADD231PD  Z21, Z17, Z5
-	VFMADD231PD  Z22, Z17, Z6
-	VFMADD231PD  Z23, Z17, Z7
-	VFMADD231PD  Z20, Z18, Z8
-	VFMADD231PD  Z21, Z18, Z9
-	VFMADD231PD  Z22, Z18, Z10
-	VFMADD231PD  Z23, Z18, Z11
-	VFMADD231PD  Z20, Z19, Z12
-	VFMADD231PD  Z21, Z19, Z13
-	VFMADD231PD  Z22, Z19, Z14
-	VFMADD231PD  Z23, Z19, Z15
+gm_k16x8:
+	VMOVUPD      (DX), Z16
+	VMOVUPD      64(DX), Z17
+	VBROADCASTSD (SI), Z18
+	VBROADCASTSD (SI)(AX*1), Z19
+	VBROADCASTSD (R9), Z20
+	VBROADCASTSD (R10), Z21
+	VBROADCASTSD (SI)(AX*4), Z22
+	VBROADCASTSD (R10)(AX*2), Z23
+	VBROADCASTSD (R9)(AX*4), Z24
+	VBROADCASTSD (R10)(AX*4), Z25
+	VFMADD231PD  Z16, Z18, Z0
+	VFMADD231PD  Z17, Z18, Z1
+	VFMADD231PD  Z16, Z19, Z2
+	VFMADD231PD  Z17, Z19, Z3
+	VFMADD231PD  Z16, Z20, Z4
+	VFMADD231PD  Z17, Z20, Z5
+	VFMADD231PD  Z16, Z21, Z6
+	VFMADD231PD  Z17, Z21, Z7
+	VFMADD231PD  Z16, Z22, Z8
+	VFMADD231PD  Z17, Z22, Z9
+	VFMADD231PD  Z16, Z23, Z10
+	VFMADD231PD  Z17, Z23, Z11
+	VFMADD231PD  Z16, Z24, Z12
+	VFMADD231PD  Z17, Z24, Z13
+	VFMADD231PD  Z16, Z25, Z14
+	VFMADD231PD  Z17, Z25, Z15
+	ADDQ         $8, SI
+	ADDQ         $8, R9
+	ADDQ         $8, R10
 	ADDQ         R15, DX
-	ADDQ         $8, AX
-	CMPQ         AX, CX
-	JLT          gm_k32
-	LEAQ         (R8)(R12*1), DX
+	DECQ         CX
+	JNE          gm_k16x8
+	MOVQ         R8, DX
 	VMOVUPD      Z0, (DX)
 	VMOVUPD      Z1, 64(DX)
-	VMOVUPD      Z2, 128(DX)
-	VMOVUPD      Z3, 192(DX)
+	ADDQ         R14, DX
+	VMOVUPD      Z2, (DX)
+	VMOVUPD      Z3, 64(DX)
 	ADDQ         R14, DX
 	VMOVUPD      Z4, (DX)
 	VMOVUPD      Z5, 64(DX)
-	VMOVUPD      Z6, 128(DX)
-	VMOVUPD      Z7, 192(DX)
+	ADDQ         R14, DX
+	VMOVUPD      Z6, (DX)
+	VMOVUPD      Z7, 64(DX)
 	ADDQ         R14, DX
 	VMOVUPD      Z8, (DX)
 	VMOVUPD      Z9, 64(DX)
-	VMOVUPD      Z10, 128(DX)
-	VMOVUPD      Z11, 192(DX)
+	ADDQ         R14, DX
+	VMOVUPD      Z10, (DX)
+	VMOVUPD      Z11, 64(DX)
 	ADDQ         R14, DX
 	VMOVUPD      Z12, (DX)
 	VMOVUPD      Z13, 64(DX)
-	VMOVUPD      Z14, 128(DX)
-	VMOVUPD      Z15, 192(DX)
-	ADDQ         $256, R12
-	JMP          gm_colnext
+	ADDQ         R14, DX
+	VMOVUPD      Z14, (DX)
+	VMOVUPD      Z15, 64(DX)
+	// Next block: rows advance by 8 (the k loop moved SI by k).
+	SUBQ         R11, SI
+	LEAQ         (SI)(AX*8), SI
+	LEAQ         (R8)(R14*8), R8
+	SUBQ         $8, R13
+	JMP          gm_p16_rows
 
-gm_p16:
+gm_p16_r4:
+	CMPQ R13, $4
+	JLT  gm_p16_r1
 	VXORPD Z0, Z0, Z0
 	VXORPD Z1, Z1, Z1
+	VXORPD Z2, Z2, Z2
+	VXORPD Z3, Z3, Z3
 	VXORPD Z4, Z4, Z4
 	VXORPD Z5, Z5, Z5
-	VXORPD Z8, Z8, Z8
-	VXORPD Z9, Z9, Z9
-	VXORPD Z12, Z12, Z12
-	VXORPD Z13, Z13, Z13
-	XORQ   AX, AX
-	LEAQ   (DI)(R12*1), DX
+	VXORPD Z6, Z6, Z6
+	VXORPD Z7, Z7, Z7
+	MOVQ k+16(FP), CX
+	LEAQ (DI)(R12*1), DX
 
-gm_k16:
-	VBROADCASTSD (SI)(AX*1), Z16
-	VBROADCASTSD (R9)(AX*1), Z17
-	VBROADCASTSD (R10)(AX*1), Z18
-	VBROADCASTSD (R11)(AX*1), Z19
-	VMOVUPD      (DX), Z20
-	VMOVUPD      64(DX), Z21
-	VFMADD231PD  Z20, Z16, Z0
-	VFMADD231PD  Z21, Z16, Z1
-	VFMADD231PD  Z20, Z17, Z4
-	VFMADD231PD  Z21, Z17, Z5
-	VFMADD231PD  Z20, Z18, Z8
-	VFMADD231PD  Z21, Z18, Z9
-	VFMADD231PD  Z20, Z19, Z12
-	VFMADD231PD  Z21, Z19, Z13
+gm_k16x4:
+	VMOVUPD      (DX), Z16
+	VMOVUPD      64(DX), Z17
+	VBROADCASTSD (SI), Z18
+	VBROADCASTSD (SI)(AX*1), Z19
+	VBROADCASTSD (R9), Z20
+	VBROADCASTSD (R10), Z21
+	VFMADD231PD  Z16, Z18, Z0
+	VFMADD231PD  Z17, Z18, Z1
+	VFMADD231PD  Z16, Z19, Z2
+	VFMADD231PD  Z17, Z19, Z3
+	VFMADD231PD  Z16, Z20, Z4
+	VFMADD231PD  Z17, Z20, Z5
+	VFMADD231PD  Z16, Z21, Z6
+	VFMADD231PD  Z17, Z21, Z7
+	ADDQ         $8, SI
+	ADDQ         $8, R9
+	ADDQ         $8, R10
 	ADDQ         R15, DX
-	ADDQ         $8, AX
-	CMPQ         AX, CX
-	JLT          gm_k16
-	LEAQ         (R8)(R12*1), DX
+	DECQ         CX
+	JNE          gm_k16x4
+	MOVQ         R8, DX
 	VMOVUPD      Z0, (DX)
 	VMOVUPD      Z1, 64(DX)
+	ADDQ         R14, DX
+	VMOVUPD      Z2, (DX)
+	VMOVUPD      Z3, 64(DX)
 	ADDQ         R14, DX
 	VMOVUPD      Z4, (DX)
 	VMOVUPD      Z5, 64(DX)
 	ADDQ         R14, DX
-	VMOVUPD      Z8, (DX)
-	VMOVUPD      Z9, 64(DX)
-	ADDQ         R14, DX
-	VMOVUPD      Z12, (DX)
-	VMOVUPD      Z13, 64(DX)
-	ADDQ         $128, R12
-	JMP          gm_colnext
+	VMOVUPD      Z6, (DX)
+	VMOVUPD      Z7, 64(DX)
+	SUBQ         R11, SI
+	LEAQ         (SI)(AX*4), SI
+	LEAQ         (R8)(R14*4), R8
+	SUBQ         $4, R13
+	LEAQ         (SI)(AX*2), R9
+	LEAQ         (R9)(AX*1), R10
 
-gm_p8:
-	VXORPD Z0, Z0, Z0
-	VXORPD Z4, Z4, Z4
-	VXORPD Z8, Z8, Z8
-	VXORPD Z12, Z12, Z12
-	XORQ   AX, AX
-	LEAQ   (DI)(R12*1), DX
-
-gm_k8:
-	VMOVUPD      (DX), Z20
-	VFMADD231PD.BCST (SI)(AX*1), Z20, Z0
-	VFMADD231PD.BCST (R9)(AX*1), Z20, Z4
-	VFMADD231PD.BCST (R10)(AX*1), Z20, Z8
-	VFMADD231PD.BCST (R11)(AX*1), Z20, Z12
-	ADDQ         R15, DX
-	ADDQ         $8, AX
-	CMPQ         AX, CX
-	JLT          gm_k8
-	LEAQ         (R8)(R12*1), DX
-	VMOVUPD      Z0, (DX)
-	ADDQ         R14, DX
-	VMOVUPD      Z4, (DX)
-	ADDQ         R14, DX
-	VMOVUPD      Z8, (DX)
-	ADDQ         R14, DX
-	VMOVUPD      Z12, (DX)
-	ADDQ         $64, R12
-
-gm_colnext:
-	CMPQ R12, BX
-	JLT  gm_cols4
-	MOVQ lda+32(FP), AX
-	SHLQ $5, AX
-	ADDQ AX, SI
-	MOVQ R14, AX
-	SHLQ $2, AX
-	ADDQ AX, R8
-	SUBQ $4, R13
-	JMP  gm_rows4
-
-gm_rows1:
+gm_p16_r1:
 	TESTQ R13, R13
-	JEQ   gm_done
-	XORQ  R12, R12
-
-gm_cols1:
+	JEQ   gm_p16_done
 	VXORPD Z0, Z0, Z0
-	XORQ   AX, AX
-	LEAQ   (DI)(R12*1), DX
+	VXORPD Z1, Z1, Z1
+	MOVQ k+16(FP), CX
+	LEAQ (DI)(R12*1), DX
 
-gm_k1:
-	VMOVUPD      (DX), Z20
-	VFMADD231PD.BCST (SI)(AX*1), Z20, Z0
+gm_k16x1:
+	VMOVUPD      (DX), Z16
+	VMOVUPD      64(DX), Z17
+	VBROADCASTSD (SI), Z18
+	VFMADD231PD  Z16, Z18, Z0
+	VFMADD231PD  Z17, Z18, Z1
+	ADDQ         $8, SI
 	ADDQ         R15, DX
-	ADDQ         $8, AX
-	CMPQ         AX, CX
-	JLT          gm_k1
-	LEAQ         (R8)(R12*1), DX
-	VMOVUPD      Z0, (DX)
-	ADDQ         $64, R12
-	CMPQ         R12, BX
-	JLT          gm_cols1
-	MOVQ         lda+32(FP), AX
-	SHLQ         $3, AX
+	DECQ         CX
+	JNE          gm_k16x1
+	VMOVUPD      Z0, (R8)
+	VMOVUPD      Z1, 64(R8)
+	SUBQ         R11, SI
 	ADDQ         AX, SI
 	ADDQ         R14, R8
 	DECQ         R13
-	JMP          gm_rows1
+	JMP          gm_p16_r1
 
-gm_done:
+gm_p16_done:
+	ADDQ $128, R12
+	JMP  gm_next
+
+	// A last panel of 8 columns.
+gm_p8:
+gm_p8_rows:
+	LEAQ (SI)(AX*2), R9
+	LEAQ (R9)(AX*1), R10
+	CMPQ R13, $8
+	JLT  gm_p8_r1
+	VXORPD Z0, Z0, Z0
+	VXORPD Z2, Z2, Z2
+	VXORPD Z4, Z4, Z4
+	VXORPD Z6, Z6, Z6
+	VXORPD Z8, Z8, Z8
+	VXORPD Z10, Z10, Z10
+	VXORPD Z12, Z12, Z12
+	VXORPD Z14, Z14, Z14
+	MOVQ k+16(FP), CX
+	LEAQ (DI)(R12*1), DX
+
+gm_k8x8:
+	VMOVUPD      (DX), Z16
+	VBROADCASTSD (SI), Z18
+	VBROADCASTSD (SI)(AX*1), Z19
+	VBROADCASTSD (R9), Z20
+	VBROADCASTSD (R10), Z21
+	VBROADCASTSD (SI)(AX*4), Z22
+	VBROADCASTSD (R10)(AX*2), Z23
+	VBROADCASTSD (R9)(AX*4), Z24
+	VBROADCASTSD (R10)(AX*4), Z25
+	VFMADD231PD  Z16, Z18, Z0
+	VFMADD231PD  Z16, Z19, Z2
+	VFMADD231PD  Z16, Z20, Z4
+	VFMADD231PD  Z16, Z21, Z6
+	VFMADD231PD  Z16, Z22, Z8
+	VFMADD231PD  Z16, Z23, Z10
+	VFMADD231PD  Z16, Z24, Z12
+	VFMADD231PD  Z16, Z25, Z14
+	ADDQ         $8, SI
+	ADDQ         $8, R9
+	ADDQ         $8, R10
+	ADDQ         R15, DX
+	DECQ         CX
+	JNE          gm_k8x8
+	MOVQ         R8, DX
+	VMOVUPD      Z0, (DX)
+	ADDQ         R14, DX
+	VMOVUPD      Z2, (DX)
+	ADDQ         R14, DX
+	VMOVUPD      Z4, (DX)
+	ADDQ         R14, DX
+	VMOVUPD      Z6, (DX)
+	ADDQ         R14, DX
+	VMOVUPD      Z8, (DX)
+	ADDQ         R14, DX
+	VMOVUPD      Z10, (DX)
+	ADDQ         R14, DX
+	VMOVUPD      Z12, (DX)
+	ADDQ         R14, DX
+	VMOVUPD      Z14, (DX)
+	SUBQ         R11, SI
+	LEAQ         (SI)(AX*8), SI
+	LEAQ         (R8)(R14*8), R8
+	SUBQ         $8, R13
+	JMP          gm_p8_rows
+
+gm_p8_r1:
+	TESTQ R13, R13
+	JEQ   gm_p8_done
+	VXORPD Z0, Z0, Z0
+	MOVQ k+16(FP), CX
+	LEAQ (DI)(R12*1), DX
+
+gm_k8x1:
+	VMOVUPD      (DX), Z16
+	VBROADCASTSD (SI), Z18
+	VFMADD231PD  Z16, Z18, Z0
+	ADDQ         $8, SI
+	ADDQ         R15, DX
+	DECQ         CX
+	JNE          gm_k8x1
+	VMOVUPD      Z0, (R8)
+	SUBQ         R11, SI
+	ADDQ         AX, SI
+	ADDQ         R14, R8
+	DECQ         R13
+	JMP          gm_p8_r1
+
+gm_p8_done:
+	ADDQ $64, R12
+
+gm_next:
+	CMPQ R12, BX
+	JLT  gm_panel
 	VZEROUPPER
 	RET
 
