@@ -395,7 +395,7 @@ func (k *convKernel) forwardDepthwise(ctx *Context, d *convDims, x, w, bias, y [
 	isz, O, K := g.inSize(), g.outSize(), g.kSize()
 	same3 := g.is3x3Same()
 	if same3 && dw3x3Fast(g.out[2]) {
-		if _, _, _, _, _, ok := dw3x3Flags(act); ok {
+		if _, ok := dw3x3Flags(act); ok {
 			ctx.Parallel(d.N*d.M, max(1, 4096/max(O*K, 1)), func(lo, hi int) {
 				for p := lo; p < hi; p++ {
 					i, m := p/d.M, p%d.M

@@ -11,7 +11,7 @@ import (
 // for CPUs with AVX-512F.
 //
 //go:noescape
-func convTileAVX512(k int, a, b0, b1 *float32, ldb int, c0, c1 *float32, ldc int, bias *float32, m0, m1 uint64, flags, nrb int, offs *int64)
+func convTileAVX512(k int, a, b0, b1 *float32, ldb int, c0, c1 *float32, ldc int, bias *float32, m0, m1 uint64, flags, nrb int, offs *int64, lo, hi int32, sa, sb float32)
 
 func cpuid(leaf, sub uint32) (a, b, c, d uint32)
 
@@ -40,7 +40,7 @@ var convTileOK = sync.OnceValue(func() bool {
 })
 
 // convTile computes nrb consecutive 8-row tiles with the assembly kernel.
-func convTile(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int, offs *tileOffs) {
+func convTile(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int, offs *tileOffs, act *tileAct) {
 	convTileCheck(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, nrb, offs)
 	if nrb == 0 {
 		return
@@ -53,7 +53,11 @@ func convTile(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bi
 	if offs != nil && k > 0 {
 		op = &offs.off[0]
 	}
-	convTileAVX512(k, &a[0], &b0[0], &b1[0], ldb, &c0[0], &c1[0], ldc, bp, m0, m1, flags, nrb, op)
+	var t tileAct
+	if act != nil {
+		t = *act
+	}
+	convTileAVX512(k, &a[0], &b0[0], &b1[0], ldb, &c0[0], &c1[0], ldc, bp, m0, m1, flags|t.flags, nrb, op, t.lo, t.hi, t.a, t.b)
 }
 
 // dw3x3AVX512 makes one output plane of a 3×3 "same" depthwise convolution (see
@@ -79,15 +83,15 @@ func dw3x3Plane(x, y []float32, h, wd int, w, bias []float32, act *nnClamp, add 
 	if len(x) < n || len(y) < n || len(w) < 9 || (bias != nil && len(bias) < 1) || !dw3x3Fast(wd) || n == 0 {
 		panic(fmt.Sprintf("depthwise plane out of range: %d×%d plane, lens %d %d %d", h, wd, len(x), len(y), len(w)))
 	}
-	flags, lo, hi, a, b, done := dw3x3Flags(act)
+	t, done := dw3x3Flags(act)
 	if add {
-		flags, bias = 1, nil
+		t, bias = tileAct{flags: tileAdd}, nil
 	}
 	var bp *float32
 	if bias != nil {
 		bp = &bias[0]
 	}
-	dw3x3AVX512(&x[0], &y[0], h, wd, &w[0], bp, flags, lo, hi, a, b, dw3x3Masks(wd))
+	dw3x3AVX512(&x[0], &y[0], h, wd, &w[0], bp, t.flags, t.lo, t.hi, t.a, t.b, dw3x3Masks(wd))
 	return done
 }
 

@@ -2,13 +2,46 @@
 
 #include "textflag.h"
 
-// func convTileAVX512(k int, a, b0, b1 *float32, ldb int, c0, c1 *float32, ldc int, bias *float32, m0, m1 uint64, flags, nrb int, offs *int64)
+// Activations of one accumulator z, with Z16 and Z17 as scratch, computed exactly as
+// the Relu, Clip (clipBits) and HardSwish kernels compute them: RELU clears values whose
+// sign bit is set; CLIP clamps order-preserving integer keys k = u ^ (u>>31 & 0x7fffffff)
+// (its own inverse) to [Z27, Z28], NaN lanes keeping their value; SWISH is
+// z·clamp(Z29·z + Z30, bits 0, bits 1) with the product and sum rounded apart.
+#define RELU(z) \
+	VPSRAD $31, z, Z16 ; \
+	VPANDND z, Z16, z
+
+#define CLIP(z) \
+	VPSRAD $31, z, Z16 ; \
+	VPANDD Z26, Z16, Z16 ; \
+	VPXORD z, Z16, Z16 ; \
+	VPMAXSD Z27, Z16, Z16 ; \
+	VPMINSD Z28, Z16, Z16 ; \
+	VPSRAD $31, Z16, Z17 ; \
+	VPANDD Z26, Z17, Z17 ; \
+	VPXORD Z16, Z17, Z16 ; \
+	VCMPPS $3, z, z, K4 ; \
+	VMOVAPS z, K4, Z16 ; \
+	VMOVAPS Z16, z
+
+#define SWISH(z) \
+	VMULPS Z29, z, Z16 ; \
+	VADDPS Z30, Z16, Z16 ; \
+	VPMAXSD Z27, Z16, Z16 ; \
+	VPMINSD Z28, Z16, Z16 ; \
+	VMULPS Z16, z, z
+
+#define TILEACT(f) \
+	f(Z0) ; f(Z1) ; f(Z2) ; f(Z3) ; f(Z4) ; f(Z5) ; f(Z6) ; f(Z7) ; \
+	f(Z8) ; f(Z9) ; f(Z10) ; f(Z11) ; f(Z12) ; f(Z13) ; f(Z14) ; f(Z15)
+
+// func convTileAVX512(k int, a, b0, b1 *float32, ldb int, c0, c1 *float32, ldc int, bias *float32, m0, m1 uint64, flags, nrb int, offs *int64, lo, hi int32, sa, sb float32)
 //
 // Accumulators: row r of the tile lives in Z(2r) (panel 0) and Z(2r+1) (panel 1). The
 // outer loop runs nrb row blocks: a, c0, c1 and bias continue where the last block ended.
 // With offs non-nil, row i of b0 and b1 starts offs[i] bytes after them instead of
 // i·ldb values.
-TEXT ·convTileAVX512(SB), NOSPLIT, $0-112
+TEXT ·convTileAVX512(SB), NOSPLIT, $0-128
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), AX
 	MOVQ b0+16(FP), SI
@@ -26,6 +59,16 @@ TEXT ·convTileAVX512(SB), NOSPLIT, $0-112
 	KMOVW BX, K2
 	MOVQ flags+88(FP), R13
 	MOVQ nrb+96(FP), DX
+	// Activation constants: the key mask, the bounds (Clip keys, or 0 and the bits of 1
+	// for HardSwish) and HardSwish's slope and offset.
+	MOVL $0x7fffffff, BX
+	VPBROADCASTD BX, Z26
+	MOVL lo+112(FP), BX
+	VPBROADCASTD BX, Z27
+	MOVL hi+116(FP), BX
+	VPBROADCASTD BX, Z28
+	VBROADCASTSS sa+120(FP), Z29
+	VBROADCASTSS sb+124(FP), Z30
 
 block:
 	MOVQ b0+16(FP), SI
@@ -182,40 +225,23 @@ oloop:
 
 done:
 	TESTQ $2, R13
-	JZ   store
-	// Relu as the Relu kernel computes it: every value whose sign bit is set becomes +0.
-	VPSRAD $31, Z0, Z16
-	VPANDND Z0, Z16, Z0
-	VPSRAD $31, Z1, Z17
-	VPANDND Z1, Z17, Z1
-	VPSRAD $31, Z2, Z16
-	VPANDND Z2, Z16, Z2
-	VPSRAD $31, Z3, Z17
-	VPANDND Z3, Z17, Z3
-	VPSRAD $31, Z4, Z16
-	VPANDND Z4, Z16, Z4
-	VPSRAD $31, Z5, Z17
-	VPANDND Z5, Z17, Z5
-	VPSRAD $31, Z6, Z16
-	VPANDND Z6, Z16, Z6
-	VPSRAD $31, Z7, Z17
-	VPANDND Z7, Z17, Z7
-	VPSRAD $31, Z8, Z16
-	VPANDND Z8, Z16, Z8
-	VPSRAD $31, Z9, Z17
-	VPANDND Z9, Z17, Z9
-	VPSRAD $31, Z10, Z16
-	VPANDND Z10, Z16, Z10
-	VPSRAD $31, Z11, Z17
-	VPANDND Z11, Z17, Z11
-	VPSRAD $31, Z12, Z16
-	VPANDND Z12, Z16, Z12
-	VPSRAD $31, Z13, Z17
-	VPANDND Z13, Z17, Z13
-	VPSRAD $31, Z14, Z16
-	VPANDND Z14, Z16, Z14
-	VPSRAD $31, Z15, Z17
-	VPANDND Z15, Z17, Z15
+	JNZ  relu
+	TESTQ $4, R13
+	JNZ  clip
+	TESTQ $8, R13
+	JNZ  swish
+	JMP  store
+
+relu:
+	TILEACT(RELU)
+	JMP  store
+
+clip:
+	TILEACT(CLIP)
+	JMP  store
+
+swish:
+	TILEACT(SWISH)
 
 store:
 	VMOVUPS Z0, K1, (R9)

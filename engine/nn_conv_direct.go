@@ -112,9 +112,9 @@ func laneMask(n int) uint64 { return 1<<uint(min(n, 16)) - 1 }
 
 // tileRun computes rows/8 row blocks (one block of fewer rows than 8, through w.tile,
 // when rows < 8) into c at offsets c0 and c1 (row stride ldc).
-func (w *convWork) tileRun(k int, a, b []float32, b0, b1, ldb int, offs *tileOffs, c []float32, c0, c1, ldc, rows int, bias []float32, m0, m1 uint64, flags int) {
+func (w *convWork) tileRun(k int, a, b []float32, b0, b1, ldb int, offs *tileOffs, c []float32, c0, c1, ldc, rows int, bias []float32, m0, m1 uint64, flags int, act *tileAct) {
 	if rows >= 8 {
-		convTile(k, a, b[b0:], b[b1:], ldb, c[c0:], c[c1:], ldc, bias, m0, m1, flags, rows/8, offs)
+		convTile(k, a, b[b0:], b[b1:], ldb, c[c0:], c[c1:], ldc, bias, m0, m1, flags, rows/8, offs, act)
 		return
 	}
 	t := w.tile[:8*32]
@@ -125,7 +125,7 @@ func (w *convWork) tileRun(k int, a, b []float32, b0, b1, ldb int, offs *tileOff
 			copy(t[r*32+16:r*32+32], c[c1+r*ldc:c1+r*ldc+tileLanes(m1)])
 		}
 	}
-	convTile(k, a, b[b0:], b[b1:], ldb, t, t[16:], 32, bias, m0, m1, flags, 1, offs)
+	convTile(k, a, b[b0:], b[b1:], ldb, t, t[16:], 32, bias, m0, m1, flags, 1, offs, act)
 	for r := 0; r < rows; r++ {
 		copy(c[c0+r*ldc:c0+r*ldc+tileLanes(m0)], t[r*32:])
 		copy(c[c1+r*ldc:c1+r*ldc+tileLanes(m1)], t[r*32+16:])
@@ -154,7 +154,7 @@ func panels(dst []convPanel, b, c, n int) []convPanel {
 // multiply runs the tiles of C (rows row blocks of 8 over M rows) = A · B over the
 // panel pairs of pan: A is packed per row block (k × 8 each), bias per row block, and
 // the rows of B are ldb apart in src, or where offs puts them.
-func (w *convWork) multiply(k, M int, a, bias []float32, src []float32, ldb int, offs *tileOffs, dst []float32, ldc int, pan []convPanel, flags int) {
+func (w *convWork) multiply(k, M int, a, bias []float32, src []float32, ldb int, offs *tileOffs, dst []float32, ldc int, pan []convPanel, flags int, act *tileAct) {
 	RB := (M + 7) / 8
 	for q := 0; q < len(pan); q += 2 {
 		p0, p1 := pan[q], pan[q]
@@ -173,7 +173,7 @@ func (w *convWork) multiply(k, M int, a, bias []float32, src []float32, ldb int,
 				bs = bias[rb*8 : (rb+n)*8]
 			}
 			off := rb * 8 * ldc
-			w.tileRun(k, a[rb*k*8:(rb+n)*k*8], src, p0.b, p1.b, ldb, offs, dst, p0.c+off, p1.c+off, ldc, min(M-rb*8, 8*n), bs, p0.m, p1.m, flags)
+			w.tileRun(k, a[rb*k*8:(rb+n)*k*8], src, p0.b, p1.b, ldb, offs, dst, p0.c+off, p1.c+off, ldc, min(M-rb*8, 8*n), bs, p0.m, p1.m, flags, act)
 			rb += n
 		}
 	}
@@ -257,9 +257,11 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []fl
 			copy(bp[grp*RB*8:], bias[grp*d.Mg:(grp+1)*d.Mg])
 		}
 	}
-	flags := 0
-	if act != nil && act.relu {
-		flags = tileRelu
+	// The activation runs in the kernel, but for a Clip with a NaN bound.
+	ta, inKernel := dw3x3Flags(act)
+	var tact *tileAct
+	if act != nil && inKernel {
+		tact = &ta
 	}
 	var tab *nnGatherTable
 	pad := c.padded(d)
@@ -334,10 +336,10 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []fl
 				if bp != nil {
 					bs = bp[grp*RB*8 : (grp+1)*RB*8]
 				}
-				wr.multiply(CgK, d.Mg, c.wp[grp*RB*CgK*8:(grp+1)*RB*CgK*8], bs, src, ldb, offs, dst, O, wr.pan, flags)
+				wr.multiply(CgK, d.Mg, c.wp[grp*RB*CgK*8:(grp+1)*RB*CgK*8], bs, src, ldb, offs, dst, O, wr.pan, 0, tact)
 			}
 			yb := dst[(i0-base)*d.M*O : (i1-base)*d.M*O]
-			if act != nil && !act.relu {
+			if act != nil && !inKernel {
 				act.applyNoBias(yb, yb)
 			}
 			if pg != nil {
@@ -423,7 +425,7 @@ func (k *convKernel) backwardDirect(ctx *Context, d *convDims, x, w, gy, gx, gw 
 					}
 					packRows(wr.gyp, gyi, d.Mg, O, O)
 					wr.pan = panels(wr.pan[:0], 0, 0, CgK)
-					wr.multiply(O, d.Mg, wr.gyp, nil, colT, CgK, nil, gwk[grp*d.Mg*CgK:(grp+1)*d.Mg*CgK], CgK, wr.pan, tileAdd)
+					wr.multiply(O, d.Mg, wr.gyp, nil, colT, CgK, nil, gwk[grp*d.Mg*CgK:(grp+1)*d.Mg*CgK], CgK, wr.pan, tileAdd, nil)
 				}
 				if gx == nil {
 					continue
@@ -431,11 +433,11 @@ func (k *convKernel) backwardDirect(ctx *Context, d *convDims, x, w, gy, gx, gw 
 				wt := c.wtp[grp*RBk*d.Mg*8 : (grp+1)*RBk*d.Mg*8]
 				wr.pan = panels(wr.pan[:0], 0, 0, O)
 				if d.pointwise {
-					wr.multiply(d.Mg, CgK, wt, nil, gyi, O, nil, gx[xo:xo+d.Cg*isz], O, wr.pan, tileAdd)
+					wr.multiply(d.Mg, CgK, wt, nil, gyi, O, nil, gx[xo:xo+d.Cg*isz], O, wr.pan, tileAdd, nil)
 					continue
 				}
 				dcol := wr.col[:CgK*O]
-				wr.multiply(d.Mg, CgK, wt, nil, gyi, O, nil, dcol, O, wr.pan, 0)
+				wr.multiply(d.Mg, CgK, wt, nil, gyi, O, nil, dcol, O, wr.pan, 0, nil)
 				if tab != nil {
 					tab.col2im(d.Cg, dcol, gx[xo:xo+d.Cg*isz], O)
 				} else {

@@ -6,8 +6,8 @@ package engine
 // faster than the BLAS path, so convolutions keep using im2col and Sgemm.
 func convTileOK() bool { return false }
 
-func convTile(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int, offs *tileOffs) {
-	convTileGeneric(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb, offs)
+func convTile(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int, offs *tileOffs, act *tileAct) {
+	convTileGeneric(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb, offs, act)
 }
 
 // dw3x3Fast is false without the assembly: depthwise planes take nnDW3x3.

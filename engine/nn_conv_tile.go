@@ -23,17 +23,48 @@ import (
 // offsets, for the assembly): rows of B anywhere in b_p, as the taps of a convolution
 // read them from a padded image without an im2col copy.
 // where init is c_p[R·ldc + j] itself with tileAdd, else bias[R] (zero when bias is
-// nil); with tileRelu the result is then passed through Relu (every value whose sign bit
-// is set becomes +0, as the Relu kernel does). Lanes whose mask bit is clear are neither
-// read nor written.
+// nil); the result then passes through the activation act when it is non-nil, computed
+// exactly as the Relu, Clip and HardSwish kernels compute it (see tileAct). Lanes whose
+// mask bit is clear are neither read nor written.
 const (
-	tileAdd  = 1
-	tileRelu = 2
+	tileAdd   = 1
+	tileRelu  = 2
+	tileClip  = 4
+	tileSwish = 8
 )
+
+// tileAct is an activation for the tile kernel and the depthwise planes, as dw3x3Flags
+// encodes an nnClamp: tileRelu; tileClip to the order-preserving integer keys lo and hi
+// (floatKey of the bounds' bits); or tileSwish, v·clamp(a·v + b) with the clamp to the
+// bit patterns lo = 0 and hi = 1.0.
+type tileAct struct {
+	flags  int
+	lo, hi int32
+	a, b   float32
+}
+
+// apply returns the activation of v.
+func (t *tileAct) apply(v float32) float32 {
+	switch {
+	case t.flags&tileRelu != 0:
+		u := int32(math.Float32bits(v))
+		return math.Float32frombits(uint32(u &^ (u >> 31)))
+	case t.flags&tileClip != 0:
+		if v != v {
+			return v
+		}
+		k := floatKey(int32(math.Float32bits(v)))
+		return math.Float32frombits(uint32(floatKey(min(max(k, t.lo), t.hi))))
+	case t.flags&tileSwish != 0:
+		u := int32(math.Float32bits(t.a*v + t.b))
+		return v * math.Float32frombits(uint32(min(max(u, t.lo), t.hi)))
+	}
+	return v
+}
 
 // convTileGeneric is the portable statement of the tile kernel's contract; the assembly
 // kernel is tested against it.
-func convTileGeneric(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int, offs *tileOffs) {
+func convTileGeneric(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int, offs *tileOffs, act *tileAct) {
 	convTileCheck(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, nrb, offs)
 	for _, pan := range [2]struct {
 		b, c []float32
@@ -59,9 +90,8 @@ func convTileGeneric(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc 
 					}
 					s = float32(math.FMA(float64(a[8*k*q+8*i+r]), float64(pan.b[row+j]), float64(s)))
 				}
-				if flags&tileRelu != 0 {
-					u := int32(math.Float32bits(s))
-					s = math.Float32frombits(uint32(u &^ (u >> 31)))
+				if act != nil {
+					s = act.apply(s)
 				}
 				pan.c[R*ldc+j] = s
 			}
@@ -104,18 +134,18 @@ func tileFits(s []float32, rows, ld int, mask uint64) bool {
 	return ld >= 0 && (rows-1)*ld+bits.Len64(mask) <= len(s)
 }
 
-// dw3x3Flags encodes act for the assembly: flags 2 Relu, 4 Clip on the integer keys lo
-// and hi, 8 HardSwish with slope a and offset b (clamped to the bits 0 and 1.0).
-func dw3x3Flags(act *nnClamp) (flags int, lo, hi int32, a, b float32, done bool) {
+// dw3x3Flags encodes act for the assembly as a tileAct; ok is false for a Clip with a
+// NaN bound, which the caller applies itself.
+func dw3x3Flags(act *nnClamp) (t tileAct, ok bool) {
 	switch {
 	case act == nil:
-		return 0, 0, 0, 0, 0, true
+		return tileAct{}, true
 	case act.relu:
-		return 2, 0, 0, 0, 0, true
+		return tileAct{flags: tileRelu}, true
 	case act.swish:
-		return 8, 0, 0x3f800000, act.a, act.b, true
+		return tileAct{flags: tileSwish, hi: 0x3f800000, a: act.a, b: act.b}, true
 	case act.lo != act.lo || act.hi != act.hi:
-		return 0, 0, 0, 0, 0, false
+		return tileAct{}, false
 	}
-	return 4, floatKey(int32(math.Float32bits(act.lo))), floatKey(int32(math.Float32bits(act.hi))), 0, 0, true
+	return tileAct{flags: tileClip, lo: floatKey(int32(math.Float32bits(act.lo))), hi: floatKey(int32(math.Float32bits(act.hi)))}, true
 }

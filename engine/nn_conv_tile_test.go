@@ -14,12 +14,12 @@ func TestConvTile(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
 	impls := []struct {
 		name string
-		f    func(int, []float32, []float32, []float32, int, []float32, []float32, int, []float32, uint64, uint64, int, int, *tileOffs)
+		f    func(int, []float32, []float32, []float32, int, []float32, []float32, int, []float32, uint64, uint64, int, int, *tileOffs, *tileAct)
 	}{{"generic", convTileGeneric}}
 	if convTileOK() {
 		impls = append(impls, struct {
 			name string
-			f    func(int, []float32, []float32, []float32, int, []float32, []float32, int, []float32, uint64, uint64, int, int, *tileOffs)
+			f    func(int, []float32, []float32, []float32, int, []float32, []float32, int, []float32, uint64, uint64, int, int, *tileOffs, *tileAct)
 		}{"assembly", convTile})
 	} else {
 		t.Log("no AVX-512: checking the portable kernel only")
@@ -31,7 +31,14 @@ func TestConvTile(t *testing.T) {
 			ldb := 16 + r.IntN(40)
 			ldc := 16 + r.IntN(40)
 			m0, m1 := masks[r.IntN(len(masks))], masks[r.IntN(len(masks))]
-			flags := r.IntN(4)
+			flags := r.IntN(2) // tileAdd or not
+			acts := []*nnClamp{nil, {relu: true}, {lo: -0.5, hi: 0.5}, {lo: 0, hi: 6}, {swish: true, a: 1.0 / 6, b: 0.5}}
+			act := acts[r.IntN(len(acts))]
+			ta, _ := dw3x3Flags(act)
+			var tact *tileAct
+			if act != nil {
+				tact = &ta
+			}
 			nrb := 1 + r.IntN(3)
 			a := make([]float32, 8*k*nrb+1)
 			b0 := make([]float32, max(k, 1)*ldb)
@@ -62,7 +69,7 @@ func TestConvTile(t *testing.T) {
 				row = func(i int) int { return int(offs.off[i] / 4) }
 			}
 			old0, old1 := append([]float32(nil), c0...), append([]float32(nil), c1...)
-			im.f(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb, offs)
+			im.f(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb, offs, tact)
 			for p, pan := range []struct {
 				b, c, old []float32
 				m         uint64
@@ -88,14 +95,23 @@ func TestConvTile(t *testing.T) {
 						want += v
 						mag += math.Abs(v)
 					}
-					if flags&tileRelu != 0 && want < 0 {
-						want = 0
+					// Activations are 1.5-Lipschitz at most on these values (HardSwish).
+					tol := 1.5*float64(k+1)*6e-8*mag + 1e-30
+					switch {
+					case act == nil:
+					case act.relu:
+						want = max(want, 0)
+					case act.swish:
+						want *= min(max(want/6+0.5, 0), 1)
+						tol += 1e-7 * math.Abs(want)
+					default:
+						want = min(max(want, float64(act.lo)), float64(act.hi))
 					}
 					got := float64(pan.c[i])
-					if math.Abs(got-want) > float64(k+1)*6e-8*mag+1e-30 {
-						t.Fatalf("%s trial %d (k=%d flags=%d): panel %d c[%d,%d] = %g, want %g", im.name, trial, k, flags, p, rr, j, got, want)
+					if math.Abs(got-want) > tol {
+						t.Fatalf("%s trial %d (k=%d flags=%d act %+v): panel %d c[%d,%d] = %g, want %g", im.name, trial, k, flags, act, p, rr, j, got, want)
 					}
-					if flags&tileRelu != 0 && math.Signbit(got) {
+					if act != nil && act.relu && math.Signbit(got) {
 						t.Fatalf("%s trial %d: Relu left a negative zero or value %g", im.name, trial, got)
 					}
 				}
@@ -104,29 +120,46 @@ func TestConvTile(t *testing.T) {
 	}
 }
 
-// TestConvTileReluNaN checks that the fused Relu treats NaN as the Relu kernel does:
-// a NaN with its sign bit clear passes, one with it set becomes +0.
-func TestConvTileReluNaN(t *testing.T) {
+// TestConvTileActEdges checks the kernel's fused activations bit for bit against the
+// portable definition, which computes them as the Relu, Clip and HardSwish kernels do,
+// on NaNs of either sign, signed zeros, infinities and values at and around the bounds.
+func TestConvTileActEdges(t *testing.T) {
 	if !convTileOK() {
 		t.Skip("no AVX-512 tile kernel on this CPU; the portable kernel is the definition")
 	}
-	pos := math.Float32frombits(0x7fc00001)
-	neg := math.Float32frombits(0xffc00001)
+	b := []float32{math.Float32frombits(0x7fc00001), math.Float32frombits(0xffc00001), float32(math.Copysign(0, -1)), 0,
+		float32(math.Inf(1)), float32(math.Inf(-1)), -0.5, 0.5, 6, -3, 3, 2.9999998, -1e-30, 1e-30, 7, -7}
 	a := []float32{1, 1, 1, 1, 1, 1, 1, 1}
-	b := make([]float32, 16)
-	b[0], b[1], b[2] = pos, neg, float32(math.Copysign(0, -1))
-	c0, c1 := make([]float32, 8*16), make([]float32, 8*16)
-	g0, g1 := make([]float32, 8*16), make([]float32, 8*16)
-	convTile(1, a, b, b, 16, c0, c1, 16, nil, 0xffff, 0xffff, tileRelu, 1, nil)
-	convTileGeneric(1, a, b, b, 16, g0, g1, 16, nil, 0xffff, 0xffff, tileRelu, 1, nil)
-	for i := range c0 {
-		if math.Float32bits(c0[i]) != math.Float32bits(g0[i]) || math.Float32bits(c1[i]) != math.Float32bits(g1[i]) {
-			t.Fatalf("lane %d: assembly %#x %#x, portable %#x %#x", i, math.Float32bits(c0[i]), math.Float32bits(c1[i]), math.Float32bits(g0[i]), math.Float32bits(g1[i]))
+	for _, act := range []*nnClamp{{relu: true}, {lo: -0.5, hi: 0.5}, {lo: 0, hi: 6}, {lo: float32(math.Inf(-1)), hi: 0}, {lo: 1, hi: -1}, {swish: true, a: 1.0 / 6, b: 0.5}} {
+		ta, ok := dw3x3Flags(act)
+		if !ok {
+			t.Fatalf("act %+v not encodable", act)
+		}
+		c0, c1 := make([]float32, 8*16), make([]float32, 8*16)
+		g0, g1 := make([]float32, 8*16), make([]float32, 8*16)
+		convTile(1, a, b, b, 16, c0, c1, 16, nil, 0xffff, 0xffff, 0, 1, nil, &ta)
+		convTileGeneric(1, a, b, b, 16, g0, g1, 16, nil, 0xffff, 0xffff, 0, 1, nil, &ta)
+		// The kernel's sum starts at +0, so −0 reaches the activation as +0.
+		want := make([]float32, len(b))
+		for i, v := range b {
+			var zero float32
+			want[i] = zero + v
+		}
+		act.applyNoBias(want, want)
+		for i := range c0 {
+			if !sameBits(c0[i], g0[i]) || !sameBits(c1[i], g1[i]) {
+				t.Fatalf("act %+v lane %d: assembly %#x %#x, portable %#x %#x", act, i, math.Float32bits(c0[i]), math.Float32bits(c1[i]), math.Float32bits(g0[i]), math.Float32bits(g1[i]))
+			}
+			if !sameBits(g0[i], want[i%16]) {
+				t.Fatalf("act %+v of %v: portable kernel %v (%#x), nnClamp %v (%#x)", act, b[i%16], g0[i], math.Float32bits(g0[i]), want[i%16], math.Float32bits(want[i%16]))
+			}
 		}
 	}
-	if c0[0] == c0[0] || c0[1] != 0 || math.Float32bits(c0[1]) != 0 || math.Float32bits(c0[2]) != 0 {
-		t.Fatalf("Relu of NaN, −NaN, −0 gave %v %v %v", c0[0], c0[1], c0[2])
-	}
+}
+
+// sameBits reports whether a and b have the same bits, or are both NaN.
+func sameBits(a, b float32) bool {
+	return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b)
 }
 
 // TestDW3x3Plane checks the assembly depthwise planes against the portable nnDW3x3 and
