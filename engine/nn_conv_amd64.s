@@ -620,3 +620,41 @@ pnext:
 	JNZ  prow
 	VZEROUPPER
 	RET
+
+// func stride2RowsAVX512(dst, src *float32, off, rows, ow, srcStride int, in0, in1, out uint64, idx *int32)
+//
+// For each of rows output rows: dst[o] = src[off/4 + 2o] for o < ow (lanes whose input
+// lane 2o is clear in in0:in1 read as zero), with src advancing srcStride bytes and dst
+// ow values per row. idx holds the permutation 0, 2, ..., 30 that picks even lanes.
+TEXT ·stride2RowsAVX512(SB), NOSPLIT, $0-80
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	ADDQ off+16(FP), SI
+	MOVQ rows+24(FP), CX
+	MOVQ ow+32(FP), R8
+	SHLQ $2, R8
+	MOVQ srcStride+40(FP), R9
+	MOVQ in0+48(FP), BX
+	KMOVW BX, K1
+	MOVQ in1+56(FP), BX
+	KMOVW BX, K2
+	MOVQ out+64(FP), BX
+	KMOVW BX, K3
+	MOVQ idx+72(FP), AX
+	VMOVDQU32 (AX), Z31
+	TESTQ CX, CX
+	JZ   s2done
+
+s2row:
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z 64(SI), K2, Z1
+	VPERMT2PS Z1, Z31, Z0
+	VMOVUPS Z0, K3, (DI)
+	ADDQ R9, SI
+	ADDQ R8, DI
+	DECQ CX
+	JNZ  s2row
+
+s2done:
+	VZEROUPPER
+	RET

@@ -265,7 +265,8 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []fl
 	}
 	var tab *nnGatherTable
 	pad := c.padded(d)
-	if !d.pointwise && pad == nil && nnUseTable(g) {
+	s2 := !d.pointwise && pad == nil && im2colS2Fast(g)
+	if !d.pointwise && pad == nil && !s2 && nnUseTable(g) {
 		tab = k.tab.table(g) // built here, read-only in the workers
 	}
 	npan := (O + 15) / 16
@@ -322,9 +323,12 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []fl
 						continue
 					}
 					col := wr.col[(i-i0)*CgK*O : (i-i0+1)*CgK*O]
-					if tab != nil {
+					switch {
+					case s2:
+						im2colS2(g, d.Cg, x[xo:xo+d.Cg*isz], col, O)
+					case tab != nil:
 						tab.im2col(d.Cg, x[xo:xo+d.Cg*isz], col, O)
-					} else {
+					default:
 						nnIm2col(g, d.Cg, x[xo:xo+d.Cg*isz], col, O)
 					}
 					wr.pan = panels(wr.pan, (i-i0)*CgK*O, yo, O)

@@ -25,3 +25,8 @@ func dw3x3GradW(x, gy []float32, h, wd int, gw []float32) {
 func maxPool2x2Fast() bool { return false }
 
 func maxPool2x2Plane(g *nnGeom, x, y []float32) { panic("maxPool2x2Plane without maxPool2x2Fast") }
+
+// im2colS2Fast is false without the assembly.
+func im2colS2Fast(g *nnGeom) bool { return false }
+
+func im2colS2(g *nnGeom, C int, x, col []float32, ld int) { panic("im2colS2 without im2colS2Fast") }

@@ -360,3 +360,59 @@ func TestIm2colTable(t *testing.T) {
 		}
 	}
 }
+
+// TestIm2colS2 checks the stride-2 assembly im2col against nnIm2col's row loops on 2-D
+// geometries with column stride 2: any row stride, dilations, padding, output rows up to
+// 16 wide, and a leading dimension wider than the matrix.
+func TestIm2colS2(t *testing.T) {
+	r := rand.New(rand.NewPCG(51, 52))
+	runs := 0
+	for trial := 0; trial < 400; trial++ {
+		var g nnGeom
+		g.nd = 2
+		g.in = [nnMaxSpatial]int{1, 1 + r.IntN(12), 1 + r.IntN(34)}
+		g.k = [nnMaxSpatial]int{1, 1 + r.IntN(4), 1 + r.IntN(4)}
+		g.s = [nnMaxSpatial]int{1, 1 + r.IntN(3), 2}
+		g.d = [nnMaxSpatial]int{1, 1 + r.IntN(2), 1 + r.IntN(2)}
+		g.pb = [nnMaxSpatial]int{0, r.IntN(3), r.IntN(3)}
+		g.pe = [nnMaxSpatial]int{0, r.IntN(3), r.IntN(3)}
+		g.out[0] = 1
+		ok := true
+		for j := 1; j < 3; j++ {
+			n := g.in[j] + g.pb[j] + g.pe[j] - ((g.k[j]-1)*g.d[j] + 1)
+			if n < 0 {
+				ok = false
+				break
+			}
+			g.out[j] = n/g.s[j] + 1
+		}
+		if !ok || !im2colS2Fast(&g) {
+			continue
+		}
+		runs++
+		C := 1 + r.IntN(3)
+		K, O := g.kSize(), g.outSize()
+		x := make([]float32, C*g.inSize())
+		for i := range x {
+			x[i] = r.Float32() + 1
+		}
+		ld := O + r.IntN(5)
+		want, got := make([]float32, C*K*ld), make([]float32, C*K*ld)
+		for i := range got {
+			got[i] = float32(math.NaN())
+		}
+		nnIm2col(&g, C, x, want, ld)
+		im2colS2(&g, C, x, got, ld)
+		for rr := 0; rr < C*K; rr++ {
+			for o := 0; o < O; o++ {
+				if math.Float32bits(got[rr*ld+o]) != math.Float32bits(want[rr*ld+o]) {
+					t.Fatalf("trial %d %+v: col[%d, %d] = %v, want %v", trial, g, rr, o, got[rr*ld+o], want[rr*ld+o])
+				}
+			}
+		}
+	}
+	if runs == 0 && convTileOK() {
+		t.Fatal("no geometry took the stride-2 im2col")
+	}
+	t.Logf("%d geometries", runs)
+}
