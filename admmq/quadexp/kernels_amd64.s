@@ -601,6 +601,17 @@ yr_row:
 	VPADDQ Z16, Z22, Z22
 
 yr_chunk:
+	VMOVUPD (SI), Z0
+	VMOVUPD (DI), Z1
+	VMULPD  Z24, Z1, Z2
+	VADDPD  Z2, Z0, Z2
+	VMULPD  Z25, Z2, Z2
+	PROJ(Z2, Z3, Z6)
+	VMULPD  Z26, Z3, Z3
+	VMOVUPD (R8), Z4
+	VCMPPD  $4, Z4, Z3, K3
+	KORTESTW K3, K3
+	JEQ     yr_keep // p = y everywhere: no mask can change this chunk
 	VPMULLQ Z17, Z22, Z8
 	VPXORQ  Z20, Z8, Z8
 	VPADDQ  Z17, Z8, Z8
@@ -614,17 +625,10 @@ yr_chunk:
 	VPXORQ  Z9, Z8, Z8
 	VPSRLQ  $11, Z8, Z8
 	VPCMPUQ $1, Z21, Z8, K2
-	VMOVUPD (SI), Z0
-	VMOVUPD (DI), Z1
-	VMULPD  Z24, Z1, Z2
-	VADDPD  Z2, Z0, Z2
-	VMULPD  Z25, Z2, Z2
-	PROJ(Z2, Z3, Z6)
-	VMULPD  Z26, Z3, Z3
-	VMOVUPD (R8), Z4
-	VCMPPD  $4, Z4, Z3, K3
 	KANDW   K2, K3, K3
 	VBLENDMPD Z3, Z4, K3, Z4
+
+yr_keep:
 	VMOVUPD Z4, (R8)
 	VMULPD  Z27, Z4, Z4
 	VMOVUPD (R10)(BX*1), Z5

@@ -24,14 +24,14 @@ func benchCommand() *cli.Command {
 				Usage: "reproduce the quadratic experiment (paper §6.1, appendix F): ADMM-Q/S/R vs PGD and GD+Proj over 8ℤ^d",
 				UsageText: "qtool bench quadratic [--out DIR] [--seed N] [--quick] [--workers N]\n\n" +
 					"Examples:\n" +
-					"   qtool bench quadratic                 # full protocol, writes docs/quadratic/\n" +
+					"   qtool bench quadratic                 # full protocol (about 10 minutes on 2 cores), writes docs/quadratic/\n" +
 					"   qtool bench quadratic --quick --out /tmp/q   # reduced protocol, under 30 s",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "out", Value: "docs/quadratic", Usage: "output folder for results.csv, results.json, summary.md and the PNG figures"},
 					&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the problem instances, starts and ADMM-R masks"},
 					&cli.BoolFlag{Name: "quick", Usage: "reduced protocol (2 instances, 10 starts, 1000 iterations, PGD 3000)"},
 					&cli.IntFlag{Name: "workers", Value: runtime.NumCPU(), Usage: "parallel jobs; results do not depend on it"},
-					&cli.BoolFlag{Name: "pure-go", Usage: "use gonum's Dgemm instead of OpenBLAS (also QTOOL_BLAS=go)"},
+					&cli.BoolFlag{Name: "pure-go", Usage: "use the portable Go arithmetic instead of AVX-512 assembly or OpenBLAS: same results, much slower (also QTOOL_BLAS=go)"},
 					&cli.StringFlag{Name: "pairs", Usage: "run only these (v,d,σ²) pairs, e.g. \"8,16,30;8,8,30\"; a pair's results do not depend on the others"},
 					&cli.StringSliceFlag{Name: "merge", Usage: "instead of running, combine the results.json files of runs over different pairs"},
 					&cli.StringFlag{Name: "note", Usage: "text to put under the summary's header (for --merge: how the parts were run)"},
