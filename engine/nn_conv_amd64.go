@@ -133,7 +133,7 @@ func maxPool2x2Plane(g *nnGeom, x, y []float32) {
 }
 
 //go:noescape
-func stride2RowsAVX512(dst, src *float32, off, rows, ow, srcStride int, in0, in1, out uint64, idx *int32)
+func im2colS2AVX512(col, x *float32, plan *s2Entry, n int, ow, srcStride int, out uint64, idx *int32)
 
 // im2colS2Fast reports whether im2colS2 runs g: 2-D windows with column stride 2 and
 // output rows of at most 16 values.
@@ -141,45 +141,15 @@ func im2colS2Fast(g *nnGeom) bool {
 	return convTileOK() && g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1 && g.s[2] == 2 && g.out[2] <= 16 && g.out[2] > 0
 }
 
-// im2colS2 is nnIm2col for im2colS2Fast geometries: each row of the column matrix is
+// im2colS2 is nnIm2col for im2colS2Fast geometries, by plan p (made by s2Plan for g and
+// C channels, with col's always-zero entries cleared): each row of the column matrix is
 // made output row by output row from two masked loads and one permutation.
-func im2colS2(g *nnGeom, C int, x, col []float32, ld int) {
-	H, W := g.in[1], g.in[2]
-	OH, OW := g.out[1], g.out[2]
-	O := OH * OW
-	out := uint64(1)<<OW - 1
-	// The permutation that gathers the even lanes of two registers.
-	even := [16]int32{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}
-	r := 0
-	for c := 0; c < C; c++ {
-		xc := x[c*H*W : (c+1)*H*W]
-		for k1 := 0; k1 < g.k[1]; k1++ {
-			lo1, hi1 := g.rng(1, k1)
-			for k2 := 0; k2 < g.k[2]; k2++ {
-				lo2, hi2 := g.rng(2, k2)
-				dst := col[r*ld : r*ld+O]
-				r++
-				if lo1 >= hi1 || lo2 >= hi2 {
-					clear(dst)
-					continue
-				}
-				clear(dst[:lo1*OW])
-				clear(dst[hi1*OW:])
-				// Input lane 2·o2 of the row that output o2 reads, for o2 in [lo2, hi2).
-				var in uint64
-				for o := lo2; o < hi2; o++ {
-					in |= 1 << (2 * o)
-				}
-				i1 := lo1*g.s[1] + k1*g.d[1] - g.pb[1]
-				off := i1*W + k2*g.d[2] - g.pb[2] // element of o2 = 0 in the first row
-				// Every lane read lies inside xc: rows [lo1, hi1) and columns 2·o2 + off
-				// for o2 in [lo2, hi2) are inside the image by the ranges' definition.
-				last := (i1+(hi1-1-lo1)*g.s[1])*W + 2*(hi2-1) + k2*g.d[2] - g.pb[2]
-				if i1 < 0 || last >= len(xc) || off+2*lo2 < 0 {
-					panic(fmt.Sprintf("stride-2 im2col out of range: %+v", *g))
-				}
-				stride2RowsAVX512(&dst[lo1*OW], &xc[0], 4*off, hi1-lo1, OW, 4*g.s[1]*W, in&0xffff, in>>16, out, &even[0])
-			}
-		}
+func im2colS2(p *s2Plan, x, col []float32) {
+	g := &p.g
+	if len(x) < p.C*g.inSize() || len(col) < p.C*g.kSize()*g.outSize() || len(p.e) == 0 {
+		panic(fmt.Sprintf("stride-2 im2col out of range: %d channels of %+v, lens %d %d", p.C, *g, len(x), len(col)))
 	}
+	even := [16]int32{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}
+	OW := g.out[2]
+	im2colS2AVX512(&col[0], &x[0], &p.e[0], len(p.e), OW, 4*g.s[1]*g.in[2], uint64(1)<<OW-1, &even[0])
 }

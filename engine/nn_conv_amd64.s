@@ -621,29 +621,39 @@ pnext:
 	VZEROUPPER
 	RET
 
-// func stride2RowsAVX512(dst, src *float32, off, rows, ow, srcStride int, in0, in1, out uint64, idx *int32)
+// func im2colS2AVX512(col, x *float32, plan *s2Entry, n int, ow, srcStride int, out uint64, idx *int32)
 //
-// For each of rows output rows: dst[o] = src[off/4 + 2o] for o < ow (lanes whose input
-// lane 2o is clear in in0:in1 read as zero), with src advancing srcStride bytes and dst
-// ow values per row. idx holds the permutation 0, 2, ..., 30 that picks even lanes.
-TEXT ·stride2RowsAVX512(SB), NOSPLIT, $0-80
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	ADDQ off+16(FP), SI
-	MOVQ rows+24(FP), CX
+// Runs the n entries of plan, each {dst, src, rows int64; in uint64}: for rows output
+// rows, col[dst/4 + r·ow + o] = x[src/4 + r·srcStride/4 + 2o] for o < ow, lanes whose input
+// lane 2o is clear in in (bits 0-31) reading as zero. idx holds the permutation
+// 0, 2, ..., 30 that picks even lanes.
+TEXT ·im2colS2AVX512(SB), NOSPLIT, $0-64
+	MOVQ col+0(FP), R10
+	MOVQ x+8(FP), R11
+	MOVQ plan+16(FP), R12
+	MOVQ n+24(FP), DX
 	MOVQ ow+32(FP), R8
 	SHLQ $2, R8
 	MOVQ srcStride+40(FP), R9
-	MOVQ in0+48(FP), BX
-	KMOVW BX, K1
-	MOVQ in1+56(FP), BX
-	KMOVW BX, K2
-	MOVQ out+64(FP), BX
+	MOVQ out+48(FP), BX
 	KMOVW BX, K3
-	MOVQ idx+72(FP), AX
+	MOVQ idx+56(FP), AX
 	VMOVDQU32 (AX), Z31
-	TESTQ CX, CX
+	TESTQ DX, DX
 	JZ   s2done
+
+s2entry:
+	MOVQ 0(R12), DI
+	ADDQ R10, DI
+	MOVQ 8(R12), SI
+	ADDQ R11, SI
+	MOVQ 16(R12), CX
+	MOVQ 24(R12), BX
+	KMOVW BX, K1
+	SHRQ $16, BX
+	KMOVW BX, K2
+	TESTQ CX, CX
+	JZ   s2next
 
 s2row:
 	VMOVUPS.Z (SI), K1, Z0
@@ -654,6 +664,11 @@ s2row:
 	ADDQ R8, DI
 	DECQ CX
 	JNZ  s2row
+
+s2next:
+	ADDQ $32, R12
+	DECQ DX
+	JNZ  s2entry
 
 s2done:
 	VZEROUPPER

@@ -23,6 +23,7 @@ type convWork struct {
 	gyp    []float32 // output gradient rows packed for the tile kernel
 	tile   []float32 // 8 × 32 landing area for tiles with fewer than 8 valid rows
 	ybuf   []float32 // output planes of one block before a fused MaxPool
+	colS2  bool      // col holds s2Plan's layout, zero where the plan does not write
 	xpad   []float32 // padded images of one block (implicit im2col)
 	padFor padGeom   // the layout xpad's zero padding was made for
 	gw     []float32 // weight-gradient partial sum (workers 1..)
@@ -43,6 +44,7 @@ type convDirect struct {
 	wtp  []float32 // Wᵀ per group and 8-row block of CgK, k-major: Mg × 8
 	work []convWork
 	pad  convPad
+	s2   s2Plan
 }
 
 // convPad is the implicit im2col of unit-stride 2-D windows: each image is copied into a
@@ -265,8 +267,12 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []fl
 	}
 	var tab *nnGatherTable
 	pad := c.padded(d)
-	s2 := !d.pointwise && pad == nil && im2colS2Fast(g)
-	if !d.pointwise && pad == nil && !s2 && nnUseTable(g) {
+	var s2 *s2Plan
+	var s2New bool
+	if !d.pointwise && pad == nil && im2colS2Fast(g) {
+		s2, s2New = c.s2.plan(g, d.Cg)
+	}
+	if !d.pointwise && pad == nil && s2 == nil && nnUseTable(g) {
 		tab = k.tab.table(g) // built here, read-only in the workers
 	}
 	npan := (O + 15) / 16
@@ -285,8 +291,16 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []fl
 				work[i].xpad = make([]float32, n)
 				work[i].padFor = pad.geom
 			}
+		case s2 != nil:
+			// The plan writes only the entries that read the image; the rest stays
+			// zero from image to image.
+			if n := G * CgK * O; len(work[i].col) < n || s2New || !work[i].colS2 {
+				work[i].col = make([]float32, n)
+				work[i].colS2 = true
+			}
 		case !d.pointwise:
 			work[i].col = nnGrow(work[i].col, G*CgK*O)
+			work[i].colS2 = false
 		}
 		if pg != nil {
 			work[i].ybuf = nnGrow(work[i].ybuf, G*d.M*O)
@@ -324,8 +338,8 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []fl
 					}
 					col := wr.col[(i-i0)*CgK*O : (i-i0+1)*CgK*O]
 					switch {
-					case s2:
-						im2colS2(g, d.Cg, x[xo:xo+d.Cg*isz], col, O)
+					case s2 != nil:
+						im2colS2(s2, x[xo:xo+d.Cg*isz], col)
 					case tab != nil:
 						tab.im2col(d.Cg, x[xo:xo+d.Cg*isz], col, O)
 					default:

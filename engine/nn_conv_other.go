@@ -29,4 +29,4 @@ func maxPool2x2Plane(g *nnGeom, x, y []float32) { panic("maxPool2x2Plane without
 // im2colS2Fast is false without the assembly.
 func im2colS2Fast(g *nnGeom) bool { return false }
 
-func im2colS2(g *nnGeom, C int, x, col []float32, ld int) { panic("im2colS2 without im2colS2Fast") }
+func im2colS2(p *s2Plan, x, col []float32) { panic("im2colS2 without im2colS2Fast") }

@@ -1,6 +1,9 @@
 package engine
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // nnIm2col writes the column matrix of the C-channel image x (C × g.inSize()) into col
 // (C·g.kSize() rows of g.outSize() values, row r starting at r·ld, so that several images'
@@ -362,4 +365,63 @@ func (t *nnGatherTable) col2im(C int, col, x []float32, ld int) {
 			}
 		}
 	}
+}
+
+// s2Plan is the stride-2 im2col of one geometry and channel count (see im2colS2): per row
+// (c, k1, k2) of the column matrix, an entry for the output rows whose window row lies in
+// the image. Everything else in the matrix is zero for every image, so the buffer the plan
+// fills is cleared once, when it is laid out for the plan.
+type s2Plan struct {
+	g nnGeom
+	C int
+	e []s2Entry
+}
+
+// s2Entry is one row of the column matrix for the assembly: byte offsets of its first
+// output row in the matrix and of that row's o2 = 0 element in the image (which may lie
+// before the image, in padding no lane reads), the number of output rows, and the input
+// lanes 2·o2 for the o2 whose window column lies in the image.
+type s2Entry struct {
+	dst, src, rows int64
+	in             uint64
+}
+
+// plan returns p made for g and C channels, rebuilding it only when they change, and
+// whether it did (the buffer it fills must then be cleared).
+func (p *s2Plan) plan(g *nnGeom, C int) (*s2Plan, bool) {
+	if p.e != nil && p.g == *g && p.C == C {
+		return p, false
+	}
+	p.g, p.C = *g, C
+	p.e = p.e[:0]
+	H, W := g.in[1], g.in[2]
+	OW, O := g.out[2], g.outSize()
+	r := 0
+	for c := 0; c < C; c++ {
+		for k1 := 0; k1 < g.k[1]; k1++ {
+			lo1, hi1 := g.rng(1, k1)
+			for k2 := 0; k2 < g.k[2]; k2++ {
+				lo2, hi2 := g.rng(2, k2)
+				e := s2Entry{dst: int64(4 * (r*O + lo1*OW))}
+				r++
+				if lo1 < hi1 && lo2 < hi2 {
+					i1 := lo1*g.s[1] + k1*g.d[1] - g.pb[1]
+					e.src = int64(4 * (c*H*W + i1*W + k2*g.d[2] - g.pb[2]))
+					e.rows = int64(hi1 - lo1)
+					for o := lo2; o < hi2; o++ {
+						e.in |= 1 << (2 * o)
+					}
+					// The assembly trusts the plan: check that every lane it reads lies
+					// in the image and every row it writes in the matrix.
+					first := int(e.src/4) + 2*lo2
+					last := int(e.src/4) + (hi1-lo1-1)*g.s[1]*W + 2*(hi2-1)
+					if first < c*H*W || last >= (c+1)*H*W || int(e.dst/4)+(hi1-lo1)*OW > C*g.kSize()*O || 2*(hi2-1) > 31 {
+						panic(fmt.Sprintf("stride-2 im2col plan out of range: %+v", *g))
+					}
+				}
+				p.e = append(p.e, e)
+			}
+		}
+	}
+	return p, true
 }
