@@ -395,6 +395,15 @@ func (k *convKernel) forwardDepthwise(ctx *Context, d *convDims, x, w, bias, y [
 	isz, O, K := g.inSize(), g.outSize(), g.kSize()
 	same3 := g.is3x3Same()
 	if same3 && dw3x3Fast(g.out[2]) {
+		if _, ok := dw3x3Flags(act); ok && d.Mg == 1 {
+			// One input plane per output plane: whole images in one call each.
+			ctx.Parallel(d.N, max(1, 4096/max(d.M*O*K, 1)), func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					dw3x3Planes(x[i*d.C*isz:(i+1)*d.C*isz], y[i*d.M*O:(i+1)*d.M*O], g.out[1], g.out[2], d.M, w, bias, act, false)
+				}
+			})
+			return true
+		}
 		if _, ok := dw3x3Flags(act); ok {
 			ctx.Parallel(d.N*d.M, max(1, 4096/max(O*K, 1)), func(lo, hi int) {
 				for p := lo; p < hi; p++ {

@@ -64,7 +64,7 @@ func convTile(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bi
 // dw3x3Plane for the contract).
 //
 //go:noescape
-func dw3x3AVX512(x, y *float32, h, wd int, w, bias *float32, flags int, lo, hi int32, a, b float32, masks uint64)
+func dw3x3AVX512(x, y *float32, h, wd int, w, bias *float32, flags int, lo, hi int32, a, b float32, masks uint64, np int)
 
 // dw3x3GradWAVX512 adds one plane's contribution to the nine weight gradients.
 //
@@ -79,9 +79,15 @@ func dw3x3Fast(wd int) bool { return wd >= 1 && wd <= 16 && convTileOK() }
 // act. It reports whether it applied act: Clip with a NaN bound is left to the caller.
 // Only for dw3x3Fast(wd).
 func dw3x3Plane(x, y []float32, h, wd int, w, bias []float32, act *nnClamp, add bool) bool {
-	n := h * wd
-	if len(x) < n || len(y) < n || len(w) < 9 || (bias != nil && len(bias) < 1) || !dw3x3Fast(wd) || n == 0 {
-		panic(fmt.Sprintf("depthwise plane out of range: %d×%d plane, lens %d %d %d", h, wd, len(x), len(y), len(w)))
+	return dw3x3Planes(x, y, h, wd, 1, w, bias, act, add)
+}
+
+// dw3x3Planes is dw3x3Plane for np consecutive planes of x and y, plane p with weights
+// w[9p:9p+9] and bias bias[p].
+func dw3x3Planes(x, y []float32, h, wd, np int, w, bias []float32, act *nnClamp, add bool) bool {
+	n := h * wd * np
+	if len(x) < n || len(y) < n || len(w) < 9*np || (bias != nil && len(bias) < np) || !dw3x3Fast(wd) || n == 0 {
+		panic(fmt.Sprintf("depthwise planes out of range: %d planes %d×%d, lens %d %d %d", np, h, wd, len(x), len(y), len(w)))
 	}
 	t, done := dw3x3Flags(act)
 	if add {
@@ -91,7 +97,7 @@ func dw3x3Plane(x, y []float32, h, wd int, w, bias []float32, act *nnClamp, add 
 	if bias != nil {
 		bp = &bias[0]
 	}
-	dw3x3AVX512(&x[0], &y[0], h, wd, &w[0], bp, t.flags, t.lo, t.hi, t.a, t.b, dw3x3Masks(wd))
+	dw3x3AVX512(&x[0], &y[0], h, wd, &w[0], bp, t.flags, t.lo, t.hi, t.a, t.b, dw3x3Masks(wd), np)
 	return done
 }
 

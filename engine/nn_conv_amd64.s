@@ -304,12 +304,14 @@ TEXT ·xgetbv(SB), NOSPLIT, $0-4
 	MOVL AX, lo+0(FP)
 	RET
 
-// func dw3x3AVX512(x, y *float32, h, wd int, w, bias *float32, flags int, lo, hi int32, a, b float32, masks uint64)
+// func dw3x3AVX512(x, y *float32, h, wd int, w, bias *float32, flags int, lo, hi int32, a, b float32, masks uint64, np int)
 //
-// One plane of a 3×3 depthwise convolution, stride 1, one pixel of zero padding, rows of
-// wd <= 16 values: one register per output row, its three input rows read through masks
-// that stand in for the padding (lane 0 of the left tap and lane wd−1 of the right tap).
-TEXT ·dw3x3AVX512(SB), NOSPLIT, $0-80
+// np consecutive planes of a 3×3 depthwise convolution, stride 1, one pixel of zero
+// padding, rows of wd <= 16 values: one register per output row, its three input rows
+// read through masks that stand in for the padding (lane 0 of the left tap and lane wd−1
+// of the right tap). Plane after plane, x and y move on by h·wd values, w by 9 and bias
+// (when non-nil) by 1.
+TEXT ·dw3x3AVX512(SB), NOSPLIT, $0-88
 	MOVQ x+0(FP), SI
 	MOVQ y+8(FP), DI
 	MOVQ h+16(FP), CX
@@ -326,6 +328,18 @@ TEXT ·dw3x3AVX512(SB), NOSPLIT, $0-80
 	SHRQ $16, BX
 	KMOVW BX, K3
 
+	MOVL $0x7fffffff, DX
+	VPBROADCASTD DX, Z25
+	MOVL lo+56(FP), DX
+	VPBROADCASTD DX, Z26
+	MOVL hi+60(FP), DX
+	VPBROADCASTD DX, Z27
+	VBROADCASTSS a+64(FP), Z28
+	VBROADCASTSS b+68(FP), Z29
+	SHLQ $2, R8 // row stride in bytes
+	MOVQ np+80(FP), R14
+
+plane:
 	VBROADCASTSS 0(AX), Z16
 	VBROADCASTSS 4(AX), Z17
 	VBROADCASTSS 8(AX), Z18
@@ -339,18 +353,10 @@ TEXT ·dw3x3AVX512(SB), NOSPLIT, $0-80
 	TESTQ R12, R12
 	JZ   nobias
 	VBROADCASTSS (R12), Z15
+	ADDQ $4, R12
 
 nobias:
-	MOVL $0x7fffffff, DX
-	VPBROADCASTD DX, Z25
-	MOVL lo+56(FP), DX
-	VPBROADCASTD DX, Z26
-	MOVL hi+60(FP), DX
-	VPBROADCASTD DX, Z27
-	VBROADCASTSS a+64(FP), Z28
-	VBROADCASTSS b+68(FP), Z29
-
-	SHLQ $2, R8 // row stride in bytes
+	ADDQ $36, AX
 	XORQ R10, R10 // output row
 
 row:
@@ -441,6 +447,9 @@ store:
 	INCQ R10
 	CMPQ R10, CX
 	JLT  row
+	// SI and DI have moved on by h rows: the next plane.
+	DECQ R14
+	JNZ  plane
 	VZEROUPPER
 	RET
 

@@ -17,6 +17,10 @@ func dw3x3Plane(x, y []float32, h, wd int, w, bias []float32, act *nnClamp, add 
 	panic("dw3x3Plane without dw3x3Fast")
 }
 
+func dw3x3Planes(x, y []float32, h, wd, np int, w, bias []float32, act *nnClamp, add bool) bool {
+	panic("dw3x3Planes without dw3x3Fast")
+}
+
 func dw3x3GradW(x, gy []float32, h, wd int, gw []float32) {
 	panic("dw3x3GradW without dw3x3Fast")
 }
