@@ -278,12 +278,17 @@ func chooseKernels(pureGo bool) (newKernels func() kernels, name string) {
 	if pureGo || os.Getenv("QTOOL_BLAS") == "go" {
 		return func() kernels { return kernels{gemm: gemmFMA} }, "Go (sequential FMA products)"
 	}
-	if haveSIMD() {
+	blas, blasName, err := openBLASDgemm()
+	switch {
+	case haveSIMD() && err == nil:
+		// OpenBLAS computes the same products for rows the assembly does not take.
+		return func() kernels { return kernels{simd: true, gemm: blas()} },
+			"AVX-512 assembly (sequential FMA products, bit-identical to OpenBLAS dgemm)"
+	case haveSIMD():
 		return func() kernels { return kernels{simd: true, gemm: gemmFMA} },
 			"AVX-512 assembly (sequential FMA products, bit-identical to OpenBLAS dgemm)"
-	}
-	if g, name, err := openBLASDgemm(); err == nil {
-		return func() kernels { return kernels{gemm: g()} }, name + " with Go passes"
+	case err == nil:
+		return func() kernels { return kernels{gemm: blas()} }, blasName + " with Go passes"
 	}
 	return func() kernels { return kernels{gemm: gemmFMA} }, "Go (sequential FMA products)"
 }
