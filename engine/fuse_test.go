@@ -85,8 +85,9 @@ func convBNAct(g *Graph, i int) (gnode, bool) {
 }
 
 // TestFuseConvBNMatchesUnfused checks that inference plans of the convolutional test
-// models fold every Conv → BatchNormalization pair, with the Relu or Clip that follows
-// it, and that the fused logits agree with the unfused executor's within 1e-5 absolute
+// models fold every Conv → BatchNormalization pair, with the Relu, Clip or HardSwish
+// that follows it, every residual Add with its activation and every MaxPool, and that
+// the fused logits agree with the unfused executor's within 1e-5 absolute
 // plus 1e-5 relative.
 func TestFuseConvBNMatchesUnfused(t *testing.T) {
 	for _, name := range []string{"fmnist-cnn", "fmnist-resnet"} {
@@ -100,6 +101,21 @@ func TestFuseConvBNMatchesUnfused(t *testing.T) {
 			for i := range fused.nodes {
 				if _, ok := convBNAct(fused, i); ok && fused.nodes[i].op == "Conv" && fused.nodes[i+1].op == "BatchNormalization" {
 					acts++
+				}
+			}
+			// Residual blocks: Conv → BatchNormalization → Add → activation, the Add
+			// reading the output of an earlier node; its activation joins the later
+			// Conv's step.
+			adds := 0
+			for _, gn := range fused.nodes {
+				if gn.op != "Add" {
+					continue
+				}
+				adds++
+				for _, a := range fused.nodes {
+					if (a.op == "Relu" || a.op == "Clip" || a.op == "HardSwish") && a.in[0] == gn.out[0] {
+						acts++
+					}
 				}
 			}
 			if acts == 0 {
@@ -122,6 +138,21 @@ func TestFuseConvBNMatchesUnfused(t *testing.T) {
 			}
 			if f, _ := fusedSteps(plain); f != 0 {
 				t.Errorf("unfused graph has %d fused steps", f)
+			}
+			for _, st := range fused.last.steps {
+				if st.node.op == "Add" {
+					t.Errorf("fused plan still runs Add %q apart", st.node.n.Name())
+				}
+			}
+			if res := 0; name == "fmnist-resnet" {
+				for _, st := range fused.last.steps {
+					if k, ok := st.node.k.(*convBNKernel); ok && k.res {
+						res++
+					}
+				}
+				if res != adds {
+					t.Errorf("fused plan adds %d residuals in Conv steps, the model has %d Adds", res, adds)
+				}
 			}
 			// Every MaxPool of these models reads a fused step's activation alone.
 			pools, fusedPools := 0, 0

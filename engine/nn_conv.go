@@ -136,7 +136,7 @@ func nnScratch(bufs [][]float32, nw, size int) [][]float32 {
 }
 
 func (k *convKernel) Forward(ctx *Context, in, out []*Tensor) error {
-	return k.run(ctx, in[0], in[1], k.bias(in), out[0], nil, nil)
+	return k.run(ctx, in[0], in[1], k.bias(in), out[0], nil, nil, nil)
 }
 
 // nnClamp is the activation a fused convolution applies to its output in the pass that
@@ -197,10 +197,38 @@ func (c *nnClamp) applyNoBias(dst, src []float32) {
 // With pool set, y is the output of that MaxPool applied to the convolution's output,
 // which then exists only a few images at a time in the workers' buffers (2×2 windows on
 // the direct path) or in the kernel's own buffer.
-func (k *convKernel) run(ctx *Context, x, w, b, y *Tensor, act *nnClamp, pool *poolKernel) error {
+//
+// With res set (and pool nil), res is added to the convolution's output before act.
+func (k *convKernel) run(ctx *Context, x, w, b, y *Tensor, act *nnClamp, pool *poolKernel, res *Tensor) error {
 	d, err := k.dims(x.Shape, w.Shape, b)
 	if err != nil {
 		return err
+	}
+	if res != nil {
+		if pool != nil || len(res.F) != len(y.F) {
+			return k.n.Errorf("internal error: residual of %d values for an output of %d", len(res.F), len(y.F))
+		}
+		if k.directOK(&d) {
+			var bias []float32
+			if b != nil {
+				bias = b.F
+			}
+			k.forwardDirect(ctx, &d, x.F, w.F, bias, y.F, act, nil, res.F)
+			return nil
+		}
+		if err := k.run(ctx, x, w, b, y, nil, nil, nil); err != nil {
+			return err
+		}
+		yf, rf := y.F, res.F
+		ctx.Parallel(len(yf), 16384, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				yf[i] += rf[i]
+			}
+			if act != nil {
+				act.applyNoBias(yf[lo:hi], yf[lo:hi])
+			}
+		})
+		return nil
 	}
 	if pool != nil {
 		full := append([]int{d.N, d.M}, d.g.outShape()...)
@@ -211,7 +239,7 @@ func (k *convKernel) run(ctx *Context, x, w, b, y *Tensor, act *nnClamp, pool *p
 		if !k.directOK(&d) || !pool.poolable(&pg) {
 			k.full = nnGrow(k.full, numel(full))
 			ft := NewFloat(full, k.full[:numel(full)])
-			if err := k.run(ctx, x, w, b, ft, act, nil); err != nil {
+			if err := k.run(ctx, x, w, b, ft, act, nil, nil); err != nil {
 				return err
 			}
 			return pool.Forward(ctx, []*Tensor{ft}, []*Tensor{y})
@@ -220,7 +248,7 @@ func (k *convKernel) run(ctx *Context, x, w, b, y *Tensor, act *nnClamp, pool *p
 		if b != nil {
 			bias = b.F
 		}
-		k.forwardDirect(ctx, &d, x.F, w.F, bias, y.F, act, &pg)
+		k.forwardDirect(ctx, &d, x.F, w.F, bias, y.F, act, &pg, nil)
 		return nil
 	}
 	if d.depthwise {
@@ -258,7 +286,7 @@ func (k *convKernel) run(ctx *Context, x, w, b, y *Tensor, act *nnClamp, pool *p
 		bias = b.F
 	}
 	if k.directOK(&d) {
-		k.forwardDirect(ctx, &d, x.F, w.F, bias, y.F, act, nil)
+		k.forwardDirect(ctx, &d, x.F, w.F, bias, y.F, act, nil, nil)
 		return nil
 	}
 	k.forwardGemm(ctx, &d, x.F, w.F, bias, y.F, act)

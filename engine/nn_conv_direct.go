@@ -240,7 +240,10 @@ func (c *convDirect) workers(nw int) []convWork {
 // forwardDirect is Forward on the direct path: y = W ∗ x + bias, then the activation;
 // with pg set, y is instead the 2×2 max pool of that (pg is the pool's geometry), made
 // per block of images from the worker's buffer while it is in cache.
-func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []float32, act *nnClamp, pg *nnGeom) {
+//
+// With res non-nil (and pg nil), each block's output starts as its part of res, which the
+// kernel adds the bias and the products to before the activation.
+func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []float32, act *nnClamp, pg *nnGeom, res []float32) {
 	g := &d.g
 	O, isz := g.outSize(), g.inSize()
 	CgK := d.Cg * g.kSize()
@@ -316,6 +319,11 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []fl
 			if pg != nil {
 				dst, base = wr.ybuf[:(i1-i0)*d.M*O], i0
 			}
+			flags := 0
+			if res != nil {
+				copy(dst[i0*d.M*O:i1*d.M*O], res[i0*d.M*O:i1*d.M*O])
+				flags = tileAdd
+			}
 			for grp := 0; grp < k.group; grp++ {
 				src, ldb := x, O
 				var offs *tileOffs
@@ -354,7 +362,7 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []fl
 				if bp != nil {
 					bs = bp[grp*RB*8 : (grp+1)*RB*8]
 				}
-				wr.multiply(CgK, d.Mg, c.wp[grp*RB*CgK*8:(grp+1)*RB*CgK*8], bs, src, ldb, offs, dst, O, wr.pan, 0, tact)
+				wr.multiply(CgK, d.Mg, c.wp[grp*RB*CgK*8:(grp+1)*RB*CgK*8], bs, src, ldb, offs, dst, O, wr.pan, flags, tact)
 			}
 			yb := dst[(i0-base)*d.M*O : (i1-base)*d.M*O]
 			if act != nil && !inKernel {

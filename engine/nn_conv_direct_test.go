@@ -75,7 +75,7 @@ func TestConvDirectMatchesGemm(t *testing.T) {
 						for i := range y.F {
 							y.F[i] = float32(math.NaN())
 						}
-						if err := k.run(ctx, in[0], in[1], n.Optional(in, 2), y, act, nil); err != nil {
+						if err := k.run(ctx, in[0], in[1], n.Optional(in, 2), y, act, nil, nil); err != nil {
 							t.Fatal(err)
 						}
 						outs[j] = y.F
@@ -199,7 +199,7 @@ func TestConvFusedPool(t *testing.T) {
 					out.F[i] = float32(math.NaN())
 				}
 				ctx := nntGoCtx(2)
-				if err := k.run(ctx, in[0], in[1], n.Optional(in, 2), out, &nnClamp{relu: true}, pool); err != nil {
+				if err := k.run(ctx, in[0], in[1], n.Optional(in, 2), out, &nnClamp{relu: true}, pool, nil); err != nil {
 					t.Fatal(err)
 				}
 				nntClose(t, "pooled Y", out.F, want, 1e-5, 1e-5)

@@ -22,8 +22,8 @@ import (
 // where row(i) is i·ldb, or with an offset table offs.off[i]/4 (the table holds byte
 // offsets, for the assembly): rows of B anywhere in b_p, as the taps of a convolution
 // read them from a padded image without an im2col copy.
-// where init is c_p[R·ldc + j] itself with tileAdd, else bias[R] (zero when bias is
-// nil); the result then passes through the activation act when it is non-nil, computed
+// where init is bias[R] (zero when bias is nil), plus c_p[R·ldc + j] itself with tileAdd
+// (in that order: c + bias, rounded, then the products); the result then passes through the activation act when it is non-nil, computed
 // exactly as the Relu, Clip and HardSwish kernels compute it (see tileAct). Lanes whose
 // mask bit is clear are neither read nor written.
 const (
@@ -78,6 +78,8 @@ func convTileGeneric(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc 
 				}
 				var s float32
 				switch {
+				case flags&tileAdd != 0 && bias != nil:
+					s = pan.c[R*ldc+j] + bias[R]
 				case flags&tileAdd != 0:
 					s = pan.c[R*ldc+j]
 				case bias != nil:

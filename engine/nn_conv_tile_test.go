@@ -84,12 +84,17 @@ func TestConvTile(t *testing.T) {
 					}
 					var want, mag float64
 					switch {
+					case flags&tileAdd != 0 && bias != nil:
+						want = float64(pan.old[i]) + float64(bias[rr])
 					case flags&tileAdd != 0:
 						want = float64(pan.old[i])
 					case bias != nil:
 						want = float64(bias[rr])
 					}
 					mag = math.Abs(want)
+					if flags&tileAdd != 0 && bias != nil {
+						mag = math.Abs(float64(pan.old[i])) + math.Abs(float64(bias[rr]))
+					}
 					for q := 0; q < k; q++ {
 						v := float64(a[8*k*(rr/8)+8*q+rr%8]) * float64(pan.b[row(q)+j])
 						want += v
