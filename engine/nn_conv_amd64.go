@@ -159,3 +159,21 @@ func im2colS2(p *s2Plan, x, col []float32) {
 	OW := g.out[2]
 	im2colS2AVX512(&col[0], &x[0], &p.e[0], len(p.e), OW, 4*g.s[1]*g.in[2], uint64(1)<<OW-1, &even[0])
 }
+
+//go:noescape
+func maxPool2x2BackAVX512(x, y, gy, gx *float32, oh, ow, wd int, masks uint64, dup *int32)
+
+// maxPool2x2BackPlane is maxPool2x2Back in assembly, for maxPool2x2Fast.
+func maxPool2x2BackPlane(g *nnGeom, x, y, gy, gx []float32) {
+	oh, ow, wd := g.out[1], g.out[2], g.in[2]
+	if oh == 0 || ow == 0 {
+		return
+	}
+	if len(y) < oh*ow || len(gy) < oh*ow || len(x) < (2*oh-1)*wd+2*ow || len(gx) < (2*oh-1)*wd+2*ow || 2*ow > wd {
+		panic(fmt.Sprintf("max pool plane out of range: %d×%d from rows of %d, lens %d %d %d %d", oh, ow, wd, len(x), len(y), len(gy), len(gx)))
+	}
+	last := ow - (ow-1)/8*8
+	masks := uint64(1)<<(2*last) - 1 | (uint64(1)<<last-1)<<16
+	dup := [16]int32{0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7}
+	maxPool2x2BackAVX512(&x[0], &y[0], &gy[0], &gx[0], oh, ow, wd, masks, &dup[0])
+}

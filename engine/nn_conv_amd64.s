@@ -709,3 +709,110 @@ s2next:
 s2done:
 	VZEROUPPER
 	RET
+
+// func maxPool2x2BackAVX512(x, y, gy, gx *float32, oh, ow, wd int, masks uint64, dup *int32)
+//
+// Adds each gy of the 2×2 stride-2 max pool (y, oh × ow) of x (rows of wd values) to gx
+// at the first element of its window, in row-major order, that equals y (none for a NaN
+// maximum). 16 input columns, 8 outputs at a time; masks holds the input lanes (bits
+// 0-15) and output lanes (bits 16-23) of each row's last chunk; dup is the permutation
+// 0, 0, 1, 1, ..., 7, 7 that spreads 8 outputs over their 16 input columns.
+TEXT ·maxPool2x2BackAVX512(SB), NOSPLIT, $0-72
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), R14
+	MOVQ gy+16(FP), R15
+	MOVQ gx+24(FP), DI
+	MOVQ oh+32(FP), CX
+	MOVQ wd+48(FP), R9
+	SHLQ $2, R9 // input row stride in bytes
+	MOVQ dup+64(FP), AX
+	VMOVDQU32 (AX), Z31
+
+bprow:
+	MOVQ SI, R11 // x row 2r
+	MOVQ DI, R12 // gx row 2r
+	MOVQ ow+40(FP), DX // outputs left in this row
+
+bpchunk:
+	// K5: input lanes, K6: output lanes of this chunk.
+	MOVQ $0xffff, BX
+	MOVQ $0xff, R13
+	CMPQ DX, $8
+	JG   bpmasks
+	MOVQ masks+56(FP), BX
+	MOVQ BX, R13
+	SHRQ $16, R13
+	ANDQ $0xffff, BX
+
+bpmasks:
+	KMOVW BX, K5
+	KMOVW R13, K6
+	MOVQ BX, R10 // input lanes, for the bit arithmetic below
+	VMOVUPS.Z (R14), K6, Z0
+	VMOVUPS.Z (R15), K6, Z1
+	VPERMPS Z0, Z31, Z0 // y over its window's columns
+	VPERMPS Z1, Z31, Z1 // gy likewise
+	VMOVUPS.Z (R11), K5, Z2
+	VMOVUPS.Z (R11)(R9*1), K5, Z3
+	VCMPPS $0, Z0, Z2, K1
+	VCMPPS $0, Z0, Z3, K2
+	KMOVW K1, AX
+	KMOVW K2, BX
+	ANDQ R10, AX
+	ANDQ R10, BX
+	// Row 2r: the even column when it matches, else the odd one.
+	MOVQ AX, R8
+	ANDQ $0x5555, R8 // a: even-column matches
+	MOVQ R8, R13
+	SHLQ $1, R13
+	NOTQ R13
+	ANDQ AX, R13
+	ANDQ $0xaaaa, R13 // b without a
+	ORQ  R8, R13 // first match in row 2r
+	KMOVW R13, K3
+	// Windows with a match in row 2r take nothing from row 2r+1.
+	MOVQ AX, R8
+	SHRQ $1, R8
+	ORQ  AX, R8
+	ANDQ $0x5555, R8
+	MOVQ R8, R13
+	SHLQ $1, R13
+	ORQ  R13, R8
+	NOTQ R8
+	ANDQ R8, BX
+	MOVQ BX, R8
+	ANDQ $0x5555, R8 // c: even-column matches of row 2r+1
+	MOVQ R8, R13
+	SHLQ $1, R13
+	NOTQ R13
+	ANDQ BX, R13
+	ANDQ $0xaaaa, R13
+	ORQ  R8, R13
+	KMOVW R13, K4
+	VMOVUPS.Z (R12), K3, Z4
+	VADDPS Z1, Z4, Z4
+	VMOVUPS Z4, K3, (R12)
+	VMOVUPS.Z (R12)(R9*1), K4, Z5
+	VADDPS Z1, Z5, Z5
+	VMOVUPS Z5, K4, (R12)(R9*1)
+	ADDQ $64, R11
+	ADDQ $64, R12
+	ADDQ $32, R14
+	ADDQ $32, R15
+	SUBQ $8, DX
+	JG   bpchunk
+
+	// Next output row: y and gy moved on by whole chunks of 8; step back the overshoot.
+	MOVQ ow+40(FP), R8
+	ADDQ $7, R8
+	ANDQ $-8, R8
+	SUBQ ow+40(FP), R8
+	SHLQ $2, R8
+	SUBQ R8, R14
+	SUBQ R8, R15
+	LEAQ (SI)(R9*2), SI
+	LEAQ (DI)(R9*2), DI
+	DECQ CX
+	JNZ  bprow
+	VZEROUPPER
+	RET

@@ -34,3 +34,7 @@ func maxPool2x2Plane(g *nnGeom, x, y []float32) { panic("maxPool2x2Plane without
 func im2colS2Fast(g *nnGeom) bool { return false }
 
 func im2colS2(p *s2Plan, x, col []float32) { panic("im2colS2 without im2colS2Fast") }
+
+func maxPool2x2BackPlane(g *nnGeom, x, y, gy, gx []float32) {
+	panic("maxPool2x2BackPlane without maxPool2x2Fast")
+}

@@ -260,9 +260,9 @@ func dw3x3Same(a, b float32) bool {
 	return math.Abs(float64(a-b)) <= 1e-5*(1+math.Abs(float64(b)))
 }
 
-// TestMaxPool2x2Plane checks the assembly 2×2 max pool bit for bit against the Go loop
-// (NaN for NaN) on planes of every output width up to 20, odd input sizes (the last row
-// and column dropped) and edge values: NaN, ±0 pairs, ±∞.
+// TestMaxPool2x2Plane checks the assembly 2×2 max pool and its gradient bit for bit
+// against the Go loops (NaN for NaN) on planes of every output width up to 20, odd input
+// sizes (the last row and column dropped) and edge values: NaN, ±0 pairs, ±∞.
 func TestMaxPool2x2Plane(t *testing.T) {
 	if !maxPool2x2Fast() {
 		t.Skip("no AVX-512 max pool on this CPU; maxPool2x2Go is the definition")
@@ -298,6 +298,24 @@ func TestMaxPool2x2Plane(t *testing.T) {
 					a, b := got[i], want[i]
 					if (a != a) != (b != b) || (a == a && math.Float32bits(a) != math.Float32bits(b)) {
 						t.Fatalf("%d×%d → %d×%d: y[%d] = %v (%#x), want %v (%#x)", H, W, oh, ow, i, a, math.Float32bits(a), b, math.Float32bits(b))
+					}
+				}
+				// Backward: the gradient to the first window element equal to y (ties
+				// are frequent here: zeros of either sign), added to what gx held.
+				gy := make([]float32, oh*ow)
+				for i := range gy {
+					gy[i] = float32(i + 1)
+				}
+				gxWant, gxGot := make([]float32, H*W+1), make([]float32, H*W+1)
+				for i := range gxWant {
+					gxWant[i] = float32(i) / 8
+					gxGot[i] = float32(i) / 8
+				}
+				maxPool2x2BackGo(&g, x, want, gy, gxWant)
+				maxPool2x2BackPlane(&g, x, want, gy, gxGot)
+				for i := range gxGot {
+					if math.Float32bits(gxGot[i]) != math.Float32bits(gxWant[i]) {
+						t.Fatalf("%d×%d → %d×%d: gx[%d] = %v, want %v", H, W, oh, ow, i, gxGot[i], gxWant[i])
 					}
 				}
 			}

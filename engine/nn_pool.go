@@ -407,8 +407,18 @@ func maxPool2x2Go(g *nnGeom, x, y []float32) {
 }
 
 // maxPool2x2Back is maxPoolBack for is2x2 geometries: the gradient goes to the first
-// window element, in row-major order, equal to the output.
+// window element, in row-major order, equal to the output. In assembly where the CPU
+// allows, else maxPool2x2BackGo.
 func maxPool2x2Back(g *nnGeom, x, y, gy, gx []float32) {
+	if maxPool2x2Fast() {
+		maxPool2x2BackPlane(g, x, y, gy, gx)
+		return
+	}
+	maxPool2x2BackGo(g, x, y, gy, gx)
+}
+
+// maxPool2x2BackGo is maxPool2x2Back in Go.
+func maxPool2x2BackGo(g *nnGeom, x, y, gy, gx []float32) {
 	W, ow := g.in[2], g.out[2]
 	for o1 := 0; o1 < g.out[1]; o1++ {
 		a, b := 2*o1*W, (2*o1+1)*W
