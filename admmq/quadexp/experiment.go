@@ -4,11 +4,17 @@
 // PGD and GD+Proj over the paper's hyper-parameter grids.
 //
 // All starts of one setting run together as the rows of one matrix, so each exact x-update
-// is one matrix product with (Q + ρI)⁻¹ (computed once per ρ from its Cholesky factor), done
-// by OpenBLAS when it can be loaded and by gonum otherwise. The y- and λ-updates are the
-// formulas of package admmq's step functions, fused into two passes over each block of rows
-// (ADMM-S's norm is taken row by row, one row being one run's variable); the tests check the
-// batched runs against admmq.Run start by start.
+// is one matrix product with (Q + ρI)⁻¹ (computed once per ρ from its Cholesky factor). The
+// y- and λ-updates are the formulas of package admmq's step functions, fused into passes over
+// the rows (ADMM-S's norm is taken row by row, one row being one run's variable); the tests
+// check the batched runs against admmq.Run start by start.
+//
+// Every product element is the chain of fused multiply-adds in index order that OpenBLAS's
+// dgemm computes, so one run's numbers do not depend on which other runs share its product.
+// That is what allows the speed: rows that reached a fixed point leave the product, and
+// cache-sized regions of rows go through all iterations one after the other. On amd64 with
+// AVX-512 the passes and the product are assembly (kernels_amd64.s); elsewhere OpenBLAS or
+// Go compute the same bits, more slowly.
 package quadexp
 
 import (
