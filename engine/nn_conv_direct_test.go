@@ -207,3 +207,51 @@ func TestConvFusedPool(t *testing.T) {
 		}
 	}
 }
+
+// TestConvResidual checks a Conv that adds a residual before its activation, as fused
+// plans run the Add of a residual block: on the direct path (the kernel starts from the
+// residual), on im2col + Sgemm and on depthwise convolutions (the sum added after),
+// against the float64 reference convolution plus the residual.
+func TestConvResidual(t *testing.T) {
+	cases := []convCase{
+		{name: "pointwise", x: []int{3, 8, 7, 7}, w: []int{16, 8, 1, 1}, bias: true},
+		{name: "strided_1x1", x: []int{3, 8, 14, 14}, w: []int{13, 8, 1, 1}, strides: []int{2, 2}},
+		{name: "padded_3x3", x: []int{2, 4, 14, 14}, w: []int{8, 4, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+		{name: "depthwise", x: []int{2, 6, 7, 7}, w: []int{6, 1, 3, 3}, group: 6, pads: []int{1, 1, 1, 1}, bias: true},
+	}
+	for _, c := range cases {
+		for _, noDirect := range []bool{false, true} {
+			for _, act := range []*nnClamp{nil, {lo: -0.25, hi: 0.5}, {swish: true, a: 1.0 / 6, b: 0.5}} {
+				t.Run(fmt.Sprintf("%s/noDirect=%v/act=%v", c.name, noDirect, act), func(t *testing.T) {
+					r := rand.New(rand.NewPCG(61, 62))
+					n, strides, dil, pads := c.node(11)
+					in := c.inputs(r)
+					var b []float64
+					if c.bias {
+						b = nnt64(in[2].F)
+					}
+					want, ws := refConv(nnt64(in[0].F), c.x, nnt64(in[1].F), c.w, b, max(c.group, 1), strides, dil, pads)
+					res := nntRand(r, ws, -1, 1)
+					for i, v := range res.F {
+						want[i] += float64(v)
+						if act != nil {
+							w32 := []float32{float32(want[i])}
+							act.applyNoBias(w32, w32)
+							want[i] = float64(w32[0])
+						}
+					}
+					k := nntBuild(t, n).(*convKernel)
+					k.noDirect = noDirect
+					y := NewFloat(ws, make([]float32, len(want)))
+					for i := range y.F {
+						y.F[i] = float32(math.NaN())
+					}
+					if err := k.run(nntGoCtx(2), in[0], in[1], n.Optional(in, 2), y, act, nil, res); err != nil {
+						t.Fatal(err)
+					}
+					nntClose(t, "Y", y.F, want, 1e-5, 1e-5)
+				})
+			}
+		}
+	}
+}
