@@ -17,17 +17,19 @@ package engine
 
 // convWork is one worker's scratch.
 type convWork struct {
-	col    []float32 // column matrices of the images of one block, CgK × O each
-	colT   []float32 // one column matrix transposed, O × CgK
-	xT     []float32 // one image channel-last, for colT2D
-	gyp    []float32 // output gradient rows packed for the tile kernel
-	tile   []float32 // 8 × 32 landing area for tiles with fewer than 8 valid rows
-	ybuf   []float32 // output planes of one block before a fused MaxPool
-	colS2  bool      // col holds s2Plan's layout, zero where the plan does not write
-	xpad   []float32 // padded images of one block (implicit im2col)
-	padFor padGeom   // the layout xpad's zero padding was made for
-	gw     []float32 // weight-gradient partial sum (workers 1..)
-	pan    []convPanel
+	col     []float32 // column matrices of the images of one block, CgK × O each
+	colT    []float32 // one column matrix transposed, O × CgK
+	xT      []float32 // one image channel-last, for colT2D
+	gyp     []float32 // output gradient rows packed for the tile kernel
+	tile    []float32 // 8 × 32 landing area for tiles with fewer than 8 valid rows
+	ybuf    []float32 // output planes of one block before a fused MaxPool
+	colS2   bool      // col holds s2Plan's layout, zero where the plan does not write
+	gpad    []float32 // padded output gradient of one image (input gradient path)
+	gpadFor padGeom   // the layout gpad's zero padding was made for
+	xpad    []float32 // padded images of one block (implicit im2col)
+	padFor  padGeom   // the layout xpad's zero padding was made for
+	gw      []float32 // weight-gradient partial sum (workers 1..)
+	pan     []convPanel
 }
 
 // convPanel is one panel of up to 16 columns: offsets of its first column in the source
@@ -42,8 +44,10 @@ type convDirect struct {
 	wp   []float32 // W per group and 8-row block, k-major: CgK × 8
 	bp   []float32 // bias per group and 8-row block
 	wtp  []float32 // Wᵀ per group and 8-row block of CgK, k-major: Mg × 8
+	wfp  []float32 // the input gradient's kernel per group (packFlipped)
 	work []convWork
 	pad  convPad
+	padT convPad // the input gradient's implicit im2col
 	s2   s2Plan
 }
 
@@ -72,20 +76,45 @@ func (c *convDirect) padded(d *convDims) *convPad {
 	if d.pointwise || g.in[0] != 1 || g.k[0] != 1 || g.out[0] != 1 || g.s[1] != 1 || g.s[2] != 1 || g.out[2] < 12 {
 		return nil
 	}
-	p := &c.pad
-	if p.geom == (padGeom{g: *g, C: d.Cg}) {
+	return c.pad.setup(g, d.Cg)
+}
+
+// paddedT returns the implicit im2col of the input gradient of d, or nil: for unit
+// strides the input gradient is the convolution of the output gradient, padded by
+// (k−1)·d − p on each side, with the kernel flipped and its channel axes swapped, and it
+// takes the same path as the forward pass when that padding is not negative and the
+// input rows are 12 pixels or more.
+func (c *convDirect) paddedT(d *convDims) *convPad {
+	g := &d.g
+	if d.pointwise || g.in[0] != 1 || g.k[0] != 1 || g.out[0] != 1 || g.s[1] != 1 || g.s[2] != 1 || g.in[2] < 12 {
+		return nil
+	}
+	t := nnGeom{nd: 2, k: g.k, s: g.s, d: g.d, in: g.out, out: g.in}
+	for j := 1; j < nnMaxSpatial; j++ {
+		t.pb[j] = (g.k[j]-1)*g.d[j] - g.pb[j]
+		t.pe[j] = (g.k[j]-1)*g.d[j] - g.pe[j]
+		if t.pb[j] < 0 || t.pe[j] < 0 {
+			return nil
+		}
+	}
+	return c.padT.setup(&t, d.Mg)
+}
+
+// setup lays p out for C channels of geometry g, unless it already is.
+func (p *convPad) setup(g *nnGeom, C int) *convPad {
+	if p.geom == (padGeom{g: *g, C: C}) {
 		return p
 	}
-	p.geom = padGeom{g: *g, C: d.Cg}
+	p.geom = padGeom{g: *g, C: C}
 	p.w = g.in[2] + g.pb[2] + g.pe[2]
 	p.size = (g.in[1] + g.pb[1] + g.pe[1]) * p.w
 	K := g.kSize()
-	if cap(p.offs.off) < d.Cg*K {
-		p.offs.off = make([]int64, d.Cg*K)
+	if cap(p.offs.off) < C*K {
+		p.offs.off = make([]int64, C*K)
 	}
-	p.offs.off = p.offs.off[:d.Cg*K]
+	p.offs.off = p.offs.off[:C*K]
 	p.offs.max = 0
-	for ch := 0; ch < d.Cg; ch++ {
+	for ch := 0; ch < C; ch++ {
 		for k1 := 0; k1 < g.k[1]; k1++ {
 			for k2 := 0; k2 < g.k[2]; k2++ {
 				o := int64(4 * (ch*p.size + k1*g.d[1]*p.w + k2*g.d[2]))
@@ -95,6 +124,31 @@ func (c *convDirect) padded(d *convDims) *convPad {
 		}
 	}
 	return p
+}
+
+// packFlipped packs the Mg × Cg × K1 × K2 weight w as the rows of the input gradient's
+// kernel, in packRows's layout: row c (in 8-row blocks), column (m, k1, k2) holds
+// w[m, c, K1−1−k1, K2−1−k2].
+func packFlipped(dst, w []float32, Mg, Cg, K1, K2 int) {
+	K := K1 * K2
+	KK := Mg * K
+	RB := (Cg + 7) / 8
+	dst = dst[:RB*KK*8]
+	for rb := 0; rb < RB; rb++ {
+		blk := dst[rb*KK*8 : (rb+1)*KK*8]
+		for r := 0; r < 8; r++ {
+			c := rb*8 + r
+			for m := 0; m < Mg; m++ {
+				for k := 0; k < K; k++ {
+					v := float32(0)
+					if c < Cg {
+						v = w[(m*Cg+c)*K+K-1-k]
+					}
+					blk[(m*K+k)*8+r] = v
+				}
+			}
+		}
+	}
 }
 
 // fill copies the C-channel image x into the interior of the padded buffer dst, whose
@@ -387,7 +441,19 @@ func (k *convKernel) backwardDirect(ctx *Context, d *convDims, x, w, gy, gx, gw 
 	RBk := (CgK + 7) / 8
 	RBm := (d.Mg + 7) / 8
 	c := &k.direct
+	var padT *convPad
 	if gx != nil {
+		padT = c.paddedT(d)
+	}
+	RBc := (d.Cg + 7) / 8
+	MgK := d.Mg * g.kSize() // the input gradient's sum runs over (m, k1, k2)
+	switch {
+	case padT != nil:
+		c.wfp = nnGrow(c.wfp, k.group*RBc*MgK*8)
+		for grp := 0; grp < k.group; grp++ {
+			packFlipped(c.wfp[grp*RBc*MgK*8:], w[grp*d.Mg*CgK:], d.Mg, d.Cg, g.k[1], g.k[2])
+		}
+	case gx != nil:
 		c.wtp = nnGrow(c.wtp, k.group*RBk*d.Mg*8)
 		for grp := 0; grp < k.group; grp++ {
 			packCols(c.wtp[grp*RBk*d.Mg*8:], w[grp*d.Mg*CgK:], CgK, d.Mg, CgK)
@@ -407,6 +473,12 @@ func (k *convKernel) backwardDirect(ctx *Context, d *convDims, x, w, gy, gx, gw 
 		wr := &work[i]
 		if !d.pointwise {
 			wr.col = nnGrow(wr.col, CgK*O)
+		}
+		if padT != nil {
+			if n := d.Mg * padT.size; len(wr.gpad) < n || wr.gpadFor != padT.geom {
+				wr.gpad = make([]float32, n)
+				wr.gpadFor = padT.geom
+			}
 		}
 		if gw != nil {
 			wr.colT = nnGrow(wr.colT, O*CgK)
@@ -454,6 +526,16 @@ func (k *convKernel) backwardDirect(ctx *Context, d *convDims, x, w, gy, gx, gw 
 					wr.multiply(O, d.Mg, wr.gyp, nil, colT, CgK, nil, gwk[grp*d.Mg*CgK:(grp+1)*d.Mg*CgK], CgK, wr.pan, tileAdd, nil)
 				}
 				if gx == nil {
+					continue
+				}
+				if padT != nil {
+					// gx_g += W'_g ⋆ pad(gy_i), output row by output row.
+					padT.fill(wr.gpad, gyi, d.Mg)
+					wr.pan = wr.pan[:0]
+					for h := 0; h < g.in[1]; h++ {
+						wr.pan = panels(wr.pan, h*padT.w, xo+h*g.in[2], g.in[2])
+					}
+					wr.multiply(MgK, d.Cg, c.wfp[grp*RBc*MgK*8:(grp+1)*RBc*MgK*8], nil, wr.gpad, 0, &padT.offs, gx, isz, wr.pan, tileAdd, nil)
 					continue
 				}
 				wt := c.wtp[grp*RBk*d.Mg*8 : (grp+1)*RBk*d.Mg*8]
@@ -521,6 +603,18 @@ func colT2D(g *nnGeom, C int, xT, colT []float32) {
 					continue
 				}
 				src := xT[i1*W*C : (i1+1)*W*C]
+				if C == 1 {
+					// Single values: plain stores beat copy calls.
+					for k2 := range seg {
+						j := i2 + k2*g.d[2]
+						v := float32(0)
+						if j >= 0 && j < W {
+							v = src[j]
+						}
+						seg[k2] = v
+					}
+					continue
+				}
 				if g.d[2] == 1 {
 					lo, hi := max(0, -i2), min(K2, W-i2)
 					if lo >= hi {
