@@ -23,7 +23,8 @@ type convWork struct {
 	gyp     []float32 // output gradient rows packed for the tile kernel
 	tile    []float32 // 8 × 32 landing area for tiles with fewer than 8 valid rows
 	ybuf    []float32 // output planes of one block before a fused MaxPool
-	colS2   bool      // col holds s2Plan's layout, zero where the plan does not write
+	s2col   []float32 // column matrices by s2Plan, zero where the plan does not write; no other use
+	s2For   padGeom   // the geometry s2col was laid out for
 	gpad    []float32 // padded output gradient of one image (input gradient path)
 	gpadFor padGeom   // the layout gpad's zero padding was made for
 	xpad    []float32 // padded images of one block (implicit im2col)
@@ -325,9 +326,8 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []fl
 	var tab *nnGatherTable
 	pad := c.padded(d)
 	var s2 *s2Plan
-	var s2New bool
 	if !d.pointwise && pad == nil && im2colS2Fast(g) {
-		s2, s2New = c.s2.plan(g, d.Cg)
+		s2 = c.s2.plan(g, d.Cg)
 	}
 	if !d.pointwise && pad == nil && s2 == nil && nnUseTable(g) {
 		tab = k.tab.table(g) // built here, read-only in the workers
@@ -351,13 +351,12 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []fl
 		case s2 != nil:
 			// The plan writes only the entries that read the image; the rest stays
 			// zero from image to image.
-			if n := G * CgK * O; len(work[i].col) < n || s2New || !work[i].colS2 {
-				work[i].col = make([]float32, n)
-				work[i].colS2 = true
+			if n := G * CgK * O; len(work[i].s2col) != n || work[i].s2For != (padGeom{g: s2.g, C: s2.C}) {
+				work[i].s2col = make([]float32, n)
+				work[i].s2For = padGeom{g: s2.g, C: s2.C}
 			}
 		case !d.pointwise:
 			work[i].col = nnGrow(work[i].col, G*CgK*O)
-			work[i].colS2 = false
 		}
 		if pg != nil {
 			work[i].ybuf = nnGrow(work[i].ybuf, G*d.M*O)
@@ -398,10 +397,13 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []fl
 						src, offs = wr.xpad, &pad.offs
 						continue
 					}
+					if s2 != nil {
+						im2colS2(s2, x[xo:xo+d.Cg*isz], wr.s2col[(i-i0)*CgK*O:(i-i0+1)*CgK*O])
+						wr.pan = panels(wr.pan, (i-i0)*CgK*O, yo, O)
+						continue
+					}
 					col := wr.col[(i-i0)*CgK*O : (i-i0+1)*CgK*O]
 					switch {
-					case s2 != nil:
-						im2colS2(s2, x[xo:xo+d.Cg*isz], col)
 					case tab != nil:
 						tab.im2col(d.Cg, x[xo:xo+d.Cg*isz], col, O)
 					default:
@@ -409,7 +411,10 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []fl
 					}
 					wr.pan = panels(wr.pan, (i-i0)*CgK*O, yo, O)
 				}
-				if !d.pointwise && pad == nil {
+				switch {
+				case s2 != nil:
+					src = wr.s2col
+				case !d.pointwise && pad == nil:
 					src = wr.col
 				}
 				var bs []float32

@@ -90,6 +90,14 @@ func TestConvDirectMatchesGemm(t *testing.T) {
 				for j, k := range []*convKernel{direct, gemm} {
 					grads[j] = convGrads(t, k, ctx, in, out, gy, false)
 				}
+				// Scratch that a backward pass shares with the forward pass must not
+				// change the next forward result.
+				again := nntRun(t, direct, ctx, in)
+				for i, v := range again[0].F {
+					if math.Float32bits(v) != math.Float32bits(out[0].F[i]) {
+						t.Fatalf("forward after backward: Y[%d] = %v, first forward %v", i, v, out[0].F[i])
+					}
+				}
 				// The gradients of X and W are sums of up to n products, rounded in a
 				// different order on each path; they may differ by 2·n·u times the sum
 				// of the terms' magnitudes, which is the gradient of |X|, |W| at |gy|.

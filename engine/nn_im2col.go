@@ -370,7 +370,7 @@ func (t *nnGatherTable) col2im(C int, col, x []float32, ld int) {
 // s2Plan is the stride-2 im2col of one geometry and channel count (see im2colS2): per row
 // (c, k1, k2) of the column matrix, an entry for the output rows whose window row lies in
 // the image. Everything else in the matrix is zero for every image, so the buffer the plan
-// fills is cleared once, when it is laid out for the plan.
+// fills is cleared once, when it is laid out for the geometry.
 type s2Plan struct {
 	g nnGeom
 	C int
@@ -386,11 +386,12 @@ type s2Entry struct {
 	in             uint64
 }
 
-// plan returns p made for g and C channels, rebuilding it only when they change, and
-// whether it did (the buffer it fills must then be cleared).
-func (p *s2Plan) plan(g *nnGeom, C int) (*s2Plan, bool) {
+// plan returns p made for g and C channels, rebuilding it only when they change. A
+// buffer it fills must be zero wherever the plan does not write: cleared when it is laid
+// out for g and C, and used for nothing else.
+func (p *s2Plan) plan(g *nnGeom, C int) *s2Plan {
 	if p.e != nil && p.g == *g && p.C == C {
-		return p, false
+		return p
 	}
 	p.g, p.C = *g, C
 	p.e = p.e[:0]
@@ -423,5 +424,5 @@ func (p *s2Plan) plan(g *nnGeom, C int) (*s2Plan, bool) {
 			}
 		}
 	}
-	return p, true
+	return p
 }
