@@ -4,6 +4,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"sync"
 )
 
@@ -176,4 +177,27 @@ func maxPool2x2BackPlane(g *nnGeom, x, y, gy, gx []float32) {
 	masks := uint64(1)<<(2*last) - 1 | (uint64(1)<<last-1)<<16
 	dup := [16]int32{0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7}
 	maxPool2x2BackAVX512(&x[0], &y[0], &gy[0], &gx[0], oh, ow, wd, masks, &dup[0])
+}
+
+//go:noescape
+func transposeAVX512(t, a *float32, R, C int, idx *int32, tail uint64)
+
+// transpose writes the transpose of the R × C matrix a into t (C × R): rows of a
+// scattered down columns of t in assembly where the CPU allows, else transposeGo.
+func transpose(t, a []float32, R, C int) {
+	if R*C == 0 {
+		return
+	}
+	if !convTileOK() || 15*R > math.MaxInt32 {
+		transposeGo(t, a, R, C)
+		return
+	}
+	if len(a) < R*C || len(t) < R*C {
+		panic(fmt.Sprintf("transpose of %d×%d out of range: lens %d %d", R, C, len(a), len(t)))
+	}
+	var idx [16]int32
+	for q := range idx {
+		idx[q] = int32(q * R)
+	}
+	transposeAVX512(&t[0], &a[0], R, C, &idx[0], uint64(1)<<((C-1)%16+1)-1)
 }

@@ -816,3 +816,48 @@ bpmasks:
 	JNZ  bprow
 	VZEROUPPER
 	RET
+
+// func transposeAVX512(t, a *float32, R, C int, idx *int32, tail uint64)
+//
+// t (C × R) = the transpose of a (R × C): each row of a is read 16 values at a time and
+// scattered down a column of t; idx holds 0, R, 2R, ..., 15R and tail masks a row's last
+// group of C mod 16 (or 16) values.
+TEXT ·transposeAVX512(SB), NOSPLIT, $0-48
+	MOVQ t+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ R+16(FP), CX
+	MOVQ C+24(FP), R8
+	MOVQ idx+32(FP), AX
+	VMOVDQU32 (AX), Z31
+	MOVQ tail+40(FP), BX
+	KMOVW BX, K3
+	MOVQ $0xffff, BX
+	KMOVW BX, K2
+	MOVQ CX, R10
+	SHLQ $6, R10 // 16 rows of t, in bytes
+
+trow:
+	MOVQ DI, R11 // t column r
+	MOVQ R8, DX
+
+tgroup:
+	CMPQ DX, $16
+	JLE  tlast
+	VMOVUPS (SI), Z0
+	KMOVW K2, K1
+	VSCATTERDPS Z0, K1, (R11)(Z31*4)
+	ADDQ $64, SI
+	ADDQ R10, R11
+	SUBQ $16, DX
+	JMP  tgroup
+
+tlast:
+	VMOVUPS.Z (SI), K3, Z0
+	KMOVW K3, K1
+	VSCATTERDPS Z0, K1, (R11)(Z31*4)
+	LEAQ (SI)(DX*4), SI
+	ADDQ $4, DI
+	DECQ CX
+	JNZ  trow
+	VZEROUPPER
+	RET

@@ -644,9 +644,9 @@ func colT2D(g *nnGeom, C int, xT, colT []float32) {
 	}
 }
 
-// transpose writes the transpose of the R × C matrix a into t (C × R), in 8 × 8 blocks
+// transposeGo writes the transpose of the R × C matrix a into t (C × R), in 8 × 8 blocks
 // that keep both sides in cache lines.
-func transpose(t, a []float32, R, C int) {
+func transposeGo(t, a []float32, R, C int) {
 	const bs = 8
 	for r0 := 0; r0 < R; r0 += bs {
 		r1 := min(r0+bs, R)

@@ -38,3 +38,6 @@ func im2colS2(p *s2Plan, x, col []float32) { panic("im2colS2 without im2colS2Fas
 func maxPool2x2BackPlane(g *nnGeom, x, y, gy, gx []float32) {
 	panic("maxPool2x2BackPlane without maxPool2x2Fast")
 }
+
+// transpose writes the transpose of the R × C matrix a into t (C × R).
+func transpose(t, a []float32, R, C int) { transposeGo(t, a, R, C) }

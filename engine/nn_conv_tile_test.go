@@ -441,3 +441,29 @@ func TestIm2colS2(t *testing.T) {
 	}
 	t.Logf("%d geometries", runs)
 }
+
+// TestTranspose checks transpose (scatter stores in assembly where available) against
+// the definition on every shape up to 40 × 40, leaving t beyond R·C alone.
+func TestTranspose(t *testing.T) {
+	for R := 1; R <= 40; R++ {
+		for C := 1; C <= 40; C++ {
+			a := make([]float32, R*C)
+			for i := range a {
+				a[i] = float32(i + 1)
+			}
+			got := make([]float32, R*C+1)
+			got[R*C] = -1
+			transpose(got, a, R, C)
+			for r := 0; r < R; r++ {
+				for c := 0; c < C; c++ {
+					if got[c*R+r] != a[r*C+c] {
+						t.Fatalf("%d×%d: t[%d, %d] = %v, want %v", R, C, c, r, got[c*R+r], a[r*C+c])
+					}
+				}
+			}
+			if got[R*C] != -1 {
+				t.Fatalf("%d×%d: wrote past the matrix", R, C)
+			}
+		}
+	}
+}
