@@ -243,6 +243,11 @@ func packRows(dst, a []float32, M, K, lda int) {
 	dst = dst[:RB*K*8]
 	for rb := 0; rb < RB; rb++ {
 		blk := dst[rb*K*8 : (rb+1)*K*8]
+		if lda == K && M-rb*8 >= 8 {
+			// A full block of contiguous rows is an 8 × K transpose.
+			transpose(blk, a[rb*8*K:(rb+1)*8*K], 8, K)
+			continue
+		}
 		for r := 0; r < 8; r++ {
 			m := rb*8 + r
 			if m >= M {
