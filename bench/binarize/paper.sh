@@ -4,15 +4,19 @@
 # then binarized by GD+Proj, PGD, ADMM-Q, ADMM-R and ADMM-S with qtool compare, 5 seeds.
 # Budget for a shared 2-core machine: 2 000 calibration images and 2 000 held-out test
 # images, 2 outer iterations × 1 epoch. Usage: bench/binarize/paper.sh (from the repository
-# root).
+# root); ALGOS, SEEDS and NAME select a part of the table (docs/results/binarize made it in
+# two parts: ALGOS=gd-proj,pgd,admm-q SEEDS=5, then ALGOS=admm-r,admm-s SEEDS=1).
 set -eu
 FM=/usr/share/datasets/fashion-mnist
 OUT=docs/results/binarize
 QTOOL=${QTOOL:-/tmp/qtool-bench}
 MODEL=.cache/papermlp/fmnist-mlp-4096.onnx
+ALGOS=${ALGOS:-gd-proj,pgd,admm-q,admm-r,admm-s}
+SEEDS=${SEEDS:-5}
+NAME=${NAME:-papermlp-4096}
 mkdir -p "$OUT"
 [ -x "$QTOOL" ] || go build -o "$QTOOL" ./cmd/qtool
 [ -f "$MODEL" ] || nice -n 5 /usr/bin/python3 bench/papermlp/pretrain.py --out "$MODEL"
 $QTOOL compare "$MODEL" --data $FM/train-images-idx3-ubyte.gz --limit 2000 --eval-data $FM/t10k-images-idx3-ubyte.gz \
-	--algos gd-proj,pgd,admm-q,admm-r,admm-s --seeds 5 --iters 2 --inner-epochs 1 --batch-size 256 --out $OUT/papermlp-4096-5seeds --log-every 60s \
-	> $OUT/papermlp-4096-5seeds.txt 2> $OUT/papermlp-4096-5seeds.log
+	--algos $ALGOS --seeds $SEEDS --iters 2 --inner-epochs 1 --batch-size 256 --out $OUT/$NAME --log-every 60s \
+	> $OUT/$NAME.txt 2> $OUT/$NAME.log
