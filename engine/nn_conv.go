@@ -21,9 +21,22 @@ type convKernel struct {
 	tab  nnGatherTable // im2col index lists of the last 2-D geometry that uses them
 	gws  [][]float32   // depthwise weight-gradient partial sums of workers 1..
 
-	direct   convDirect // the direct path's packed weights and worker scratch
-	full     []float32  // a fused MaxPool's input when the direct path cannot pool
-	noDirect bool       // tests: force im2col + Sgemm even where the direct path runs
+	direct  convDirect // the direct path's packed weights and worker scratch
+	full    []float32  // a fused MaxPool's input when the direct path cannot pool
+	fullT   Tensor     // the tensor over full
+	poolIn  [1]*Tensor // the fused MaxPool's arguments
+	poolOut [1]*Tensor
+
+	// A residual added after a convolution off the direct path: the arguments of
+	// addResidual, which resFn binds once.
+	resY, resR []float32
+	resAct     *nnClamp
+	resFn      func(lo, hi int)
+	// Likewise the bias and activation of depthwise planes off the assembly path:
+	// planeEpilogue's arguments are resY, resR (the bias), resAct, epiM and epiO.
+	epiM, epiO int
+	epiFn      func(lo, hi int)
+	noDirect   bool // tests: force im2col + Sgemm even where the direct path runs
 }
 
 // nnColBudget is the number of float32 values a chunk's column matrix and output planes
@@ -139,6 +152,37 @@ func (k *convKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	return k.run(ctx, in[0], in[1], k.bias(in), out[0], nil, nil, nil)
 }
 
+// planeEpilogue adds to output planes [lo, hi) of k.resY (k.epiO values each) the bias
+// k.resR of their channel (when non-nil), then applies k.resAct (when non-nil).
+func (k *convKernel) planeEpilogue(lo, hi int) {
+	O, b, act := k.epiO, k.resR, k.resAct
+	for p := lo; p < hi; p++ {
+		yp := k.resY[p*O : (p+1)*O]
+		switch {
+		case b != nil && act != nil:
+			act.apply(yp, yp, b[p%k.epiM])
+		case b != nil:
+			bv := b[p%k.epiM]
+			for j := range yp {
+				yp[j] += bv
+			}
+		default:
+			act.applyNoBias(yp, yp)
+		}
+	}
+}
+
+// addResidual adds k.resR to k.resY over [lo, hi) and applies k.resAct there.
+func (k *convKernel) addResidual(lo, hi int) {
+	y, r := k.resY[lo:hi], k.resR[lo:hi]
+	for i, v := range r {
+		y[i] += v
+	}
+	if k.resAct != nil {
+		k.resAct.applyNoBias(y, y)
+	}
+}
+
 // nnClamp is the activation a fused convolution applies to its output in the pass that
 // writes it: Clip to [lo, hi], Relu, or HardSwish v·clamp(a·v + b, 0, 1), each computed
 // exactly as its own kernel computes it.
@@ -204,30 +248,34 @@ func (k *convKernel) run(ctx *Context, x, w, b, y *Tensor, act *nnClamp, pool *p
 	if err != nil {
 		return err
 	}
+	return k.runDims(ctx, &d, x, w, b, y, act, pool, res)
+}
+
+// runDims is run with the shapes already checked into d.
+func (k *convKernel) runDims(ctx *Context, d *convDims, x, w, b, y *Tensor, act *nnClamp, pool *poolKernel, res *Tensor) error {
 	if res != nil {
 		if pool != nil || len(res.F) != len(y.F) {
 			return k.n.Errorf("internal error: residual of %d values for an output of %d", len(res.F), len(y.F))
 		}
-		if k.directOK(&d) {
+		if k.directOK(d) {
 			var bias []float32
 			if b != nil {
 				bias = b.F
 			}
-			k.forwardDirect(ctx, &d, x.F, w.F, bias, y.F, act, nil, res.F)
+			k.forwardDirect(ctx, d, x.F, w.F, bias, y.F, act, nil, res.F)
 			return nil
 		}
-		if err := k.run(ctx, x, w, b, y, nil, nil, nil); err != nil {
+		if err := k.runDims(ctx, d, x, w, b, y, nil, nil, nil); err != nil {
 			return err
 		}
-		yf, rf := y.F, res.F
-		ctx.Parallel(len(yf), 16384, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				yf[i] += rf[i]
-			}
-			if act != nil {
-				act.applyNoBias(yf[lo:hi], yf[lo:hi])
-			}
-		})
+		// The arguments go through the kernel to a function bound once, so that handing
+		// it to ctx.Parallel does not allocate on every run.
+		if k.resFn == nil {
+			k.resFn = k.addResidual
+		}
+		k.resY, k.resR, k.resAct = y.F, res.F, act
+		ctx.Parallel(len(y.F), 16384, k.resFn)
+		k.resY, k.resR, k.resAct = nil, nil, nil
 		return nil
 	}
 	if pool != nil {
@@ -236,19 +284,23 @@ func (k *convKernel) run(ctx *Context, x, w, b, y *Tensor, act *nnClamp, pool *p
 		if err != nil {
 			return err
 		}
-		if !k.directOK(&d) || !pool.poolable(&pg) {
+		if !k.directOK(d) || !pool.poolable(&pg) {
 			k.full = nnGrow(k.full, numel(full))
-			ft := NewFloat(full, k.full[:numel(full)])
-			if err := k.run(ctx, x, w, b, ft, act, nil, nil); err != nil {
+			ft := &k.fullT
+			*ft = Tensor{DType: Float32, Shape: append(ft.Shape[:0], full...), F: k.full[:numel(full)]}
+			if err := k.runDims(ctx, d, x, w, b, ft, act, nil, nil); err != nil {
 				return err
 			}
-			return pool.Forward(ctx, []*Tensor{ft}, []*Tensor{y})
+			k.poolIn[0], k.poolOut[0] = ft, y
+			err := pool.Forward(ctx, k.poolIn[:], k.poolOut[:])
+			k.poolIn[0], k.poolOut[0] = nil, nil
+			return err
 		}
 		var bias []float32
 		if b != nil {
 			bias = b.F
 		}
-		k.forwardDirect(ctx, &d, x.F, w.F, bias, y.F, act, &pg, nil)
+		k.forwardDirect(ctx, d, x.F, w.F, bias, y.F, act, &pg, nil)
 		return nil
 	}
 	if d.depthwise {
@@ -256,28 +308,20 @@ func (k *convKernel) run(ctx *Context, x, w, b, y *Tensor, act *nnClamp, pool *p
 		if b != nil {
 			bias = b.F
 		}
-		if k.forwardDepthwise(ctx, &d, x.F, w.F, bias, y.F, act) {
+		if k.forwardDepthwise(ctx, d, x.F, w.F, bias, y.F, act) {
 			return nil
 		}
 		if b != nil || act != nil {
-			O := d.g.outSize()
-			yf := y.F
-			ctx.Parallel(d.N*d.M, max(1, 16384/max(O, 1)), func(lo, hi int) {
-				for p := lo; p < hi; p++ {
-					yp := yf[p*O : (p+1)*O]
-					switch {
-					case b != nil && act != nil:
-						act.apply(yp, yp, b.F[p%d.M])
-					case b != nil:
-						bv := b.F[p%d.M]
-						for j := range yp {
-							yp[j] += bv
-						}
-					default:
-						act.applyNoBias(yp, yp)
-					}
-				}
-			})
+			// Through a function bound once, as addResidual.
+			if k.epiFn == nil {
+				k.epiFn = k.planeEpilogue
+			}
+			k.resY, k.resAct, k.epiM, k.epiO = y.F, act, d.M, d.g.outSize()
+			if b != nil {
+				k.resR = b.F
+			}
+			ctx.Parallel(d.N*d.M, max(1, 16384/max(k.epiO, 1)), k.epiFn)
+			k.resY, k.resR, k.resAct = nil, nil, nil
 		}
 		return nil
 	}
@@ -285,11 +329,11 @@ func (k *convKernel) run(ctx *Context, x, w, b, y *Tensor, act *nnClamp, pool *p
 	if b != nil {
 		bias = b.F
 	}
-	if k.directOK(&d) {
-		k.forwardDirect(ctx, &d, x.F, w.F, bias, y.F, act, nil, nil)
+	if k.directOK(d) {
+		k.forwardDirect(ctx, d, x.F, w.F, bias, y.F, act, nil, nil)
 		return nil
 	}
-	k.forwardGemm(ctx, &d, x.F, w.F, bias, y.F, act)
+	k.forwardGemm(ctx, d, x.F, w.F, bias, y.F, act)
 	return nil
 }
 
