@@ -14,12 +14,14 @@ import (
 )
 
 // Benchmarks of the nn kernels at the shapes of the fmnist CNN and the paper's MLP, batch
-// 256. They use the BLAS that QTOOL_BLAS selects (auto: OpenBLAS when installed) and
-// GOMAXPROCS workers, and report GFLOP/s of the matrix work (MB/s of the input for the
-// memory-bound pooling and BatchNorm kernels):
+// 256, and of whole models. They use the BLAS that QTOOL_BLAS selects (auto: OpenBLAS
+// when installed) and GOMAXPROCS workers, and report GFLOP/s of the matrix work (MB/s of
+// the input for the memory-bound pooling and BatchNorm kernels) and CPU ms per operation,
+// which on a machine shared with other jobs is steadier than the wall time:
 //
 //	go test ./engine -run '^$' -bench 'Conv|Gemm|MaxPool|BatchNorm' -benchmem
 //	QTOOL_BLAS=go go test ./engine -run '^$' -bench 'Conv|Gemm|MaxPool|BatchNorm' -benchmem
+//	go test ./engine -run '^$' -bench 'Infer(CNN|ResNet)|Train(CNN|ResNet)'  # with onnxruntime (cgo)
 
 func benchCtx(b *testing.B) *Context {
 	bl, info, err := qblas.Select(qblas.ModeFromEnv())

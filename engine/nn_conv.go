@@ -2,13 +2,16 @@ package engine
 
 import "math"
 
-// convKernel is Conv as im2col + Sgemm. The batch is cut into chunks of items: im2col
-// and col2im of a chunk's items run in parallel over the workers, then one goroutine
-// makes one product per chunk and group over the items' columns side by side (the BLAS
-// parallelises it internally; calling the BLAS from several goroutines at once instead
-// makes OpenBLAS's own threads fight over the cores). 1×1 stride-1 unpadded convolutions
-// of one item skip im2col, and depthwise convolutions (one input channel per group) run
-// as a direct loop, parallel over output planes forward and over batch items backward.
+// convKernel is Conv. On CPUs with the AVX-512 tile kernel every convolution but the
+// depthwise ones takes the direct path (nn_conv_direct.go), parallel over images. Without
+// it Conv is im2col + Sgemm: the batch is cut into chunks of items, im2col and col2im of
+// a chunk's items run in parallel over the workers, then one goroutine makes one product
+// per chunk and group over the items' columns side by side (the BLAS parallelises it
+// internally; calling the BLAS from several goroutines at once instead makes OpenBLAS's
+// own threads fight over the cores); 1×1 stride-1 unpadded convolutions of one item skip
+// im2col. Depthwise convolutions (one input channel per group) run as a direct loop,
+// parallel over output planes forward and over batch items backward, with 3×3 "same"
+// planes up to 16 wide in assembly.
 type convKernel struct {
 	n     *Node
 	win   nnWindow

@@ -1,19 +1,28 @@
 package engine
 
 // The direct path of Conv (every convolution but depthwise ones, on CPUs with the tile
-// kernel): each worker takes whole images, writes an image's column matrix into its own
-// buffer, which stays in L2, and multiplies it by the packed weights tile by tile, writing
-// the output planes in place with the bias and a Relu applied in the same pass. Nothing
+// kernel): each worker takes whole images and multiplies the packed weights by the
+// image's column matrix tile by tile (nn_conv_tile.go), writing the output planes in
+// place with the bias, a residual and the activation applied in the same pass. Nothing
 // goes through the BLAS, so the two cores split the batch between them instead of
 // fighting over OpenBLAS's threads, and the output never passes through a chunk matrix
 // that must then be copied into planes: on the fmnist CNNs' small layers (M = 16 to 64
 // output channels, K = 9 to 288) OpenBLAS ran at 20 to 35 GFLOP/s and the copies and
-// im2col passes took as long again.
+// im2col passes took as long again; the tile kernel runs at about 120 GFLOP/s per core.
 //
-// The backward pass works the same way: per image, the weight gradient gets gy·colᵀ and
-// the input gradient col2im(Wᵀ·gy), in tiles, each worker summing its weight gradient
-// apart; the partial sums are added in worker order, so results depend only on the
-// batch and the worker count.
+// The column matrix is made per image, in a worker's buffer that stays in cache, in one
+// of four ways: not at all for 1×1 unit-stride convolutions (the image is its own column
+// matrix); not at all for other unit-stride 2-D windows either, whose taps the kernel
+// reads from a zero-padded copy of the image through an offset table (convPad); by a
+// plan of masked loads and permutations for 2-D windows of column stride 2 (s2Plan);
+// and by im2col otherwise.
+//
+// The backward pass works the same way, per image: the weight gradient gets gy·colᵀ, with
+// colᵀ built from the image channel-last for 2-D windows (colT2D), each worker summing
+// apart and the partial sums added in worker order, so that results depend only on the
+// batch and the worker count; the input gradient of unit-stride 2-D windows is the
+// flipped-kernel convolution of the padded output gradient (paddedT), and otherwise
+// col2im(Wᵀ·gy).
 
 // convWork is one worker's scratch.
 type convWork struct {
