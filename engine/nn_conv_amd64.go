@@ -201,3 +201,18 @@ func transpose(t, a []float32, R, C int) {
 	}
 	transposeAVX512(&t[0], &a[0], R, C, &idx[0], uint64(1)<<((C-1)%16+1)-1)
 }
+
+//go:noescape
+func copyPlanAVX512(dst, src *float32, plan *cpEntry, n int)
+
+// colTPlanFast reports whether colTPlan runs in assembly.
+func colTPlanFast() bool { return convTileOK() }
+
+// colTPlan writes the transposed column matrix of p's geometry (as colT2D does) from
+// xp, the image channel-last and zero-padded as p lays it out.
+func colTPlan(p *cpPlan, xp, colT []float32) {
+	if len(xp) < p.srcLen || len(colT) < p.dstLen || len(p.e) == 0 {
+		panic(fmt.Sprintf("colᵀ plan out of range: %+v with %d channels, lens %d %d", p.g, p.C, len(xp), len(colT)))
+	}
+	copyPlanAVX512(&colT[0], &xp[0], &p.e[0], len(p.e))
+}

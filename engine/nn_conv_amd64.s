@@ -861,3 +861,46 @@ tlast:
 	JNZ  trow
 	VZEROUPPER
 	RET
+
+// func copyPlanAVX512(dst, src *float32, plan *cpEntry, n int)
+//
+// Runs the n entries of plan, each {dst, src, full int64; tail uint64}: copies full
+// groups of 16 values, then the lanes of tail, from src + e.src to dst + e.dst (byte
+// offsets).
+TEXT ·copyPlanAVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), R10
+	MOVQ src+8(FP), R11
+	MOVQ plan+16(FP), R12
+	MOVQ n+24(FP), DX
+	TESTQ DX, DX
+	JZ   cpdone
+
+cpentry:
+	MOVQ 0(R12), DI
+	ADDQ R10, DI
+	MOVQ 8(R12), SI
+	ADDQ R11, SI
+	MOVQ 16(R12), CX
+	TESTQ CX, CX
+	JZ   cptail
+
+cpfull:
+	VMOVUPS (SI), Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  cpfull
+
+cptail:
+	MOVQ 24(R12), BX
+	KMOVW BX, K1
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS Z0, K1, (DI)
+	ADDQ $32, R12
+	DECQ DX
+	JNZ  cpentry
+
+cpdone:
+	VZEROUPPER
+	RET

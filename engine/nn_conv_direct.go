@@ -26,20 +26,22 @@ package engine
 
 // convWork is one worker's scratch.
 type convWork struct {
-	col     []float32 // column matrices of the images of one block, CgK × O each
-	colT    []float32 // one column matrix transposed, O × CgK
-	xT      []float32 // one image channel-last, for colT2D
-	gyp     []float32 // output gradient rows packed for the tile kernel
-	tile    []float32 // 8 × 32 landing area for tiles with fewer than 8 valid rows
-	ybuf    []float32 // output planes of one block before a fused MaxPool
-	s2col   []float32 // column matrices by s2Plan, zero where the plan does not write; no other use
-	s2For   padGeom   // the geometry s2col was laid out for
-	gpad    []float32 // padded output gradient of one image (input gradient path)
-	gpadFor padGeom   // the layout gpad's zero padding was made for
-	xpad    []float32 // padded images of one block (implicit im2col)
-	padFor  padGeom   // the layout xpad's zero padding was made for
-	gw      []float32 // weight-gradient partial sum (workers 1..)
-	pan     []convPanel
+	col      []float32 // column matrices of the images of one block, CgK × O each
+	colT     []float32 // one column matrix transposed, O × CgK
+	xT       []float32 // one image channel-last, for colT2D
+	xTpad    []float32 // xT zero-padded for cpPlan, the padding never written
+	xTpadFor padGeom   // the layout xTpad was made for
+	gyp      []float32 // output gradient rows packed for the tile kernel
+	tile     []float32 // 8 × 32 landing area for tiles with fewer than 8 valid rows
+	ybuf     []float32 // output planes of one block before a fused MaxPool
+	s2col    []float32 // column matrices by s2Plan, zero where the plan does not write; no other use
+	s2For    padGeom   // the geometry s2col was laid out for
+	gpad     []float32 // padded output gradient of one image (input gradient path)
+	gpadFor  padGeom   // the layout gpad's zero padding was made for
+	xpad     []float32 // padded images of one block (implicit im2col)
+	padFor   padGeom   // the layout xpad's zero padding was made for
+	gw       []float32 // weight-gradient partial sum (workers 1..)
+	pan      []convPanel
 }
 
 // convPanel is one panel of up to 16 columns: offsets of its first column in the source
@@ -59,6 +61,7 @@ type convDirect struct {
 	pad  convPad
 	padT convPad // the input gradient's implicit im2col
 	s2   s2Plan
+	cp   cpPlan // colᵀ of the weight gradient
 }
 
 // convPad is the implicit im2col of unit-stride 2-D windows: each image is copied into a
@@ -486,6 +489,10 @@ func (k *convKernel) backwardDirect(ctx *Context, d *convDims, x, w, gy, gx, gw 
 	// order, which the final sum puts back in W's (c, k1, k2) order: contiguous copies
 	// of channel vectors instead of a transpose of the whole column matrix.
 	hwc := !d.pointwise && g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1
+	var cp *cpPlan
+	if hwc && gw != nil && colTPlanFast() {
+		cp = c.cp.plan(g, d.Cg)
+	}
 	nw := nnWorkers(ctx, d.N)
 	work := c.workers(nw)
 	for i := range work {
@@ -504,6 +511,10 @@ func (k *convKernel) backwardDirect(ctx *Context, d *convDims, x, w, gy, gx, gw 
 			wr.gyp = nnGrow(wr.gyp, RBm*O*8)
 			if hwc {
 				wr.xT = nnGrow(wr.xT, isz*d.Cg)
+			}
+			if cp != nil && (len(wr.xTpad) != cp.srcLen || wr.xTpadFor != (padGeom{g: cp.g, C: cp.C})) {
+				wr.xTpad = make([]float32, cp.srcLen)
+				wr.xTpadFor = padGeom{g: cp.g, C: cp.C}
 			}
 			if i > 0 || hwc {
 				wr.gw = nnGrow(wr.gw, len(w))
@@ -525,6 +536,11 @@ func (k *convKernel) backwardDirect(ctx *Context, d *convDims, x, w, gy, gx, gw 
 					// dW_g += gy_i · col_iᵀ: the packed rows of gy times colᵀ.
 					colT := wr.colT[:O*CgK]
 					switch {
+					case cp != nil:
+						xT := wr.xT[:isz*d.Cg]
+						transpose(xT, x[xo:xo+d.Cg*isz], d.Cg, isz)
+						cp.fill(wr.xTpad, xT)
+						colTPlan(cp, wr.xTpad, colT)
 					case hwc:
 						xT := wr.xT[:isz*d.Cg]
 						transpose(xT, x[xo:xo+d.Cg*isz], d.Cg, isz)

@@ -41,3 +41,8 @@ func maxPool2x2BackPlane(g *nnGeom, x, y, gy, gx []float32) {
 
 // transpose writes the transpose of the R × C matrix a into t (C × R).
 func transpose(t, a []float32, R, C int) { transposeGo(t, a, R, C) }
+
+// colTPlanFast is false without the assembly: colT2D builds colᵀ.
+func colTPlanFast() bool { return false }
+
+func colTPlan(p *cpPlan, xp, colT []float32) { panic("colTPlan without colTPlanFast") }

@@ -467,3 +467,60 @@ func TestTranspose(t *testing.T) {
 		}
 	}
 }
+
+// TestColTPlan checks the copy plan for colᵀ against colT2D on 2-D geometries with
+// strides, dilations and padding, twice per geometry so that the padding of the
+// channel-last buffer is seen to stay zero.
+func TestColTPlan(t *testing.T) {
+	if !colTPlanFast() {
+		t.Skip("no AVX-512 copy plan on this CPU; colT2D is the definition")
+	}
+	r := rand.New(rand.NewPCG(71, 72))
+	for trial := 0; trial < 300; trial++ {
+		var g nnGeom
+		g.nd = 2
+		g.in = [nnMaxSpatial]int{1, 1 + r.IntN(12), 1 + r.IntN(20)}
+		g.k = [nnMaxSpatial]int{1, 1 + r.IntN(4), 1 + r.IntN(4)}
+		g.s = [nnMaxSpatial]int{1, 1 + r.IntN(3), 1 + r.IntN(3)}
+		g.d = [nnMaxSpatial]int{1, 1 + r.IntN(2), 1 + r.IntN(2)}
+		g.pb = [nnMaxSpatial]int{0, r.IntN(3), r.IntN(3)}
+		g.pe = [nnMaxSpatial]int{0, r.IntN(3), r.IntN(3)}
+		g.out[0] = 1
+		ok := true
+		for j := 1; j < 3; j++ {
+			n := g.in[j] + g.pb[j] + g.pe[j] - ((g.k[j]-1)*g.d[j] + 1)
+			if n < 0 {
+				ok = false
+				break
+			}
+			g.out[j] = n/g.s[j] + 1
+		}
+		if !ok {
+			continue
+		}
+		C := 1 + r.IntN(20)
+		var plan cpPlan
+		p := plan.plan(&g, C)
+		xp := make([]float32, p.srcLen)
+		for rep := 0; rep < 2; rep++ {
+			xT := make([]float32, g.inSize()*C)
+			for i := range xT {
+				xT[i] = r.Float32() + 1
+			}
+			want := make([]float32, g.outSize()*C*g.kSize())
+			got := make([]float32, len(want)+1)
+			got[len(want)] = 42
+			colT2D(&g, C, xT, want)
+			p.fill(xp, xT)
+			colTPlan(p, xp, got)
+			for i, v := range want {
+				if got[i] != v {
+					t.Fatalf("trial %d %+v C=%d: colᵀ[%d] = %v, want %v", trial, g, C, i, got[i], v)
+				}
+			}
+			if got[len(want)] != 42 {
+				t.Fatalf("trial %d: wrote past colᵀ", trial)
+			}
+		}
+	}
+}

@@ -426,3 +426,74 @@ func (p *s2Plan) plan(g *nnGeom, C int) *s2Plan {
 	}
 	return p
 }
+
+// cpPlan builds the transposed column matrix of a 2-D window geometry (see colT2D) by
+// copies from the image channel-last and zero-padded (H+pb+pe rows of W+pb+pe pixels of
+// C values, the padding never written): per output position and kernel row, one copy of
+// K2·C values, or K2 copies of C values with dilated columns.
+type cpPlan struct {
+	g              nnGeom
+	C              int
+	w              int // padded row length in pixels
+	srcLen, dstLen int // values the plan reads and writes
+	e              []cpEntry
+}
+
+// cpEntry is one copy for the assembly: byte offsets into colᵀ and into the padded image,
+// the number of whole groups of 16 values, and the lanes of the last group.
+type cpEntry struct {
+	dst, src, full int64
+	tail           uint64
+}
+
+// plan returns p made for g and C channels, rebuilding it only when they change.
+func (p *cpPlan) plan(g *nnGeom, C int) *cpPlan {
+	if p.e != nil && p.g == *g && p.C == C {
+		return p
+	}
+	p.g, p.C = *g, C
+	p.w = g.in[2] + g.pb[2] + g.pe[2]
+	p.srcLen = (g.in[1] + g.pb[1] + g.pe[1]) * p.w * C
+	K1, K2 := g.k[1], g.k[2]
+	CK := C * K1 * K2
+	p.dstLen = g.outSize() * CK
+	p.e = p.e[:0]
+	add := func(dst, src, n int) {
+		if src < 0 || src+n > p.srcLen || dst < 0 || dst+n > p.dstLen || n <= 0 {
+			panic(fmt.Sprintf("colᵀ plan out of range: %+v", *g))
+		}
+		full := (n - 1) / 16
+		last := n - 16*full
+		p.e = append(p.e, cpEntry{dst: int64(4 * dst), src: int64(4 * src), full: int64(full), tail: 1<<last - 1})
+	}
+	o := 0
+	for o1 := 0; o1 < g.out[1]; o1++ {
+		for o2 := 0; o2 < g.out[2]; o2++ {
+			for k1 := 0; k1 < K1; k1++ {
+				ih := o1*g.s[1] + k1*g.d[1] // padded coordinates
+				iw := o2 * g.s[2]
+				dst := o*CK + k1*K2*C
+				if g.d[2] == 1 {
+					add(dst, (ih*p.w+iw)*C, K2*C)
+					continue
+				}
+				for k2 := 0; k2 < K2; k2++ {
+					add(dst+k2*C, (ih*p.w+iw+k2*g.d[2])*C, C)
+				}
+			}
+			o++
+		}
+	}
+	return p
+}
+
+// fill copies xT (the image channel-last, H·W × C) into the interior of the padded image
+// xp, whose padding is zero already.
+func (p *cpPlan) fill(xp, xT []float32) {
+	g := &p.g
+	H, W, C := g.in[1], g.in[2], p.C
+	for h := 0; h < H; h++ {
+		o := ((h+g.pb[1])*p.w + g.pb[2]) * C
+		copy(xp[o:o+W*C], xT[h*W*C:(h+1)*W*C])
+	}
+}
