@@ -1,5 +1,7 @@
 package engine
 
+import "sync/atomic"
+
 // The direct path of Conv (every convolution but depthwise ones, on CPUs with the tile
 // kernel): each worker takes whole images and multiplies the packed weights by the
 // image's column matrix tile by tile (nn_conv_tile.go), writing the output planes in
@@ -379,9 +381,18 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []fl
 			work[i].ybuf = nnGrow(work[i].ybuf, G*d.M*O)
 		}
 	}
-	nnEach(ctx, nw, blocks, func(wk, lo, hi int) {
+	// Workers take blocks as they finish the last one rather than a fixed share: when
+	// another job holds up one core, the other takes over its images. Every image's
+	// output is computed the same way whichever worker makes it, so the result does
+	// not depend on the split.
+	var next atomic.Int64
+	nnEach(ctx, nw, nw, func(wk, _, _ int) {
 		wr := &work[wk]
-		for blk := lo; blk < hi; blk++ {
+		for {
+			blk := int(next.Add(1) - 1)
+			if blk >= blocks {
+				break
+			}
 			i0, i1 := blk*G, min((blk+1)*G, d.N)
 			// dst holds the block's output planes: y itself, or the worker's buffer
 			// that the pool reads.
