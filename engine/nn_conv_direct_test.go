@@ -263,3 +263,46 @@ func TestConvResidual(t *testing.T) {
 		}
 	}
 }
+
+// TestConvDirectWorkersAgree checks that the forward direct path gives bit-identical
+// outputs for any number of workers, however they share out the images, and that the
+// backward pass is bit-identical from run to run for a fixed number.
+func TestConvDirectWorkersAgree(t *testing.T) {
+	if !convTileOK() {
+		t.Skip("no AVX-512 tile kernel on this CPU: the direct path does not run")
+	}
+	for _, c := range directCases[:10] {
+		t.Run(c.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(81, 82))
+			n, _, _, _ := c.node(11)
+			in := c.inputs(r)
+			var first []float32
+			for _, workers := range []int{1, 2, 3, 7} {
+				k := nntBuild(t, n).(*convKernel)
+				y := nntRun(t, k, nntGoCtx(workers), in)[0].F
+				if first == nil {
+					first = y
+					continue
+				}
+				for i, v := range y {
+					if math.Float32bits(v) != math.Float32bits(first[i]) {
+						t.Fatalf("%d workers: Y[%d] = %v, one worker %v", workers, i, v, first[i])
+					}
+				}
+			}
+			k := nntBuild(t, n).(*convKernel)
+			ctx := nntGoCtx(3)
+			out := nntRun(t, k, ctx, in)
+			gy := nntRand(r, out[0].Shape, -1, 1)
+			a := convGrads(t, k, ctx, in, out, gy, true)
+			b := convGrads(t, k, ctx, in, out, gy, true)
+			for i := range a {
+				for e, v := range a[i].F {
+					if math.Float32bits(v) != math.Float32bits(b[i].F[e]) {
+						t.Fatalf("gradient of input %d [%d]: %v, then %v", i, e, v, b[i].F[e])
+					}
+				}
+			}
+		})
+	}
+}
