@@ -402,7 +402,7 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []fl
 			}
 			flags := 0
 			if res != nil {
-				copy(dst[i0*d.M*O:i1*d.M*O], res[i0*d.M*O:i1*d.M*O])
+				copy(dst[(i0-base)*d.M*O:(i1-base)*d.M*O], res[i0*d.M*O:i1*d.M*O])
 				flags = tileAdd
 			}
 			for grp := 0; grp < k.group; grp++ {
