@@ -442,6 +442,13 @@ func runJob(ctx context.Context, cfg Config, in *Instance, j *job, k kernels) er
 			b.Y[i] = b.c.proj(x)
 		}
 	}
+	for r := range b.grp {
+		g := r / S
+		b.grp[r], b.offs[r] = g, (r-g*S)*d // the run's first element within its group
+		if j.method == admmq.ADMMS {
+			b.bRho[r] = j.subs[g] / rho
+		}
+	}
 	seed := j.seed(cfg)
 	rows := max(4, regionElems/d)
 	for lo := 0; lo < n; lo += rows {
@@ -504,8 +511,11 @@ type batch struct {
 	d2, s                    []float64 // per slot: ADMM-S's ‖z − P_A(z)‖² and soft factor
 	flags                    []int64   // per slot: dual pass flags
 	keys, thrs               []uint64  // per slot: ADMM-R's mask in this iteration
-	offs                     []int     // per slot: the run's first element in its mask
-	best                     []float64 // per run
+	// Per slot, moving with its run: the run's group of starts (one β or p), its first
+	// element within the group's mask (ADMM-R), and β/ρ (ADMM-S).
+	grp, offs []int
+	bRho      []float64
+	best      []float64 // per run
 }
 
 func newBatch(in *Instance, n, starts int, k kernels, rho float64) *batch {
@@ -526,7 +536,8 @@ func newBatch(in *Instance, n, starts int, k kernels, rho float64) *batch {
 	b.frz = make([]bool, n)
 	b.d2, b.s = make([]float64, n), make([]float64, n)
 	b.flags = make([]int64, n)
-	b.keys, b.thrs, b.offs = make([]uint64, n), make([]uint64, n), make([]int, n)
+	b.keys, b.thrs = make([]uint64, n), make([]uint64, n)
+	b.grp, b.offs, b.bRho = make([]int, n), make([]int, n), make([]float64, n)
 	b.best = make([]float64, n)
 	for i := range b.best {
 		b.best[i] = math.Inf(1)
@@ -544,7 +555,8 @@ func (b *batch) region(lo, hi int) *batch {
 	}
 	r.perm, r.frz = b.perm[lo:hi], b.frz[lo:hi]
 	r.d2, r.s, r.flags = b.d2[lo:hi], b.s[lo:hi], b.flags[lo:hi]
-	r.keys, r.thrs, r.offs = b.keys[lo:hi], b.thrs[lo:hi], b.offs[lo:hi]
+	r.keys, r.thrs = b.keys[lo:hi], b.thrs[lo:hi]
+	r.grp, r.offs, r.bRho = b.grp[lo:hi], b.offs[lo:hi], b.bRho[lo:hi]
 	return &r
 }
 
@@ -578,8 +590,8 @@ func (b *batch) stepADMM(j *job, minv []float64, seed uint64, it, lo, hi int) {
 		}
 		d2, s := b.d2[lo:hi], b.s[lo:hi]
 		rowSums(sq, d, d2)
-		for r := range s {
-			s[r] = admmq.SoftFactor(d2[r], j.subs[b.perm[lo+r]/b.starts], c.rho)
+		for r, bRho := range b.bRho[lo:hi] {
+			s[r] = softFactor(d2[r], bRho)
 		}
 		if b.simd {
 			ySSIMD(z, zt, y, w, l, bb, s, c)
@@ -589,15 +601,12 @@ func (b *batch) stepADMM(j *job, minv []float64, seed uint64, it, lo, hi int) {
 	case admmq.ADMMR:
 		keys, thrs, offs := b.keys[lo:hi], b.thrs[lo:hi], b.offs[lo:hi]
 		last, key, thr := -1, uint64(0), uint64(0)
-		for r := range keys {
-			run := b.perm[lo+r]
-			g := run / b.starts // one mask per group of starts, as UpdateYR on the group
-			if g != last {
+		for r, g := range b.grp[lo:hi] {
+			if g != last { // one mask per group of starts, as UpdateYR on the group
 				last = g
 				key, thr = maskParams(j.subs[g], seed, it, uint64(g))
 			}
 			keys[r], thrs[r] = key, thr
-			offs[r] = (run - g*b.starts) * d // the run's first element within its group
 		}
 		if b.simd {
 			yRSIMD(x, l, y, w, bb, keys, thrs, offs, c)
@@ -716,6 +725,9 @@ func (b *batch) compact() {
 				}
 			}
 			b.perm[r], b.perm[last] = b.perm[last], b.perm[r]
+			b.grp[r], b.grp[last] = b.grp[last], b.grp[r]
+			b.offs[r], b.offs[last] = b.offs[last], b.offs[r]
+			b.bRho[r], b.bRho[last] = b.bRho[last], b.bRho[r]
 		}
 		b.nAct--
 	}
@@ -731,6 +743,11 @@ func (b *batch) unpermute() {
 		}
 		*p = m
 	}
+	grp, offs, bRho := make([]int, b.n), make([]int, b.n), make([]float64, b.n)
+	for slot, run := range b.perm {
+		grp[run], offs[run], bRho[run] = b.grp[slot], b.offs[slot], b.bRho[slot]
+	}
+	b.grp, b.offs, b.bRho = grp, offs, bRho
 	for i := range b.perm {
 		b.perm[i] = i
 	}

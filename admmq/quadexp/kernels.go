@@ -1,6 +1,10 @@
 package quadexp
 
-import "github.com/qtool/qtool/admmq"
+import (
+	"math"
+
+	"github.com/qtool/qtool/admmq"
+)
 
 // The element-wise passes of one iteration over a block of runs stored as consecutive rows
 // of length d. They are admmq's UpdateYQ, UpdateYR, SoftPrepare/SoftFactor/SoftApply and
@@ -69,6 +73,16 @@ func rowSums(sq []float64, d int, out []float64) {
 		}
 		out[r] = s
 	}
+}
+
+// softFactor is admmq.SoftFactor(dist2, β, ρ) with bRho = β/ρ computed once per run:
+// 1 when β/ρ > ‖z − P_A(z)‖ or the distance is 0, else β/(ρ‖z − P_A(z)‖).
+func softFactor(dist2, bRho float64) float64 {
+	d := math.Sqrt(dist2)
+	if bRho > d || d == 0 {
+		return 1
+	}
+	return bRho / d
 }
 
 // ySGo is the second half of the ADMM-S y-update with the factor s of each row

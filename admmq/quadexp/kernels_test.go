@@ -270,3 +270,17 @@ func TestMaskBitMatchesAdmmq(t *testing.T) {
 		}
 	}
 }
+
+// softFactor with β/ρ computed once must be admmq.SoftFactor bit for bit.
+func TestSoftFactorMatchesAdmmq(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for i := 0; i < 100000; i++ {
+		beta := math.Pow(10, -5+10*rng.Float64())
+		rho := math.Pow(10, -3+6*rng.Float64())
+		d2 := []float64{0, math.Pow(beta/rho, 2), math.Ldexp(rng.Float64(), rng.IntN(40)-20)}[rng.IntN(3)]
+		got, want := softFactor(d2, beta/rho), admmq.SoftFactor(d2, beta, rho)
+		if math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("d2=%v β=%v ρ=%v: %v, admmq %v", d2, beta, rho, got, want)
+		}
+	}
+}
