@@ -508,6 +508,7 @@ type batch struct {
 	nAct                     int
 	perm                     []int
 	frz                      []bool    // slot froze in this iteration
+	froze                    bool      // some slot did
 	d2, s                    []float64 // per slot: ADMM-S's ‖z − P_A(z)‖² and soft factor
 	flags                    []int64   // per slot: dual pass flags
 	keys, thrs               []uint64  // per slot: ADMM-R's mask in this iteration
@@ -617,10 +618,14 @@ func (b *batch) stepADMM(j *job, minv []float64, seed uint64, it, lo, hi int) {
 	xn := blk(b.X)
 	b.gemm(hi-lo, w, minv, xn)
 	flags := b.flags[lo:hi]
+	var candidates int
 	if b.simd {
-		dualSIMD(xn, x, y, l, flags, d, c.rho)
+		candidates = dualSIMD(xn, x, y, l, flags, d, c.rho)
 	} else {
-		dualGo(xn, x, y, l, flags, d, c.rho)
+		candidates = dualGo(xn, x, y, l, flags, d, c.rho)
+	}
+	if candidates == 0 {
+		return
 	}
 	for r, f := range flags {
 		// Unchanged x and λ give the next y-update the same inputs, so (for ADMM-Q and
@@ -638,6 +643,7 @@ func (b *batch) stepADMM(j *job, minv []float64, seed uint64, it, lo, hi int) {
 			}
 		}
 		b.frz[lo+r] = same
+		b.froze = b.froze || same
 	}
 }
 
@@ -659,6 +665,7 @@ func (b *batch) stepGradient(m admmq.Method, lo, hi int) {
 			x[i] = nx
 		}
 		b.frz[r] = same || !finiteRow(x)
+		b.froze = b.froze || b.frz[r]
 	}
 }
 
@@ -708,6 +715,10 @@ func (b *batch) score(m admmq.Method, lo, hi int) {
 
 // compact moves the rows frozen in this iteration behind the active ones.
 func (b *batch) compact() {
+	if !b.froze {
+		return
+	}
+	b.froze = false
 	d := b.d
 	for r := b.nAct - 1; r >= 0; r-- {
 		if !b.frz[r] {

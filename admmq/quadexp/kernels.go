@@ -144,8 +144,9 @@ const (
 )
 
 // dualGo is the multiplier update λ += ρ(x − y). flags[r] tells whether row r's λ or x
-// changed (x against xp, the previous iterate) and whether x is not finite.
-func dualGo(x, xp, y, l []float64, flags []int64, d int, rho float64) {
+// changed (x against xp, the previous iterate) and whether x is not finite; candidates
+// counts the rows that are unchanged or not finite, the only ones that can freeze.
+func dualGo(x, xp, y, l []float64, flags []int64, d int, rho float64) (candidates int) {
 	for r := range flags {
 		o := r * d
 		x, xp, y, l := x[o:o+d], xp[o:o+d], y[o:o+d], l[o:o+d]
@@ -161,5 +162,9 @@ func dualGo(x, xp, y, l []float64, flags []int64, d int, rho float64) {
 			l[i] = nl
 		}
 		flags[r] = f
+		if f&flagChanged == 0 || f&flagNonFinite != 0 {
+			candidates++
+		}
 	}
+	return candidates
 }

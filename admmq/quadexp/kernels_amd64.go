@@ -20,7 +20,7 @@ func yS512(z, zt, y, w, l, b, s *float64, n, d int, rho float64)
 func yR512(x, l, y, w, b *float64, keys, thrs *uint64, offs *int, n, d int, inv, iv, v, rho float64)
 
 //go:noescape
-func dual512(x, xp, y, l *float64, flags *int64, n, d int, rho float64)
+func dual512(x, xp, y, l *float64, flags *int64, n, d int, rho float64) (candidates int)
 
 //go:noescape
 func gemm512(m, n, k int, a *float64, lda int, b *float64, ldb int, c *float64, ldc int)
@@ -64,13 +64,13 @@ func yRSIMD(x, l, y, w, b []float64, keys, thrs []uint64, offs []int, c passCons
 	yR512(&x[0], &l[0], &y[0], &w[0], &b[0], &keys[0], &thrs[0], &offs[0], len(keys), d, c.inv, c.iv, c.v, c.rho)
 }
 
-func dualSIMD(x, xp, y, l []float64, flags []int64, d int, rho float64) {
+func dualSIMD(x, xp, y, l []float64, flags []int64, d int, rho float64) (candidates int) {
 	if len(flags) == 0 {
-		return
+		return 0
 	}
 	e := len(flags)*d - 1
 	_, _, _, _ = x[e], xp[e], y[e], l[e]
-	dual512(&x[0], &xp[0], &y[0], &l[0], &flags[0], len(flags), d, rho)
+	return dual512(&x[0], &xp[0], &y[0], &l[0], &flags[0], len(flags), d, rho)
 }
 
 func gemmSIMD(m, n, k int, a []float64, lda int, b []float64, ldb int, c []float64, ldc int) {

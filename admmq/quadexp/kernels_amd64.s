@@ -189,8 +189,10 @@ ys_done:
 	VZEROUPPER
 	RET
 
-// func dual512(x, xp, y, l *float64, flags *int64, n, d int, rho float64)
-TEXT ·dual512(SB), NOSPLIT, $0-64
+// func dual512(x, xp, y, l *float64, flags *int64, n, d int, rho float64) (candidates int)
+//
+// candidates counts the rows that are unchanged or not finite: the only ones that can freeze.
+TEXT ·dual512(SB), NOSPLIT, $0-72
 	MOVQ x+0(FP), SI
 	MOVQ xp+8(FP), DI
 	MOVQ y+16(FP), R8
@@ -201,6 +203,7 @@ TEXT ·dual512(SB), NOSPLIT, $0-64
 	SHLQ $3, DX
 	VBROADCASTSD rho+56(FP), Z27
 	VXORPD Z30, Z30, Z30
+	XORQ  R12, R12
 	TESTQ CX, CX
 	JEQ   du_done
 
@@ -234,6 +237,15 @@ du_chunk:
 	JLT     du_chunk
 	KMOVW   K2, AX
 	KMOVW   K3, R11
+	TESTQ   R11, R11
+	JNE     du_cand
+	TESTQ   AX, AX
+	JNE     du_store
+
+du_cand:
+	INCQ    R12
+
+du_store:
 	SHLQ    $16, R11
 	ORQ     R11, AX
 	MOVQ    AX, (R10)
@@ -242,6 +254,7 @@ du_chunk:
 	JNE     du_row
 
 du_done:
+	MOVQ    R12, candidates+64(FP)
 	VZEROUPPER
 	RET
 

@@ -16,8 +16,8 @@ func yRSIMD(x, l, y, w, b []float64, keys, thrs []uint64, offs []int, c passCons
 	yRGo(x, l, y, w, b, keys, thrs, offs, c)
 }
 
-func dualSIMD(x, xp, y, l []float64, flags []int64, d int, rho float64) {
-	dualGo(x, xp, y, l, flags, d, rho)
+func dualSIMD(x, xp, y, l []float64, flags []int64, d int, rho float64) (candidates int) {
+	return dualGo(x, xp, y, l, flags, d, rho)
 }
 
 func gemmSIMD(m, n, k int, a []float64, lda int, b []float64, ldb int, c []float64, ldc int) {

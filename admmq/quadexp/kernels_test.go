@@ -144,10 +144,13 @@ func TestSIMDPassesMatchGo(t *testing.T) {
 		}
 		gf, sf := make([]int64, n), make([]int64, n)
 		g, s = clone(l), clone(l)
-		dualGo(x, xp, yy, g[0], gf, d, rho)
-		dualSIMD(x, xp, yy, s[0], sf, d, rho)
+		gc := dualGo(x, xp, yy, g[0], gf, d, rho)
+		sc := dualSIMD(x, xp, yy, s[0], sf, d, rho)
 		if !bitsEqual(g[0], s[0]) {
 			t.Fatalf("trial %d: λ-update differs", trial)
+		}
+		if gc != sc {
+			t.Fatalf("trial %d: %d freeze candidates (Go), %d (AVX-512)", trial, gc, sc)
 		}
 		for r := range gf {
 			if (gf[r]&flagChanged != 0) != (sf[r]&flagChanged != 0) || (gf[r]&flagNonFinite != 0) != (sf[r]&flagNonFinite != 0) {
@@ -173,14 +176,17 @@ func TestDualFlags(t *testing.T) {
 		{"x moved", func(x, xp []float64) { xp[3] = 4.5 }, true, false},
 		{"diverged", func(x, xp []float64) { x[5], xp[5] = math.Inf(1), math.Inf(1) }, true, true},
 	} {
-		for name, dual := range map[string]func(x, xp, y, l []float64, flags []int64, d int, rho float64){"go": dualGo, "simd": dualSIMD} {
+		for name, dual := range map[string]func(x, xp, y, l []float64, flags []int64, d int, rho float64) int{"go": dualGo, "simd": dualSIMD} {
 			if name == "simd" && !haveSIMD() {
 				continue
 			}
 			xx, xp, ll := append([]float64(nil), x...), append([]float64(nil), x...), append([]float64(nil), l...)
 			c.edit(xx, xp)
 			f := make([]int64, 1)
-			dual(xx, xp, y, ll, f, d, 3)
+			cand := dual(xx, xp, y, ll, f, d, 3)
+			if want := c.nonf || !c.changed; (cand == 1) != want {
+				t.Errorf("%s %s: %d freeze candidates, want %v", name, c.name, cand, want)
+			}
 			if got := f[0]&flagChanged != 0; got != c.changed {
 				t.Errorf("%s %s: changed = %v, want %v", name, c.name, got, c.changed)
 			}
