@@ -273,3 +273,44 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("paper grids have %d pairs, %d ρ̄, %d β, %d p", len(p.Pairs), len(p.RhoBars), len(p.Betas), len(p.Ps))
 	}
 }
+
+// The assembly, OpenBLAS and the portable Go arithmetic must give the same runs bit for
+// bit, end to end: freezing, regions and scoring included.
+func TestArithmeticsAgree(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.Pairs = append(cfg.Pairs, Pair{8, 16, 50})
+	cfg.Starts, cfg.Iters, cfg.PGDIters = 9, 400, 500
+	choices := kernelChoices(t)
+	for pi := range cfg.Pairs {
+		in, err := NewInstance(cfg, pi, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ri := range cfg.RhoBars {
+			for _, m := range Methods() {
+				subs := []float64{0}
+				switch m {
+				case admmq.ADMMS:
+					subs = cfg.Betas
+				case admmq.ADMMR:
+					subs = cfg.Ps
+				}
+				var ref *job
+				for name, k := range choices {
+					j := &job{method: m, rhoIdx: ri, subs: subs}
+					if err := runJob(context.Background(), cfg, in, j, k); err != nil {
+						t.Fatal(err)
+					}
+					if ref == nil {
+						ref = j
+						continue
+					}
+					b, r := j.final, ref.final
+					if !bitsEqual(j.scores, ref.scores) || !bitsEqual(b.X, r.X) || !bitsEqual(b.Y, r.Y) || !bitsEqual(b.L, r.L) {
+						t.Fatalf("%v %s ρ̄=%g: %s arithmetic gives a different run", in.Pair, m, cfg.RhoBars[ri], name)
+					}
+				}
+			}
+		}
+	}
+}
