@@ -1,7 +1,7 @@
 #!/bin/sh
 # Reproduces docs/results/binarize: the paper's network table on Fashion-MNIST ("with
 # pre-training"), the CNN/ResNet grids, distillation without labels and the speed run.
-# Usage: bench/binarize/run.sh [mlp60k|mlp60k-nobn|cnn10k|cnn10k-rho1|distill60k|mlp|mlp-admm|cnn|distill|speed|paper]...
+# Usage: bench/binarize/run.sh [mlp60k|mlp60k-rho1|mlp60k-nobn|cnn10k|cnn10k-rho1|distill60k|mlp|mlp-admm|cnn|distill|speed|paper]...
 # (default: all)
 # Needs: apt-get install dataset-fashion-mnist. Runs from the repository root.
 set -eu
@@ -12,7 +12,7 @@ OUT=docs/results/binarize
 QTOOL=${QTOOL:-/tmp/qtool-bench}
 mkdir -p "$OUT"
 [ -x "$QTOOL" ] || go build -o "$QTOOL" ./cmd/qtool
-sections=${*:-"mlp60k mlp60k-nobn cnn10k cnn10k-rho1 distill60k mlp mlp-admm cnn distill speed paper"}
+sections=${*:-"mlp60k mlp60k-rho1 mlp60k-nobn cnn10k cnn10k-rho1 distill60k mlp mlp-admm cnn distill speed paper"}
 for s in $sections; do
 case $s in
 mlp60k)
@@ -44,6 +44,13 @@ cnn)
 			$QTOOL compare testmodels/$m.onnx --data $TRAIN --limit 1000 --eval-data $TEST --grid $g \
 				--algos pgd,admm-q --seeds 1 --iters 2 --inner-epochs 2 --out $OUT/$m-$g --log-every 60s > $OUT/$m-$g.txt 2> $OUT/$m-$g.log
 		done
+	done
+	;;
+mlp60k-rho1)
+	# ADMM-Q at the default ρ = 1, with labels and by distillation, 2 seeds.
+	for loss in ce distill; do
+		$QTOOL compare testmodels/fmnist-mlp.onnx --data $TRAIN --eval-data $TEST --loss $loss --rho 1 \
+			--algos admm-q --seeds 2 --iters 4 --out $OUT/fmnist-mlp-60k-rho1-$loss --log-every 60s > $OUT/fmnist-mlp-60k-rho1-$loss.txt 2> $OUT/fmnist-mlp-60k-rho1-$loss.log
 	done
 	;;
 mlp60k-nobn)
