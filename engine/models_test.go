@@ -65,6 +65,28 @@ func npzKeys(path string) ([]string, error) {
 
 // loadTestModel returns the model, its graph and its shipped samples shaped for the
 // model's input.
+// trainFixtureParams makes trainable the parameters whose gradients the model's PyTorch
+// fixture holds, and returns the fixture's path and the parameters' names.
+func trainFixtureParams(t *testing.T, name string, g *Graph) (string, []string) {
+	t.Helper()
+	fpath := filepath.Join(testmodelsDir, "fixtures", name+"-grads.npz")
+	requireAsset(t, fpath, testmodelsInstall)
+	keys, err := npzKeys(fpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, k := range keys {
+		if name, ok := strings.CutPrefix(k, "eval/"); ok {
+			names = append(names, name)
+		}
+	}
+	if err := g.SetTrainable(names...); err != nil {
+		t.Fatal(err)
+	}
+	return fpath, names
+}
+
 func loadTestModel(t *testing.T, name, data string) (*onnxio.Model, *Graph, *Tensor, []int64) {
 	t.Helper()
 	path := filepath.Join(testmodelsDir, name+".onnx")
@@ -195,21 +217,7 @@ func TestModelGradients(t *testing.T) {
 	for _, tm := range testModels {
 		t.Run(tm.name, func(t *testing.T) {
 			m, g, x, y := loadTestModel(t, tm.name, tm.data)
-			fpath := filepath.Join(testmodelsDir, "fixtures", tm.name+"-grads.npz")
-			requireAsset(t, fpath, testmodelsInstall)
-			keys, err := npzKeys(fpath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var names []string
-			for _, k := range keys {
-				if name, ok := strings.CutPrefix(k, "eval/"); ok {
-					names = append(names, name)
-				}
-			}
-			if err := g.SetTrainable(names...); err != nil {
-				t.Fatal(err)
-			}
+			fpath, names := trainFixtureParams(t, tm.name, g)
 			xb, yb := rows(x, 0, batch), y[:batch]
 			// Dropout stays off with BatchNorm in training mode: its ratio inputs, which
 			// the exporter emits as Constant nodes (parameters), are set to 0.
@@ -340,21 +348,7 @@ func TestModelTrainAndWriteBack(t *testing.T) {
 	for _, tm := range testModels {
 		t.Run(tm.name, func(t *testing.T) {
 			m, g, x, y := loadTestModel(t, tm.name, tm.data)
-			fpath := filepath.Join(testmodelsDir, "fixtures", tm.name+"-grads.npz")
-			requireAsset(t, fpath, testmodelsInstall)
-			keys, err := npzKeys(fpath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var names []string
-			for _, k := range keys {
-				if name, ok := strings.CutPrefix(k, "eval/"); ok {
-					names = append(names, name)
-				}
-			}
-			if err := g.SetTrainable(names...); err != nil {
-				t.Fatal(err)
-			}
+			trainFixtureParams(t, tm.name, g)
 			const batch, steps = 64, 8
 			xb, yb := rows(x, 0, batch), y[:batch]
 			ctx := &Context{Training: true, Rand: rand.New(rand.NewPCG(1, 2))}
