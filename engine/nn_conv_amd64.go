@@ -5,7 +5,8 @@ package engine
 import (
 	"fmt"
 	"math"
-	"sync"
+
+	"golang.org/x/sys/cpu"
 )
 
 // convTileAVX512 is the assembly form of convTileGeneric (see there for the contract),
@@ -14,31 +15,9 @@ import (
 //go:noescape
 func convTileAVX512(k int, a, b0, b1 *float32, ldb int, c0, c1 *float32, ldc int, bias *float32, m0, m1 uint64, flags, nrb int, offs *int64, lo, hi int32, sa, sb float32)
 
-func cpuid(leaf, sub uint32) (a, b, c, d uint32)
-
-func xgetbv() (lo uint32)
-
-// convTileOK reports whether the CPU and the operating system support AVX-512F: the
-// CPU flag alone is not enough, the OS must also save the zmm and mask registers on
-// context switches (XCR0 bits 1, 2, 5, 6 and 7).
-var convTileOK = sync.OnceValue(func() bool {
-	maxLeaf, _, _, _ := cpuid(0, 0)
-	if maxLeaf < 7 {
-		return false
-	}
-	_, _, c1, _ := cpuid(1, 0)
-	const osxsave = 1 << 27
-	if c1&osxsave == 0 {
-		return false
-	}
-	const zmmState = 1<<1 | 1<<2 | 1<<5 | 1<<6 | 1<<7
-	if xgetbv()&zmmState != zmmState {
-		return false
-	}
-	_, b7, _, _ := cpuid(7, 0)
-	const avx512f = 1 << 16
-	return b7&avx512f != 0
-})
+// convTileOK reports whether the CPU and the operating system support AVX-512F
+// (x/sys/cpu checks both the CPU flag and that the OS saves the zmm and mask registers).
+func convTileOK() bool { return cpu.X86.HasAVX512F }
 
 // convTile computes nrb consecutive 8-row tiles with the assembly kernel.
 func convTile(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int, offs *tileOffs, act *tileAct) {

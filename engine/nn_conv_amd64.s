@@ -313,24 +313,6 @@ next:
 	VZEROUPPER
 	RET
 
-// func cpuid(leaf, sub uint32) (a, b, c, d uint32)
-TEXT ·cpuid(SB), NOSPLIT, $0-24
-	MOVL leaf+0(FP), AX
-	MOVL sub+4(FP), CX
-	CPUID
-	MOVL AX, a+8(FP)
-	MOVL BX, b+12(FP)
-	MOVL CX, c+16(FP)
-	MOVL DX, d+20(FP)
-	RET
-
-// func xgetbv() (lo uint32)
-TEXT ·xgetbv(SB), NOSPLIT, $0-4
-	MOVL $0, CX
-	XGETBV
-	MOVL AX, lo+0(FP)
-	RET
-
 // func dw3x3AVX512(x, y *float32, h, wd int, w, bias *float32, flags int, lo, hi int32, a, b float32, masks uint64, np int)
 //
 // np consecutive planes of a 3×3 depthwise convolution, stride 1, one pixel of zero
