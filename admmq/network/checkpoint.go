@@ -2,12 +2,24 @@ package network
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/gob"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // checkpointVersion changes whenever the checkpoint's layout does.
-const checkpointVersion = 1
+const checkpointVersion = 2
+
+// namedParam is one float parameter. A slice sorted by name, not a map: gob writes maps
+// in Go's random iteration order, and the same state must give the same bytes.
+type namedParam struct {
+	Name   string
+	Values []float32
+}
 
 // checkpoint is a run's whole state at the end of an outer iteration. gob keeps
 // float32 values bit for bit.
@@ -19,7 +31,7 @@ type checkpoint struct {
 	Sizes   []int
 	// Params holds every float parameter of the graph: x, the biases and normalisation
 	// parameters being trained, and the BatchNorm running statistics.
-	Params    map[string][]float32
+	Params    []namedParam
 	Y, Lambda [][]float32
 	LastY     [][]float32
 	Iter      int
@@ -39,8 +51,14 @@ type checkpoint struct {
 func (r *Run) Checkpoint() ([]byte, error) {
 	c := checkpoint{
 		Version: checkpointVersion, Algo: r.cfg.Algo, Seed: r.cfg.Seed,
-		Params: map[string][]float32{}, Y: r.y, Lambda: r.lambda, LastY: r.lastY,
-		Iter: r.iter, Epoch: r.epoch, Step: r.step, History: r.history,
+		Y: r.y, Lambda: r.lambda, LastY: r.lastY,
+		Iter: r.iter, Epoch: r.epoch, Step: r.step,
+	}
+	// Wall-clock times would make two checkpoints of the same run differ; a resumed run
+	// reports 0 s for the iterations it restored.
+	for _, h := range r.history {
+		h.Seconds = 0
+		c.History = append(c.History, h)
 	}
 	for i, t := range r.targets {
 		c.Targets = append(c.Targets, t.Name)
@@ -48,9 +66,10 @@ func (r *Run) Checkpoint() ([]byte, error) {
 	}
 	for _, p := range r.g.Params() {
 		if p.Value.F != nil {
-			c.Params[p.Name] = p.Value.F
+			c.Params = append(c.Params, namedParam{p.Name, p.Value.F})
 		}
 	}
+	slices.SortFunc(c.Params, func(a, b namedParam) int { return strings.Compare(a.Name, b.Name) })
 	c.FeedEpoch, c.FeedBatches = r.feed.position()
 	var err error
 	if c.Optimizer, err = r.cfg.Optimizer.MarshalBinary(); err != nil {
@@ -90,18 +109,22 @@ func (r *Run) Restore(data []byte) error {
 	if c.Iter > r.cfg.Iters {
 		return fmt.Errorf("checkpoint is at iteration %d, beyond this run's %d", c.Iter, r.cfg.Iters)
 	}
+	params := make(map[string][]float32, len(c.Params))
+	for _, p := range c.Params {
+		params[p.Name] = p.Values
+	}
 	for _, p := range r.g.Params() {
 		if p.Value.F == nil {
 			continue
 		}
-		v, ok := c.Params[p.Name]
+		v, ok := params[p.Name]
 		if !ok || len(v) != len(p.Value.F) {
 			return fmt.Errorf("checkpoint does not hold parameter %s of this model", p.Name)
 		}
 	}
 	for _, p := range r.g.Params() {
 		if p.Value.F != nil {
-			copy(p.Value.F, c.Params[p.Name])
+			copy(p.Value.F, params[p.Name])
 		}
 	}
 	for i := range r.targets {
@@ -130,4 +153,161 @@ func (r *Run) Restore(data []byte) error {
 		r.feed.consumed++
 	}
 	return nil
+}
+
+// Setting is one input of a run that changes its result: a flag's value, or the identity
+// of the model or data (a hash, or a name and size).
+type Setting struct {
+	Name, Value string
+}
+
+// Fingerprint lists every setting that determines a run's result. A checkpoint saved with
+// one fingerprint only resumes a run with an equal one: resuming with another ρ, grid or
+// data would silently mix two runs.
+type Fingerprint []Setting
+
+// sealMagic opens every checkpoint file.
+const sealMagic = "qtool-checkpoint\n"
+
+// ErrCorrupt reports a checkpoint file whose bytes do not match its checksum, or that is
+// cut short.
+var ErrCorrupt = errors.New("checkpoint is corrupted (its SHA-256 checksum does not match its content): delete it and run again without --resume")
+
+// ErrNotCheckpoint reports a file that is not a qtool checkpoint at all.
+var ErrNotCheckpoint = errors.New("not a qtool checkpoint")
+
+// MismatchError reports a checkpoint saved by a run with other settings.
+type MismatchError struct {
+	// Diffs holds, per differing setting, its name and its values in the checkpoint and
+	// in this run ("" when absent).
+	Diffs []SettingDiff
+}
+
+// SettingDiff is one setting that differs between a checkpoint and a run.
+type SettingDiff struct {
+	Name, Saved, Now string
+}
+
+func (e *MismatchError) Error() string {
+	var b strings.Builder
+	b.WriteString("checkpoint was saved by a run with other settings (")
+	for i, d := range e.Diffs {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s: %s there, %s here", d.Name, orNone(d.Saved), orNone(d.Now))
+	}
+	b.WriteString("): resume with the same model, data and flags, or start again without --resume")
+	return b.String()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// Seal wraps a run's state (from Checkpoint) into a checkpoint file's bytes: a header,
+// the run's fingerprint, the state, and a SHA-256 checksum over all of it. The same state
+// and fingerprint always give the same bytes.
+func Seal(state []byte, fp Fingerprint) []byte {
+	var b []byte
+	b = append(b, sealMagic...)
+	b = binary.BigEndian.AppendUint32(b, checkpointVersion)
+	fp = sortedFingerprint(fp)
+	b = binary.AppendUvarint(b, uint64(len(fp)))
+	for _, s := range fp {
+		b = appendString(b, s.Name)
+		b = appendString(b, s.Value)
+	}
+	b = appendString(b, string(state))
+	sum := sha256.Sum256(b)
+	return append(b, sum[:]...)
+}
+
+// Unseal checks a checkpoint file's bytes and returns the state to Restore. A file that
+// is not a checkpoint returns ErrNotCheckpoint, a damaged one ErrCorrupt, one saved with
+// another fingerprint a *MismatchError naming the settings that differ.
+func Unseal(data []byte, fp Fingerprint) ([]byte, error) {
+	if !bytes.HasPrefix(data, []byte(sealMagic)) {
+		return nil, ErrNotCheckpoint
+	}
+	if len(data) < len(sealMagic)+4+sha256.Size {
+		return nil, ErrCorrupt
+	}
+	body, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
+	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
+		return nil, ErrCorrupt
+	}
+	r := body[len(sealMagic):]
+	if v := binary.BigEndian.Uint32(r); v != checkpointVersion {
+		return nil, fmt.Errorf("checkpoint version %d: this qtool reads version %d; start again without --resume", v, checkpointVersion)
+	}
+	r = r[4:]
+	n, k := binary.Uvarint(r)
+	if k <= 0 || n > uint64(len(r)) {
+		return nil, ErrCorrupt
+	}
+	r = r[k:]
+	saved := make(Fingerprint, n)
+	var err error
+	for i := range saved {
+		if saved[i].Name, r, err = readString(r); err != nil {
+			return nil, err
+		}
+		if saved[i].Value, r, err = readString(r); err != nil {
+			return nil, err
+		}
+	}
+	state, r, err := readString(r)
+	if err != nil || len(r) != 0 {
+		return nil, ErrCorrupt
+	}
+	if diffs := compareFingerprints(saved, sortedFingerprint(fp)); len(diffs) > 0 {
+		return nil, &MismatchError{Diffs: diffs}
+	}
+	return []byte(state), nil
+}
+
+func sortedFingerprint(fp Fingerprint) Fingerprint {
+	fp = slices.Clone(fp)
+	slices.SortStableFunc(fp, func(a, b Setting) int { return strings.Compare(a.Name, b.Name) })
+	return fp
+}
+
+// compareFingerprints lists the settings of two sorted fingerprints that differ.
+func compareFingerprints(saved, now Fingerprint) []SettingDiff {
+	var d []SettingDiff
+	i, j := 0, 0
+	for i < len(saved) || j < len(now) {
+		switch {
+		case j == len(now) || (i < len(saved) && saved[i].Name < now[j].Name):
+			d = append(d, SettingDiff{saved[i].Name, saved[i].Value, ""})
+			i++
+		case i == len(saved) || now[j].Name < saved[i].Name:
+			d = append(d, SettingDiff{now[j].Name, "", now[j].Value})
+			j++
+		default:
+			if saved[i].Value != now[j].Value {
+				d = append(d, SettingDiff{now[j].Name, saved[i].Value, now[j].Value})
+			}
+			i++
+			j++
+		}
+	}
+	return d
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func readString(r []byte) (string, []byte, error) {
+	n, k := binary.Uvarint(r)
+	if k <= 0 || n > uint64(len(r)-k) {
+		return "", nil, ErrCorrupt
+	}
+	return string(r[k : k+int(n)]), r[k+int(n):], nil
 }
