@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"time"
@@ -143,7 +141,7 @@ func (s *binSetup) Close() {
 // setupBinarize validates the flags, loads the model and data, selects the targets and
 // measures the full-precision model. Flag problems are usage errors, detected before
 // anything is read.
-func setupBinarize(c *cli.Context, stderr io.Writer) (*binSetup, error) {
+func setupBinarize(ctx context.Context, c *cli.Context, stderr io.Writer) (*binSetup, error) {
 	seed := c.Uint64("seed")
 	grid, err := network.ParseGrid(c.String("grid"))
 	if err != nil {
@@ -182,6 +180,11 @@ func setupBinarize(c *cli.Context, stderr io.Writer) (*binSetup, error) {
 	if c.IsSet("format") {
 		if _, err := export.ParseFormat(c.String("format")); err != nil {
 			return nil, usagef("--format: %v", err)
+		}
+	}
+	if c.IsSet("opset") {
+		if o := c.Int64("opset"); o < export.MinOpset || o > onnxio.MaxOpset {
+			return nil, usagef("--opset %d: qtool writes opsets %d to %d", o, export.MinOpset, onnxio.MaxOpset)
 		}
 	}
 	be, err := selectBackend()
@@ -234,6 +237,9 @@ func setupBinarize(c *cli.Context, stderr io.Writer) (*binSetup, error) {
 		return nil, err
 	}
 	s.model = s.teacher.Model
+	if o := c.Int64("opset"); o != 0 && o < s.model.Opset("") {
+		return nil, usagef("--opset %d is below %s's opset %d; export never lowers an opset: leave --opset out or raise it", o, s.path, s.model.Opset(""))
+	}
 	if s.data, err = openData(c, s.teacher.input(), seed); err != nil {
 		return nil, err
 	}
@@ -279,7 +285,10 @@ func setupBinarize(c *cli.Context, stderr io.Writer) (*binSetup, error) {
 			}
 		}
 	}
-	if s.fp, err = evaluate(c.Context, s.teacher, nil, s.data.Eval, s.data.BatchSize, be); err != nil {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if s.fp, err = evaluate(ctx, s.teacher, nil, s.data.Eval, s.data.BatchSize, be); err != nil {
 		return nil, fmt.Errorf("%s: evaluating the full-precision model: %w", s.path, err)
 	}
 	ok = true
@@ -388,7 +397,11 @@ type algoResult struct {
 // runAlgo runs cfg on a fresh copy of the model, exports the result and measures the
 // exported model itself: written to out and read back when out is set, or decoded from
 // its bytes otherwise.
-func runAlgo(ctx context.Context, s *binSetup, cfg network.Config, recalib bool, eo export.Options, out, resume string) (*algoResult, error) {
+//
+// An existing out is replaced only once the new file has been read back from disk, built
+// and evaluated: until then it is a temporary file next to out, so a failure or a signal
+// at any point leaves the user with the old file or the new one, never neither.
+func runAlgo(ctx context.Context, s *binSetup, cfg network.Config, recalib bool, eo export.Options, out string, resume []byte) (*algoResult, error) {
 	start := time.Now()
 	m := &onnxio.Model{Proto: proto.Clone(s.model.Proto).(*onnxpb.ModelProto), Name: s.model.Name, Dir: s.model.Dir}
 	g, err := engine.Build(m, engine.Options{BLAS: s.be.BLAS, Workers: s.be.Workers, Seed: cfg.Seed})
@@ -404,13 +417,9 @@ func runAlgo(ctx context.Context, s *binSetup, cfg network.Config, recalib bool,
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.path, err)
 	}
-	if resume != "" {
-		b, err := os.ReadFile(resume)
-		if err != nil {
-			return nil, err
-		}
-		if err := run.Restore(b); err != nil {
-			return nil, fmt.Errorf("%s: %w", resume, err)
+	if resume != nil {
+		if err := run.Restore(resume); err != nil {
+			return nil, fmt.Errorf("--resume: %w", err)
 		}
 	}
 	if err := run.Run(ctx); err != nil {
@@ -438,13 +447,26 @@ func runAlgo(ctx context.Context, s *binSetup, cfg network.Config, recalib bool,
 		return nil, err
 	}
 	var lm *loaded
+	var pending *atomicfile.Pending
 	if out != "" {
-		if err := atomicfile.WriteBytes(out, data); err != nil {
-			return nil, fmt.Errorf("writing %s: %w", out, err)
-		}
-		if lm, err = loadModel(out, s.be, cfg.Seed); err != nil {
-			os.Remove(out)
+		if pending, err = atomicfile.Create(out, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
 			return nil, err
+		}
+		defer pending.Abort()
+		if testHookPending != nil {
+			testHookPending(pending.TempPath())
+		}
+		// Read back what is on disk, not data: the check is of the file the user gets.
+		written, err := os.ReadFile(pending.TempPath())
+		if err != nil {
+			return nil, fmt.Errorf("%s: reading back the new file: %w (the previous %s, if any, is unchanged)", out, err, out)
+		}
+		pm, err := onnxio.Parse(written, out, filepath.Dir(out))
+		if err != nil {
+			return nil, fmt.Errorf("reading back the new file: %w (the previous %s, if any, is unchanged)", err, out)
+		}
+		if lm, err = buildModel(pm, out, s.be, cfg.Seed); err != nil {
+			return nil, fmt.Errorf("%w (the previous %s, if any, is unchanged)", err, out)
 		}
 	} else {
 		pm, err := onnxio.Parse(data, s.path+" (binarized)", s.model.Dir)
@@ -457,10 +479,17 @@ func runAlgo(ctx context.Context, s *binSetup, cfg network.Config, recalib bool,
 	}
 	ev, err := evaluate(ctx, lm, s.teacher, s.data.Eval, s.data.BatchSize, s.be)
 	if err != nil {
-		if out != "" {
-			os.Remove(out)
-		}
 		return nil, fmt.Errorf("%s: evaluating the binarized model: %w", lm.Path, err)
+	}
+	if pending != nil {
+		// A signal during the checks above keeps the old file; past this point the new
+		// one is complete and checked, and is kept.
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := pending.Commit(); err != nil {
+			return nil, err
+		}
 	}
 	h := run.History()
 	r := &algoResult{Algo: string(cfg.Algo), Seed: cfg.Seed, Eval: ev, Accuracy: ev.Accuracy, Agree: *ev.Agreement,
@@ -505,7 +534,50 @@ type binarizeSummary struct {
 	History []network.IterStats `json:"history"`
 }
 
+// testHookPending, when set by a test, sees the new output file before it is checked.
+var testHookPending func(tmp string)
+
 func runBinarize(c *cli.Context) error {
+	// Before any work: a signal while loading or evaluating the full-precision model must
+	// also clean up (the embedded default's temporary folder) and exit 130 or 143.
+	ctx, stop := withSignals(c.Context)
+	defer stop()
+	err := binarize(ctx, c)
+	return interrupted(ctx, err, "no output written"+checkpointHint(c))
+}
+
+// binarizeOutputs checks binarize's output paths before any work and returns -o's.
+func binarizeOutputs(c *cli.Context, grid network.Grid) (string, error) {
+	model := ""
+	if c.NArg() == 1 {
+		model = c.Args().First()
+	}
+	out := c.String("output")
+	if out == "" {
+		base := defaultModelName
+		if model != "" {
+			base = strings.TrimSuffix(filepath.Base(model), filepath.Ext(model))
+		}
+		suffix := "binary"
+		if grid != network.Binary {
+			suffix = string(grid)
+		}
+		out = base + "-" + suffix + ".onnx"
+	}
+	outs := []namedPath{{"-o", out}}
+	if p := c.String("report"); p != "" {
+		p = reportBase(p)
+		outs = append(outs, namedPath{"--report", p + ".json"}, namedPath{"--report", p + ".md"})
+	}
+	if p := c.String("checkpoint"); p != "" {
+		outs = append(outs, namedPath{"--checkpoint", p})
+	}
+	ins := []namedPath{{"model", model}, {"--data", c.String("data")}, {"--eval-data", c.String("eval-data")},
+		{"--labels", c.String("labels")}, {"--resume", c.String("resume")}}
+	return out, checkOutputs(ins, outs, map[[2]string]bool{{"--resume", "--checkpoint"}: true})
+}
+
+func binarize(ctx context.Context, c *cli.Context) error {
 	start := time.Now()
 	stderr := c.App.ErrWriter
 	if stderr == nil {
@@ -522,27 +594,51 @@ func runBinarize(c *cli.Context) error {
 	if err != nil {
 		return usagef("--format: %v", err)
 	}
-	s, err := setupBinarize(c, stderr)
+	grid, err := network.ParseGrid(c.String("grid"))
+	if err != nil {
+		return usagef("--grid: %v", err)
+	}
+	if c.NArg() > 1 {
+		return usagef("binarize takes one MODEL.onnx argument, got %d", c.NArg())
+	}
+	out, err := binarizeOutputs(c, grid)
+	if err != nil {
+		return err
+	}
+	s, err := setupBinarize(ctx, c, stderr)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	out := c.String("output")
-	if out == "" {
-		base := strings.TrimSuffix(filepath.Base(s.path), filepath.Ext(s.path))
-		suffix := "binary"
-		if s.grid != network.Binary {
-			suffix = string(s.grid)
-		}
-		out = base + "-" + suffix + ".onnx"
+	// The embedded default's model lives in a temporary folder that is gone when the
+	// command returns: reports name it, not that path.
+	modelName := s.path
+	if c.NArg() == 0 {
+		modelName = defaultModelName + ".onnx (embedded)"
 	}
 	seed := c.Uint64("seed")
 	cfg, err := algoConfig(c, s, algo, seed)
 	if err != nil {
 		return err
 	}
-	if p := c.String("checkpoint"); p != "" {
-		cfg.Checkpoint = func(state []byte) error { return atomicfile.WriteBytes(p, state) }
+	var resume []byte
+	if p, ck := c.String("resume"), c.String("checkpoint"); p != "" || ck != "" {
+		fp, err := runFingerprint(c, s)
+		if err != nil {
+			return err
+		}
+		if p != "" {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return fmt.Errorf("--resume: %w", err)
+			}
+			if resume, err = network.Unseal(b, fp); err != nil {
+				return fmt.Errorf("--resume %s: %w", p, err)
+			}
+		}
+		if ck != "" {
+			cfg.Checkpoint = func(state []byte) error { return atomicfile.WriteBytes(ck, network.Seal(state, fp)) }
+		}
 	}
 	total := cfg.Iters * cfg.InnerEpochs
 	if algo == network.GDProj && cfg.Epochs > 0 {
@@ -550,28 +646,22 @@ func runBinarize(c *cli.Context) error {
 	}
 	prog := newProgress(stderr, string(algo), total, c.Duration("log-every"), c.Bool("quiet"))
 	cfg.Progress = prog.update
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt)
-	defer stop()
-	res, err := runAlgo(ctx, s, cfg, !c.Bool("no-bn-recalib"), export.Options{Format: format, Opset: c.Int64("opset"), Metadata: export.Metadata{Grid: string(s.grid)}}, out, c.String("resume"))
+	res, err := runAlgo(ctx, s, cfg, !c.Bool("no-bn-recalib"), export.Options{Format: format, Opset: c.Int64("opset"), Metadata: export.Metadata{Grid: string(s.grid)}}, out, resume)
 	prog.finish()
 	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return exitError{code: exitCancelled, err: errors.New("interrupted: no output written" + checkpointHint(c))}
-		}
 		return err
 	}
 	sum := &binarizeSummary{
-		Model: s.path, Output: out, Algo: string(algo), Grid: string(s.grid), Format: string(format), Loss: s.lossName,
+		Model: modelName, Output: out, Algo: string(algo), Grid: string(s.grid), Format: string(format), Loss: s.lossName,
 		Seed: seed, Labelled: s.labelled, CalibData: s.calibFrom, EvalData: s.evalFrom,
 		CalibCount: s.data.Calib.Len(), EvalCount: s.data.Eval.Len(), FPAccuracy: s.fp.Accuracy, BinAccuracy: res.Accuracy,
 		Agreement: res.Agree, OutputBytes: res.Bytes, BNRecalib: !c.Bool("no-bn-recalib"), BLAS: s.be.Info.Name,
 		Warnings: s.warnings, History: res.History,
 	}
-	if sum.Storage, err = export.Compare(s.model, res.Model, s.path, out, export.CompareOptions{}); err != nil {
+	if sum.Storage, err = export.Compare(s.model, res.Model, modelName, out, export.CompareOptions{}); err != nil {
 		return err
 	}
 	if c.NArg() == 0 {
-		sum.Model = defaultModelName + ".onnx (embedded)"
 		sum.CalibData, sum.EvalData = "fmnist-calib.npz (embedded)", "fmnist-calib.npz (embedded)"
 	}
 	for _, t := range s.targets {
@@ -616,9 +706,13 @@ func runBinarize(c *cli.Context) error {
 	return nil
 }
 
+// checkpointHint tells how to continue an interrupted run, when there is a checkpoint to
+// continue from.
 func checkpointHint(c *cli.Context) string {
 	if p := c.String("checkpoint"); p != "" {
-		return fmt.Sprintf("; continue with --resume %s", p)
+		if _, err := os.Stat(p); err == nil {
+			return fmt.Sprintf("; continue with --resume %s", p)
+		}
 	}
 	return ""
 }
@@ -670,13 +764,13 @@ func humanBytes(n int64) string {
 
 // writeReport writes path.json and path.md.
 func writeReport(path string, s *binarizeSummary) error {
-	path = strings.TrimSuffix(strings.TrimSuffix(path, ".json"), ".md")
+	path = reportBase(path)
 	js, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
 	}
 	if err := atomicfile.WriteBytes(path+".json", append(js, '\n')); err != nil {
-		return fmt.Errorf("writing report: %w", err)
+		return err
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# qtool binarize report\n\n")
@@ -699,8 +793,10 @@ func writeReport(path string, s *binarizeSummary) error {
 			return err
 		}
 	}
-	if err := atomicfile.WriteBytes(path+".md", []byte(b.String())); err != nil {
-		return fmt.Errorf("writing report: %w", err)
-	}
-	return nil
+	return atomicfile.WriteBytes(path+".md", []byte(b.String()))
+}
+
+// reportBase is --report's FILE without a .json or .md the user may have added.
+func reportBase(path string) string {
+	return strings.TrimSuffix(strings.TrimSuffix(path, ".json"), ".md")
 }

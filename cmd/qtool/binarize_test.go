@@ -38,7 +38,7 @@ func runArgsCtx(ctx context.Context, args ...string) (string, int, error) {
 	app := newApp()
 	var out strings.Builder
 	app.Writer, app.ErrWriter = &out, &out
-	err := app.RunContext(ctx, interspersed(app, append([]string{"qtool"}, args...)))
+	err := run(ctx, app, append([]string{"qtool"}, args...))
 	return out.String(), exitCode(err), err
 }
 

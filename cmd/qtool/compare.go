@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 
@@ -79,6 +77,13 @@ type compareResult struct {
 }
 
 func runCompare(c *cli.Context) error {
+	// Before any work, as binarize: a signal during loading also cleans up.
+	ctx, stop := withSignals(c.Context)
+	defer stop()
+	return interrupted(ctx, compare(ctx, c), "")
+}
+
+func compare(ctx context.Context, c *cli.Context) error {
 	stderr := c.App.ErrWriter
 	if stderr == nil {
 		stderr = os.Stderr
@@ -98,16 +103,17 @@ func runCompare(c *cli.Context) error {
 		return usagef("--seeds %d: want at least 1", c.Int("seeds"))
 	}
 	dir := c.String("out")
-	s, err := setupBinarize(c, stderr)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return usagef("--out %s: %v", dir, err)
+	}
+	if err := checkOutputs(nil, []namedPath{{"--out", filepath.Join(dir, "compare.json")}}, nil); err != nil {
+		return err
+	}
+	s, err := setupBinarize(ctx, c, stderr)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("--out: %w", err)
-	}
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt)
-	defer stop()
 	base := c.Uint64("seed")
 	res := &compareResult{Model: s.path, Labelled: s.labelled, FPAccuracy: s.fp.Accuracy, CalibCount: s.data.Calib.Len(),
 		EvalCount: s.data.Eval.Len(), Grid: string(s.grid), Loss: s.lossName}
@@ -130,12 +136,9 @@ func runCompare(c *cli.Context) error {
 			}
 			prog := newProgress(stderr, fmt.Sprintf("%s seed %d", algo, seed), total, c.Duration("log-every"), c.Bool("quiet"))
 			cfg.Progress = prog.update
-			r, err := runAlgo(ctx, s, cfg, !c.Bool("no-bn-recalib"), export.Options{Metadata: export.Metadata{Grid: string(s.grid)}}, "", "")
+			r, err := runAlgo(ctx, s, cfg, !c.Bool("no-bn-recalib"), export.Options{Metadata: export.Metadata{Grid: string(s.grid)}}, "", nil)
 			prog.finish()
 			if err != nil {
-				if errors.Is(err, context.Canceled) {
-					return exitError{code: exitCancelled, err: errors.New("interrupted")}
-				}
 				return err
 			}
 			if !c.Bool("quiet") {

@@ -48,6 +48,12 @@ type evalResult struct {
 }
 
 func runEval(c *cli.Context) error {
+	ctx, stop := withSignals(c.Context)
+	defer stop()
+	return interrupted(ctx, runEvalCtx(ctx, c), "")
+}
+
+func runEvalCtx(ctx context.Context, c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usagef("eval takes one MODEL.onnx argument, got %d", c.NArg())
 	}
@@ -71,7 +77,10 @@ func runEval(c *cli.Context) error {
 		return err
 	}
 	defer data.Close()
-	ev, err := evaluate(c.Context, m, ref, data.Eval, data.BatchSize, be)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ev, err := evaluate(ctx, m, ref, data.Eval, data.BatchSize, be)
 	if err != nil {
 		return err
 	}

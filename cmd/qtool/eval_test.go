@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -19,7 +20,7 @@ func runArgs(t *testing.T, args ...string) (stdout string, code int, err error) 
 	app := newApp()
 	var out strings.Builder
 	app.Writer, app.ErrWriter = &out, &out
-	err = app.Run(interspersed(app, append([]string{"qtool"}, args...)))
+	err = run(context.Background(), app, append([]string{"qtool"}, args...))
 	return out.String(), exitCode(err), err
 }
 
