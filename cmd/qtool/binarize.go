@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -379,19 +380,23 @@ func algoConfig(c *cli.Context, s *binSetup, algo network.Algo, seed uint64) (ne
 
 // algoResult is the outcome of one algorithm run.
 type algoResult struct {
-	Algo     string              `json:"algo"`
-	Seed     uint64              `json:"seed"`
-	Eval     *evalResult         `json:"-"`
-	Accuracy *float64            `json:"accuracy,omitempty"`
-	Agree    float64             `json:"agreement"`
-	Loss     float64             `json:"final_train_loss"`
-	FY       float64             `json:"final_f_y"`
-	Seconds  float64             `json:"seconds"`
-	History  []network.IterStats `json:"history"`
-	Weights  []export.Weight     `json:"-"`
-	Bytes    int64               `json:"output_bytes"`
-	Model    *onnxio.Model       `json:"-"`
-	Out      string              `json:"-"`
+	Algo     string      `json:"algo"`
+	Seed     uint64      `json:"seed"`
+	Eval     *evalResult `json:"-"`
+	Accuracy *float64    `json:"-"` // fraction; JSON has AccuracyPct
+	Agree    float64     `json:"-"`
+	// AccuracyPct and AgreementPct are Accuracy and Agree in percent, for JSON.
+	AccuracyPct  *float64            `json:"accuracy_pct,omitempty"`
+	AgreementPct float64             `json:"agreement_pct"`
+	Loss         float64             `json:"final_train_loss"`
+	FY           float64             `json:"final_f_y"`
+	Seconds      float64             `json:"seconds"`
+	History      []network.IterStats `json:"-"`
+	Iterations   []iterRecord        `json:"history"`
+	Weights      []export.Weight     `json:"-"`
+	Bytes        int64               `json:"output_bytes"`
+	Model        *onnxio.Model       `json:"-"`
+	Out          string              `json:"-"`
 }
 
 // runAlgo runs cfg on a fresh copy of the model, exports the result and measures the
@@ -493,7 +498,8 @@ func runAlgo(ctx context.Context, s *binSetup, cfg network.Config, recalib bool,
 	}
 	h := run.History()
 	r := &algoResult{Algo: string(cfg.Algo), Seed: cfg.Seed, Eval: ev, Accuracy: ev.Accuracy, Agree: *ev.Agreement,
-		History: h, Weights: ws, Bytes: int64(len(data)), Model: lm.Model, Out: out, Seconds: time.Since(start).Seconds()}
+		AccuracyPct: pctOf(ev.Accuracy), AgreementPct: toPct(*ev.Agreement), History: h, Iterations: iterRecords(h),
+		Weights: ws, Bytes: int64(len(data)), Model: lm.Model, Out: out, Seconds: roundTo(time.Since(start).Seconds(), 3)}
 	if len(h) > 0 {
 		r.Loss, r.FY = h[len(h)-1].TrainLoss, h[len(h)-1].FY
 	}
@@ -501,7 +507,8 @@ func runAlgo(ctx context.Context, s *binSetup, cfg network.Config, recalib bool,
 }
 
 // binarizeSummary is binarize's result; its JSON form (--json, --report) is part of
-// qtool's CLI interface.
+// qtool's CLI interface. Accuracies, agreements and drops are in percent (drops in
+// percentage points), rounded to 4 decimals, in the fields whose names end in _pct.
 type binarizeSummary struct {
 	Model       string   `json:"model"`
 	Output      string   `json:"output"`
@@ -516,12 +523,12 @@ type binarizeSummary struct {
 	EvalData    string   `json:"eval_data"`
 	CalibCount  int      `json:"calib_samples"`
 	EvalCount   int      `json:"eval_samples"`
-	FPAccuracy  *float64 `json:"fp_accuracy,omitempty"`
-	BinAccuracy *float64 `json:"binary_accuracy,omitempty"`
-	Agreement   float64  `json:"agreement"`
-	// DropPP is the accuracy drop in percentage points (with labels), or 100·(1 − agreement).
-	DropPP      float64  `json:"drop_pp"`
-	MaxDropPP   *float64 `json:"max_drop_pp,omitempty"`
+	FPAccuracy  *float64 `json:"fp_accuracy_pct,omitempty"`
+	BinAccuracy *float64 `json:"binary_accuracy_pct,omitempty"`
+	Agreement   float64  `json:"agreement_pct"`
+	// DropPP is the accuracy drop in percentage points (with labels), or 100 − agreement.
+	DropPP      float64  `json:"drop_pct"`
+	MaxDropPP   *float64 `json:"max_drop_pct,omitempty"`
 	GatePassed  bool     `json:"gate_passed"`
 	InputBytes  int64    `json:"input_bytes"`
 	OutputBytes int64    `json:"output_bytes"`
@@ -530,8 +537,58 @@ type binarizeSummary struct {
 	BLAS        string   `json:"blas"`
 	Warnings    []string `json:"warnings,omitempty"`
 	// Storage is export's storage report of the output against the input.
-	Storage *export.Report      `json:"storage,omitempty"`
-	History []network.IterStats `json:"history"`
+	Storage *export.Report `json:"storage,omitempty"`
+	History []iterRecord   `json:"history"`
+}
+
+// iterRecord is network.IterStats in the JSON units: percentages for fractions.
+type iterRecord struct {
+	Iter       int     `json:"iter"`
+	Rho        float64 `json:"rho"`
+	TrainLoss  float64 `json:"train_loss"`
+	FX         float64 `json:"f_x"`
+	FY         float64 `json:"f_y"`
+	Lagrangian float64 `json:"lagrangian"`
+	Residual   float64 `json:"residual"`
+	ChangedPct float64 `json:"changed_pct"`
+	// AccuracyPct is the held-out accuracy of y; absent without labels.
+	AccuracyPct  *float64 `json:"accuracy_pct,omitempty"`
+	AgreementPct float64  `json:"agreement_pct"`
+	InnerEpochs  int      `json:"inner_epochs"`
+	GradNorm     float64  `json:"grad_norm,omitempty"`
+	Seconds      float64  `json:"seconds"`
+}
+
+func iterRecords(h []network.IterStats) []iterRecord {
+	out := make([]iterRecord, 0, len(h))
+	for _, s := range h {
+		r := iterRecord{Iter: s.Iter, Rho: s.Rho, TrainLoss: s.TrainLoss, FX: s.FX, FY: s.FY, Lagrangian: s.Lagrangian,
+			Residual: s.Residual, ChangedPct: toPct(s.Changed), AgreementPct: toPct(s.Agreement),
+			InnerEpochs: s.InnerEpochs, GradNorm: s.GradNorm, Seconds: roundTo(s.Seconds, 3)}
+		if s.HasAccuracy {
+			a := toPct(s.Accuracy)
+			r.AccuracyPct = &a
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// toPct is a fraction in percent, rounded to 4 decimals: 10 000 samples resolve 0.01 %,
+// and float noise such as 0.5000000000000004 never reaches a report or a gate.
+func toPct(frac float64) float64 { return roundTo(100*frac, 4) }
+
+func pctOf(frac *float64) *float64 {
+	if frac == nil {
+		return nil
+	}
+	v := toPct(*frac)
+	return &v
+}
+
+func roundTo(v float64, decimals int) float64 {
+	p := math.Pow(10, float64(decimals))
+	return math.Round(v*p) / p
 }
 
 // testHookPending, when set by a test, sees the new output file before it is checked.
@@ -654,9 +711,9 @@ func binarize(ctx context.Context, c *cli.Context) error {
 	sum := &binarizeSummary{
 		Model: modelName, Output: out, Algo: string(algo), Grid: string(s.grid), Format: string(format), Loss: s.lossName,
 		Seed: seed, Labelled: s.labelled, CalibData: s.calibFrom, EvalData: s.evalFrom,
-		CalibCount: s.data.Calib.Len(), EvalCount: s.data.Eval.Len(), FPAccuracy: s.fp.Accuracy, BinAccuracy: res.Accuracy,
-		Agreement: res.Agree, OutputBytes: res.Bytes, BNRecalib: !c.Bool("no-bn-recalib"), BLAS: s.be.Info.Name,
-		Warnings: s.warnings, History: res.History,
+		CalibCount: s.data.Calib.Len(), EvalCount: s.data.Eval.Len(), FPAccuracy: pctOf(s.fp.Accuracy), BinAccuracy: res.AccuracyPct,
+		Agreement: res.AgreementPct, OutputBytes: res.Bytes, BNRecalib: !c.Bool("no-bn-recalib"), BLAS: s.be.Info.Name,
+		Warnings: s.warnings, History: res.Iterations,
 	}
 	if sum.Storage, err = export.Compare(s.model, res.Model, modelName, out, export.CompareOptions{}); err != nil {
 		return err
@@ -671,9 +728,9 @@ func binarize(ctx context.Context, c *cli.Context) error {
 		sum.InputBytes = fi.Size()
 	}
 	if s.fp.Accuracy != nil && res.Accuracy != nil {
-		sum.DropPP = 100 * (*s.fp.Accuracy - *res.Accuracy)
+		sum.DropPP = toPct(*s.fp.Accuracy - *res.Accuracy)
 	} else {
-		sum.DropPP = 100 * (1 - res.Agree)
+		sum.DropPP = toPct(1 - res.Agree)
 	}
 	sum.GatePassed = true
 	if c.IsSet("max-drop") {
@@ -681,7 +738,7 @@ func binarize(ctx context.Context, c *cli.Context) error {
 		sum.MaxDropPP = &md
 		sum.GatePassed = sum.DropPP <= md
 	}
-	sum.Seconds = time.Since(start).Seconds()
+	sum.Seconds = roundTo(time.Since(start).Seconds(), 3)
 	if p := c.String("report"); p != "" {
 		if err := writeReport(p, sum); err != nil {
 			return err
@@ -720,11 +777,20 @@ func checkpointHint(c *cli.Context) string {
 // openEval opens --eval-data with the same options as --data.
 func openEval(path string, o calib.Options) (calib.Dataset, error) { return calib.Open(path, o) }
 
+// pct shows a fraction in percent.
 func pct(v *float64) string {
 	if v == nil {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.2f %%", 100**v)
+}
+
+// pctText shows a value already in percent.
+func pctText(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f %%", *v)
 }
 
 func printSummary(w io.Writer, s *binarizeSummary) {
@@ -733,9 +799,9 @@ func printSummary(w io.Writer, s *binarizeSummary) {
 	fmt.Fprintf(w, "algorithm    %s, loss %s, seed %d, %d weights binarized\n", s.Algo, s.Loss, s.Seed, len(s.Targets))
 	fmt.Fprintf(w, "data         %d calibration / %d held-out samples\n", s.CalibCount, s.EvalCount)
 	if s.Labelled {
-		fmt.Fprintf(w, "accuracy     FP %s → binarized %s (drop %.2f pp), agreement %.2f %%\n", pct(s.FPAccuracy), pct(s.BinAccuracy), s.DropPP, 100*s.Agreement)
+		fmt.Fprintf(w, "accuracy     FP %s → binarized %s (drop %.2f pp), agreement %.2f %%\n", pctText(s.FPAccuracy), pctText(s.BinAccuracy), s.DropPP, s.Agreement)
 	} else {
-		fmt.Fprintf(w, "agreement    %.2f %% top-1 with the full-precision model (no labels)\n", 100*s.Agreement)
+		fmt.Fprintf(w, "agreement    %.2f %% top-1 with the full-precision model (no labels)\n", s.Agreement)
 	}
 	ratio := 0.0
 	if s.OutputBytes > 0 {
@@ -777,12 +843,16 @@ func writeReport(path string, s *binarizeSummary) error {
 	fmt.Fprintf(&b, "| | |\n|---|---|\n| model | `%s` |\n| output | `%s` (%s, %s grid) |\n| algorithm | %s, loss %s, seed %d |\n", s.Model, s.Output, s.Format, s.Grid, s.Algo, s.Loss, s.Seed)
 	fmt.Fprintf(&b, "| data | %d calibration / %d held-out samples |\n", s.CalibCount, s.EvalCount)
 	if s.Labelled {
-		fmt.Fprintf(&b, "| accuracy | FP %s → binarized %s (drop %.2f pp) |\n", pct(s.FPAccuracy), pct(s.BinAccuracy), s.DropPP)
+		fmt.Fprintf(&b, "| accuracy | FP %s → binarized %s (drop %.2f pp) |\n", pctText(s.FPAccuracy), pctText(s.BinAccuracy), s.DropPP)
 	}
-	fmt.Fprintf(&b, "| agreement with FP | %.2f %% |\n| file size | %s → %s |\n| BatchNorm re-estimated | %v |\n| time | %.1f s (%s BLAS) |\n\n", 100*s.Agreement, humanBytes(s.InputBytes), humanBytes(s.OutputBytes), s.BNRecalib, s.Seconds, s.BLAS)
+	fmt.Fprintf(&b, "| agreement with FP | %.2f %% |\n| file size | %s → %s |\n| BatchNorm re-estimated | %v |\n| time | %.1f s (%s BLAS) |\n\n", s.Agreement, humanBytes(s.InputBytes), humanBytes(s.OutputBytes), s.BNRecalib, s.Seconds, s.BLAS)
 	fmt.Fprintf(&b, "## Iterations\n\n| iter | ρ | train loss | f(y) | L(x,y,λ) | ‖x−y‖ | y changed | held-out acc. of y |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, h := range s.History {
-		fmt.Fprintf(&b, "| %d | %.3g | %.4f | %.4f | %.5g | %.4g | %.3g %% | %.2f %% |\n", h.Iter, h.Rho, h.TrainLoss, h.FY, h.Lagrangian, h.Residual, 100*h.Changed, 100*h.Accuracy)
+		acc := h.AgreementPct // without labels the held-out measure is agreement
+		if h.AccuracyPct != nil {
+			acc = *h.AccuracyPct
+		}
+		fmt.Fprintf(&b, "| %d | %.3g | %.4f | %.4f | %.5g | %.4g | %.3g %% | %.2f %% |\n", h.Iter, h.Rho, h.TrainLoss, h.FY, h.Lagrangian, h.Residual, h.ChangedPct, acc)
 	}
 	for _, w := range s.Warnings {
 		fmt.Fprintf(&b, "\n> %s\n", w)

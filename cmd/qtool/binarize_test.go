@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -299,7 +300,7 @@ func TestBinarizeJSON(t *testing.T) {
 	for key, kind := range map[string]string{
 		"model": "string", "output": "string", "algo": "string", "grid": "string", "format": "string", "loss": "string",
 		"seed": "number", "targets": "array", "labelled": "bool", "calib_samples": "number", "eval_samples": "number",
-		"fp_accuracy": "number", "binary_accuracy": "number", "agreement": "number", "drop_pp": "number",
+		"fp_accuracy_pct": "number", "binary_accuracy_pct": "number", "agreement_pct": "number", "drop_pct": "number",
 		"gate_passed": "bool", "input_bytes": "number", "output_bytes": "number", "seconds": "number",
 		"history": "array", "storage": "object", "bn_recalibrated": "bool",
 	} {
@@ -323,6 +324,22 @@ func TestBinarizeJSON(t *testing.T) {
 		}
 		if got != kind {
 			t.Errorf("%s is a %s, want %s", key, got, kind)
+		}
+	}
+	// One unit: percent, rounded to 4 decimals, in every _pct field (history included).
+	if bad := regexp.MustCompile(`"[a-z_]+_pct": -?[0-9]+\.[0-9]{5,}`).FindString(stdout.String()); bad != "" {
+		t.Errorf("unrounded percentage in the JSON: %s", bad)
+	}
+	fp, bin := m["fp_accuracy_pct"].(float64), m["binary_accuracy_pct"].(float64)
+	if fp <= 1 || fp > 100 || bin <= 1 || bin > 100 {
+		t.Errorf("accuracies %v and %v: want percentages", fp, bin)
+	}
+	if d := m["drop_pct"].(float64); math.Abs(d-(fp-bin)) > 1e-3 {
+		t.Errorf("drop_pct %v is not fp_accuracy_pct − binary_accuracy_pct = %v", d, fp-bin)
+	}
+	for _, old := range []string{"fp_accuracy", "binary_accuracy", "agreement", "drop_pp"} {
+		if _, ok := m[old]; ok {
+			t.Errorf("the JSON still has %q in another unit", old)
 		}
 	}
 	if h := m["history"].([]any); len(h) != 2 {
@@ -365,8 +382,8 @@ func TestBinarizeDistillWithoutLabels(t *testing.T) {
 	if s.Labelled || s.Loss != "distill" || s.BinAccuracy != nil || s.FPAccuracy != nil {
 		t.Errorf("labelled %v, loss %s, accuracies %v %v: want distillation and no accuracy", s.Labelled, s.Loss, s.BinAccuracy, s.FPAccuracy)
 	}
-	if s.Agreement < 0.8 {
-		t.Errorf("agreement with the full-precision model %.3f after distillation", s.Agreement)
+	if s.Agreement < 80 {
+		t.Errorf("agreement with the full-precision model %.3f %% after distillation", s.Agreement)
 	}
 	if _, code, _ := runArgs(t, binArgs(digitsModel, data, filepath.Join(dir, "e.onnx"), "--loss", "ce")...); code != exitInput {
 		t.Errorf("--loss ce without labels: exit %d, want 1", code)

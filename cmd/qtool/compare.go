@@ -53,21 +53,25 @@ Examples:
 // compareRow is one algorithm's line of the table.
 type compareRow struct {
 	Algo string `json:"algo"`
-	// Accuracy (or agreement without labels) over seeds, in [0,1].
-	AccMean   float64       `json:"accuracy_mean"`
-	AccStd    float64       `json:"accuracy_std"`
-	AgreeMean float64       `json:"agreement_mean"`
-	LossMean  float64       `json:"final_train_loss_mean"`
-	FYMean    float64       `json:"final_f_y_mean"`
-	SecMean   float64       `json:"seconds_mean"`
-	Runs      []*algoResult `json:"runs"`
+	// Accuracy (or agreement without labels) over seeds, in [0,1]; JSON has them in
+	// percent, rounded (the _pct fields).
+	AccMean      float64       `json:"-"`
+	AccStd       float64       `json:"-"`
+	AgreeMean    float64       `json:"-"`
+	AccMeanPct   float64       `json:"accuracy_mean_pct"`
+	AccStdPct    float64       `json:"accuracy_std_pct"`
+	AgreeMeanPct float64       `json:"agreement_mean_pct"`
+	LossMean     float64       `json:"final_train_loss_mean"`
+	FYMean       float64       `json:"final_f_y_mean"`
+	SecMean      float64       `json:"seconds_mean"`
+	Runs         []*algoResult `json:"runs"`
 }
 
 // compareResult is compare's output; its JSON form is part of qtool's CLI interface.
 type compareResult struct {
 	Model      string        `json:"model"`
 	Labelled   bool          `json:"labelled"`
-	FPAccuracy *float64      `json:"fp_accuracy,omitempty"`
+	FPAccuracy *float64      `json:"fp_accuracy_pct,omitempty"` // percent
 	CalibCount int           `json:"calib_samples"`
 	EvalCount  int           `json:"eval_samples"`
 	Grid       string        `json:"grid"`
@@ -115,7 +119,7 @@ func compare(ctx context.Context, c *cli.Context) error {
 	}
 	defer s.Close()
 	base := c.Uint64("seed")
-	res := &compareResult{Model: s.path, Labelled: s.labelled, FPAccuracy: s.fp.Accuracy, CalibCount: s.data.Calib.Len(),
+	res := &compareResult{Model: s.path, Labelled: s.labelled, FPAccuracy: pctOf(s.fp.Accuracy), CalibCount: s.data.Calib.Len(),
 		EvalCount: s.data.Eval.Len(), Grid: string(s.grid), Loss: s.lossName}
 	if c.NArg() == 0 {
 		res.Model = defaultModelName + ".onnx (embedded)"
@@ -184,6 +188,8 @@ func (r *compareRow) summarise(labelled bool) {
 		}
 		r.AccStd = math.Sqrt(ss / (n - 1)) // sample standard deviation, as the paper's ± is read
 	}
+	r.AccMeanPct, r.AccStdPct, r.AgreeMeanPct = toPct(r.AccMean), toPct(r.AccStd), toPct(r.AgreeMean)
+	r.SecMean = roundTo(r.SecMean, 3)
 }
 
 func (res *compareResult) markdown(w io.Writer) error {
@@ -193,7 +199,7 @@ func (res *compareResult) markdown(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "Model %s, %s grid, loss %s, %d calibration / %d held-out samples, seeds %v.\n", res.Model, res.Grid, res.Loss, res.CalibCount, res.EvalCount, res.Seeds)
 	if res.FPAccuracy != nil {
-		fmt.Fprintf(w, "Full precision: %.2f %%.\n", 100**res.FPAccuracy)
+		fmt.Fprintf(w, "Full precision: %.2f %%.\n", *res.FPAccuracy)
 	}
 	fmt.Fprintf(w, "\n| algorithm | %s (mean ± std) | agreement with FP | final train loss | final f(y) | time (s) |\n|---|---:|---:|---:|---:|---:|\n", what)
 	for _, r := range res.Rows {
@@ -213,14 +219,14 @@ func (res *compareResult) write(dir string) error {
 		return err
 	}
 	var csv strings.Builder
-	csv.WriteString("algo,seed,accuracy,agreement,final_train_loss,final_f_y,seconds\n")
+	csv.WriteString("algo,seed,accuracy_pct,agreement_pct,final_train_loss,final_f_y,seconds\n")
 	for _, r := range res.Rows {
 		for _, run := range r.Runs {
 			acc := ""
-			if run.Accuracy != nil {
-				acc = fmt.Sprintf("%.6f", *run.Accuracy)
+			if run.AccuracyPct != nil {
+				acc = fmt.Sprintf("%.4f", *run.AccuracyPct)
 			}
-			fmt.Fprintf(&csv, "%s,%d,%s,%.6f,%.6f,%.6f,%.3f\n", r.Algo, run.Seed, acc, run.Agree, run.Loss, run.FY, run.Seconds)
+			fmt.Fprintf(&csv, "%s,%d,%s,%.4f,%.6f,%.6f,%.3f\n", r.Algo, run.Seed, acc, run.AgreementPct, run.Loss, run.FY, run.Seconds)
 		}
 	}
 	if err := atomicfile.WriteBytes(filepath.Join(dir, "compare.csv"), []byte(csv.String())); err != nil {

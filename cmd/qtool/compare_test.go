@@ -28,15 +28,15 @@ func TestCompareADMMBeatsGDProj(t *testing.T) {
 		t.Fatalf("rows %+v", res.Rows)
 	}
 	gd, admm := res.Rows[0], res.Rows[1]
-	t.Logf("GD+Proj %.2f ± %.2f %%, f(y) %.4f; ADMM-Q %.2f ± %.2f %%, f(y) %.4f", 100*gd.AccMean, 100*gd.AccStd, gd.FYMean, 100*admm.AccMean, 100*admm.AccStd, admm.FYMean)
-	if admm.AccMean <= gd.AccMean {
-		t.Errorf("ADMM-Q accuracy %.4f is not above GD+Proj's %.4f", admm.AccMean, gd.AccMean)
+	t.Logf("GD+Proj %.2f ± %.2f %%, f(y) %.4f; ADMM-Q %.2f ± %.2f %%, f(y) %.4f", gd.AccMeanPct, gd.AccStdPct, gd.FYMean, admm.AccMeanPct, admm.AccStdPct, admm.FYMean)
+	if admm.AccMeanPct <= gd.AccMeanPct {
+		t.Errorf("ADMM-Q accuracy %.4f %% is not above GD+Proj's %.4f %%", admm.AccMeanPct, gd.AccMeanPct)
 	}
 	if admm.FYMean >= gd.FYMean {
 		t.Errorf("ADMM-Q's f(y) %.4f is not below GD+Proj's %.4f", admm.FYMean, gd.FYMean)
 	}
 	for _, r := range res.Rows {
-		if len(r.Runs) != 2 || len(r.Runs[0].History) != 8 {
+		if len(r.Runs) != 2 || len(r.Runs[0].Iterations) != 8 {
 			t.Errorf("%s: %d runs, want 2 with 8 iterations each", r.Algo, len(r.Runs))
 		}
 	}

@@ -36,12 +36,15 @@ Examples:
 type evalResult struct {
 	Model   string `json:"model"`
 	Samples int    `json:"samples"`
-	// Accuracy is the top-1 accuracy in [0,1]; absent when the data have no labels.
-	Accuracy *float64 `json:"accuracy,omitempty"`
-	Correct  int      `json:"correct,omitempty"`
+	// Accuracy is the top-1 accuracy in [0,1]; nil when the data have no labels. JSON
+	// carries it in percent, as every qtool JSON does (AccuracyPct).
+	Accuracy    *float64 `json:"-"`
+	AccuracyPct *float64 `json:"accuracy_pct,omitempty"`
+	Correct     int      `json:"correct,omitempty"`
 	// Ref, Agreement and MaxLogitDiff are set with --ref.
 	Ref           string   `json:"ref,omitempty"`
-	Agreement     *float64 `json:"agreement,omitempty"`
+	Agreement     *float64 `json:"-"`
+	AgreementPct  *float64 `json:"agreement_pct,omitempty"`
 	MaxLogitDiff  *float64 `json:"max_logit_diff,omitempty"`
 	SamplesPerSec float64  `json:"samples_per_sec"`
 	BLAS          string   `json:"blas"`
@@ -130,6 +133,7 @@ func evaluate(ctx context.Context, m, ref *loaded, d calib.Dataset, batchSize in
 		a, diff := mt.Agreement, mt.MaxLogitDiff
 		res.Ref, res.Agreement, res.MaxLogitDiff = ref.Path, &a, &diff
 	}
+	res.AccuracyPct, res.AgreementPct = pctOf(res.Accuracy), pctOf(res.Agreement)
 	if s := time.Since(start).Seconds(); s > 0 {
 		res.SamplesPerSec = float64(mt.Samples) / s
 	}

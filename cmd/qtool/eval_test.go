@@ -84,11 +84,11 @@ func TestEvalAgreementWithItself(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Agreement == nil || *res.Agreement != 1 || res.MaxLogitDiff == nil || *res.MaxLogitDiff != 0 {
-		t.Errorf("a model compared with itself: agreement %v, max diff %v", res.Agreement, res.MaxLogitDiff)
+	if res.AgreementPct == nil || *res.AgreementPct != 100 || res.MaxLogitDiff == nil || *res.MaxLogitDiff != 0 {
+		t.Errorf("a model compared with itself: agreement %v %%, max diff %v", res.AgreementPct, res.MaxLogitDiff)
 	}
-	if res.Samples != 1000 || res.Accuracy == nil {
-		t.Errorf("samples %d, accuracy %v", res.Samples, res.Accuracy)
+	if res.Samples != 1000 || res.AccuracyPct == nil || *res.AccuracyPct != 100*float64(res.Correct)/1000 {
+		t.Errorf("samples %d, correct %d, accuracy %v %%", res.Samples, res.Correct, res.AccuracyPct)
 	}
 }
 

@@ -325,3 +325,15 @@ func TestSIGTERM(t *testing.T) {
 		})
 	}
 }
+
+// TestPercentRounding: a drop that float arithmetic makes 0.5000000000000004 pp is
+// reported, and gated, as 0.5.
+func TestPercentRounding(t *testing.T) {
+	fp, bin := 0.9, 0.895
+	if d := toPct(fp - bin); d != 0.5 {
+		t.Errorf("toPct(%v − %v) = %v, want 0.5", fp, bin, d)
+	}
+	if a := toPct(0.8123456); a != 81.2346 {
+		t.Errorf("toPct(0.8123456) = %v, want 81.2346", a)
+	}
+}
