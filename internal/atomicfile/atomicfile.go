@@ -18,6 +18,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Error is the error of every function of the package: what was being written and why it
@@ -30,15 +31,16 @@ type Error struct {
 func (e *Error) Error() string { return "writing " + e.Path + ": " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
-// wrap names path once: an inner *fs.PathError would name the temporary file, which the
-// user never sees and which no longer exists.
+// wrap names path once: an error of the temporary file names that file, which the user
+// never sees and which no longer exists. Errors of fill (which may name its own source
+// files) pass unchanged.
 func wrap(path string, err error) error {
 	var pe *fs.PathError
 	var le *os.LinkError
 	switch {
-	case errors.As(err, &pe) && filepath.Base(pe.Path) != filepath.Base(path):
+	case errors.As(err, &pe) && strings.HasPrefix(filepath.Base(pe.Path), "."+filepath.Base(path)+".tmp"):
 		err = pe.Err
-	case errors.As(err, &le):
+	case errors.As(err, &le) && strings.HasPrefix(filepath.Base(le.Old), "."+filepath.Base(path)+".tmp"):
 		err = le.Err
 	}
 	return &Error{Path: path, Err: err}

@@ -190,3 +190,16 @@ func TestCheckWritable(t *testing.T) {
 		t.Error("a read-only folder passed")
 	}
 }
+
+// TestFillErrorKept: an error of fill that names another file keeps that name.
+func TestFillErrorKept(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "out.bin")
+	src := filepath.Join(t.TempDir(), "weights.bin")
+	err := Write(p, func(w io.Writer) error {
+		_, err := os.Open(src)
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), src) || !strings.Contains(err.Error(), p) {
+		t.Errorf("error %v: want both %s and %s named", err, p, src)
+	}
+}
