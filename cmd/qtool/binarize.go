@@ -184,7 +184,7 @@ func setupBinarize(c *cli.Context, stderr io.Writer) (*binSetup, error) {
 			return nil, usagef("--format: %v", err)
 		}
 	}
-	be, err := selectBackend()
+	be, err := selectBackend(c)
 	if err != nil {
 		return nil, err
 	}
@@ -239,6 +239,9 @@ func setupBinarize(c *cli.Context, stderr io.Writer) (*binSetup, error) {
 	}
 	if !c.IsSet("batch-size") {
 		s.data.BatchSize = defaultBinBatch
+	}
+	if err := checkTrainBatch(c, s.data, s.teacher, be); err != nil {
+		return nil, err
 	}
 	s.calibFrom = c.String("data")
 	s.evalFrom = c.String("data")
@@ -391,7 +394,7 @@ type algoResult struct {
 func runAlgo(ctx context.Context, s *binSetup, cfg network.Config, recalib bool, eo export.Options, out, resume string) (*algoResult, error) {
 	start := time.Now()
 	m := &onnxio.Model{Proto: proto.Clone(s.model.Proto).(*onnxpb.ModelProto), Name: s.model.Name, Dir: s.model.Dir}
-	g, err := engine.Build(m, engine.Options{BLAS: s.be.BLAS, Workers: s.be.Workers, Seed: cfg.Seed})
+	g, err := engine.Build(m, s.be.options(cfg.Seed))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.path, err)
 	}

@@ -51,7 +51,7 @@ func runEval(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usagef("eval takes one MODEL.onnx argument, got %d", c.NArg())
 	}
-	be, err := selectBackend()
+	be, err := selectBackend(c)
 	if err != nil {
 		return err
 	}
@@ -71,6 +71,9 @@ func runEval(c *cli.Context) error {
 		return err
 	}
 	defer data.Close()
+	if err := fitEvalBatch(c, data, be, m, ref); err != nil {
+		return err
+	}
 	ev, err := evaluate(c.Context, m, ref, data.Eval, data.BatchSize, be)
 	if err != nil {
 		return err
