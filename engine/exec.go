@@ -33,7 +33,7 @@ func (g *Graph) Forward(ctx *Context, inputs ...*Tensor) (outs []*Tensor, err er
 	g.ready = false
 	p := g.last
 	if p == nil || p.training != g.ctx.Training || p.record != g.record() || !p.matches(inputs) {
-		if err := g.checkInputs(inputs); err != nil {
+		if err := g.checkInputs(inputs, true); err != nil {
 			return nil, err
 		}
 		if p, err = g.planFor(inputs); err != nil {
@@ -204,19 +204,41 @@ func (g *Graph) planFor(inputs []*Tensor) (*plan, error) {
 	if p, ok := g.plans[string(b)]; ok {
 		return p, nil
 	}
-	p, err := g.makePlan(inputs, g.ctx.Training, g.record())
+	p, err := g.makePlan(inputs, g.ctx.Training, g.record(), false)
 	if err != nil {
 		return nil, err
 	}
 	if len(g.plans) >= maxPlans {
 		clear(g.plans)
+		g.cached = 0
 	}
 	g.plans[string(b)] = p
+	g.cached += p.bytes
 	return p, nil
 }
 
-// checkInputs validates the inputs against the model's declared inputs.
-func (g *Graph) checkInputs(inputs []*Tensor) error {
+// PlanBytes returns the bytes that the plan of a Forward with ctx and inputs allocates,
+// as Options.MaxBytes counts them, without allocating its buffers; a plan over the limit
+// gives its *MemoryError. The inputs need only their shapes and types (float data may be
+// nil); integer inputs need their values, which shapes may depend on. Like Forward, the
+// plan records for Backward when some parameter is trainable and ctx.NoGrad is not set.
+func (g *Graph) PlanBytes(ctx *Context, inputs ...*Tensor) (int64, error) {
+	if err := g.checkInputs(inputs, false); err != nil {
+		return 0, err
+	}
+	saved, ready := g.ctx, g.ready
+	defer func() { g.ctx, g.ready = saved, ready }()
+	g.setContext(ctx)
+	p, err := g.makePlan(inputs, g.ctx.Training, g.record(), true)
+	if err != nil {
+		return 0, err
+	}
+	return p.bytes, nil
+}
+
+// checkInputs validates the inputs against the model's declared inputs; without data,
+// float inputs may carry only their shape.
+func (g *Graph) checkInputs(inputs []*Tensor, data bool) error {
 	if len(inputs) != len(g.inputs) {
 		return fmt.Errorf("engine: %s: got %d inputs, the model takes %d (%s)", g.name, len(inputs), len(g.inputs), g.inputNames())
 	}
@@ -237,7 +259,10 @@ func (g *Graph) checkInputs(inputs []*Tensor) error {
 		if t.DType == Int64 {
 			n = len(t.I)
 		}
-		if n != t.Len() {
+		if _, ok := shapeElems(t.Shape); !ok {
+			return &MemoryError{Model: g.name, Input: info.Name, Shape: t.Shape, Bytes: -1, Limit: g.maxBytes()}
+		}
+		if (data || t.DType == Int64) && n != t.Len() {
 			return fmt.Errorf("engine: %s: input %q has %d values, its shape %v needs %d", g.name, info.Name, n, t.Shape, t.Len())
 		}
 		if info.Shape == nil {

@@ -24,6 +24,17 @@ type Options struct {
 	// Seed seeds the random stream Dropout draws from in training mode when the Context
 	// has no Rand.
 	Seed uint64
+	// MaxBytes bounds the memory, in bytes, of the graph's plans: what a Forward (and
+	// Backward) allocates for one input signature, namely every intermediate value and
+	// output, the values folded at plan time and, when it records for Backward, the
+	// gradient buffers. Weights, parameter gradients, the caller's inputs and kernels' small
+	// scratch buffers are not counted. Each tensor and the plan's total are checked before
+	// anything is allocated, and a plan over the limit is refused with a *MemoryError
+	// naming the node; cached plans of other signatures are dropped when the new one would
+	// not fit beside them. 0 (or less) means DefaultMaxBytes, the machine's physical
+	// memory: a plan above it could never run. Whatever the limit, shapes whose element
+	// count overflows are refused.
+	MaxBytes int64
 }
 
 // Param is a parameter of the graph: an initializer, or the tensor of a Constant node.
@@ -88,6 +99,7 @@ type Graph struct {
 	outIDs  []int
 
 	plans  map[string]*plan
+	cached int64 // bytes of the plans in plans
 	last   *plan
 	keyBuf []byte
 	// ready is set by a training-mode Forward and cleared by Backward, so that Backward
@@ -452,8 +464,25 @@ func (g *Graph) WriteParams(m *onnxio.Model) error {
 	return nil
 }
 
+// maxBytes is the memory limit of the graph's plans.
+func (g *Graph) maxBytes() int64 {
+	if g.opts.MaxBytes > 0 {
+		return g.opts.MaxBytes
+	}
+	return DefaultMaxBytes()
+}
+
+// makeRoom drops the cached plans when a new plan of n bytes would not fit beside them,
+// so that all the plans a graph holds stay within its limit.
+func (g *Graph) makeRoom(n int64) {
+	if n > g.maxBytes()-g.cached {
+		g.clearPlans()
+	}
+}
+
 func (g *Graph) clearPlans() {
 	clear(g.plans)
+	g.cached = 0
 	g.last = nil
 	g.ready = false
 }

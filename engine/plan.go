@@ -21,6 +21,7 @@ type plan struct {
 	inVals   []*Tensor // vals of the graph inputs, whose data Forward sets per run
 	steps    []step    // nodes that run, in order
 	outs     []*Tensor // returned by Forward
+	bytes    int64     // what the plan allocated: buffers, folded values, integer inputs
 
 	// Recording plans only.
 	outGrads [][]*Tensor // per graph output: its gradient buffer, nil when none flows
@@ -41,59 +42,92 @@ func noFold(op string, training bool) bool {
 	return training && (op == "Dropout" || op == "BatchNormalization")
 }
 
-// bufPool hands out buffers for values whose lifetimes do not overlap.
+// bufPool hands out buffers for values whose lifetimes do not overlap. It only plans:
+// each buffer is a slot, counted against the plan's budget when it is created, and alloc
+// makes them all once the whole plan has fit, so that a plan over the limit allocates
+// nothing.
 type bufPool struct {
-	f [][]float32
-	i [][]int64
+	b            *budget
+	slots        []poolSlot
+	freeF, freeI []int // indices of the slots free for reuse
+	owner        map[*Tensor]int
 }
 
-func (p *bufPool) get(t *Tensor) {
+type poolSlot struct {
+	dt DType
+	n  int // capacity in elements
+}
+
+// get assigns t a free slot of its type large enough for it, the smallest such, or a new
+// one; gn is the node charged when a new slot exceeds the budget.
+func (p *bufPool) get(gn *gnode, t *Tensor) error {
 	n := t.Len()
+	free := &p.freeF
 	if t.DType == Int64 {
-		best := -1
-		for j, b := range p.i {
-			if cap(b) >= n && (best < 0 || cap(b) < cap(p.i[best])) {
-				best = j
-			}
-		}
-		if best < 0 {
-			t.I = make([]int64, n)
-			return
-		}
-		t.I = p.i[best][:n]
-		p.i = slices.Delete(p.i, best, best+1)
-		return
+		free = &p.freeI
 	}
 	best := -1
-	for j, b := range p.f {
-		if cap(b) >= n && (best < 0 || cap(b) < cap(p.f[best])) {
+	for j, s := range *free {
+		if c := p.slots[s].n; c >= n && (best < 0 || c < p.slots[(*free)[best]].n) {
 			best = j
 		}
 	}
-	if best < 0 {
-		t.F = make([]float32, n)
-		return
+	if p.owner == nil {
+		p.owner = map[*Tensor]int{}
 	}
-	t.F = p.f[best][:n]
-	p.f = slices.Delete(p.f, best, best+1)
+	if best >= 0 {
+		p.owner[t] = (*free)[best]
+		*free = slices.Delete(*free, best, best+1)
+		return nil
+	}
+	if err := p.b.add(gn, "", t.Shape, int64(n)*elemBytes(t.DType)); err != nil {
+		return err
+	}
+	p.slots = append(p.slots, poolSlot{dt: t.DType, n: n})
+	p.owner[t] = len(p.slots) - 1
+	return nil
 }
 
+// put returns t's slot to the pool once its last reader has run.
 func (p *bufPool) put(t *Tensor) {
-	if t.DType == Int64 {
-		if cap(t.I) > 0 {
-			p.i = append(p.i, t.I[:0])
-		}
+	s, ok := p.owner[t]
+	if !ok {
 		return
 	}
-	if cap(t.F) > 0 {
-		p.f = append(p.f, t.F[:0])
+	if t.DType == Int64 {
+		p.freeI = append(p.freeI, s)
+	} else {
+		p.freeF = append(p.freeF, s)
+	}
+}
+
+// alloc allocates every slot and points each tensor at its slot's buffer.
+func (p *bufPool) alloc() {
+	f := make([][]float32, len(p.slots))
+	i := make([][]int64, len(p.slots))
+	for j, s := range p.slots {
+		if s.dt == Int64 {
+			i[j] = make([]int64, s.n)
+		} else {
+			f[j] = make([]float32, s.n)
+		}
+	}
+	for t, s := range p.owner {
+		if t.DType == Int64 {
+			t.I = i[s][:t.Len()]
+		} else {
+			t.F = f[s][:t.Len()]
+		}
 	}
 }
 
 // makePlan infers shapes, folds constants, assigns buffers and, when record is set,
-// schedules the backward pass, for the given inputs' shapes.
-func (g *Graph) makePlan(inputs []*Tensor, training, record bool) (p *plan, err error) {
+// schedules the backward pass, for the given inputs' shapes. Every tensor and the plan's
+// total are checked against the memory limit before they are allocated. With dry set it
+// stops short of allocating the buffers: the plan only serves its byte count.
+func (g *Graph) makePlan(inputs []*Tensor, training, record, dry bool) (p *plan, err error) {
 	p = &plan{training: training, record: record, vals: make([]*Tensor, len(g.values))}
+	b := &budget{model: g.name, limit: g.maxBytes()}
 	konst := make([]bool, len(g.values))
 	for id, v := range g.values {
 		if v.kind == kindParam {
@@ -107,7 +141,14 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record bool) (p *plan, err 
 	}
 	for i, id := range g.inIDs {
 		t := &Tensor{DType: inputs[i].DType, Shape: slices.Clone(inputs[i].Shape)}
+		size, err := b.tensor(nil, g.inputs[i].Name, t.DType, t.Shape)
+		if err != nil {
+			return nil, err
+		}
 		if t.DType == Int64 {
+			if err := b.add(nil, g.inputs[i].Name, t.Shape, size); err != nil {
+				return nil, err
+			}
 			// Integer inputs (shapes, indices, axes) are part of the signature, so that
 			// shapes computed from them are known when planning.
 			t.I, konst[id] = slices.Clone(inputs[i].I), true
@@ -160,9 +201,17 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record bool) (p *plan, err 
 			}
 		}
 		gn.out = gn.out[:len(out)]
+		sizes := make([]int64, len(out))
 		for j, t := range out {
-			if t == nil || (t.DType != Float32 && t.DType != Int64) || slices.ContainsFunc(t.Shape, func(d int) bool { return d < 0 }) {
+			if t == nil || (t.DType != Float32 && t.DType != Int64) {
 				return nil, g.nodeErr(gn, "shape inference", fmt.Errorf("kernel returned an invalid output %d", j))
+			}
+			if slices.ContainsFunc(t.Shape, func(d int) bool { return d < 0 }) {
+				return nil, g.nodeErr(gn, "shape inference", fmt.Errorf("output %d has a negative dimension in shape %v; check the shape values the model computes", j, t.Shape))
+			}
+			// Checked here, before the folding below or the buffers allocate anything.
+			if sizes[j], err = b.tensor(gn, "", t.DType, t.Shape); err != nil {
+				return nil, err
 			}
 		}
 		if known {
@@ -173,6 +222,9 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record bool) (p *plan, err 
 			// consumers (exporters compute shapes through float constants too).
 			outs := make([]*Tensor, len(out))
 			for j, t := range out {
+				if err := b.add(gn, "", t.Shape, sizes[j]); err != nil {
+					return nil, err
+				}
 				outs[j] = &Tensor{DType: t.DType, Shape: slices.Clone(t.Shape)}
 				if t.DType == Int64 {
 					outs[j].I = make([]int64, t.Len())
@@ -196,6 +248,9 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record bool) (p *plan, err 
 			t := out[j]
 			// Shape-derived integer values are constants whatever the inputs hold.
 			if t.DType == Int64 && t.Known() && len(t.I) == t.Len() {
+				if err := b.add(gn, "", t.Shape, sizes[j]); err != nil {
+					return nil, err
+				}
 				p.vals[id], konst[id] = &Tensor{DType: Int64, Shape: slices.Clone(t.Shape), I: slices.Clone(t.I)}, true
 				continue
 			}
@@ -279,11 +334,13 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record bool) (p *plan, err 
 		}
 	}
 	owned := func(id int) bool { return id >= 0 && g.values[id].kind == kindNode && !konst[id] }
-	var pool bufPool
+	pool := bufPool{b: b}
 	for s := range p.steps {
 		st := &p.steps[s]
 		for _, id := range st.node.out {
-			pool.get(p.vals[id])
+			if err := pool.get(st.node, p.vals[id]); err != nil {
+				return nil, err
+			}
 		}
 		for j, id := range st.node.in {
 			if owned(id) && lastUse[id] == s && !pinned[id] && !slices.Contains(st.node.in[:j], id) {
@@ -313,7 +370,14 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record bool) (p *plan, err 
 		p.outs = append(p.outs, p.vals[id])
 	}
 	if record {
-		g.planBackward(p, needGrad, &pool)
+		if err := g.planBackward(p, needGrad, &pool); err != nil {
+			return nil, err
+		}
+	}
+	p.bytes = b.total
+	if !dry {
+		g.makeRoom(p.bytes)
+		pool.alloc()
 	}
 	return p, nil
 }
@@ -393,27 +457,36 @@ func (g *Graph) markBackward(st *step, need []bool) {
 
 // planBackward assigns gradient buffers in reverse order, reusing forward buffers that
 // are dead once the forward pass is over.
-func (g *Graph) planBackward(p *plan, need []bool, pool *bufPool) {
+func (g *Graph) planBackward(p *plan, need []bool, pool *bufPool) error {
 	grads := make([]*Tensor, len(g.values))
-	alloc := func(id int) (*Tensor, bool) {
+	alloc := func(gn *gnode, id int) (*Tensor, bool, error) {
 		if grads[id] != nil {
-			return grads[id], false
+			return grads[id], false, nil
 		}
 		if v := g.values[id]; v.kind == kindParam {
 			grads[id] = g.params[v.index].Grad
-			return grads[id], false
+			return grads[id], false, nil
 		}
 		t := &Tensor{DType: Float32, Shape: p.vals[id].Shape}
-		pool.get(t)
+		if err := pool.get(gn, t); err != nil {
+			return nil, false, err
+		}
 		grads[id] = t
-		return t, true
+		return t, true, nil
 	}
 	p.outGrads = make([][]*Tensor, len(g.outIDs))
 	for i, id := range g.outIDs {
 		if !need[id] {
 			continue
 		}
-		t, fresh := alloc(id)
+		var gn *gnode
+		if v := g.values[id]; v.kind == kindNode {
+			gn = &g.nodes[v.index]
+		}
+		t, fresh, err := alloc(gn, id)
+		if err != nil {
+			return err
+		}
 		if fresh {
 			p.zeroOuts = append(p.zeroOuts, t)
 		}
@@ -435,7 +508,10 @@ func (g *Graph) planBackward(p *plan, need []bool, pool *bufPool) {
 			if id < 0 || !need[id] {
 				continue
 			}
-			t, fresh := alloc(id)
+			t, fresh, err := alloc(st.node, id)
+			if err != nil {
+				return err
+			}
 			if fresh {
 				st.zero = append(st.zero, t)
 			}
@@ -448,6 +524,7 @@ func (g *Graph) planBackward(p *plan, need []bool, pool *bufPool) {
 			}
 		}
 	}
+	return nil
 }
 
 // nodeErr wraps a kernel error so that it names the model and, unless the kernel already

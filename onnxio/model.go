@@ -176,7 +176,10 @@ func (m *Model) checkExternal(t *onnxpb.TensorProto, desc string) error {
 	if err != nil {
 		return fmt.Errorf("onnxio: %s: %s: %w", m.Name, desc, err)
 	}
-	path := filepath.Join(m.Dir, ext.location)
+	path, err := externalPath(m.Dir, ext.location)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("onnxio: %s: %s: %w", m.Name, desc, err)
+	}
 	st, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("onnxio: %s: %s: external data file %s is missing; keep it next to the model", m.Name, desc, path)

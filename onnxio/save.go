@@ -2,8 +2,10 @@ package onnxio
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -128,7 +130,10 @@ func (m *Model) copyExternal(dir string) error {
 			return nil
 		}
 		done[ref.location] = true
-		src := filepath.Join(m.Dir, ref.location)
+		src, err := externalPath(m.Dir, ref.location)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("onnxio: %s: %s: %w", m.Name, desc, err)
+		}
 		dst := filepath.Join(dir, ref.location)
 		in, err := os.Open(src)
 		if err != nil {
@@ -137,6 +142,11 @@ func (m *Model) copyExternal(dir string) error {
 		defer in.Close()
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			return fmt.Errorf("onnxio: writing %s: %w", dst, err)
+		}
+		// A linked subfolder in the destination would carry the copy out of it; the file
+		// itself is replaced by a rename, which never follows a link.
+		if _, err := externalPath(dir, filepath.Dir(ref.location)); err != nil {
+			return fmt.Errorf("onnxio: %s: %s: writing %s: %w", m.Name, desc, dst, err)
 		}
 		if err := atomicfile.Write(dst, func(w io.Writer) error { _, err := io.Copy(w, in); return err }); err != nil {
 			return fmt.Errorf("onnxio: %w", err)
@@ -257,7 +267,11 @@ func rawLen(t *onnxpb.TensorProto, dir string) (n int64, ok bool, err error) {
 		if ref.length >= 0 {
 			return ref.length, true, nil
 		}
-		st, err := os.Stat(filepath.Join(dir, ref.location))
+		path, err := externalPath(dir, ref.location)
+		if err != nil {
+			return 0, false, fmt.Errorf("external data: %w", err)
+		}
+		st, err := os.Stat(path)
 		if err != nil {
 			return 0, false, fmt.Errorf("external data: %w", err)
 		}

@@ -2,8 +2,10 @@ package onnxio
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -393,12 +395,48 @@ func parseExternal(t *onnxpb.TensorProto) (externalRef, error) {
 	return ref, nil
 }
 
+// externalPath returns the file holding external data at location, relative to dir, with
+// every symbolic link resolved. The lexical check of parseExternal cannot see links: a
+// link inside the folder may point anywhere, so containment is decided on the resolved
+// paths. A file that does not exist is returned unresolved with an error wrapping
+// fs.ErrNotExist, for the callers' "missing" messages.
+func externalPath(dir, location string) (string, error) {
+	if dir == "" {
+		dir = "."
+	}
+	path := filepath.Join(dir, location)
+	root, err := resolve(dir)
+	if err != nil {
+		return path, fmt.Errorf("model folder %s: %w", dir, err)
+	}
+	real, err := resolve(path)
+	if err != nil {
+		return path, err
+	}
+	if rel, err := filepath.Rel(root, real); err != nil || !filepath.IsLocal(rel) {
+		return path, fmt.Errorf("external data file %s links to %s, outside the model's folder %s; copy the data into the folder instead of linking to it", path, real, root)
+	}
+	return real, nil
+}
+
+// resolve returns path absolute, with symbolic links resolved.
+func resolve(path string) (string, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Abs(real)
+}
+
 func readExternal(t *onnxpb.TensorProto, dir string) ([]byte, error) {
 	ref, err := parseExternal(t)
 	if err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dir, ref.location)
+	path, err := externalPath(dir, ref.location)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("external data file %s cannot be opened; keep it next to the model: %w", path, err)

@@ -188,7 +188,7 @@ func setupBinarize(ctx context.Context, c *cli.Context, stderr io.Writer) (*binS
 			return nil, usagef("--opset %d: qtool writes opsets %d to %d", o, export.MinOpset, onnxio.MaxOpset)
 		}
 	}
-	be, err := selectBackend()
+	be, err := selectBackend(c)
 	if err != nil {
 		return nil, err
 	}
@@ -246,6 +246,9 @@ func setupBinarize(ctx context.Context, c *cli.Context, stderr io.Writer) (*binS
 	}
 	if !c.IsSet("batch-size") {
 		s.data.BatchSize = defaultBinBatch
+	}
+	if err := checkTrainBatch(c, s.data, s.teacher, be); err != nil {
+		return nil, err
 	}
 	s.calibFrom = c.String("data")
 	s.evalFrom = c.String("data")
@@ -409,7 +412,7 @@ type algoResult struct {
 func runAlgo(ctx context.Context, s *binSetup, cfg network.Config, recalib bool, eo export.Options, out string, resume []byte) (*algoResult, error) {
 	start := time.Now()
 	m := &onnxio.Model{Proto: proto.Clone(s.model.Proto).(*onnxpb.ModelProto), Name: s.model.Name, Dir: s.model.Dir}
-	g, err := engine.Build(m, engine.Options{BLAS: s.be.BLAS, Workers: s.be.Workers, Seed: cfg.Seed})
+	g, err := engine.Build(m, s.be.options(cfg.Seed))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.path, err)
 	}

@@ -34,7 +34,7 @@ func dataFlags() []cli.Flag {
 		&cli.StringFlag{Name: "mean", Category: cat, Usage: "per-channel `a,b,c` subtracted after scaling (one value: every channel)"},
 		&cli.StringFlag{Name: "std", Category: cat, Usage: "per-channel `a,b,c` divided by after --mean (one value: every channel)"},
 		&cli.StringFlag{Name: "layout", Category: cat, Value: "nchw", Usage: "layout of 4-D arrays in .npy/.npz files: nchw or nhwc (images are always put in the model's layout)"},
-		&cli.StringFlag{Name: "max-memory", Category: cat, Value: "2GiB", Usage: "`BYTES` of decoded data kept in memory; larger data sets are read from disk batch by batch (e.g. 512MiB, 4GB)"},
+		&cli.StringFlag{Name: "max-memory", Category: cat, Value: "2GiB", Usage: "`BYTES` of memory (e.g. 512MiB, 4GB) for the decoded data kept in memory (larger data sets are read from disk batch by batch) and, separately, for the engine: a batch plus the model's buffers; eval lowers a --batch-size that does not fit, binarize and compare refuse it"},
 	}
 }
 

@@ -60,7 +60,7 @@ func runEvalCtx(ctx context.Context, c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usagef("eval takes one MODEL.onnx argument, got %d", c.NArg())
 	}
-	be, err := selectBackend()
+	be, err := selectBackend(c)
 	if err != nil {
 		return err
 	}
@@ -81,6 +81,9 @@ func runEvalCtx(ctx context.Context, c *cli.Context) error {
 	}
 	defer data.Close()
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := fitEvalBatch(c, data, be, m, ref); err != nil {
 		return err
 	}
 	ev, err := evaluate(ctx, m, ref, data.Eval, data.BatchSize, be)

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"runtime"
 
 	gblas "gonum.org/v1/gonum/blas"
@@ -19,20 +21,35 @@ func seedFlag() cli.Flag {
 	return &cli.Uint64Flag{Name: "seed", Value: 1, Usage: "`SEED` for every random choice; the same inputs and seed give bit-identical outputs"}
 }
 
-// backend is the BLAS and worker configuration a command runs with.
+// backend is the BLAS, worker and memory configuration a command runs with.
 type backend struct {
 	BLAS    gblas.Float32
 	Info    blas.Info
 	Workers int
+	// MaxMemory is --max-memory: it bounds the engine's plans of every graph the command
+	// builds, as well as the decoded data kept in memory.
+	MaxMemory int64
 }
 
-// selectBackend chooses the BLAS from QTOOL_BLAS. An unknown mode is a usage error.
-func selectBackend() (backend, error) {
+// selectBackend chooses the BLAS from QTOOL_BLAS and reads --max-memory, where the command
+// has it. An unknown mode or a bad size is a usage error.
+func selectBackend(c *cli.Context) (backend, error) {
 	impl, info, err := blas.Select(blas.ModeFromEnv())
 	if err != nil {
 		return backend{}, usagef("%s: %v", blas.EnvVar, err)
 	}
-	return backend{BLAS: impl, Info: info, Workers: runtime.GOMAXPROCS(0)}, nil
+	be := backend{BLAS: impl, Info: info, Workers: runtime.GOMAXPROCS(0), MaxMemory: calib.DefaultMaxMemory}
+	if s := c.String("max-memory"); s != "" {
+		if be.MaxMemory, err = calib.ParseSize(s); err != nil {
+			return backend{}, usagef("--max-memory: %v", err)
+		}
+	}
+	return be, nil
+}
+
+// options are the engine options of a graph run with be and seed.
+func (be backend) options(seed uint64) engine.Options {
+	return engine.Options{BLAS: be.BLAS, Workers: be.Workers, Seed: seed, MaxBytes: be.MaxMemory}
 }
 
 // loaded is a model ready to run.
@@ -52,7 +69,7 @@ func loadModel(path string, be backend, seed uint64) (*loaded, error) {
 }
 
 func buildModel(m *onnxio.Model, path string, be backend, seed uint64) (*loaded, error) {
-	g, err := engine.Build(m, engine.Options{BLAS: be.BLAS, Workers: be.Workers, Seed: seed})
+	g, err := engine.Build(m, be.options(seed))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -81,4 +98,170 @@ func (l *loaded) input() calib.Input {
 		classes = out[len(out)-1]
 	}
 	return calib.Input{Name: in.Name, Shape: shape, Classes: classes}
+}
+
+// batchNeed is the memory a batch size takes: the batch buffer calib allocates (samples
+// and labels) plus the engine's plans, from plans(b) for the b samples a batch holds.
+type batchNeed struct {
+	d     calib.Dataset
+	plans func(b int) (int64, error)
+}
+
+func (n batchNeed) bytes(bs int) (int64, error) {
+	data := int64(bs) * int64(calib.SampleSize(n.d)) * 4
+	if n.d.HasLabels() {
+		data += int64(bs) * 8
+	}
+	p, err := n.plans(min(bs, n.d.Len()))
+	return data + p, err
+}
+
+// largest returns the largest batch size up to bs whose need fits in limit, or 0 when
+// none does. Plans grow with the batch, so a bisection finds it. An error planning one
+// sample is the model's and is returned as it is; above one sample a *engine.MemoryError
+// only means that the batch is too large.
+func (n batchNeed) largest(bs int, limit int64) (int, error) {
+	b, err := n.bytes(1)
+	if err != nil {
+		return 0, err
+	}
+	if b > limit {
+		return 0, nil
+	}
+	lo, hi := 1, bs // need(lo) fits; find the largest that does
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		b, err := n.bytes(mid)
+		var me *engine.MemoryError
+		switch {
+		case errors.As(err, &me) || (err == nil && b > limit):
+			hi = mid - 1
+		case err != nil:
+			return 0, err
+		default:
+			lo = mid
+		}
+	}
+	return lo, nil
+}
+
+// sampleInput is a shape-only model input for a batch of b samples of d.
+func sampleInput(d calib.Dataset, b int) *engine.Tensor {
+	shape := []int{b}
+	for _, s := range d.SampleShape() {
+		shape = append(shape, int(s))
+	}
+	return engine.NewFloat(shape, nil)
+}
+
+// fitEvalBatch lowers data.BatchSize for evaluating the models on data.Eval to the largest
+// batch whose data and inference plans fit in be.MaxMemory, with a one-line note on
+// stderr. In inference each sample's outputs do not depend on the batch it is in, so only
+// the speed changes. A batch larger than the data set is lowered to it silently.
+func fitEvalBatch(c *cli.Context, data *dataSets, be backend, models ...*loaded) error {
+	need := batchNeed{d: data.Eval, plans: func(b int) (int64, error) {
+		var sum int64
+		for _, m := range models {
+			if m == nil {
+				continue
+			}
+			// Engine errors name the model file already.
+			n, err := m.Graph.PlanBytes(&engine.Context{NoGrad: true}, sampleInput(data.Eval, b))
+			if err != nil {
+				return 0, err
+			}
+			sum += n
+		}
+		return sum, nil
+	}}
+	bs := min(data.BatchSize, max(data.Eval.Len(), 1))
+	want, err := need.bytes(bs)
+	var me *engine.MemoryError
+	if err == nil && want <= be.MaxMemory {
+		data.BatchSize = bs
+		return nil
+	}
+	if err != nil && !errors.As(err, &me) {
+		return err
+	}
+	fit, err := need.largest(bs, be.MaxMemory)
+	if err != nil {
+		return err
+	}
+	if fit == 0 {
+		return fmt.Errorf("%s: one sample needs more than --max-memory %s for the data and the engine; raise --max-memory", models[0].Path, sizeString(be.MaxMemory))
+	}
+	w := c.App.ErrWriter
+	if w == nil {
+		w = os.Stderr
+	}
+	fmt.Fprintf(w, "qtool: note: --batch-size %d does not fit in --max-memory %s; evaluating in batches of %d\n", data.BatchSize, sizeString(be.MaxMemory), fit)
+	data.BatchSize = fit
+	return nil
+}
+
+// checkTrainBatch refuses a batch size whose data, training plan (every float parameter
+// trainable, as binarization trains weights, biases and normalisation parameters) and the
+// teacher's inference plan do not fit in be.MaxMemory. It is a usage error naming the
+// largest batch that fits: unlike evaluation, the batch size changes the training.
+func checkTrainBatch(c *cli.Context, data *dataSets, teacher *loaded, be backend) error {
+	var student *engine.Graph
+	need := batchNeed{d: data.Calib, plans: func(b int) (int64, error) {
+		x := sampleInput(data.Calib, b)
+		// Engine errors name the model file already.
+		t, err := teacher.Graph.PlanBytes(&engine.Context{NoGrad: true}, x)
+		if err != nil {
+			return 0, err
+		}
+		s, err := student.PlanBytes(&engine.Context{Training: true}, x)
+		return t + s, err
+	}}
+	// A graph of its own, so that the teacher stays frozen.
+	student, err := engine.Build(teacher.Model, be.options(0))
+	if err != nil {
+		return fmt.Errorf("%s: %w", teacher.Path, err)
+	}
+	var names []string
+	for _, p := range student.Params() {
+		if p.Value.DType == engine.Float32 {
+			names = append(names, p.Name)
+		}
+	}
+	if err := student.SetTrainable(names...); err != nil {
+		return fmt.Errorf("%s: %w", teacher.Path, err)
+	}
+	bs := data.BatchSize
+	want, werr := need.bytes(bs)
+	var me *engine.MemoryError
+	if werr == nil && want <= be.MaxMemory {
+		return nil
+	}
+	if werr != nil && !errors.As(werr, &me) {
+		return werr
+	}
+	fit, err := need.largest(bs, be.MaxMemory)
+	if err != nil {
+		return err
+	}
+	if fit == 0 {
+		return usagef("--max-memory %s: training %s needs more for a single sample; raise --max-memory", sizeString(be.MaxMemory), teacher.Path)
+	}
+	if werr != nil { // a single tensor is over the limit: the plan stopped at it
+		return usagef("--batch-size %d: training %s on batches of %d needs a tensor larger than --max-memory %s; the largest batch that fits is %d", bs, teacher.Path, bs, sizeString(be.MaxMemory), fit)
+	}
+	return usagef("--batch-size %d: training %s on batches of %d needs %s for the data and the engine, over --max-memory %s; the largest batch that fits is %d", bs, teacher.Path, bs, sizeString(want), sizeString(be.MaxMemory), fit)
+}
+
+// sizeString writes n in the largest binary unit that keeps it at or above one, in the
+// form --max-memory accepts.
+func sizeString(n int64) string {
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.size {
+			return fmt.Sprintf("%.3g%s", float64(n)/float64(u.size), u.name)
+		}
+	}
+	return fmt.Sprintf("%dB", n)
 }

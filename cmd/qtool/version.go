@@ -13,7 +13,7 @@ func versionCommand() *cli.Command {
 		Usage:     "print qtool's version, the Go runtime and the BLAS in use",
 		UsageText: "qtool version\n\nExample:\n   QTOOL_BLAS=go qtool version",
 		Action: func(c *cli.Context) error {
-			be, err := selectBackend()
+			be, err := selectBackend(c)
 			if err != nil {
 				return err
 			}
