@@ -186,9 +186,15 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 		} else if k, err = makeKernel(b, n); err != nil {
 			bad = append(bad, err.Error())
 		}
+		var outTypes []onnxpb.TensorProto_DataType
 		if t, ok := k.(outputTyper); ok {
-			for i, dt := range t.outputTypes() {
-				if outs := np.GetOutput(); i < len(outs) && outs[i] != "" && dt != onnxpb.TensorProto_UNDEFINED {
+			outTypes = t.outputTypes()
+		} else if sameType(np.GetOpType()) && len(n.InputTypes) > 0 {
+			outTypes = slices.Repeat(n.InputTypes[:1], len(np.GetOutput()))
+		}
+		for i, dt := range outTypes {
+			if outs := np.GetOutput(); i < len(outs) && outs[i] != "" && dt != onnxpb.TensorProto_UNDEFINED {
+				if _, declared := types[outs[i]]; !declared {
 					types[outs[i]] = dt
 				}
 			}
@@ -237,6 +243,16 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 // Node.InputTypes.
 type outputTyper interface {
 	outputTypes() []onnxpb.TensorProto_DataType
+}
+
+// sameType reports whether op moves data without changing its element type, so that
+// its outputs have the type of its first input.
+func sameType(op string) bool {
+	switch op {
+	case "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Gather", "Expand":
+		return true
+	}
+	return false
 }
 
 // declaredTypes collects the element types the model states for its values: parameters'

@@ -27,18 +27,24 @@ func quantOps() map[string]Builder {
 	}
 }
 
-// quantRange is the saturation range of the integer types QuantizeLinear produces, and
-// the first opset that allows each.
-var quantRange = map[onnxpb.TensorProto_DataType]struct {
-	lo, hi float64
-	opset  int64
-}{
-	onnxpb.TensorProto_UINT8:  {0, 255, 10},
-	onnxpb.TensorProto_INT8:   {-128, 127, 10},
-	onnxpb.TensorProto_UINT16: {0, 65535, 21},
-	onnxpb.TensorProto_INT16:  {-32768, 32767, 21},
-	onnxpb.TensorProto_UINT4:  {0, 15, 21},
-	onnxpb.TensorProto_INT4:   {-8, 7, 21},
+// quantRange returns the saturation range of an integer type QuantizeLinear produces
+// and the first opset that allows it; ok is false for the types it cannot produce.
+func quantRange(dt onnxpb.TensorProto_DataType) (lo, hi float64, opset int64, ok bool) {
+	switch dt {
+	case onnxpb.TensorProto_UINT8:
+		return 0, 255, 10, true
+	case onnxpb.TensorProto_INT8:
+		return -128, 127, 10, true
+	case onnxpb.TensorProto_UINT16:
+		return 0, 65535, 21, true
+	case onnxpb.TensorProto_INT16:
+		return -32768, 32767, 21, true
+	case onnxpb.TensorProto_UINT4:
+		return 0, 15, 21, true
+	case onnxpb.TensorProto_INT4:
+		return -8, 7, 21, true
+	}
+	return 0, 0, 0, false
 }
 
 // quantParams is what both ops share: the axis and block size attributes and how scale
@@ -216,14 +222,14 @@ func buildQuantizeLinear(n *Node) (Kernel, error) {
 	} else if attr != onnxpb.TensorProto_UNDEFINED {
 		to = attr
 	}
-	r, ok := quantRange[to]
+	lo, hi, since, ok := quantRange(to)
 	switch {
 	case !ok:
 		return nil, n.Errorf("quantizing to %s is not supported (qtool quantizes to int8, uint8, int16, uint16, int4 and uint4)", to)
-	case n.Opset < r.opset:
-		return nil, n.Errorf("quantizing to %s needs opset %d; the model imports opset %d", to, r.opset, n.Opset)
+	case n.Opset < since:
+		return nil, n.Errorf("quantizing to %s needs opset %d; the model imports opset %d", to, since, n.Opset)
 	}
-	return &quantizeKernel{quantParams: q, to: to, lo: r.lo, hi: r.hi}, nil
+	return &quantizeKernel{quantParams: q, to: to, lo: lo, hi: hi}, nil
 }
 
 func (k *quantizeKernel) outputTypes() []onnxpb.TensorProto_DataType {
