@@ -115,7 +115,7 @@ func TestBinarizeFormatsGridsInOnnxruntime(t *testing.T) {
 // differ by more than 1e-4 absolute.
 func compareWithORT(t *testing.T, what, path string, shape []int64, x, want []float32) {
 	t.Helper()
-	s, err := ortref.NewSessionFile(path, ortref.Options{IntraOpThreads: 1, NoSpinning: true, })
+	s, err := ortref.NewSessionFile(path, ortref.Options{IntraOpThreads: 1, NoSpinning: true, Config: ortQDQConfig})
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
