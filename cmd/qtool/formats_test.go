@@ -22,7 +22,9 @@ const formatSamples = 64
 // unfused (the comparison passes without the entry too); it is set so that the
 // comparison stays one of float semantics should a MatMul model join them. It changes
 // nothing for the packed and float files, which have no DequantizeLinear.
-var ortQDQConfig = map[string]string{"session.qdq_matmulnbits_accuracy_level": "1"}
+func ortQDQConfig() map[string]string {
+	return map[string]string{"session.qdq_matmulnbits_accuracy_level": "1"}
+}
 
 // TestBinarizeFormatsGridsInOnnxruntime runs `binarize` with a tiny budget for every
 // --format × --grid on every shipped model, plus qdq at --opset 21 (INT4 storage) for the
@@ -115,7 +117,7 @@ func TestBinarizeFormatsGridsInOnnxruntime(t *testing.T) {
 // differ by more than 1e-4 absolute.
 func compareWithORT(t *testing.T, what, path string, shape []int64, x, want []float32) {
 	t.Helper()
-	s, err := ortref.NewSessionFile(path, ortref.Options{IntraOpThreads: 1, NoSpinning: true, Config: ortQDQConfig})
+	s, err := ortref.NewSessionFile(path, ortref.Options{IntraOpThreads: 1, NoSpinning: true, Config: ortQDQConfig()})
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
