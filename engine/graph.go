@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 
 	"gonum.org/v1/gonum/blas"
@@ -181,8 +182,12 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %s: %w", m.Name, err)
 	}
+	types := declaredTypes(g.params, gp)
 	for _, np := range order {
 		n := &Node{Proto: np, Opset: opset}
+		for _, in := range np.GetInput() {
+			n.InputTypes = append(n.InputTypes, types[in])
+		}
 		var k Kernel
 		if d := np.GetDomain(); d != "" && d != "ai.onnx" {
 			bad = append(bad, n.Errorf("op %s of domain %q is not supported", np.GetOpType(), d).Error())
@@ -192,6 +197,19 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 			bad = append(bad, err.Error())
 		} else if k, err = makeKernel(b, n); err != nil {
 			bad = append(bad, err.Error())
+		}
+		var outTypes []onnxpb.TensorProto_DataType
+		if t, ok := k.(outputTyper); ok {
+			outTypes = t.outputTypes()
+		} else if sameType(np.GetOpType()) && len(n.InputTypes) > 0 {
+			outTypes = slices.Repeat(n.InputTypes[:1], len(np.GetOutput()))
+		}
+		for i, dt := range outTypes {
+			if outs := np.GetOutput(); i < len(outs) && outs[i] != "" && dt != onnxpb.TensorProto_UNDEFINED {
+				if _, declared := types[outs[i]]; !declared {
+					types[outs[i]] = dt
+				}
+			}
 		}
 		gn := gnode{n: n, op: np.GetOpType(), k: k}
 		for _, in := range np.GetInput() {
@@ -230,6 +248,38 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 		g.outIDs = append(g.outIDs, id)
 	}
 	return g, nil
+}
+
+// outputTyper is implemented by kernels whose output element types are fixed by their
+// attributes or inputs' types (Cast, QuantizeLinear), so that later nodes see them in
+// Node.InputTypes.
+type outputTyper interface {
+	outputTypes() []onnxpb.TensorProto_DataType
+}
+
+// sameType reports whether op moves data without changing its element type, so that
+// its outputs have the type of its first input.
+func sameType(op string) bool {
+	switch op {
+	case "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Gather", "Expand":
+		return true
+	}
+	return false
+}
+
+// declaredTypes collects the element types the model states for its values: parameters'
+// stored types, then graph inputs, outputs and value_info.
+func declaredTypes(params []*Param, gp *onnxpb.GraphProto) map[string]onnxpb.TensorProto_DataType {
+	types := map[string]onnxpb.TensorProto_DataType{}
+	for _, vi := range slices.Concat(gp.GetInput(), gp.GetOutput(), gp.GetValueInfo()) {
+		if dt := onnxpb.TensorProto_DataType(vi.GetType().GetTensorType().GetElemType()); dt != onnxpb.TensorProto_UNDEFINED {
+			types[vi.GetName()] = dt
+		}
+	}
+	for _, p := range params {
+		types[p.Name] = p.stored
+	}
+	return types
 }
 
 // checkNodeInputs verifies that a node gives every input its op requires, so that kernels

@@ -116,6 +116,20 @@ type Node struct {
 	// for the semantics that changed between opsets (axes as inputs since 13, Softmax's
 	// axis since 13, and so on).
 	Opset int64
+	// InputTypes holds the ONNX element type of each input where the graph states it (an
+	// initializer's or Constant's stored type, a declared graph input, output or
+	// value_info, the target of a Cast) and UNDEFINED elsewhere. The engine carries every
+	// integer type as int64, so ops whose result depends on the width, such as
+	// QuantizeLinear's saturation range, read it from here.
+	InputTypes []onnxpb.TensorProto_DataType
+}
+
+// InputType returns the declared element type of input i, or UNDEFINED.
+func (n *Node) InputType(i int) onnxpb.TensorProto_DataType {
+	if i < len(n.InputTypes) {
+		return n.InputTypes[i]
+	}
+	return onnxpb.TensorProto_UNDEFINED
 }
 
 // Name returns the node's name, or a description when the exporter left it empty.

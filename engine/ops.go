@@ -4,7 +4,7 @@ package engine
 // It builds a fresh map per call so that no package state is shared between graphs.
 func builders() map[string]Builder {
 	m := map[string]Builder{}
-	for _, set := range []map[string]Builder{nnOps(), elementwiseOps(), shapeOps()} {
+	for _, set := range []map[string]Builder{nnOps(), elementwiseOps(), shapeOps(), quantOps()} {
 		for k, b := range set {
 			m[k] = b
 		}
@@ -22,7 +22,7 @@ func requiredInputs(op string, opset int64) (n int, variadic bool) {
 	case "Constant":
 		return 0, false
 	case "Add", "Sub", "Mul", "Div", "Pow", "PRelu", "MatMul", "Conv", "ConvTranspose",
-		"Expand", "Gather", "Reshape", "LayerNormalization":
+		"Expand", "Gather", "Reshape", "LayerNormalization", "DequantizeLinear", "QuantizeLinear":
 		return 2, false
 	case "Gemm":
 		if opset < 11 {

@@ -68,6 +68,10 @@ func buildCast(n *Node) (Kernel, error) {
 	return &castKernel{n: n, to: to}, nil
 }
 
+func (k *castKernel) outputTypes() []onnxpb.TensorProto_DataType {
+	return []onnxpb.TensorProto_DataType{k.to}
+}
+
 func (k *castKernel) dtype() DType {
 	if onnxio.IsFloat(k.to) {
 		return Float32

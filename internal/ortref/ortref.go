@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -154,6 +155,11 @@ type Options struct {
 	// that onnxruntime does not steal CPU time from code running after it in
 	// the same process (for example qtool's engine in a comparison).
 	NoSpinning bool
+	// Config holds session configuration entries (AddSessionConfigEntry), such as
+	// "session.qdq_matmulnbits_accuracy_level": "1", which keeps the MatMulNBits kernel
+	// that onnxruntime fuses DequantizeLinear→MatMul into from quantizing its
+	// activations to int8, so that a qdq file computes its float semantics.
+	Config map[string]string
 }
 
 // Session is a loaded model that can be run many times. It is not safe for
@@ -217,6 +223,13 @@ func sessionOptions(opts Options) (*ort.SessionOptions, error) {
 		if err := so.AddSessionConfigEntry("session.intra_op.allow_spinning", "0"); err != nil {
 			so.Destroy()
 			return nil, fmt.Errorf("ortref: disabling spinning: %w", err)
+		}
+	}
+	// Sorted, so that a session is configured the same way on every run.
+	for _, k := range slices.Sorted(maps.Keys(opts.Config)) {
+		if err := so.AddSessionConfigEntry(k, opts.Config[k]); err != nil {
+			so.Destroy()
+			return nil, fmt.Errorf("ortref: session config %s=%s: %w", k, opts.Config[k], err)
 		}
 	}
 	return so, nil

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/qtool/qtool/admmq/network"
+	"github.com/qtool/qtool/export"
+	"github.com/qtool/qtool/internal/ortref"
+)
+
+// formatSamples is how many samples each written file is evaluated on, in both runtimes.
+const formatSamples = 64
+
+// ortQDQConfig keeps onnxruntime computing a qdq file's float semantics: it fuses
+// DequantizeLinear→MatMul into MatMulNBits, whose default accuracy level 4 quantizes the
+// activations to int8 as well, and level 1 accumulates in float32 (README, export). The
+// shipped models feed their weights to Gemm and Conv, which onnxruntime 1.30 leaves
+// unfused (the comparison passes without the entry too); it is set so that the
+// comparison stays one of float semantics should a MatMul model join them. It changes
+// nothing for the packed and float files, which have no DequantizeLinear.
+func ortQDQConfig() map[string]string {
+	return map[string]string{"session.qdq_matmulnbits_accuracy_level": "1"}
+}
+
+// TestBinarizeFormatsGridsInOnnxruntime runs `binarize` with a tiny budget for every
+// --format × --grid on every shipped model, plus qdq at --opset 21 (INT4 storage) for the
+// grids that fit 4 bits. Each written file must run in onnxruntime 1.30 to the logits
+// qtool's engine computes for the same file, and the packed, qdq and float files of one
+// seed — the same trained weights — must compute bit-identical logits in the engine.
+// qdq on opset-9 digits-mlp is refused by design, with advice that the test follows.
+func TestBinarizeFormatsGridsInOnnxruntime(t *testing.T) {
+	ortref.Require(t)
+	dir := t.TempDir()
+	models := []struct {
+		name, data string
+		opset      int64
+	}{
+		{"digits-mlp", digitsData, 9},
+		{"fmnist-mlp", fmnistCalib, 13},
+		{"fmnist-cnn", fmnistCalib, 13},
+		{"fmnist-resnet", fmnistCalib, 14},
+	}
+	formats := []export.Format{export.Packed, export.QDQ, export.Float}
+	for _, m := range models {
+		model := filepath.Join("../../testmodels", m.name+".onnx")
+		for _, grid := range network.Grids() {
+			t.Run(m.name+"/"+string(grid), func(t *testing.T) {
+				run := func(format export.Format, extra ...string) (string, int, string) {
+					out := filepath.Join(dir, fmt.Sprintf("%s-%s-%s%s.onnx", m.name, grid, format, strings.Join(extra, "")))
+					args := append([]string{"binarize", model, "--data", m.data, "-o", out, "--format", string(format), "--grid", string(grid),
+						"--iters", "1", "--inner-steps", "1", "--limit", "64", "--seed", "3", "-q"}, extra...)
+					o, code, err := runArgs(t, args...)
+					if err != nil {
+						o += err.Error() // main prints the error; runArgs returns it
+					}
+					return out, code, o
+				}
+				type written struct {
+					what   string
+					logits []float32
+				}
+				var files []written
+				check := func(what, path string, code int, out string) {
+					if code != 0 {
+						t.Fatalf("%s: exit %d\n%s", what, code, out)
+					}
+					logits, shape, x := engineLogits(t, path, m.data, formatSamples)
+					compareWithORT(t, what, path, shape, x, logits)
+					files = append(files, written{what, logits})
+				}
+				for _, f := range formats {
+					path, code, out := run(f)
+					if f == export.QDQ && m.opset < 10 {
+						// By design: DequantizeLinear needs opset 10; the message says so.
+						if code != 1 || !strings.Contains(out, "pass --opset 10") {
+							t.Fatalf("qdq on opset %d: exit %d, want 1 with advice to pass --opset 10:\n%s", m.opset, code, out)
+						}
+						path, code, out = run(f, "--opset", "10")
+						check("qdq --opset 10", path, code, out)
+						continue
+					}
+					check(string(f), path, code, out)
+				}
+				if lv := grid.Levels(); lv[0] >= -8 && lv[len(lv)-1] <= 7 && m.opset >= 10 {
+					path, code, out := run(export.QDQ, "--opset", "21")
+					check("qdq --opset 21 (INT4)", path, code, out)
+				}
+				// packed and qdq both turn the weights into constants the engine folds
+				// from integer levels and scales, so they must agree bit for bit. In the
+				// float file the weights are parameters, which lets inference plans fold
+				// a following BatchNormalization into a Conv (engine/fuse.go): the same
+				// function up to float rounding, documented within 1e-5 relative.
+				for _, w := range files[1:] {
+					if w.what == string(export.Float) {
+						if err := closeLogits(w.logits, files[0].logits, 1e-5); err != nil {
+							t.Errorf("float and %s files of the same run compute different functions: %v", files[0].what, err)
+						}
+						continue
+					}
+					if i := firstDifference(w.logits, files[0].logits); i >= 0 {
+						t.Errorf("%s and %s files of the same run compute different logits: [%d] %v vs %v",
+							w.what, files[0].what, i, w.logits[i], files[0].logits[i])
+					}
+				}
+			})
+		}
+	}
+}
+
+// compareWithORT runs a written file in onnxruntime on x and checks its logits against
+// the engine's, sample by sample, within 1e-4·max(1, ‖engine logits‖∞): ±1 weights
+// without a scale give logits in the thousands, where float32 sums in another order
+// differ by more than 1e-4 absolute.
+func compareWithORT(t *testing.T, what, path string, shape []int64, x, want []float32) {
+	t.Helper()
+	s, err := ortref.NewSessionFile(path, ortref.Options{IntraOpThreads: 1, NoSpinning: true, Config: ortQDQConfig()})
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	defer s.Close()
+	res, err := s.Run([]ortref.Tensor{{Name: s.InputNames()[0], Shape: shape, Data: x}})
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if err := closeLogits(res[0].Data, want, 1e-4); err != nil {
+		t.Fatalf("%s: onnxruntime against the engine: %v", what, err)
+	}
+}
+
+// closeLogits checks got against want sample by sample (formatSamples samples)
+// within tol·max(1, ‖want‖∞).
+func closeLogits(got, want []float32, tol float64) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%d logits, want %d", len(got), len(want))
+	}
+	k := len(want) / formatSamples
+	for i := 0; i < len(want); i += k {
+		scale := 1.0
+		for _, v := range want[i : i+k] {
+			scale = max(scale, math.Abs(float64(v)))
+		}
+		for j := i; j < i+k; j++ {
+			if d := math.Abs(float64(got[j]) - float64(want[j])); !(d <= tol*scale) {
+				return fmt.Errorf("sample %d: logit %v, want %v (|diff| %.3g > %g·%.3g)", i/k, got[j], want[j], d, tol, scale)
+			}
+		}
+	}
+	return nil
+}
+
+// firstDifference returns the first index where a and b differ in value or length, or -1.
+func firstDifference(a, b []float32) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	if len(a) != len(b) {
+		return min(len(a), len(b))
+	}
+	return -1
+}
