@@ -77,7 +77,7 @@ func BenchmarkGemm64(b *testing.B) {
 		b.Run("avx512", func(b *testing.B) { run(b, gemmSIMD) })
 	}
 	b.Run("go", func(b *testing.B) { run(b, gemmFMA) })
-	if g, _, err := openBLASDgemm(); err == nil {
-		b.Run("openblas", func(b *testing.B) { run(b, g()) })
+	if haveAVX2() {
+		b.Run("avx2", func(b *testing.B) { run(b, gemmAVX2) })
 	}
 }

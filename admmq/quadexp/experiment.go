@@ -9,12 +9,14 @@
 // the rows (ADMM-S's norm is taken row by row, one row being one run's variable); the tests
 // check the batched runs against admmq.Run start by start.
 //
-// Every product element is the chain of fused multiply-adds in index order that OpenBLAS's
-// dgemm computes, so one run's numbers do not depend on which other runs share its product.
-// That is what allows the speed: rows that reached a fixed point leave the product, and
-// cache-sized regions of rows go through all iterations one after the other. On amd64 with
-// AVX-512 the passes and the product are assembly (kernels_amd64.s); elsewhere OpenBLAS or
-// Go compute the same bits, more slowly.
+// Every product element is the chain of fused multiply-adds in index order (gemmFMA), so
+// one run's numbers do not depend on which other runs share its product. That is what
+// allows the speed: rows that reached a fixed point leave the product, and cache-sized
+// regions of rows go through all iterations one after the other. Only qtool's own kernels
+// compute it — a BLAS library chooses its summation order per CPU and per thread count, so
+// it could not promise the same bits. On amd64 with AVX-512 the passes and the product are
+// assembly (kernels_amd64.s); with AVX2 the product is (gemm_amd64.s) and the passes are
+// Go; elsewhere all is Go. Every choice computes the same bits.
 package quadexp
 
 import (
@@ -263,8 +265,8 @@ func (j *job) seed(cfg Config) uint64 {
 // Options controls how Run executes; none of it changes the results.
 type Options struct {
 	Workers int // 0 means runtime.NumCPU()
-	// PureGo uses the Go passes and the Go FMA product instead of the AVX-512 assembly or
-	// OpenBLAS; the results are the same bits, only slower.
+	// PureGo uses the Go passes and the Go FMA product instead of the assembly; the
+	// results are the same bits, only slower.
 	PureGo bool
 	// Progress, if non-nil, is called after each finished job (from the calling goroutine's
 	// point of view serially).
@@ -272,31 +274,27 @@ type Options struct {
 }
 
 // kernels is the arithmetic one worker uses. Every choice computes the same bits: the
-// AVX-512 passes equal the Go passes, and the products are all the sequential FMA chain of
-// gemmFMA.
+// AVX-512 passes equal the Go passes, and every product is gemmFMA's chain.
 type kernels struct {
 	simd bool     // AVX-512 passes and product for rows whose length is a multiple of 8
-	gemm gemmFunc // the product otherwise
+	gemm gemmFunc // the product otherwise: gemmFMA or its AVX2 assembly
 }
 
-// chooseKernels picks the fastest arithmetic available and names it for the results.
+// Arithmetic names, for results, what every kernel computes. It is one string because the
+// results do not depend on the kernel: files written on any CPU are the same bytes.
+const Arithmetic = "sequential FMA products (qtool's own kernels, the same bits on every CPU)"
+
+// chooseKernels picks the fastest kernels this CPU runs and names them for logs.
 func chooseKernels(pureGo bool) (newKernels func() kernels, name string) {
-	if pureGo || os.Getenv("QTOOL_BLAS") == "go" {
-		return func() kernels { return kernels{gemm: gemmFMA} }, "Go (sequential FMA products)"
-	}
-	blas, blasName, err := openBLASDgemm()
 	switch {
-	case haveSIMD() && err == nil:
-		// OpenBLAS computes the same products for rows the assembly does not take.
-		return func() kernels { return kernels{simd: true, gemm: blas()} },
-			"AVX-512 assembly (sequential FMA products, bit-identical to OpenBLAS dgemm)"
+	case pureGo || os.Getenv("QTOOL_BLAS") == "go":
+		return func() kernels { return kernels{gemm: gemmFMA} }, "Go"
 	case haveSIMD():
-		return func() kernels { return kernels{simd: true, gemm: gemmFMA} },
-			"AVX-512 assembly (sequential FMA products, bit-identical to OpenBLAS dgemm)"
-	case err == nil:
-		return func() kernels { return kernels{gemm: blas()} }, blasName + " with Go passes"
+		return func() kernels { return kernels{simd: true, gemm: gemmFMA} }, "AVX-512 assembly"
+	case haveAVX2():
+		return func() kernels { return kernels{gemm: gemmAVX2} }, "AVX2 products, Go passes"
 	}
-	return func() kernels { return kernels{gemm: gemmFMA} }, "Go (sequential FMA products)"
+	return func() kernels { return kernels{gemm: gemmFMA} }, "Go"
 }
 
 // Run executes the protocol and returns its results.
@@ -363,7 +361,7 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Results, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			k := newKernels() // per worker: the OpenBLAS caller keeps its arguments in place
+			k := newKernels()
 			for j := range next {
 				err := runJob(ctx, cfg, insts[j.pair][j.inst], j, k)
 				mu.Lock()
@@ -395,7 +393,9 @@ feed:
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return assemble(cfg, insts, jobs, backend), nil
+	res := assemble(cfg, insts, jobs, Arithmetic)
+	res.Kernels = backend
+	return res, nil
 }
 
 // regionElems bounds, in matrix elements, the rows that go through all iterations together.

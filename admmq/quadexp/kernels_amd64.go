@@ -5,7 +5,30 @@ package quadexp
 import "golang.org/x/sys/cpu"
 
 // haveSIMD reports whether the AVX-512 passes of kernels_amd64.s can run here.
+// golang.org/x/sys/cpu applies GODEBUG (cpu.avx512f=off) to these flags, which is how
+// tests run the other kernels on an AVX-512 machine.
 func haveSIMD() bool { return cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ }
+
+// haveAVX2 reports whether gemm256 (gemm_amd64.s) can run here.
+func haveAVX2() bool { return cpu.X86.HasAVX2 && cpu.X86.HasFMA }
+
+//go:noescape
+func gemm256(m, n, k int, a *float64, lda int, b *float64, ldb int, c *float64, ldc int)
+
+// gemmAVX2 is gemmFMA in AVX2 assembly for the columns that fill whole 4-lane registers;
+// the remaining columns (and k = 0) go to gemmFMA, which computes the same bits.
+func gemmAVX2(m, n, k int, a []float64, lda int, b []float64, ldb int, c []float64, ldc int) {
+	n4 := n &^ 3
+	if m == 0 || n4 == 0 || k == 0 {
+		gemmFMA(m, n, k, a, lda, b, ldb, c, ldc)
+		return
+	}
+	_, _, _ = a[(m-1)*lda+k-1], b[(k-1)*ldb+n4-1], c[(m-1)*ldc+n4-1]
+	gemm256(m, n4, k, &a[0], lda, &b[0], ldb, &c[0], ldc)
+	if n4 < n {
+		gemmFMA(m, n-n4, k, a, lda, b[n4:], ldb, c[n4:], ldc)
+	}
+}
 
 //go:noescape
 func yQ512(x, l, y, w, b *float64, n, d int, inv, iv, v, rho float64)

@@ -6,6 +6,13 @@ package quadexp
 // same bits.
 func haveSIMD() bool { return false }
 
+// haveAVX2 is false for the same reason.
+func haveAVX2() bool { return false }
+
+func gemmAVX2(m, n, k int, a []float64, lda int, b []float64, ldb int, c []float64, ldc int) {
+	gemmFMA(m, n, k, a, lda, b, ldb, c, ldc)
+}
+
 func yQSIMD(x, l, y, w, b []float64, c passConsts) { yQGo(x, l, y, w, b, c) }
 
 func zSSIMD(x, l, z, zt, sq []float64, c passConsts) { zSGo(x, l, z, zt, sq, c) }

@@ -40,8 +40,11 @@ func (s *Score) UnmarshalJSON(b []byte) error {
 // Results is the outcome of Run.
 type Results struct {
 	Config Config       `json:"config"`
-	BLAS   string       `json:"blas"`
+	BLAS   string       `json:"blas"` // the arithmetic (Arithmetic), not the kernel: no result depends on the kernel
 	Pairs  []PairResult `json:"pairs"`
+	// Kernels names the kernels Run used on this CPU, for logs; it is kept out of the
+	// files so that they are the same bytes on every machine.
+	Kernels string `json:"-"`
 }
 
 // PairResult holds the instances of one parameter pair.

@@ -17,21 +17,23 @@ func benchCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "bench",
 		Usage:     "reproduce the paper's experiments",
-		UsageText: "qtool bench quadratic [flags]\n\nExample:\n   qtool bench quadratic --quick --out /tmp/q",
+		UsageText: "qtool bench quadratic --out DIR [flags]\n\nExample:\n   qtool bench quadratic --quick --out /tmp/q",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "quadratic",
 				Usage: "reproduce the quadratic experiment (paper §6.1, appendix F): ADMM-Q/S/R vs PGD and GD+Proj over 8ℤ^d",
-				UsageText: "qtool bench quadratic [--out DIR] [--seed N] [--quick] [--workers N]\n\n" +
+				UsageText: "qtool bench quadratic --out DIR [--seed N] [--quick] [--workers N]\n\n" +
 					"Examples:\n" +
-					"   qtool bench quadratic                 # full protocol (about 10 minutes on 2 cores), writes docs/quadratic/\n" +
-					"   qtool bench quadratic --quick --out /tmp/q   # reduced protocol, under 30 s",
+					"   qtool bench quadratic --quick --out /tmp/q   # reduced protocol, under 30 s\n" +
+					"   qtool bench quadratic --out docs/quadratic   # full protocol (about 10 minutes on 2 cores), replaces the committed results",
 				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "out", Value: "docs/quadratic", Usage: "output folder for results.csv, results.json, summary.md and the PNG figures"},
+					// No default: a default folder would be docs/quadratic, and a trial run
+					// from the repository would silently replace the committed results.
+					&cli.StringFlag{Name: "out", Usage: "output folder for results.csv, results.json, summary.md and the PNG figures (required)"},
 					&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the problem instances, starts and ADMM-R masks"},
 					&cli.BoolFlag{Name: "quick", Usage: "reduced protocol (2 instances, 10 starts, 1000 iterations, PGD 3000)"},
 					&cli.IntFlag{Name: "workers", Value: runtime.NumCPU(), Usage: "parallel jobs; results do not depend on it"},
-					&cli.BoolFlag{Name: "pure-go", Usage: "use the portable Go arithmetic instead of AVX-512 assembly or OpenBLAS: same results, much slower (also QTOOL_BLAS=go)"},
+					&cli.BoolFlag{Name: "pure-go", Usage: "use the portable Go kernels instead of the AVX-512/AVX2 assembly: same bits, slower (also QTOOL_BLAS=go)"},
 					&cli.StringFlag{Name: "pairs", Usage: "run only these (v,d,σ²) pairs, e.g. \"8,16,30;8,8,30\"; a pair's results do not depend on the others"},
 					&cli.StringSliceFlag{Name: "merge", Usage: "instead of running, combine the results.json files of runs over different pairs"},
 					&cli.StringFlag{Name: "note", Usage: "text to put under the summary's header (for --merge: how the parts were run)"},
@@ -51,7 +53,7 @@ func benchQuadratic(c *cli.Context) error {
 	}
 	out := c.String("out")
 	if out == "" {
-		return usagef("--out must name a folder")
+		return usagef("bench quadratic needs --out DIR (e.g. --out /tmp/q; --out docs/quadratic replaces the committed results)")
 	}
 	if files := c.StringSlice("merge"); len(files) > 0 {
 		return mergeQuadratic(c, files, out)
@@ -101,7 +103,7 @@ func benchQuadratic(c *cli.Context) error {
 		return fmt.Errorf("bench quadratic: %w", err)
 	}
 	fmt.Fprintf(c.App.Writer, "bench quadratic: %d pairs × %d instances × %d starts in %s (%s); wrote %s/summary.md\n",
-		len(cfg.Pairs), cfg.Instances, cfg.Starts, elapsed.Round(time.Second), res.BLAS, out)
+		len(cfg.Pairs), cfg.Instances, cfg.Starts, elapsed.Round(time.Second), res.Kernels, out)
 	return nil
 }
 

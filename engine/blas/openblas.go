@@ -3,7 +3,10 @@ package blas
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	gblas "gonum.org/v1/gonum/blas"
 )
@@ -27,10 +30,8 @@ func DefaultLibraries() []string {
 type Options struct {
 	// Path is the shared library to load; empty tries DefaultLibraries.
 	Path string
-	// Threads is the number of threads each OpenBLAS call may use. Zero
-	// keeps the library's own setting: the number of cores unless an
-	// environment variable such as OPENBLAS_NUM_THREADS says otherwise; see
-	// SetThreads for why that default suits the engine.
+	// Threads is the number of goroutines one call may spread over; zero
+	// means GOMAXPROCS. It changes speed only, never results: see SetThreads.
 	Threads int
 }
 
@@ -62,7 +63,8 @@ const (
 // An OpenBLAS is safe for concurrent use.
 type OpenBLAS struct {
 	Go
-	lib *openblasLib
+	lib     *openblasLib
+	threads atomic.Int32 // goroutines per call; 0 means GOMAXPROCS
 }
 
 var _ gblas.Float32 = (*OpenBLAS)(nil)
@@ -88,10 +90,14 @@ func LoadOpenBLAS(opts Options) (*OpenBLAS, error) {
 			errs = append(errs, err.Error())
 			continue
 		}
+		// OpenBLAS's own threading splits a product differently for each
+		// thread count, and the split changes the bits (measured for sgemm and
+		// sgemv, both SkylakeX and Haswell kernels), so OPENBLAS_NUM_THREADS
+		// changed qtool's results. Every call is single-threaded; qtool
+		// spreads the work itself, in pieces that depend only on the shape.
+		lib.setNumThreads(1)
 		o := &OpenBLAS{lib: lib}
-		if opts.Threads > 0 {
-			o.SetThreads(opts.Threads)
-		}
+		o.threads.Store(int32(opts.Threads))
 		return o, nil
 	}
 	return nil, fmt.Errorf("openblas: cannot load %s: %s; %s", strings.Join(names, " or "), strings.Join(errs, "; "), InstallHint)
@@ -102,14 +108,20 @@ func (o *OpenBLAS) Info() Info {
 	return Info{Name: ModeOpenBLAS, Library: o.lib.path, Config: o.lib.config, Threads: o.Threads()}
 }
 
-// Threads returns the number of threads each OpenBLAS call may use.
-func (o *OpenBLAS) Threads() int { return int(o.lib.getNumThreads()) }
+// Threads returns the number of goroutines one call may spread over.
+func (o *OpenBLAS) Threads() int {
+	if n := int(o.threads.Load()); n > 0 {
+		return n
+	}
+	return runtime.GOMAXPROCS(0)
+}
 
-// SetThreads sets the number of threads each OpenBLAS call may use. The
-// setting belongs to the library, so it is shared by every OpenBLAS value in
-// the process.
+// SetThreads sets the number of goroutines one call of o may spread over
+// (n < 1: GOMAXPROCS). Results do not depend on it: a product is cut into
+// pieces by its shape alone (splitParts), each piece is one single-threaded
+// OpenBLAS call, and the goroutines only decide which core runs which piece.
 //
-// The default, one thread per core, suits qtool: the engine's big products
+// The default, one goroutine per core, suits qtool: the engine's big products
 // (an MLP layer at batch 256) mostly run one at a time, and OpenBLAS then
 // spreads each over both cores. Measured on the 2-core machine (which was
 // shared, so per CPU-second figures are the reliable ones), a call with two
@@ -120,12 +132,54 @@ func (o *OpenBLAS) Threads() int { return int(o.lib.getNumThreads()) }
 // efficient; an engine that knows it runs two BLAS streams for a long
 // stretch may SetThreads(1) for it. Splitting a product's rows over two
 // goroutines that each call a single-threaded OpenBLAS was no better than
-// OpenBLAS's own threading. BenchmarkThreads and BenchmarkSplit measure this.
+// OpenBLAS's own threading, which is why qtool can split the work itself and
+// keep its results independent of the thread count. BenchmarkThreads and
+// BenchmarkSplit measure this.
 func (o *OpenBLAS) SetThreads(n int) {
-	if n < 1 {
-		n = 1
+	o.threads.Store(int32(max(n, 0)))
+}
+
+// Work, in multiply-adds, below which a call stays in one piece, and the most
+// pieces a call is cut into. A piece of 2²¹ multiply-adds takes about 50 µs on
+// one core, so the goroutine and the foreign call (a few µs) stay small.
+const (
+	splitWork = 1 << 21
+	maxParts  = 16
+	partAlign = 16 // rows or columns per piece are a multiple of this
+)
+
+// splitParts cuts dim (the rows or the columns of the result) into pieces for
+// a call of work multiply-adds. It depends on nothing but its arguments: that
+// is what makes results independent of the thread count.
+func splitParts(dim, work int) (size, parts int) {
+	parts = min(work/splitWork, maxParts, dim/partAlign)
+	if parts <= 1 {
+		return dim, 1
 	}
-	o.lib.setNumThreads(int32(n))
+	size = (dim + parts - 1) / parts
+	size = (size + partAlign - 1) / partAlign * partAlign
+	return size, (dim + size - 1) / size
+}
+
+// run calls piece(p) for p in [0, parts) over at most Threads goroutines.
+func (o *OpenBLAS) run(parts int, piece func(p int)) {
+	w := min(o.Threads(), parts)
+	if w <= 1 {
+		for p := range parts {
+			piece(p)
+		}
+		return
+	}
+	var next atomic.Int32
+	var wg sync.WaitGroup
+	for range w {
+		wg.Go(func() {
+			for p := int(next.Add(1)) - 1; p < parts; p = int(next.Add(1)) - 1 {
+				piece(p)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // fitsCInt reports whether every value fits OpenBLAS's 32-bit C int; larger
@@ -168,8 +222,34 @@ func (o *OpenBLAS) Sgemm(tA, tB gblas.Transpose, m, n, k int, alpha float32, a [
 		// independent of the library version.
 		scaleMatrix(m, n, 0, c, ldc)
 	}
-	o.lib.sgemm(cblasRowMajor, cblasTransOf(aTrans), cblasTransOf(bTrans), int32(m), int32(n), int32(k),
-		alpha, &a[0], int32(lda), &b[0], int32(ldb), beta, &c[0], int32(ldc))
+	ta, tb := cblasTransOf(aTrans), cblasTransOf(bTrans)
+	gemm := func(m, n, aOff, bOff, cOff int) {
+		o.lib.sgemm(cblasRowMajor, ta, tb, int32(m), int32(n), int32(k),
+			alpha, &a[aOff], int32(lda), &b[bOff], int32(ldb), beta, &c[cOff], int32(ldc))
+	}
+	if m >= n {
+		// Pieces of rows of C: rows of op(A), which are columns of A when transposed.
+		size, parts := splitParts(m, m*n*k)
+		o.run(parts, func(p int) {
+			r0 := p * size
+			aOff := r0 * lda
+			if aTrans {
+				aOff = r0
+			}
+			gemm(min(size, m-r0), n, aOff, 0, r0*ldc)
+		})
+		return
+	}
+	// Pieces of columns of C: columns of op(B), which are rows of B when transposed.
+	size, parts := splitParts(n, m*n*k)
+	o.run(parts, func(p int) {
+		j0 := p * size
+		bOff := j0
+		if bTrans {
+			bOff = j0 * ldb
+		}
+		gemm(m, min(size, n-j0), 0, bOff, j0)
+	})
 }
 
 // scaleMatrix sets C = beta*C for the m×n matrix C, writing zeros without
@@ -211,8 +291,32 @@ func (o *OpenBLAS) Sgemv(tA gblas.Transpose, m, n int, alpha float32, a []float3
 		// As in Sgemm: y is not read, whatever the library version does.
 		o.Implementation.Sscal(lenY, 0, y, incAbsY)
 	}
-	o.lib.sgemv(cblasRowMajor, cblasTransOf(isTrans(tA)), int32(m), int32(n),
-		alpha, &a[0], int32(lda), &x[0], int32(incX), beta, &y[0], int32(incY))
+	trans := isTrans(tA)
+	gemv := func(m, n, aOff, yOff int) {
+		o.lib.sgemv(cblasRowMajor, cblasTransOf(trans), int32(m), int32(n),
+			alpha, &a[aOff], int32(lda), &x[0], int32(incX), beta, &y[yOff], int32(incY))
+	}
+	if incY < 0 {
+		// A negative increment walks y backwards from its end; not worth
+		// splitting for, and one piece is as deterministic as any split.
+		gemv(m, n, 0, 0)
+		return
+	}
+	if !trans {
+		// Pieces of y = pieces of rows of A.
+		size, parts := splitParts(m, m*n)
+		o.run(parts, func(p int) {
+			r0 := p * size
+			gemv(min(size, m-r0), n, r0*lda, r0*incY)
+		})
+		return
+	}
+	// y = Aᵀx: pieces of y = pieces of columns of A.
+	size, parts := splitParts(n, m*n)
+	o.run(parts, func(p int) {
+		j0 := p * size
+		gemv(m, min(size, n-j0), j0, j0*incY)
+	})
 }
 
 // Saxpy computes y += alpha * x with the same checks and panics as gonum.
