@@ -718,9 +718,12 @@ func binarize(ctx context.Context, c *cli.Context) error {
 		Agreement: res.AgreementPct, OutputBytes: res.Bytes, BNRecalib: !c.Bool("no-bn-recalib"), BLAS: s.be.Info.Name,
 		Warnings: s.warnings, History: res.Iterations,
 	}
-	if sum.Storage, err = export.Compare(s.model, res.Model, modelName, out, export.CompareOptions{}); err != nil {
+	// The sizes are read while the model's file still exists; the report then names it
+	// as the summary does.
+	if sum.Storage, err = export.Compare(s.model, res.Model, s.path, out, export.CompareOptions{}); err != nil {
 		return err
 	}
+	sum.Storage.Original = modelName
 	if c.NArg() == 0 {
 		sum.CalibData, sum.EvalData = "fmnist-calib.npz (embedded)", "fmnist-calib.npz (embedded)"
 	}
