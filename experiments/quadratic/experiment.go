@@ -1,4 +1,4 @@
-// Package quadexp reproduces the quadratic experiment of the ADMM-Q paper (section 6.1 and
+// Package quadratic reproduces the quadratic experiment of the ADMM-Q paper (section 6.1 and
 // appendix F): min ½xᵀQx + bᵀx over x ∈ vℤ^d, Q = Q̃ᵀQ̃ + q̃q̃ᵀ with Q̃_ij ~ N(0,1),
 // q̃_i ~ N(0,σ²), b = 20·N(0,1), starts x⁰ = 10·N(0,1), solved by ADMM-Q, ADMM-S, ADMM-R,
 // PGD and GD+Proj over the paper's hyper-parameter grids.
@@ -17,7 +17,7 @@
 // it could not promise the same bits. On amd64 with AVX-512 the passes and the product are
 // assembly (kernels_amd64.s); with AVX2 the product is (gemm_amd64.s) and the passes are
 // Go; elsewhere all is Go. Every choice computes the same bits.
-package quadexp
+package quadratic
 
 import (
 	"context"
