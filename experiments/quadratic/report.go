@@ -82,7 +82,38 @@ func ReadJSON(rd io.Reader) (*Results, error) {
 	if err := json.NewDecoder(rd).Decode(&r); err != nil {
 		return nil, fmt.Errorf("quadratic: decoding results: %w", err)
 	}
+	r.renameOldMethods()
 	return &r, nil
+}
+
+// oldGDProj is admmq.GDProj's name before it became the project-wide "gd-proj".
+const oldGDProj admmq.Method = "gd+proj"
+
+// renameOldMethods gives GD+Proj its current name in results written before the rename,
+// so that --merge can combine parts of a long run made on either side of it: the report
+// finds methods by name and would otherwise miss GD+Proj in the older parts.
+func (r *Results) renameOldMethods() {
+	rename := func(m *admmq.Method) {
+		if *m == oldGDProj {
+			*m = admmq.GDProj
+		}
+	}
+	for pi := range r.Pairs {
+		for ii := range r.Pairs[pi].Instances {
+			in := &r.Pairs[pi].Instances[ii]
+			for mi := range in.Methods {
+				mr := &in.Methods[mi]
+				rename(&mr.Method)
+				rename(&mr.Best.Method)
+				for gi := range mr.Grid {
+					rename(&mr.Grid[gi].Method)
+				}
+			}
+			for di := range in.Diffs {
+				rename(&in.Diffs[di].Method)
+			}
+		}
+	}
 }
 
 // Merge combines results of runs that used the same protocol on different pairs (pairs are
