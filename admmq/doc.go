@@ -1,15 +1,21 @@
 // Package admmq implements the ADMM-Q family of algorithms for optimisation over discrete
-// sets (Ghaffari-style "ADMM for quantization", AISTATS 2021): ADMM-Q (Alg. 1), the inexact
-// I-ADMM-Q (Alg. 2), ADMM-R with random masks (Alg. 3), ADMM-S with soft projection
-// (Alg. 4), and the baselines PGD and GD+Proj.
+// sets, from T. Huang, P. Singhania, M. Sanjabi, P. Mitra and M. Razaviyayn, "Alternating
+// Direction Method of Multipliers for Quantization", AISTATS 2021: ADMM-Q (Alg. 1), the
+// inexact I-ADMM-Q (Alg. 2), ADMM-R with random masks (Alg. 3), ADMM-S with soft projection
+// (Alg. 4), and the baselines PGD and GD+Proj ("gd-proj", the name used across qtool).
+//
+// The package is pure math over float vectors and tensors: it knows nothing of ONNX or of
+// the engine, so that the algorithms can be tested and reused apart from any model format.
+// admmq/network drives it on ONNX networks, and experiments/quadratic on the paper's
+// quadratic problems.
 //
 // The package has three layers.
 //
 // Sets. A [Set] is a quantization set with a cheap Euclidean projection: {−1,+1}, ±α
 // (per tensor or per output channel, α fixed or jointly optimal), ternary {−α,0,+α}
 // with its exact projection, symmetric k-bit grids, the integer box {a..b}^d and the
-// lattice vℤ^d. Sets project float64 vectors and float32 tensors with a shape; the
-// output-channel axis of an ONNX weight is given by [ChannelAxis].
+// lattice vℤ^d. Sets project float64 vectors and float32 tensors with a shape; the caller
+// says which axis is the output channel ([Layout]).
 //
 // Steps. The y-update of each variant ([UpdateYQ], [UpdateYR], [SoftPrepare] with
 // [SoftFactor] and [SoftApply]), the dual update [UpdateDual], the penalty gradient

@@ -37,7 +37,7 @@ const (
 	ADMMR  Method = "admm-r"   // Alg. 3, Bernoulli(p) masks on the y-update
 	ADMMS  Method = "admm-s"   // Alg. 4, soft projection
 	PGD    Method = "pgd"      // x = P_A(x − ∇f(x)/ρ)
-	GDProj Method = "gd+proj"  // x = x − ∇f(x)/ρ, y = P_A(x)
+	GDProj Method = "gd-proj"  // x = x − ∇f(x)/ρ, y = P_A(x); the name admmq/network and the CLI use
 )
 
 // Options configures Run.

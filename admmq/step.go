@@ -35,10 +35,6 @@ func project[T Float](p Projector, dst, src []T, l Layout) error {
 	return fmt.Errorf("admmq: element type %T not supported; use float32 or float64", dst)
 }
 
-// Project writes P_A(src) into dst (which may alias src) using the Projector method of
-// T's width.
-func Project[T Float](p Projector, dst, src []T, l Layout) error { return project(p, dst, src, l) }
-
 // Shift sets z = x + λ/ρ, the point the y-update projects.
 func Shift[T Float](z, x, lambda []T, rho float64) {
 	inv := 1 / rho

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/qtool/qtool/admmq/quadexp"
+	"github.com/qtool/qtool/experiments/quadratic"
 	"github.com/urfave/cli/v2"
 )
 
@@ -58,10 +58,10 @@ func benchQuadratic(c *cli.Context) error {
 	if files := c.StringSlice("merge"); len(files) > 0 {
 		return mergeQuadratic(c, files, out)
 	}
-	cfg := quadexp.PaperConfig(c.Uint64("seed"))
+	cfg := quadratic.PaperConfig(c.Uint64("seed"))
 	cmd := "qtool bench quadratic"
 	if c.Bool("quick") {
-		cfg = quadexp.QuickConfig(c.Uint64("seed"))
+		cfg = quadratic.QuickConfig(c.Uint64("seed"))
 		cmd += " --quick"
 	}
 	if spec := c.String("pairs"); spec != "" {
@@ -82,7 +82,7 @@ func benchQuadratic(c *cli.Context) error {
 	}
 	start := time.Now()
 	last := time.Time{}
-	res, err := quadexp.Run(c.Context, cfg, quadexp.Options{
+	res, err := quadratic.Run(c.Context, cfg, quadratic.Options{
 		Workers: c.Int("workers"),
 		PureGo:  c.Bool("pure-go"),
 		Progress: func(done, total int) {
@@ -99,7 +99,7 @@ func benchQuadratic(c *cli.Context) error {
 		return fmt.Errorf("bench quadratic: %w", err)
 	}
 	elapsed := time.Since(start)
-	if err := quadexp.WriteAll(out, res, quadexp.Meta{Command: cmd, Elapsed: elapsed, Workers: c.Int("workers"), Note: c.String("note")}); err != nil {
+	if err := quadratic.WriteAll(out, res, quadratic.Meta{Command: cmd, Elapsed: elapsed, Workers: c.Int("workers"), Note: c.String("note")}); err != nil {
 		return fmt.Errorf("bench quadratic: %w", err)
 	}
 	fmt.Fprintf(c.App.Writer, "bench quadratic: %d pairs × %d instances × %d starts in %s (%s); wrote %s/summary.md\n",
@@ -108,8 +108,8 @@ func benchQuadratic(c *cli.Context) error {
 }
 
 // parsePairs reads "v,d,σ²;v,d,σ²".
-func parsePairs(spec string) ([]quadexp.Pair, error) {
-	var out []quadexp.Pair
+func parsePairs(spec string) ([]quadratic.Pair, error) {
+	var out []quadratic.Pair
 	for _, part := range strings.Split(spec, ";") {
 		f := strings.Split(strings.TrimSpace(part), ",")
 		if len(f) != 3 {
@@ -121,7 +121,7 @@ func parsePairs(spec string) ([]quadexp.Pair, error) {
 		if err := errors.Join(err1, err2, err3); err != nil {
 			return nil, fmt.Errorf("pair %q: %w", part, err)
 		}
-		out = append(out, quadexp.Pair{V: v, D: d, Sigma2: s2})
+		out = append(out, quadratic.Pair{V: v, D: d, Sigma2: s2})
 	}
 	return out, nil
 }
@@ -129,25 +129,25 @@ func parsePairs(spec string) ([]quadexp.Pair, error) {
 // mergeQuadratic combines results.json files of runs over different pairs and writes the
 // combined outputs.
 func mergeQuadratic(c *cli.Context, files []string, out string) error {
-	var parts []*quadexp.Results
+	var parts []*quadratic.Results
 	for _, name := range files {
 		f, err := os.Open(name)
 		if err != nil {
 			return fmt.Errorf("bench quadratic --merge: %w", err)
 		}
-		r, err := quadexp.ReadJSON(f)
+		r, err := quadratic.ReadJSON(f)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("bench quadratic --merge %s: %w", name, err)
 		}
 		parts = append(parts, r)
 	}
-	res, err := quadexp.Merge(parts)
+	res, err := quadratic.Merge(parts)
 	if err != nil {
 		return fmt.Errorf("bench quadratic --merge: %w", err)
 	}
-	meta := quadexp.Meta{Command: "qtool bench quadratic --merge " + strings.Join(files, ",") + " --out " + out, Note: c.String("note")}
-	if err := quadexp.WriteAll(out, res, meta); err != nil {
+	meta := quadratic.Meta{Command: "qtool bench quadratic --merge " + strings.Join(files, ",") + " --out " + out, Note: c.String("note")}
+	if err := quadratic.WriteAll(out, res, meta); err != nil {
 		return fmt.Errorf("bench quadratic: %w", err)
 	}
 	fmt.Fprintf(c.App.Writer, "bench quadratic: merged %d pairs from %d files into %s\n", len(res.Pairs), len(files), out)

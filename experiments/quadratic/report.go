@@ -1,4 +1,4 @@
-package quadexp
+package quadratic
 
 import (
 	"bufio"
@@ -80,16 +80,47 @@ func WriteJSON(w io.Writer, r *Results) error {
 func ReadJSON(rd io.Reader) (*Results, error) {
 	var r Results
 	if err := json.NewDecoder(rd).Decode(&r); err != nil {
-		return nil, fmt.Errorf("quadexp: decoding results: %w", err)
+		return nil, fmt.Errorf("quadratic: decoding results: %w", err)
 	}
+	r.renameOldMethods()
 	return &r, nil
+}
+
+// oldGDProj is admmq.GDProj's name before it became the project-wide "gd-proj".
+const oldGDProj admmq.Method = "gd+proj"
+
+// renameOldMethods gives GD+Proj its current name in results written before the rename,
+// so that --merge can combine parts of a long run made on either side of it: the report
+// finds methods by name and would otherwise miss GD+Proj in the older parts.
+func (r *Results) renameOldMethods() {
+	rename := func(m *admmq.Method) {
+		if *m == oldGDProj {
+			*m = admmq.GDProj
+		}
+	}
+	for pi := range r.Pairs {
+		for ii := range r.Pairs[pi].Instances {
+			in := &r.Pairs[pi].Instances[ii]
+			for mi := range in.Methods {
+				mr := &in.Methods[mi]
+				rename(&mr.Method)
+				rename(&mr.Best.Method)
+				for gi := range mr.Grid {
+					rename(&mr.Grid[gi].Method)
+				}
+			}
+			for di := range in.Diffs {
+				rename(&in.Diffs[di].Method)
+			}
+		}
+	}
 }
 
 // Merge combines results of runs that used the same protocol on different pairs (pairs are
 // keyed by their values, so a pair's instances do not depend on which other pairs ran).
 func Merge(parts []*Results) (*Results, error) {
 	if len(parts) == 0 {
-		return nil, fmt.Errorf("quadexp: nothing to merge")
+		return nil, fmt.Errorf("quadratic: nothing to merge")
 	}
 	out := &Results{Config: parts[0].Config, BLAS: parts[0].BLAS}
 	out.Config.Pairs = nil
@@ -99,12 +130,12 @@ func Merge(parts []*Results) (*Results, error) {
 		ja, _ := json.Marshal(a)
 		jb, _ := json.Marshal(b)
 		if string(ja) != string(jb) {
-			return nil, fmt.Errorf("quadexp: part %d was run with a different protocol (%s, not %s)", i+1, ja, jb)
+			return nil, fmt.Errorf("quadratic: part %d was run with a different protocol (%s, not %s)", i+1, ja, jb)
 		}
 		for _, pr := range r.Pairs {
 			for _, have := range out.Config.Pairs {
 				if have == pr.Pair {
-					return nil, fmt.Errorf("quadexp: pair %v appears in more than one part", pr.Pair)
+					return nil, fmt.Errorf("quadratic: pair %v appears in more than one part", pr.Pair)
 				}
 			}
 			out.Config.Pairs = append(out.Config.Pairs, pr.Pair)
@@ -119,7 +150,7 @@ func Merge(parts []*Results) (*Results, error) {
 func writeAtomic(path string, write func(io.Writer) error) (err error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
-		return fmt.Errorf("quadexp: writing %s: %w", path, err)
+		return fmt.Errorf("quadratic: writing %s: %w", path, err)
 	}
 	defer func() {
 		if err != nil {
@@ -129,19 +160,19 @@ func writeAtomic(path string, write func(io.Writer) error) (err error) {
 	}()
 	bw := bufio.NewWriter(f)
 	if err = write(bw); err != nil {
-		return fmt.Errorf("quadexp: writing %s: %w", path, err)
+		return fmt.Errorf("quadratic: writing %s: %w", path, err)
 	}
 	if err = bw.Flush(); err != nil {
-		return fmt.Errorf("quadexp: writing %s: %w", path, err)
+		return fmt.Errorf("quadratic: writing %s: %w", path, err)
 	}
 	if err = f.Chmod(0o644); err != nil { // CreateTemp makes 0600; these are published files
-		return fmt.Errorf("quadexp: writing %s: %w", path, err)
+		return fmt.Errorf("quadratic: writing %s: %w", path, err)
 	}
 	if err = f.Close(); err != nil {
-		return fmt.Errorf("quadexp: writing %s: %w", path, err)
+		return fmt.Errorf("quadratic: writing %s: %w", path, err)
 	}
 	if err = os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("quadexp: writing %s: %w", path, err)
+		return fmt.Errorf("quadratic: writing %s: %w", path, err)
 	}
 	return nil
 }
@@ -152,7 +183,7 @@ func pairSlug(p Pair) string { return fmt.Sprintf("v%g_d%d_s%g", p.V, p.D, p.Sig
 // WriteAll writes results.csv, results.json, summary.md and the figures into dir.
 func WriteAll(dir string, r *Results, meta Meta) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("quadexp: creating %s: %w", dir, err)
+		return fmt.Errorf("quadratic: creating %s: %w", dir, err)
 	}
 	if err := writeAtomic(filepath.Join(dir, "results.csv"), func(w io.Writer) error { return WriteCSV(w, r) }); err != nil {
 		return err

@@ -1,6 +1,6 @@
 //go:build !amd64 || purego
 
-package quadexp
+package quadratic
 
 // haveSIMD is false: the assembly passes exist for amd64 only. The Go passes compute the
 // same bits.

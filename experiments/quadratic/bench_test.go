@@ -1,4 +1,4 @@
-package quadexp
+package quadratic
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 // 1 at ρ̄ = 10⁻³: all 50 starts × every β (ADMM-S, 700 runs after aliasing) or p (ADMM-R,
 // 350 runs), 30 000 iterations each, on one core. Run with
 //
-//	go test ./admmq/quadexp -run '^$' -bench 'Job' -benchtime 1x
+//	go test ./experiments/quadratic -run '^$' -bench 'Job' -benchtime 1x
 //
 // and QTOOL_BLAS=go for the portable Go arithmetic.
 func BenchmarkJobD64(b *testing.B) { benchJobs(b, Pair{8, 64, 30}) }

@@ -1,7 +1,9 @@
-// Package quadexp reproduces the quadratic experiment of the ADMM-Q paper (section 6.1 and
-// appendix F): min ½xᵀQx + bᵀx over x ∈ vℤ^d, Q = Q̃ᵀQ̃ + q̃q̃ᵀ with Q̃_ij ~ N(0,1),
+// Package quadratic reproduces the quadratic experiment of the ADMM-Q paper (Huang et al.,
+// "Alternating Direction Method of Multipliers for Quantization", AISTATS 2021, section 6.1
+// and appendix F): min ½xᵀQx + bᵀx over x ∈ vℤ^d, Q = Q̃ᵀQ̃ + q̃q̃ᵀ with Q̃_ij ~ N(0,1),
 // q̃_i ~ N(0,σ²), b = 20·N(0,1), starts x⁰ = 10·N(0,1), solved by ADMM-Q, ADMM-S, ADMM-R,
-// PGD and GD+Proj over the paper's hyper-parameter grids.
+// PGD and GD+Proj over the paper's hyper-parameter grids. It is an experiment, not part of
+// the algorithm library: it uses package admmq and `qtool bench quadratic` drives it.
 //
 // All starts of one setting run together as the rows of one matrix, so each exact x-update
 // is one matrix product with (Q + ρI)⁻¹ (computed once per ρ from its Cholesky factor). The
@@ -17,7 +19,12 @@
 // it could not promise the same bits. On amd64 with AVX-512 the passes and the product are
 // assembly (kernels_amd64.s); with AVX2 the product is (gemm_amd64.s) and the passes are
 // Go; elsewhere all is Go. Every choice computes the same bits.
-package quadexp
+//
+// No BLAS library is loaded: the package has no loader of its own and does not use the
+// engine's (engine/blas), and nothing in it or its dependencies loads a shared library
+// (TestNoDynamicLoading checks its dependencies). The one BLAS loader of qtool is
+// engine/blas's. The Cholesky factor and the eigenvalues come from gonum, in pure Go.
+package quadratic
 
 import (
 	"context"
@@ -110,26 +117,26 @@ func QuickConfig(seed uint64) Config {
 func (c Config) Validate() error {
 	switch {
 	case len(c.Pairs) == 0:
-		return errors.New("quadexp: no parameter pairs")
+		return errors.New("quadratic: no parameter pairs")
 	case c.Instances < 1 || c.Starts < 1:
-		return fmt.Errorf("quadexp: %d instances × %d starts, want at least 1 of each", c.Instances, c.Starts)
+		return fmt.Errorf("quadratic: %d instances × %d starts, want at least 1 of each", c.Instances, c.Starts)
 	case c.Last < 1 || c.Iters < c.Last || c.PGDIters < c.Last:
-		return fmt.Errorf("quadexp: iterations (%d, PGD %d) must be at least last = %d ≥ 1", c.Iters, c.PGDIters, c.Last)
+		return fmt.Errorf("quadratic: iterations (%d, PGD %d) must be at least last = %d ≥ 1", c.Iters, c.PGDIters, c.Last)
 	case len(c.RhoBars) == 0 || len(c.Betas) == 0 || len(c.Ps) == 0:
-		return errors.New("quadexp: empty hyper-parameter grid")
+		return errors.New("quadratic: empty hyper-parameter grid")
 	}
 	for _, p := range c.Pairs {
 		if p.D < 1 || !(p.V > 0) || !(p.Sigma2 >= 0) {
-			return fmt.Errorf("quadexp: bad pair %v", p)
+			return fmt.Errorf("quadratic: bad pair %v", p)
 		}
 		if frac, _ := math.Frexp(p.V); frac != 0.5 {
 			// x·(1/v) must equal x/v exactly for the fused projection to match admmq's.
-			return fmt.Errorf("quadexp: pair %v: v must be a power of two", p)
+			return fmt.Errorf("quadratic: pair %v: v must be a power of two", p)
 		}
 	}
 	for _, p := range c.Ps {
 		if !(p > 0 && p <= 1) {
-			return fmt.Errorf("quadexp: ADMM-R p = %v, want 0 < p ≤ 1", p)
+			return fmt.Errorf("quadratic: ADMM-R p = %v, want 0 < p ≤ 1", p)
 		}
 	}
 	return nil
@@ -183,7 +190,7 @@ func NewInstance(cfg Config, pairIdx, idx int) (*Instance, error) {
 	}
 	var eig mat.EigenSym
 	if !eig.Factorize(mat.NewSymDense(d, append([]float64(nil), q...)), false) {
-		return nil, fmt.Errorf("quadexp: %v instance %d: eigen-decomposition failed", p, idx)
+		return nil, fmt.Errorf("quadratic: %v instance %d: eigen-decomposition failed", p, idx)
 	}
 	vals := eig.Values(nil)
 	return &Instance{Pair: p, Index: idx, Q: q, B: b, X0: x0, LMin: vals[0], LMax: vals[d-1]}, nil
@@ -219,11 +226,11 @@ func (in *Instance) augInverse(rho float64) ([]float64, error) {
 	}
 	var ch mat.Cholesky
 	if !ch.Factorize(a) {
-		return nil, fmt.Errorf("quadexp: Q + ρI not positive definite at ρ = %g", rho)
+		return nil, fmt.Errorf("quadratic: Q + ρI not positive definite at ρ = %g", rho)
 	}
 	var inv mat.SymDense
 	if err := ch.InverseTo(&inv); err != nil {
-		return nil, fmt.Errorf("quadexp: inverting Q + ρI at ρ = %g: %w", rho, err)
+		return nil, fmt.Errorf("quadratic: inverting Q + ρI at ρ = %g: %w", rho, err)
 	}
 	out := make([]float64, d*d)
 	for i := 0; i < d; i++ {
@@ -436,7 +443,7 @@ func runJob(ctx context.Context, cfg Config, in *Instance, j *job, k kernels) er
 	case admmq.ADMMQ, admmq.ADMMR, admmq.ADMMS:
 		var err error
 		if minv, err = in.augInverse(rho); err != nil {
-			return fmt.Errorf("quadexp: %v instance %d: %w", in.Pair, in.Index, err)
+			return fmt.Errorf("quadratic: %v instance %d: %w", in.Pair, in.Index, err)
 		}
 		for i, x := range b.X { // y⁰ = P_A(x⁰); λ⁰ = 0
 			b.Y[i] = b.c.proj(x)

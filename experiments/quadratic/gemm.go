@@ -1,4 +1,4 @@
-package quadexp
+package quadratic
 
 import "math"
 
@@ -6,10 +6,10 @@ import "math"
 type gemmFunc func(m, n, k int, a []float64, lda int, b []float64, ldb int, c []float64, ldc int)
 
 // gemmFMA computes C = A·B with each c_ij the chain of fused multiply-adds
-// fma(a_i,k−1, b_k−1,j, … fma(a_i0, b_0j, +0)), in order of k. This is the arithmetic of
-// OpenBLAS's dgemm kernels for these shapes (TestGemmMatchesOpenBLAS checks it bit for bit),
-// written down so that every backend, and every position of a row in a block, gives the
-// same bits: a run's result must not depend on which other runs share its product.
+// fma(a_i,k−1, b_k−1,j, … fma(a_i0, b_0j, +0)), in order of k. It defines the arithmetic
+// that every kernel (gemmAVX2, gemmSIMD) must reproduce bit for bit, so that
+// every backend, and every position of a row in a block, gives the same bits: a run's
+// result must not depend on which other runs share its product.
 func gemmFMA(m, n, k int, a []float64, lda int, b []float64, ldb int, c []float64, ldc int) {
 	for i := 0; i < m; i++ {
 		ci := c[i*ldc : i*ldc+n]

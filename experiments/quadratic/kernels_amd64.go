@@ -1,6 +1,6 @@
 //go:build !purego
 
-package quadexp
+package quadratic
 
 import "golang.org/x/sys/cpu"
 

@@ -1,4 +1,4 @@
-package quadexp
+package quadratic
 
 import (
 	"fmt"
@@ -85,13 +85,13 @@ func QuartilePlot(pr PairResult, methods []admmq.Method) (*plot.Plot, error) {
 		}
 		bars, err := plotter.NewYErrorBars(q)
 		if err != nil {
-			return nil, fmt.Errorf("quadexp: %s error bars: %w", m, err)
+			return nil, fmt.Errorf("quadratic: %s error bars: %w", m, err)
 		}
 		bars.LineStyle.Color = col
 		bars.LineStyle.Width = vg.Points(1.5)
 		pts, err := plotter.NewScatter(q)
 		if err != nil {
-			return nil, fmt.Errorf("quadexp: %s points: %w", m, err)
+			return nil, fmt.Errorf("quadratic: %s points: %w", m, err)
 		}
 		pts.GlyphStyle.Color = col
 		pts.GlyphStyle.Shape = shape
@@ -140,7 +140,7 @@ func HistogramPlots(pr PairResult, methods []admmq.Method) ([]*plot.Plot, error)
 		if len(vals) > 0 {
 			h, err := plotter.NewHist(vals, 30)
 			if err != nil {
-				return nil, fmt.Errorf("quadexp: histogram of %s: %w", m, err)
+				return nil, fmt.Errorf("quadratic: histogram of %s: %w", m, err)
 			}
 			h.FillColor, _, _ = methodStyle(m)
 			p.Add(h)
@@ -151,7 +151,7 @@ func HistogramPlots(pr PairResult, methods []admmq.Method) ([]*plot.Plot, error)
 			}
 			zero, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: 0, Y: top}})
 			if err != nil {
-				return nil, fmt.Errorf("quadexp: histogram of %s: %w", m, err)
+				return nil, fmt.Errorf("quadratic: histogram of %s: %w", m, err)
 			}
 			zero.LineStyle.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 			p.Add(zero)
@@ -171,7 +171,7 @@ func writePNG(w io.Writer, plots []*plot.Plot, width, height vg.Length) error {
 		p.Draw(cs[0][i])
 	}
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w); err != nil {
-		return fmt.Errorf("quadexp: encoding PNG: %w", err)
+		return fmt.Errorf("quadratic: encoding PNG: %w", err)
 	}
 	return nil
 }

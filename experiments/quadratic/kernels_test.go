@@ -1,4 +1,4 @@
-package quadexp
+package quadratic
 
 import (
 	"math"

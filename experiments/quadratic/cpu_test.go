@@ -1,4 +1,4 @@
-package quadexp
+package quadratic
 
 import (
 	"os"
@@ -12,7 +12,7 @@ import (
 // without AVX-512 on one that has it. That only works if CPU detection obeys GODEBUG, which
 // this checks in a child process: the flag must turn the AVX-512 kernels off.
 func TestGODEBUGTurnsOffAVX512(t *testing.T) {
-	if os.Getenv("QUADEXP_PRINT_CPU") == "1" {
+	if os.Getenv("QUADRATIC_PRINT_CPU") == "1" {
 		os.Stdout.WriteString("simd=" + map[bool]string{true: "on", false: "off"}[haveSIMD()] + "\n")
 		return
 	}
@@ -21,7 +21,7 @@ func TestGODEBUGTurnsOffAVX512(t *testing.T) {
 	}
 	child := func(godebug string) string {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestGODEBUGTurnsOffAVX512$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "QUADEXP_PRINT_CPU=1", "GODEBUG="+godebug)
+		cmd.Env = append(os.Environ(), "QUADRATIC_PRINT_CPU=1", "GODEBUG="+godebug)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("child with GODEBUG=%q: %v\n%s", godebug, err, out)

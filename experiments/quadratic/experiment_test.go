@@ -1,4 +1,4 @@
-package quadexp
+package quadratic
 
 import (
 	"bytes"
@@ -308,5 +308,39 @@ func TestArithmeticsAgree(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Results written before GD+Proj was renamed "gd-proj" must read back as if written today,
+// so that --merge can combine parts of a run made on either side of the rename.
+func TestReadJSONRenamesOldGDProj(t *testing.T) {
+	cur, err := os.ReadFile(filepath.Join("..", "..", "docs", "quadratic", "quick", "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := []byte(`"` + string(admmq.GDProj) + `"`)
+	old := bytes.ReplaceAll(cur, name, []byte(`"`+string(oldGDProj)+`"`))
+	if bytes.Equal(old, cur) {
+		t.Fatalf("docs/quadratic/quick/results.json does not contain %s", name)
+	}
+	var enc [2]bytes.Buffer
+	for i, b := range [][]byte{cur, old} {
+		r, err := ReadJSON(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pr := range r.Pairs {
+			for _, in := range pr.Instances {
+				if in.Method(admmq.GDProj) == nil || in.Diff(admmq.GDProj) == nil {
+					t.Fatalf("%v instance %d: no %s after reading", pr.Pair, in.Index, admmq.GDProj)
+				}
+			}
+		}
+		if err := WriteJSON(&enc[i], r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(enc[0].Bytes(), enc[1].Bytes()) {
+		t.Fatal("results with the old name do not write back as the same bytes as the current ones")
 	}
 }
