@@ -14,8 +14,9 @@
 // Sets. A [Set] is a quantization set with a cheap Euclidean projection: {−1,+1}, ±α
 // (per tensor or per output channel, α fixed or jointly optimal), ternary {−α,0,+α}
 // with its exact projection, symmetric k-bit grids, the integer box {a..b}^d and the
-// lattice vℤ^d. Sets project float64 vectors and float32 tensors with a shape; the caller
-// says which axis is the output channel ([Layout]).
+// lattice vℤ^d. Sets project float64 vectors and float32 tensors with a shape; a
+// per-channel set takes its channel axis in the [Layout], so the package knows nothing
+// of model formats (onnxio's layer schema gives the axis of an ONNX weight).
 //
 // Steps. The y-update of each variant ([UpdateYQ], [UpdateYR], [SoftPrepare] with
 // [SoftFactor] and [SoftApply]), the dual update [UpdateDual], the penalty gradient

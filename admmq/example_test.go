@@ -25,9 +25,9 @@ func Example_externalLoop() {
 		copy(t.w, target) // start from the "pretrained" weights
 		return t
 	}
-	// A Gemm weight B [K=2, N=3] with transB = 0, and a Conv weight [M=2, C=1, 1, 2].
-	gemmAxis, _ := admmq.ChannelAxis("Gemm", 1, false, 2)
-	convAxis, _ := admmq.ChannelAxis("Conv", 1, false, 4)
+	// A Gemm weight B [K=2, N=3] with transB = 0, whose output channels are its columns
+	// (axis 1), and a Conv weight [M=2, C=1, 1, 2], whose output channels are axis 0.
+	const gemmAxis, convAxis = 1, 0
 	ts := []*tensor{
 		mk([]int{2, 3}, gemmAxis, []float32{0.9, -0.2, 0.5, -1.1, 0.3, -0.4}),
 		mk([]int{2, 1, 1, 2}, convAxis, []float32{0.25, -0.75, 2, 1}),

@@ -28,7 +28,9 @@ type Projector interface {
 type Layout struct {
 	// Shape of the tensor; nil means a vector of the slice's length.
 	Shape []int
-	// Axis is the output-channel axis (see ChannelAxis); only per-channel sets use it.
+	// Axis is the axis per-channel sets keep one scale per index of: the output
+	// channels of a network weight, wherever the model's format puts them. Only
+	// per-channel sets use it.
 	Axis int
 }
 
@@ -440,47 +442,11 @@ func quantize[T Float](s *Set, dst, src []T, alpha float64) (d2 float64, nan boo
 	return d2, nan
 }
 
-// ChannelAxis returns the output-channel axis of input number input of an ONNX node of
-// type opType whose tensor has the given rank. It is the axis that per-channel scales run
-// along:
-//
-//	Conv            W [M, C/g, k...]         input 1 → axis 0
-//	ConvTranspose   W [C, M/g, k...]         input 1 → axis 1
-//	Gemm            B [K, N] or [N, K]       input 1 → axis 1, or 0 when transB = 1
-//	Gemm            A [M, K] or [K, M]       input 0 → axis 0, or 1 when transA = 1 (pass transA as transB)
-//	MatMul          B [..., K, N]            input 1 → axis rank−1
-//	MatMul          A [..., M, K]            input 0 → axis rank−2
-//
-// Any other combination is an error: the caller should then quantize per tensor.
-func ChannelAxis(opType string, input int, transB bool, rank int) (int, error) {
-	switch {
-	case opType == "Conv" && input == 1 && rank >= 2:
-		return 0, nil
-	case opType == "ConvTranspose" && input == 1 && rank >= 2:
-		return 1, nil
-	case opType == "Gemm" && input == 1 && rank == 2:
-		if transB {
-			return 0, nil
-		}
-		return 1, nil
-	case opType == "Gemm" && input == 0 && rank == 2:
-		if transB {
-			return 1, nil
-		}
-		return 0, nil
-	case opType == "MatMul" && input == 1 && rank >= 2:
-		return rank - 1, nil
-	case opType == "MatMul" && input == 0 && rank >= 2:
-		return rank - 2, nil
-	}
-	return 0, fmt.Errorf("admmq: no output-channel axis for input %d (rank %d) of %s; quantize it per tensor", input, rank, opType)
-}
-
 // ProjectParallel32 is Project32 spread over up to workers goroutines, for large tensors.
 // Sets with a fixed scale split the tensor into contiguous chunks; per-channel sets whose
-// channel axis is 0 (Conv weights, Gemm B with transB = 1) split it by channels. Other
-// layouts, and tensors under 64 Ki elements, are projected serially. The result is always
-// identical to Project32's.
+// channel axis is 0, the outermost, split it by channels. Other layouts, and tensors
+// under 64 Ki elements, are projected serially. The result is always identical to
+// Project32's.
 func (s *Set) ProjectParallel32(dst, src []float32, l Layout, workers int) error {
 	if len(dst) != len(src) {
 		return fmt.Errorf("admmq: project: dst has %d elements, src %d", len(dst), len(src))

@@ -327,37 +327,6 @@ func TestSetErrors(t *testing.T) {
 	}
 }
 
-func TestChannelAxis(t *testing.T) {
-	cases := []struct {
-		op     string
-		input  int
-		transB bool
-		rank   int
-		want   int
-	}{
-		{"Conv", 1, false, 4, 0},
-		{"Conv", 1, false, 3, 0},
-		{"ConvTranspose", 1, false, 4, 1},
-		{"Gemm", 1, false, 2, 1},
-		{"Gemm", 1, true, 2, 0},
-		{"MatMul", 1, false, 2, 1},
-		{"MatMul", 1, false, 3, 2},
-		{"MatMul", 0, false, 2, 0},
-	}
-	for _, c := range cases {
-		got, err := ChannelAxis(c.op, c.input, c.transB, c.rank)
-		if err != nil || got != c.want {
-			t.Errorf("ChannelAxis(%s, %d, %v, %d) = %d, %v; want %d", c.op, c.input, c.transB, c.rank, got, err, c.want)
-		}
-	}
-	if _, err := ChannelAxis("Add", 1, false, 2); err == nil {
-		t.Error("ChannelAxis(Add) gave no error")
-	}
-	if _, err := ChannelAxis("MatMul", 1, false, 1); err == nil {
-		t.Error("ChannelAxis(MatMul, rank 1) gave no error")
-	}
-}
-
 func TestProjectDoesNotAllocate(t *testing.T) {
 	z := make([]float32, 4096)
 	for i := range z {

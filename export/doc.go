@@ -2,7 +2,8 @@
 //
 // The caller gives, for each quantized parameter, the float32 values its algorithm
 // produced and the grid they lie on: integer levels ({−1,+1}, {−1,0,+1}, {−7..7}, …),
-// an optional float32 scale per tensor or per output channel, and the channel axis.
+// an optional float32 scale per tensor or per output channel, and the channel axis
+// (onnxio's layer schema gives it: Use.ChannelAxis).
 // Export derives each weight's level code and checks that the value equals
 // float32(level)·scale bit for bit — exactly what a runtime computes when it unpacks the
 // weight — so the exported file reproduces the algorithm's weights exactly.

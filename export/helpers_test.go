@@ -163,13 +163,7 @@ func quantize(t testing.TB, m *onnxio.Model, gc gridCase) []Weight {
 		for i, d := range tt.Dims {
 			shape[i] = int(d)
 		}
-		transB := false
-		for _, a := range c.Use.Node.GetAttribute() {
-			if (a.GetName() == "transB" && c.Use.Input == 1 || a.GetName() == "transA" && c.Use.Input == 0) && a.GetI() != 0 {
-				transB = true
-			}
-		}
-		axis, err := admmq.ChannelAxis(c.Use.Node.GetOpType(), c.Use.Input, transB, len(shape))
+		axis, err := c.Use.ChannelAxis(tt.Dims)
 		if err != nil {
 			t.Fatal(err)
 		}

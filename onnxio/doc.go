@@ -29,6 +29,13 @@
 // targets (the weights of Conv, ConvTranspose, Gemm and MatMul) and why the others are
 // kept (bias, normalization, other).
 //
+// The layer schema (Layers, LayerOf) is the one place that knows, per operator type,
+// which input is a weight, a bias or a normalisation parameter, and Use.ChannelAxis which
+// axis of a weight holds its output channels — the axis per-channel scales run along,
+// after Gemm's transA and transB; a grouped ConvTranspose has none. ParamRoles, target
+// selection, the grids and qtool inspect read it, so that the algorithms themselves
+// (package admmq) only ever see a tensor and an axis.
+//
 // Tensor data is decoded by DecodeTensor into float32 (FLOAT, DOUBLE, and FLOAT16 and
 // BFLOAT16 widened exactly) or int64 (every integer type and BOOL), from raw_data, the
 // typed fields or external files. Inputs and Outputs describe the graph's declared

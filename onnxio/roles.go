@@ -12,8 +12,8 @@ const (
 	RoleOther Role = iota
 	// RoleWeight is the weight of a linear operator, which binarization targets: input 1
 	// of Conv and ConvTranspose, input 1 of Gemm (and input 0 when it is a parameter),
-	// and either operand of MatMul that is a parameter. Only floating-point tensors
-	// qualify.
+	// and either operand of MatMul that is a parameter (see Layers). Only floating-point
+	// tensors qualify.
 	RoleWeight
 	// RoleBias is the bias of Conv, ConvTranspose or Gemm (input 2), or a parameter added
 	// to the output of one of them or of MatMul.
@@ -85,62 +85,29 @@ func (m *Model) ParamRoles() map[string]Classification {
 
 // useRole is the role one read gives a parameter.
 func useRole(u Use, t *onnxpb.TensorProto, params map[string]*onnxpb.TensorProto, producer map[string]*onnxpb.NodeProto) Role {
+	if l, ok := u.Layer(); ok {
+		r := l.Role(u.Input)
+		if r == RoleWeight && !IsFloat(DataType(t.GetDataType())) {
+			return RoleOther
+		}
+		return r
+	}
 	n := u.Node
-	if n.GetDomain() != "" && n.GetDomain() != "ai.onnx" {
+	if n.GetOpType() != "Add" || n.GetDomain() != "" && n.GetDomain() != "ai.onnx" || len(n.GetInput()) != 2 {
 		return RoleOther
 	}
-	float := IsFloat(DataType(t.GetDataType()))
-	switch n.GetOpType() {
-	case "Conv", "ConvTranspose":
-		switch u.Input {
-		case 1:
-			if float {
-				return RoleWeight
-			}
-		case 2:
-			return RoleBias
-		}
-	case "Gemm":
-		switch u.Input {
-		case 0, 1:
-			if float {
-				return RoleWeight
-			}
-		case 2:
-			return RoleBias
-		}
-	case "MatMul":
-		if float {
-			return RoleWeight
-		}
-	case "Add":
-		// The bias of a Linear layer that PyTorch exports as MatMul followed by Add.
-		if len(n.GetInput()) != 2 {
-			break
-		}
-		other := n.GetInput()[1-u.Input]
-		if _, isParam := params[other]; !isParam && isLinear(producer[other]) {
-			return RoleBias
-		}
-	case "BatchNormalization":
-		if u.Input >= 1 && u.Input <= 4 {
-			return RoleNorm
-		}
-	case "InstanceNormalization", "LayerNormalization", "GroupNormalization":
-		if u.Input == 1 || u.Input == 2 {
-			return RoleNorm
-		}
+	// The bias of a Linear layer that PyTorch exports as MatMul followed by Add.
+	other := n.GetInput()[1-u.Input]
+	if _, isParam := params[other]; !isParam && isLinear(producer[other]) {
+		return RoleBias
 	}
 	return RoleOther
 }
 
 func isLinear(n *onnxpb.NodeProto) bool {
-	if n == nil || n.GetDomain() != "" && n.GetDomain() != "ai.onnx" {
+	if n == nil {
 		return false
 	}
-	switch n.GetOpType() {
-	case "Conv", "ConvTranspose", "Gemm", "MatMul":
-		return true
-	}
-	return false
+	l, ok := Use{Node: n}.Layer()
+	return ok && l.Linear()
 }

@@ -158,26 +158,21 @@ func Targets(m *onnxio.Model, g Grid, sel Selection) ([]Target, error) {
 		p, _ := m.Param(name)
 		use := roles[name].Use
 		dims := p.Tensor.GetDims()
-		shape := make([]int, len(dims))
+		tset, layout := set, admmq.Layout{Shape: make([]int, len(dims))}
 		for i, d := range dims {
-			shape[i] = int(d)
+			layout.Shape[i] = int(d)
 		}
-		transB := false
-		for _, a := range use.Node.GetAttribute() {
-			if (use.Input == 1 && a.GetName() == "transB") || (use.Input == 0 && a.GetName() == "transA") {
-				transB = a.GetI() != 0
+		if layout.Axis, err = use.ChannelAxis(dims); err != nil {
+			// Output channels along no single axis: one scale for the whole tensor. A nil
+			// shape makes snap and Precondition see one channel too.
+			if tset, err = perTensor(g); err != nil {
+				return nil, err
 			}
-		}
-		axis, err := admmq.ChannelAxis(use.Node.GetOpType(), use.Input, transB, len(shape))
-		if err != nil {
-			axis = 0 // per-tensor is what per-channel degenerates to on an unknown layout
-			if len(shape) == 0 {
-				shape = []int{1}
-			}
+			layout = admmq.Layout{}
 		}
 		norm, bias := normalizedBy(m, use.Node)
 		ts = append(ts, Target{
-			Name: name, Set: set, Layout: admmq.Layout{Shape: shape, Axis: axis}, Dims: dims,
+			Name: name, Set: tset, Layout: layout, Dims: dims,
 			Node: use.Node.GetName(), Normalized: norm != nil, norm: norm, bias: bias,
 		})
 	}
@@ -187,13 +182,24 @@ func Targets(m *onnxio.Model, g Grid, sel Selection) ([]Target, error) {
 	return ts, nil
 }
 
+// perTensor returns the set of grid g with one scale for the whole tensor.
+func perTensor(g Grid) (*admmq.Set, error) {
+	spec := g.Spec()
+	spec.PerChannel = false
+	return admmq.NewSet(spec)
+}
+
 // normalizedBy returns the normalisation that the output of n reaches through nodes that
 // keep channels apart (a bias Add, reshapes; activations are not passed: a ReLU before
 // the normalisation would make the scale matter), and the bias parameter on the way.
 func normalizedBy(m *onnxio.Model, n *onnxpb.NodeProto) (*onnxpb.NodeProto, string) {
 	bias := ""
-	if in := n.GetInput(); len(in) > 2 && (n.GetOpType() == "Gemm" || n.GetOpType() == "Conv") {
-		bias = in[2]
+	if l, ok := (onnxio.Use{Node: n}).Layer(); ok {
+		for _, i := range l.Inputs(onnxio.RoleBias) {
+			if i < len(n.GetInput()) {
+				bias = n.GetInput()[i]
+			}
+		}
 	}
 	for range 4 {
 		outs := n.GetOutput()
@@ -205,9 +211,10 @@ func normalizedBy(m *onnxio.Model, n *onnxpb.NodeProto) (*onnxpb.NodeProto, stri
 			return nil, ""
 		}
 		next := cons[0].Node
-		switch next.GetOpType() {
-		case "BatchNormalization", "InstanceNormalization", "LayerNormalization", "GroupNormalization":
+		if l, ok := cons[0].Layer(); ok && l.Normalization() {
 			return next, bias
+		}
+		switch next.GetOpType() {
 		case "Add":
 			for _, in := range next.GetInput() {
 				if _, ok := m.Param(in); ok && bias == "" {

@@ -26,10 +26,10 @@ func inspectCommand() *cli.Command {
 		Description: "Prints the IR version, the opset of every domain, the producer, the inputs and outputs " +
 			"with their shapes (named dimensions by name), how often each operator occurs, and every " +
 			"parameter (initializers and Constant-node tensors) with its shape, element count and bytes. " +
-			"Weights that binarization targets — input 1 of Conv and ConvTranspose, input 1 of Gemm (and " +
-			"input 0 when it is a parameter), MatMul operands that are parameters — are marked; the others " +
-			"say why they stay in full precision (bias, normalization, other). --json prints the same as " +
-			"one JSON object; its fields are documented in README.md.",
+			"Weights that binarization targets — " + targetedInputs() + " — are marked, with the axis " +
+			"their output channels lie along (where per-channel scales run); the others say why they " +
+			"stay in full precision (bias, normalization, other). --json prints the same as one JSON " +
+			"object; its fields are documented in README.md.",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON on stdout"},
 		},
@@ -108,6 +108,10 @@ type inspectParam struct {
 	// Reason names the read that decided the role, or says the main graph does not read
 	// the tensor.
 	Reason string `json:"reason"`
+	// ChannelAxis is the axis of a target's output channels, along which per-channel
+	// grids keep one scale per index; absent when no single axis holds them (the grid
+	// then keeps one scale for the tensor) and for parameters that are not targets.
+	ChannelAxis *int `json:"channel_axis,omitempty"`
 }
 
 type inspectTotals struct {
@@ -158,6 +162,11 @@ func inspectModel(m *onnxio.Model) *inspectReport {
 		ip.Role = c.Role.String()
 		ip.Target = c.Role == onnxio.RoleWeight
 		ip.Reason = reason(m, p.Name, c)
+		if ip.Target {
+			if axis, err := c.Use.ChannelAxis(t.GetDims()); err == nil {
+				ip.ChannelAxis = &axis
+			}
+		}
 		rep.Params = append(rep.Params, ip)
 
 		rep.Totals.Params++
@@ -170,6 +179,32 @@ func inspectModel(m *onnxio.Model) *inspectReport {
 		}
 	}
 	return rep
+}
+
+// targetedInputs lists the weight inputs of the layer schema's linear operators, e.g.
+// "input 1 of Conv, …, inputs 0 and 1 of MatMul, when they are floating-point parameters".
+func targetedInputs() string {
+	var parts []string
+	for _, l := range onnxio.Layers() {
+		if !l.Linear() {
+			continue
+		}
+		ins := l.Inputs(onnxio.RoleWeight)
+		word := "input"
+		if len(ins) > 1 {
+			word = "inputs"
+		}
+		nums := make([]string, len(ins))
+		for i, in := range ins {
+			nums[i] = fmt.Sprint(in)
+		}
+		list := strings.Join(nums, ", ")
+		if len(nums) > 1 {
+			list = strings.Join(nums[:len(nums)-1], ", ") + " and " + nums[len(nums)-1]
+		}
+		parts = append(parts, fmt.Sprintf("%s %s of %s", word, list, l.Op))
+	}
+	return strings.Join(parts, ", ") + ", when they are floating-point parameters"
 }
 
 func describeValue(v onnxio.ValueType) inspectValue {
@@ -353,7 +388,11 @@ func (r *inspectReport) print(out io.Writer) error {
 		if p.External {
 			name += " (external)"
 		}
-		fmt.Fprintf(w, "  %s\t%s\t%s\t%d\t%s\t%s\t%s: %s\n", name, p.Type, dimsString(p.Shape), p.Elements, byteSize(p.Bytes), mark, p.Role, p.Reason)
+		why := p.Role + ": " + p.Reason
+		if p.ChannelAxis != nil {
+			why += fmt.Sprintf(", channels on axis %d", *p.ChannelAxis)
+		}
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%d\t%s\t%s\t%s\n", name, p.Type, dimsString(p.Shape), p.Elements, byteSize(p.Bytes), mark, why)
 	}
 	if err := w.Flush(); err != nil {
 		return err

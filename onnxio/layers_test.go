@@ -1,0 +1,235 @@
+package onnxio
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/qtool/qtool/internal/testenv"
+	"github.com/qtool/qtool/onnxio/onnxpb"
+)
+
+func intAttribute(name string, v int64) *onnxpb.AttributeProto {
+	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(v)}
+}
+
+// TestChannelAxis checks the schema against the weight layouts of the ONNX operator
+// specification, attribute by attribute.
+func TestChannelAxis(t *testing.T) {
+	cases := []struct {
+		op    string
+		input int
+		attrs []*onnxpb.AttributeProto
+		dims  []int64
+		want  int // −1: no axis
+	}{
+		{"Conv", 1, nil, []int64{8, 3, 3, 3}, 0},
+		{"Conv", 1, nil, []int64{8, 3, 5}, 0},
+		{"Conv", 1, []*onnxpb.AttributeProto{intAttribute("group", 4)}, []int64{8, 1, 3, 3}, 0},
+		{"ConvTranspose", 1, nil, []int64{3, 8, 3, 3}, 1},
+		{"ConvTranspose", 1, []*onnxpb.AttributeProto{intAttribute("group", 1)}, []int64{3, 8, 3, 3}, 1},
+		{"ConvTranspose", 1, []*onnxpb.AttributeProto{intAttribute("group", 2)}, []int64{4, 3, 3, 3}, -1},
+		{"Gemm", 1, nil, []int64{4, 7}, 1},
+		{"Gemm", 1, []*onnxpb.AttributeProto{intAttribute("transB", 1)}, []int64{7, 4}, 0},
+		{"Gemm", 1, []*onnxpb.AttributeProto{intAttribute("transA", 1)}, []int64{4, 7}, 1},
+		{"Gemm", 0, nil, []int64{5, 4}, 0},
+		{"Gemm", 0, []*onnxpb.AttributeProto{intAttribute("transA", 1)}, []int64{4, 5}, 1},
+		{"Gemm", 0, []*onnxpb.AttributeProto{intAttribute("transB", 1)}, []int64{5, 4}, 0},
+		{"Gemm", 1, nil, []int64{4, 7, 1}, -1},
+		{"MatMul", 1, nil, []int64{4, 7}, 1},
+		{"MatMul", 1, nil, []int64{2, 4, 7}, 2},
+		{"MatMul", 0, nil, []int64{5, 4}, 0},
+		{"MatMul", 0, nil, []int64{2, 5, 4}, 1},
+		{"MatMul", 1, nil, []int64{4}, -1},
+		{"Conv", 0, nil, []int64{1, 3, 8, 8}, -1},
+		{"Conv", 2, nil, []int64{8}, -1},
+		{"Add", 1, nil, []int64{4, 7}, -1},
+		{"BatchNormalization", 1, nil, []int64{8}, -1},
+	}
+	for _, c := range cases {
+		u := Use{Node: node(c.op, "n", []string{"a", "b", "c"}, []string{"y"}, c.attrs...), Input: c.input}
+		got, err := u.ChannelAxis(c.dims)
+		var cae *ChannelAxisError
+		switch {
+		case c.want < 0 && !errors.As(err, &cae):
+			t.Errorf("%s input %d %v: axis %d, %v; want a *ChannelAxisError", c.op, c.input, c.dims, got, err)
+		case c.want >= 0 && (err != nil || got != c.want):
+			t.Errorf("%s input %d %v: axis %d, %v; want %d", c.op, c.input, c.dims, got, err, c.want)
+		}
+	}
+	custom := node("Conv", "n", []string{"x", "w"}, []string{"y"})
+	custom.Domain = proto.String("com.example")
+	if _, err := (Use{Node: custom, Input: 1}).ChannelAxis([]int64{8, 3, 3, 3}); err == nil {
+		t.Error("a Conv of another domain has a channel axis")
+	}
+}
+
+// TestLayersAgreeWithRoles: every linear operator's weight inputs are exactly the inputs
+// that have a channel axis, and the schema has no duplicate rows.
+func TestLayersAgreeWithRoles(t *testing.T) {
+	seen := map[string]bool{}
+	for _, l := range Layers() {
+		if seen[l.Op] {
+			t.Errorf("%s has two rows", l.Op)
+		}
+		seen[l.Op] = true
+		if l.Linear() == l.Normalization() {
+			t.Errorf("%s: linear %v, normalization %v; want exactly one", l.Op, l.Linear(), l.Normalization())
+		}
+		if l.Linear() && len(l.Inputs(RoleWeight)) == 0 {
+			t.Errorf("%s is linear but has no weight input", l.Op)
+		}
+		if got, ok := LayerOf(l.Op); !ok || got.Op != l.Op {
+			t.Errorf("LayerOf(%s) = %v, %v", l.Op, got.Op, ok)
+		}
+	}
+	for _, op := range []string{"Conv", "ConvTranspose", "Gemm", "MatMul"} {
+		if l, ok := LayerOf(op); !ok || !l.Linear() {
+			t.Errorf("%s is not a linear layer of the schema", op)
+		}
+	}
+	if _, ok := LayerOf("Add"); ok {
+		t.Error("Add has a row")
+	}
+}
+
+// TestChannelAxisPyTorch checks the schema against what PyTorch exports (layers.py): each
+// weight element holds 1 + the output channel autograd says it feeds, so the axis the
+// schema gives must be the one whose index is that channel, and when the schema refuses,
+// no axis may be.
+func TestChannelAxisPyTorch(t *testing.T) {
+	m, err := Load(filepath.Join("testdata", "layers.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{ // by PyTorch module; −1: no single axis
+		"conv.weight": 0, "deconv.weight": 1, "gdeconv.weight": -1, "linear.weight": 0,
+		"onnx::MatMul_47": 1, "gemm_b.1": 1, "gemm_a.1": 0, "left.1": 0,
+	}
+	roles := m.ParamRoles()
+	n := 0
+	for _, p := range m.Params() {
+		c := roles[p.Name]
+		if c.Role != RoleWeight {
+			continue
+		}
+		n++
+		tt, err := m.Tensor(p.Tensor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		explains := channelAxes(tt)
+		axis, err := c.Use.ChannelAxis(tt.Dims)
+		switch {
+		case err != nil && len(explains) > 0:
+			t.Errorf("%s %v (%s): %v, but axis %v holds the output channels", p.Name, tt.Dims, c.Use.Node.GetOpType(), err, explains)
+		case err == nil && !(len(explains) == 1 && explains[0] == axis):
+			t.Errorf("%s %v (%s): axis %d, but the output channels are on axes %v", p.Name, tt.Dims, c.Use.Node.GetOpType(), axis, explains)
+		}
+		if w, ok := want[p.Name]; !ok {
+			t.Errorf("%s is a weight the fixture does not list", p.Name)
+		} else if got := map[bool]int{true: axis, false: -1}[err == nil]; got != w {
+			t.Errorf("%s: axis %d (%v), want %d", p.Name, got, err, w)
+		}
+	}
+	if n != len(want) {
+		t.Errorf("%d weights in layers.onnx, want %d", n, len(want))
+	}
+}
+
+// channelAxes returns the axes along which index c holds exactly the values c+1.
+func channelAxes(t *Tensor) []int {
+	var axes []int
+	for a := range t.Dims {
+		inner := 1
+		for _, d := range t.Dims[a+1:] {
+			inner *= int(d)
+		}
+		ok := true
+		for i, v := range t.Float {
+			if v != float32((i/inner)%int(t.Dims[a])+1) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			axes = append(axes, a)
+		}
+	}
+	return axes
+}
+
+// TestChannelAxisTestModels checks the schema on the shipped models, whose layers all
+// have a bias or a BatchNormalization after them: the axis the schema gives is as long
+// as that bias or normalisation scale, which has one value per output channel.
+func TestChannelAxisTestModels(t *testing.T) {
+	paths, _ := filepath.Glob(filepath.Join("..", "testmodels", "*.onnx"))
+	if len(paths) == 0 {
+		testenv.Missing(t, "testmodels/ holds no .onnx file; they are made by testmodels/make.py")
+	}
+	for _, path := range paths {
+		m, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		roles := m.ParamRoles()
+		checked := 0
+		for _, p := range m.Params() {
+			c := roles[p.Name]
+			if c.Role != RoleWeight {
+				continue
+			}
+			dims := p.Tensor.GetDims()
+			axis, err := c.Use.ChannelAxis(dims)
+			if err != nil {
+				t.Errorf("%s: %s: %v", path, p.Name, err)
+				continue
+			}
+			bias := perChannelOf(m, c.Use)
+			if bias == nil {
+				t.Errorf("%s: %s (%s) has no bias or normalisation to check against", path, p.Name, c.Use.Node.GetOpType())
+				continue
+			}
+			if n := numel(bias.GetDims()); dims[axis] != n {
+				t.Errorf("%s: %s %v: axis %d has %d entries, the bias %s %d", path, p.Name, dims, axis, dims[axis], bias.GetName(), n)
+			}
+			checked++
+		}
+		if checked == 0 {
+			t.Errorf("%s: no weight checked", path)
+		}
+	}
+}
+
+// perChannelOf returns a parameter with one value per output channel of u's node: its
+// bias input, the parameter an Add adds to its output, or the scale of the
+// BatchNormalization that reads it.
+func perChannelOf(m *Model, u Use) *onnxpb.TensorProto {
+	params := map[string]*onnxpb.TensorProto{}
+	for _, p := range m.Params() {
+		params[p.Name] = p.Tensor
+	}
+	in := u.Node.GetInput()
+	if len(in) > 2 && u.Node.GetOpType() != "MatMul" {
+		return params[in[2]]
+	}
+	for _, next := range m.Consumers(u.Node.GetOutput()[0]) {
+		switch next.Node.GetOpType() {
+		case "Add":
+			return params[next.Node.GetInput()[1-next.Input]]
+		case "BatchNormalization":
+			return params[next.Node.GetInput()[1]]
+		}
+	}
+	return nil
+}
+
+func numel(dims []int64) int64 {
+	n := int64(1)
+	for _, d := range dims {
+		n *= d
+	}
+	return n
+}
