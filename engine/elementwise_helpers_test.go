@@ -46,7 +46,7 @@ func names(n int) []string {
 // buildKernel builds n's kernel from elementwiseOps.
 func buildKernel(t testing.TB, n *Node) Kernel {
 	t.Helper()
-	b, ok := elementwiseOps()[n.Proto.GetOpType()]
+	b, ok := builderMap(elementwiseOpDefs())[n.Proto.GetOpType()]
 	if !ok {
 		t.Fatalf("no builder for %s", n.Proto.GetOpType())
 	}
@@ -191,4 +191,16 @@ func closeTo(got, want, atol, rtol float64) bool {
 		return got == want
 	}
 	return math.Abs(got-want) <= atol+rtol*math.Abs(want)
+}
+
+// opBuilder returns op's builder from the registry, or nil when op is not supported.
+func opBuilder(op string) Builder { return registry()[op].build }
+
+// builderMap keys the builders of defs by op type.
+func builderMap(defs []opDef) map[string]Builder {
+	m := map[string]Builder{}
+	for _, d := range defs {
+		m[d.name] = d.build
+	}
+	return m
 }

@@ -373,7 +373,7 @@ func TestConvRejectsBadInput(t *testing.T) {
 		{"kernel_shape", nntNode("Conv", 11, 2, 1, nntInts("kernel_shape", 2, 2)), [][]int{{1, 1, 5, 5}, {1, 1, 3, 3}}, "kernel_shape"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			k, err := nnOps()["Conv"](c.n)
+			k, err := opBuilder("Conv")(c.n)
 			if err == nil {
 				in := make([]*Tensor, len(c.shapes))
 				for i, s := range c.shapes {

@@ -50,7 +50,7 @@ func nntNode(op string, opset int64, nIn, nOut int, attrs ...*onnxpb.AttributePr
 
 func nntBuild(t testing.TB, n *Node) Kernel {
 	t.Helper()
-	b, ok := nnOps()[n.Proto.GetOpType()]
+	b, ok := builderMap(nnOpDefs())[n.Proto.GetOpType()]
 	if !ok {
 		t.Fatalf("no builder for %s", n.Proto.GetOpType())
 	}

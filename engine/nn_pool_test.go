@@ -276,7 +276,7 @@ func TestPoolRejectsBadAttributes(t *testing.T) {
 		nntNode("AveragePool", 11, 1, 1, nntInts("kernel_shape", 2, 2), nntStr("auto_pad", "FOO")),
 		nntNode("AveragePool", 11, 1, 1, nntInts("kernel_shape", 2, 0)),
 	} {
-		if _, err := nnOps()[n.Proto.GetOpType()](n); err == nil {
+		if _, err := opBuilder(n.Proto.GetOpType())(n); err == nil {
 			t.Errorf("%v: no error", n.Proto.GetAttribute())
 		}
 	}

@@ -1,38 +1,39 @@
 package engine
 
-// elementwiseOps returns the builders of the element-wise, activation, softmax and
+// elementwiseOpDefs returns the rows of the element-wise, activation, softmax and
 // reduction ops (files elementwise_*.go).
-func elementwiseOps() map[string]Builder {
-	return map[string]Builder{
-		"Add":   newBinary(opAdd),
-		"Sub":   newBinary(opSub),
-		"Mul":   newBinary(opMul),
-		"Div":   newBinary(opDiv),
-		"Pow":   newBinary(opPow),
-		"PRelu": newBinary(opPRelu),
-		"Min":   newMinMax(false),
-		"Max":   newMinMax(true),
+func elementwiseOpDefs() []opDef {
+	one, two := arity{n: 1}, arity{n: 2}
+	defs := []opDef{
+		{name: "Add", build: newBinary(opAdd), inputs: two, grad: true},
+		{name: "Sub", build: newBinary(opSub), inputs: two, grad: true},
+		{name: "Mul", build: newBinary(opMul), inputs: two, grad: true},
+		{name: "Div", build: newBinary(opDiv), inputs: two, grad: true},
+		{name: "Pow", build: newBinary(opPow), inputs: two, grad: true},
+		{name: "PRelu", build: newBinary(opPRelu), inputs: two, grad: true},
+		{name: "Min", build: newMinMax(false), inputs: arity{n: 1, variadic: true}, grad: true},
+		{name: "Max", build: newMinMax(true), inputs: arity{n: 1, variadic: true}, grad: true},
 
-		"Sqrt":        newUnary(uSqrt),
-		"Neg":         newUnary(uNeg),
-		"Abs":         newUnary(uAbs),
-		"Exp":         newUnary(uExp),
-		"Log":         newUnary(uLog),
-		"Erf":         newUnary(uErf),
-		"Reciprocal":  newUnary(uRecip),
-		"Relu":        newUnary(uRelu),
-		"LeakyRelu":   newUnary(uLeakyRelu),
-		"Sigmoid":     newUnary(uSigmoid),
-		"HardSigmoid": newUnary(uHardSigmoid),
-		"HardSwish":   newUnary(uHardSwish),
-		"Tanh":        newUnary(uTanh),
-		"Clip":        newUnary(uClip),
+		{name: "Softmax", build: newSoftmax(false), inputs: one, grad: true},
+		{name: "LogSoftmax", build: newSoftmax(true), inputs: one, grad: true},
 
-		"Softmax":    newSoftmax(false),
-		"LogSoftmax": newSoftmax(true),
-
-		"ReduceSum":  newReduce(reduceSum, false),
-		"ReduceMean": newReduce(reduceSum, true),
-		"ReduceMax":  newReduce(reduceMax, false),
+		{name: "ReduceSum", build: newReduce(reduceSum, false), inputs: one, grad: true},
+		{name: "ReduceMean", build: newReduce(reduceSum, true), inputs: one, grad: true},
+		{name: "ReduceMax", build: newReduce(reduceMax, false), inputs: one, grad: true},
 	}
+	return append(defs, unaryOpDefs()...)
+}
+
+// unaryOpDefs returns a row per unary op of elementwise_unary.go.
+func unaryOpDefs() []opDef {
+	ops := map[string]unOp{
+		"Sqrt": uSqrt, "Neg": uNeg, "Abs": uAbs, "Exp": uExp, "Log": uLog, "Erf": uErf,
+		"Reciprocal": uRecip, "Relu": uRelu, "LeakyRelu": uLeakyRelu, "Sigmoid": uSigmoid,
+		"HardSigmoid": uHardSigmoid, "HardSwish": uHardSwish, "Tanh": uTanh, "Clip": uClip,
+	}
+	var defs []opDef
+	for name, op := range ops {
+		defs = append(defs, opDef{name: name, build: newUnary(op), inputs: arity{n: 1}, grad: true})
+	}
+	return defs
 }
