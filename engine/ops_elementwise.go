@@ -24,16 +24,12 @@ func elementwiseOpDefs() []opDef {
 	return append(defs, unaryOpDefs()...)
 }
 
-// unaryOpDefs returns a row per unary op of elementwise_unary.go.
+// unaryOpDefs returns a row per op of unaryOps (elementwise_unary.go).
 func unaryOpDefs() []opDef {
-	ops := map[string]unOp{
-		"Sqrt": uSqrt, "Neg": uNeg, "Abs": uAbs, "Exp": uExp, "Log": uLog, "Erf": uErf,
-		"Reciprocal": uRecip, "Relu": uRelu, "LeakyRelu": uLeakyRelu, "Sigmoid": uSigmoid,
-		"HardSigmoid": uHardSigmoid, "HardSwish": uHardSwish, "Tanh": uTanh, "Clip": uClip,
-	}
-	var defs []opDef
-	for name, op := range ops {
-		defs = append(defs, opDef{name: name, build: newUnary(op), inputs: arity{n: 1}, grad: true})
+	ops := unaryOps()
+	defs := make([]opDef, len(ops))
+	for i := range ops {
+		defs[i] = opDef{name: ops[i].name, build: newUnary(&ops[i]), inputs: arity{n: 1}, grad: true}
 	}
 	return defs
 }
