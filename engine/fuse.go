@@ -235,7 +235,7 @@ func (g *Graph) fusableAdd(p *plan, id int, uses []int, t, s int) (int, int) {
 	r += t + 1
 	rs := p.steps[r].node
 	k, ok := rs.k.(*binaryKernel)
-	if !ok || k.op != opAdd || len(rs.in) != 2 || len(rs.out) != 1 {
+	if !ok || k.op.id != opAdd || len(rs.in) != 2 || len(rs.out) != 1 {
 		return -1, -1
 	}
 	other := rs.in[0]

@@ -5,12 +5,6 @@ package engine
 func elementwiseOpDefs() []opDef {
 	one, two := arity{n: 1}, arity{n: 2}
 	defs := []opDef{
-		{name: "Add", build: newBinary(opAdd), inputs: two, grad: true},
-		{name: "Sub", build: newBinary(opSub), inputs: two, grad: true},
-		{name: "Mul", build: newBinary(opMul), inputs: two, grad: true},
-		{name: "Div", build: newBinary(opDiv), inputs: two, grad: true},
-		{name: "Pow", build: newBinary(opPow), inputs: two, grad: true},
-		{name: "PRelu", build: newBinary(opPRelu), inputs: two, grad: true},
 		{name: "Min", build: newMinMax(false), inputs: arity{n: 1, variadic: true}, grad: true},
 		{name: "Max", build: newMinMax(true), inputs: arity{n: 1, variadic: true}, grad: true},
 
@@ -21,7 +15,12 @@ func elementwiseOpDefs() []opDef {
 		{name: "ReduceMean", build: newReduce(reduceSum, true), inputs: one, grad: true},
 		{name: "ReduceMax", build: newReduce(reduceMax, false), inputs: one, grad: true},
 	}
-	return append(defs, unaryOpDefs()...)
+	defs = append(defs, unaryOpDefs()...)
+	bin := binaryOps()
+	for i := range bin {
+		defs = append(defs, opDef{name: bin[i].name, build: newBinary(&bin[i]), inputs: two, grad: true})
+	}
+	return defs
 }
 
 // unaryOpDefs returns a row per op of unaryOps (elementwise_unary.go).
