@@ -139,6 +139,9 @@ func TestConformance(t *testing.T) {
 					t.Errorf("%s: %v", c.name, err)
 				default:
 					p++
+					if c.op != "(multi-node)" {
+						opsCovered.add(t, opsCovered.conf, c.op)
+					}
 				}
 			}
 			t.Logf("%s: %d passed, %d failed, %d skipped", op, p, f, s)

@@ -43,11 +43,11 @@ func names(n int) []string {
 	return s
 }
 
-// buildKernel builds n's kernel from elementwiseOps.
+// buildKernel builds n's kernel from the registry.
 func buildKernel(t testing.TB, n *Node) Kernel {
 	t.Helper()
-	b, ok := builderMap(elementwiseOpDefs())[n.Proto.GetOpType()]
-	if !ok {
+	b := opBuilder(n.Proto.GetOpType())
+	if b == nil {
 		t.Fatalf("no builder for %s", n.Proto.GetOpType())
 	}
 	k, err := b(n)
@@ -179,18 +179,6 @@ func to64(x []float32) []float64 {
 		y[i] = float64(v)
 	}
 	return y
-}
-
-// closeTo reports whether got is within atol+rtol·|want| of want (NaN matches NaN,
-// infinities must match exactly).
-func closeTo(got, want, atol, rtol float64) bool {
-	if math.IsNaN(want) || math.IsNaN(got) {
-		return math.IsNaN(want) && math.IsNaN(got)
-	}
-	if math.IsInf(want, 0) || math.IsInf(got, 0) {
-		return got == want
-	}
-	return math.Abs(got-want) <= atol+rtol*math.Abs(want)
 }
 
 // opBuilder returns op's builder from the registry, or nil when op is not supported.

@@ -101,24 +101,17 @@ func checkGraphGrad(t *testing.T, c gradCase) {
 	if err := g.Backward(ctx(), weights...); err != nil {
 		t.Fatal(err)
 	}
-	const h = 1e-2
+	var ops []string
+	for _, n := range c.nodes {
+		ops = append(ops, n.GetOpType())
+	}
 	checked := 0
 	for _, name := range names {
 		p := g.Param(name)
 		analytic := slices.Clone(p.Grad.F)
-		for i := range p.Value.F {
-			v := p.Value.F[i]
-			p.Value.F[i] = v + h
-			lp := loss()
-			p.Value.F[i] = v - h
-			lm := loss()
-			p.Value.F[i] = v
-			num := (lp - lm) / (2 * h)
-			if d := math.Abs(float64(analytic[i]) - num); d > 1e-3+1e-2*math.Abs(num) {
-				t.Errorf("%s: d/d%s[%d] = %.6g, finite differences give %.6g", c.name, name, i, analytic[i], num)
-			}
-			checked++
-		}
+		fdCheck(t, c.name+": d/d"+name, p.Value.F, func(j int) float64 { return float64(analytic[j]) }, loss,
+			fdSpec{step: fixedStep(1e-2), atol: 1e-3, rtol: 1e-2}, ops...)
+		checked += len(p.Value.F)
 	}
 	if checked == 0 {
 		t.Fatalf("%s: no parameter elements checked", c.name)
@@ -139,6 +132,8 @@ func shapeGradCases() []gradCase {
 	y := []string{"y"}
 	cases := []gradCase{
 		one("Identity", 16, gNode("Identity", x, y), []int64{2, 3}),
+		// A float-to-float cast passes the gradient straight through.
+		one("Cast/float", 13, gNode("Cast", x, y, gAttrI("to", int64(onnxpb.TensorProto_FLOAT))), []int64{2, 3}),
 		one("Flatten/default", 13, gNode("Flatten", x, y), []int64{2, 3, 2}),
 		one("Flatten/axis0", 13, gNode("Flatten", x, y, gAttrI("axis", 0)), []int64{2, 3, 2}),
 		one("Flatten/axis-1", 13, gNode("Flatten", x, y, gAttrI("axis", -1)), []int64{2, 3, 2}),

@@ -69,7 +69,7 @@ func TestNNSteadyStateAllocations(t *testing.T) {
 				r := rand.New(rand.NewPCG(41, uint64(batch)))
 				in := c.in(r, batch)
 				n := nntNode(c.op, c.opset, len(in), c.nOut, c.attrs...)
-				k := nntBuild(t, n)
+				k := buildKernel(t, n)
 				ctx := nntGoCtx(1)
 				outs := nntRun(t, k, ctx, in)
 				gout := make([]*Tensor, len(outs))

@@ -36,7 +36,7 @@ func benchCtx(b *testing.B) *Context {
 // call that sizes the scratch buffers, and reports flops per call as GFLOP/s.
 func benchKernel(b *testing.B, n *Node, in []*Tensor, flops float64, back bool) {
 	ctx := benchCtx(b)
-	k := nntBuild(b, n)
+	k := buildKernel(b, n)
 	outs := nntRun(b, k, ctx, in)
 	r := rand.New(rand.NewPCG(1, 1))
 	gout := []*Tensor{nntRand(r, outs[0].Shape, -1, 1)}
@@ -147,7 +147,7 @@ func BenchmarkGemm256x784x4096Backward(b *testing.B) { benchGemm(b, true) }
 func benchElementwise(b *testing.B, n *Node, in []*Tensor, back, training bool) {
 	ctx := benchCtx(b)
 	ctx.Training = training
-	k := nntBuild(b, n)
+	k := buildKernel(b, n)
 	outs := nntRun(b, k, ctx, in)
 	r := rand.New(rand.NewPCG(4, 4))
 	gout := make([]*Tensor, len(outs))

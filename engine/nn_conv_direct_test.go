@@ -45,8 +45,8 @@ func TestConvDirectMatchesGemm(t *testing.T) {
 					b = nnt64(in[2].F)
 				}
 				want, _ := refConv(nnt64(in[0].F), c.x, nnt64(in[1].F), c.w, b, max(c.group, 1), strides, dil, pads)
-				direct := nntBuild(t, n).(*convKernel)
-				gemm := nntBuild(t, n).(*convKernel)
+				direct := buildKernel(t, n).(*convKernel)
+				gemm := buildKernel(t, n).(*convKernel)
 				gemm.noDirect = true
 				ctx := nntGoCtx(workers)
 				d, err := direct.dims(c.x, c.w, n.Optional(in, 2))
@@ -198,10 +198,10 @@ func TestConvFusedPool(t *testing.T) {
 						}
 					}
 				}
-				k := nntBuild(t, n).(*convKernel)
+				k := buildKernel(t, n).(*convKernel)
 				k.noDirect = noDirect
 				pn := nntNode("MaxPool", 12, 1, 1, nntInts("kernel_shape", int64(tc.k), int64(tc.k)), nntInts("strides", int64(tc.s), int64(tc.s)))
-				pool := nntBuild(t, pn).(*poolKernel)
+				pool := buildKernel(t, pn).(*poolKernel)
 				out := NewFloat([]int{N, M, PH, PW}, make([]float32, len(want)))
 				for i := range out.F {
 					out.F[i] = float32(math.NaN())
@@ -248,7 +248,7 @@ func TestConvResidual(t *testing.T) {
 							want[i] = float64(w32[0])
 						}
 					}
-					k := nntBuild(t, n).(*convKernel)
+					k := buildKernel(t, n).(*convKernel)
 					k.noDirect = noDirect
 					y := NewFloat(ws, make([]float32, len(want)))
 					for i := range y.F {
@@ -278,7 +278,7 @@ func TestConvDirectWorkersAgree(t *testing.T) {
 			in := c.inputs(r)
 			var first []float32
 			for _, workers := range []int{1, 2, 3, 7} {
-				k := nntBuild(t, n).(*convKernel)
+				k := buildKernel(t, n).(*convKernel)
 				y := nntRun(t, k, nntGoCtx(workers), in)[0].F
 				if first == nil {
 					first = y
@@ -290,7 +290,7 @@ func TestConvDirectWorkersAgree(t *testing.T) {
 					}
 				}
 			}
-			k := nntBuild(t, n).(*convKernel)
+			k := buildKernel(t, n).(*convKernel)
 			ctx := nntGoCtx(3)
 			out := nntRun(t, k, ctx, in)
 			gy := nntRand(r, out[0].Shape, -1, 1)

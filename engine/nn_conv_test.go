@@ -221,7 +221,7 @@ func TestConvForwardMatchesDirect(t *testing.T) {
 				r := rand.New(rand.NewPCG(1, 2))
 				n, strides, dil, pads := c.node(11)
 				in := c.inputs(r)
-				out := nntRun(t, nntBuild(t, n), nntCtx(t, workers), in)
+				out := nntRun(t, buildKernel(t, n), nntCtx(t, workers), in)
 				var b []float64
 				if c.bias {
 					b = nnt64(in[2].F)
@@ -317,7 +317,7 @@ func TestConvTransposeForwardMatchesScatter(t *testing.T) {
 			r := rand.New(rand.NewPCG(3, 4))
 			n, strides, dil, pads, outPad := c.node()
 			in := c.inputs(r)
-			out := nntRun(t, nntBuild(t, n), nntCtx(t, 2), in)
+			out := nntRun(t, buildKernel(t, n), nntCtx(t, 2), in)
 			var b []float64
 			if c.bias {
 				b = nnt64(in[2].F)
@@ -408,7 +408,7 @@ func TestConvChunks(t *testing.T) {
 			r := rand.New(rand.NewPCG(3, 4))
 			n, strides, dil, pads := c.node(11)
 			in := c.inputs(r)
-			k := nntBuild(t, n)
+			k := buildKernel(t, n)
 			k.(*convKernel).noDirect = true // chunks are the im2col + Sgemm path's
 			if d, err := k.(*convKernel).dims(c.x, c.w, in[2]); err != nil || d.chunk() >= c.x[0] {
 				t.Fatalf("case does not split the batch into chunks (chunk %d of %d, err %v)", d.chunk(), c.x[0], err)
@@ -469,7 +469,7 @@ func TestConvChunks(t *testing.T) {
 func TestConvGeometryChange(t *testing.T) {
 	c := convCase{name: "strided", x: []int{2, 2, 7, 5}, w: []int{3, 2, 3, 3}, strides: []int{2, 2}, pads: []int{1, 1, 1, 1}, bias: true}
 	n, strides, dil, pads := c.node(11)
-	k := nntBuild(t, n)
+	k := buildKernel(t, n)
 	ctx := nntCtx(t, 2)
 	for _, x := range [][]int{{2, 2, 7, 5}, {3, 2, 6, 6}, {2, 2, 7, 5}, {1, 2, 9, 4}} {
 		c.x = x

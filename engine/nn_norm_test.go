@@ -61,7 +61,7 @@ func TestBatchNormInference(t *testing.T) {
 				r := rand.New(rand.NewPCG(21, 22))
 				in := bnInputs(r, shape)
 				n := nntNode("BatchNormalization", opset, 5, 1, nntFloat("epsilon", 1e-2))
-				out := nntRun(t, nntBuild(t, n), nntCtx(t, 2), in)
+				out := nntRun(t, buildKernel(t, n), nntCtx(t, 2), in)
 				want := refBatchNorm(nnt64(in[0].F), shape, nnt64(in[1].F), nnt64(in[2].F), nnt64(in[3].F), nnt64(in[4].F), float64(float32(1e-2)))
 				nntClose(t, "Y", out[0].F, want, 1e-5, 1e-5)
 			})
@@ -77,7 +77,7 @@ func TestBatchNormTrainingMode(t *testing.T) {
 	in := bnInputs(r, shape)
 	const mom = 0.8
 	n := nntNode("BatchNormalization", 15, 5, 3, nntInt("training_mode", 1), nntFloat("momentum", mom))
-	out := nntRun(t, nntBuild(t, n), nntCtx(t, 2), in)
+	out := nntRun(t, buildKernel(t, n), nntCtx(t, 2), in)
 	x := nnt64(in[0].F)
 	mean, pvar := refChannelStats(x, shape)
 	want := refBatchNorm(x, shape, nnt64(in[1].F), nnt64(in[2].F), mean, pvar, float64(float32(1e-5)))
@@ -103,7 +103,7 @@ func TestBatchNormContextTraining(t *testing.T) {
 			n := nntNode("BatchNormalization", 9, 5, 1, nntFloat("momentum", mom))
 			ctx := nntCtx(t, 2)
 			ctx.Training = true
-			out := nntRun(t, nntBuild(t, n), ctx, in)
+			out := nntRun(t, buildKernel(t, n), ctx, in)
 			x := nnt64(in[0].F)
 			mean, pvar := refChannelStats(x, shape)
 			want := refBatchNorm(x, shape, nnt64(in[1].F), nnt64(in[2].F), mean, pvar, float64(float32(1e-5)))
@@ -199,7 +199,7 @@ func TestLayerNormForward(t *testing.T) {
 			r := rand.New(rand.NewPCG(31, 32))
 			in := lnInputs(r, c.shape, c.axis, true)
 			n := nntNode("LayerNormalization", 17, 3, 3, nntInt("axis", int64(c.axis)), nntFloat("epsilon", 0.1))
-			out := nntRun(t, nntBuild(t, n), nntCtx(t, 2), in)
+			out := nntRun(t, buildKernel(t, n), nntCtx(t, 2), in)
 			y, mean, inv := refLayerNorm(nnt64(in[0].F), in[1].Len(), nnt64(in[1].F), nnt64(in[2].F), float64(float32(0.1)))
 			nntClose(t, "Y", out[0].F, y, 1e-5, 1e-5)
 			nntClose(t, "Mean", out[1].F, mean, 1e-6, 1e-5)
@@ -239,7 +239,7 @@ func TestInstanceNorm(t *testing.T) {
 			r := rand.New(rand.NewPCG(33, 34))
 			in := gen(r)
 			n := nntNode("InstanceNormalization", 6, 3, 1, nntFloat("epsilon", 1e-2))
-			out := nntRun(t, nntBuild(t, n), nntCtx(t, 2), in)
+			out := nntRun(t, buildKernel(t, n), nntCtx(t, 2), in)
 			// Instance norm is layer norm over each (n, c) plane with per-channel affine.
 			inner := numel(shape[2:])
 			x := nnt64(in[0].F)
@@ -269,7 +269,8 @@ func TestOldOpsetConformanceData(t *testing.T) {
 	const dir = "/usr/share/libonnx-testdata/data/node"
 	testenv.RequireFile(t, dir, "apt-get install libonnx-testdata")
 	for _, name := range []string{"test_globalaveragepool", "test_globalaveragepool_precomputed",
-		"test_globalmaxpool", "test_globalmaxpool_precomputed", "test_instancenorm_epsilon", "test_instancenorm_example"} {
+		"test_globalmaxpool", "test_globalmaxpool_precomputed", "test_instancenorm_epsilon", "test_instancenorm_example",
+		"test_hardsigmoid", "test_hardsigmoid_default", "test_hardsigmoid_example"} {
 		t.Run(name, func(t *testing.T) {
 			raw, err := os.ReadFile(filepath.Join(dir, name, "model.onnx"))
 			if err != nil {
@@ -279,8 +280,9 @@ func TestOldOpsetConformanceData(t *testing.T) {
 			if err := proto.Unmarshal(raw, mp); err != nil {
 				t.Fatal(err)
 			}
+			recordPassed(t, opsCovered.conf, mp)
 			np := mp.GetGraph().GetNode()[0]
-			k := nntBuild(t, &Node{Proto: np, Opset: 7})
+			k := buildKernel(t, &Node{Proto: np, Opset: 7})
 			sets, _ := filepath.Glob(filepath.Join(dir, name, "test_data_set_*"))
 			if len(sets) == 0 {
 				t.Fatal("no data sets")
@@ -327,7 +329,7 @@ func TestBatchNormGradientChannelSums(t *testing.T) {
 	for i := range in[0].F {
 		in[0].F[i] = 40 + 0.1*in[0].F[i]
 	}
-	k := nntBuild(t, nntNode("BatchNormalization", 9, 5, 1))
+	k := buildKernel(t, nntNode("BatchNormalization", 9, 5, 1))
 	ctx := nntCtx(t, 2)
 	ctx.Training = true
 	out := nntRun(t, k, ctx, in)

@@ -162,7 +162,7 @@ func TestMaxPoolForward(t *testing.T) {
 				r := rand.New(rand.NewPCG(11, 12))
 				n, strides, dil, pads := c.node("MaxPool", 12, 2, false, colMajor)
 				x := nntRand(r, c.x, -2, 2)
-				out := nntRun(t, nntBuild(t, n), nntCtx(t, 2), []*Tensor{x})
+				out := nntRun(t, buildKernel(t, n), nntCtx(t, 2), []*Tensor{x})
 				want, arg, ys := refPool(nnt64(x.F), c.x, c.kern, strides, dil, pads, c.ceil, true, false, colMajor)
 				if !nnShapeEq(out[0].Shape, ys) || !nnShapeEq(out[1].Shape, ys) {
 					t.Fatalf("shapes %v %v, want %v", out[0].Shape, out[1].Shape, ys)
@@ -188,7 +188,7 @@ func TestMaxPoolInt64(t *testing.T) {
 		x.I[i] = int64((i * 37) % 251)
 		xf[i] = float64(x.I[i])
 	}
-	out := nntRun(t, nntBuild(t, n), nntCtx(t, 2), []*Tensor{x})
+	out := nntRun(t, buildKernel(t, n), nntCtx(t, 2), []*Tensor{x})
 	want, _, _ := refPool(xf, c.x, c.kern, strides, dil, pads, c.ceil, true, false, false)
 	for i, w := range want {
 		if float64(out[0].I[i]) != w {
@@ -208,7 +208,7 @@ func TestAveragePoolForward(t *testing.T) {
 				}
 				n, strides, dil, pads := c.node("AveragePool", opset, 1, includePad, false)
 				x := nntRand(r, c.x, -2, 2)
-				out := nntRun(t, nntBuild(t, n), nntCtx(t, 2), []*Tensor{x})
+				out := nntRun(t, buildKernel(t, n), nntCtx(t, 2), []*Tensor{x})
 				want, _, ys := refPool(nnt64(x.F), c.x, c.kern, strides, dil, pads, c.ceil, false, includePad, false)
 				if !nnShapeEq(out[0].Shape, ys) {
 					t.Fatalf("shape %v, want %v", out[0].Shape, ys)
@@ -248,7 +248,7 @@ func TestGlobalPoolForward(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
 	x := nntRand(r, []int{2, 3, 4, 5}, -1, 1)
 	for _, op := range []string{"GlobalAveragePool", "GlobalMaxPool"} {
-		out := nntRun(t, nntBuild(t, nntNode(op, 11, 1, 1)), nntCtx(t, 2), []*Tensor{x})
+		out := nntRun(t, buildKernel(t, nntNode(op, 11, 1, 1)), nntCtx(t, 2), []*Tensor{x})
 		if !nnShapeEq(out[0].Shape, []int{2, 3, 1, 1}) {
 			t.Fatalf("%s: shape %v", op, out[0].Shape)
 		}

@@ -28,6 +28,7 @@ func TestQuantizeLinearAgainstOnnxruntime(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			x, w := c.inputs(r)
 			m := c.model(w)
+			recordPassed(t, opsCovered.ort, m.Proto)
 			b, err := proto.Marshal(m.Proto)
 			if err != nil {
 				t.Fatal(err)
@@ -102,6 +103,7 @@ func TestBlockedInt4MatMulAgainstOnnxruntime(t *testing.T) {
 			Output:      []*onnxpb.ValueInfoProto{typedValue("y", f, []int64{batch, n})},
 		},
 	}}
+	recordPassed(t, opsCovered.ort, m.Proto)
 	b, err := proto.Marshal(m.Proto)
 	if err != nil {
 		t.Fatal(err)
