@@ -42,9 +42,9 @@ func TestConvDirectMatchesGemm(t *testing.T) {
 				in := c.inputs(r)
 				var b []float64
 				if c.bias {
-					b = nnt64(in[2].F)
+					b = to64(in[2].F)
 				}
-				want, _ := refConv(nnt64(in[0].F), c.x, nnt64(in[1].F), c.w, b, max(c.group, 1), strides, dil, pads)
+				want, _ := refConv(to64(in[0].F), c.x, to64(in[1].F), c.w, b, max(c.group, 1), strides, dil, pads)
 				direct := buildKernel(t, n).(*convKernel)
 				gemm := buildKernel(t, n).(*convKernel)
 				gemm.noDirect = true
@@ -81,7 +81,7 @@ func TestConvDirectMatchesGemm(t *testing.T) {
 						outs[j] = y.F
 						nntClose(t, fmt.Sprintf("Y (path %d, act %v)", j, act), y.F, wantAct, 1e-5, 1e-5)
 					}
-					nntClose(t, "direct vs gemm", outs[0], nnt64(outs[1]), 1e-5, 1e-5)
+					nntClose(t, "direct vs gemm", outs[0], to64(outs[1]), 1e-5, 1e-5)
 				}
 
 				out := nntRun(t, direct, ctx, in)
@@ -176,9 +176,9 @@ func TestConvFusedPool(t *testing.T) {
 				in := c.inputs(r)
 				var b []float64
 				if c.bias {
-					b = nnt64(in[2].F)
+					b = to64(in[2].F)
 				}
-				y, ys := refConv(nnt64(in[0].F), c.x, nnt64(in[1].F), c.w, b, 1, strides, dil, pads)
+				y, ys := refConv(to64(in[0].F), c.x, to64(in[1].F), c.w, b, 1, strides, dil, pads)
 				for i, v := range y {
 					y[i] = max(v, 0)
 				}
@@ -200,7 +200,7 @@ func TestConvFusedPool(t *testing.T) {
 				}
 				k := buildKernel(t, n).(*convKernel)
 				k.noDirect = noDirect
-				pn := nntNode("MaxPool", 12, 1, 1, nntInts("kernel_shape", int64(tc.k), int64(tc.k)), nntInts("strides", int64(tc.s), int64(tc.s)))
+				pn := nntNode("MaxPool", 12, 1, 1, attrInts("kernel_shape", int64(tc.k), int64(tc.k)), attrInts("strides", int64(tc.s), int64(tc.s)))
 				pool := buildKernel(t, pn).(*poolKernel)
 				out := NewFloat([]int{N, M, PH, PW}, make([]float32, len(want)))
 				for i := range out.F {
@@ -236,9 +236,9 @@ func TestConvResidual(t *testing.T) {
 					in := c.inputs(r)
 					var b []float64
 					if c.bias {
-						b = nnt64(in[2].F)
+						b = to64(in[2].F)
 					}
-					want, ws := refConv(nnt64(in[0].F), c.x, nnt64(in[1].F), c.w, b, max(c.group, 1), strides, dil, pads)
+					want, ws := refConv(to64(in[0].F), c.x, to64(in[1].F), c.w, b, max(c.group, 1), strides, dil, pads)
 					res := nntRand(r, ws, -1, 1)
 					for i, v := range res.F {
 						want[i] += float64(v)

@@ -71,12 +71,12 @@ var gemmCases = []gemmCase{
 }
 
 func (c gemmCase) node() *Node {
-	attrs := []*onnxpb.AttributeProto{nntFloat("alpha", c.alpha), nntFloat("beta", c.beta)}
+	attrs := []*onnxpb.AttributeProto{attrF("alpha", c.alpha), attrF("beta", c.beta)}
 	if c.ta {
-		attrs = append(attrs, nntInt("transA", 1))
+		attrs = append(attrs, attrI("transA", 1))
 	}
 	if c.tb {
-		attrs = append(attrs, nntInt("transB", 1))
+		attrs = append(attrs, attrI("transB", 1))
 	}
 	nIn := 2
 	if c.c != nil {
@@ -101,9 +101,9 @@ func TestGemmForward(t *testing.T) {
 			out := nntRun(t, buildKernel(t, c.node()), nntCtx(t, 2), in)
 			var cv []float64
 			if c.c != nil {
-				cv = nnt64(in[2].F)
+				cv = to64(in[2].F)
 			}
-			want := refGemm(nnt64(in[0].F), c.a, nnt64(in[1].F), c.b, cv, c.c, float64(c.alpha), float64(c.beta), c.ta, c.tb)
+			want := refGemm(to64(in[0].F), c.a, to64(in[1].F), c.b, cv, c.c, float64(c.alpha), float64(c.beta), c.ta, c.tb)
 			nntClose(t, "Y", out[0].F, want, 1e-5, 1e-5)
 		})
 	}
@@ -186,7 +186,7 @@ func TestMatMulForward(t *testing.T) {
 			r := rand.New(rand.NewPCG(8, 9))
 			in := []*Tensor{nntRand(r, c.a, -1, 1), nntRand(r, c.b, -1, 1)}
 			out := nntRun(t, buildKernel(t, nntNode("MatMul", 13, 2, 1)), nntCtx(t, 2), in)
-			want, shape := refMatMul(nnt64(in[0].F), c.a, nnt64(in[1].F), c.b)
+			want, shape := refMatMul(to64(in[0].F), c.a, to64(in[1].F), c.b)
 			if !nnShapeEq(out[0].Shape, shape) {
 				t.Fatalf("shape %v, want %v", out[0].Shape, shape)
 			}

@@ -17,22 +17,6 @@ import (
 // graph executor), float64 reference implementations written as plain nested loops over
 // multi-indices, and a finite-difference check of Backward.
 
-func nntInt(name string, v int64) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), I: proto.Int64(v), Type: onnxpb.AttributeProto_INT.Enum()}
-}
-
-func nntFloat(name string, v float32) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), F: proto.Float32(v), Type: onnxpb.AttributeProto_FLOAT.Enum()}
-}
-
-func nntInts(name string, v ...int64) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), Ints: v, Type: onnxpb.AttributeProto_INTS.Enum()}
-}
-
-func nntStr(name, v string) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), S: []byte(v), Type: onnxpb.AttributeProto_STRING.Enum()}
-}
-
 // nntNode builds a node with nIn inputs and nOut outputs.
 func nntNode(op string, opset int64, nIn, nOut int, attrs ...*onnxpb.AttributeProto) *Node {
 	in := make([]string, nIn)
@@ -116,14 +100,6 @@ func nntDistinct(r *rand.Rand, shape []int) *Tensor {
 		x[i] = float32(p)*0.05 - float32(n)*0.025
 	}
 	return NewFloat(append([]int(nil), shape...), x)
-}
-
-func nnt64(x []float32) []float64 {
-	y := make([]float64, len(x))
-	for i, v := range x {
-		y[i] = float64(v)
-	}
-	return y
 }
 
 // nntClose compares got with want elementwise within atol + rtol·|want|.

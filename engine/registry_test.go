@@ -87,7 +87,7 @@ func TestOpTableDifferentiable(t *testing.T) {
 		d := reg[op]
 		n := &Node{Proto: gNode(op, nil, []string{"y"}), Opset: 21}
 		if op == "Constant" {
-			n.Proto.Attribute = append(n.Proto.Attribute, gAttrF("value_float", 1))
+			n.Proto.Attribute = append(n.Proto.Attribute, attrF("value_float", 1))
 		}
 		k, err := makeKernel(d.build, n)
 		if err != nil {
