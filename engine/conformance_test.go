@@ -89,7 +89,7 @@ func TestConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	supported := builders()
+	supported := registry()
 	byOp := map[string][]conformanceCase{}
 	for _, dir := range dirs {
 		raw, err := os.ReadFile(filepath.Join(dir, "model.onnx"))
@@ -104,7 +104,7 @@ func TestConformance(t *testing.T) {
 		ok := len(nodes) > 0
 		for _, n := range nodes {
 			d := n.GetDomain()
-			if supported[n.GetOpType()] == nil || (d != "" && d != "ai.onnx") {
+			if _, known := supported[n.GetOpType()]; !known || (d != "" && d != "ai.onnx") {
 				ok = false
 			}
 		}
@@ -139,6 +139,9 @@ func TestConformance(t *testing.T) {
 					t.Errorf("%s: %v", c.name, err)
 				default:
 					p++
+					if c.op != "(multi-node)" {
+						opsCovered.add(t, opsCovered.conf, c.op)
+					}
 				}
 			}
 			t.Logf("%s: %d passed, %d failed, %d skipped", op, p, f, s)

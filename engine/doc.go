@@ -28,9 +28,10 @@
 //	err = g.Backward(ctx, dlogits)
 //	for _, p := range g.Params() { if p.Trainable { update(p.Value.F, p.Grad.F) } }
 //
-// Each supported ONNX op has a Kernel (shape inference and a forward pass that writes
-// into buffers the executor owns and reuses) and, where a gradient can flow through it,
-// a vector-Jacobian product (Differentiable). Matrix work goes through gonum's blas32
+// Each supported ONNX op is one row of the op table (registry in ops.go; README.md in
+// this directory shows how to add one) and has a Kernel (shape inference and a forward
+// pass that writes into buffers the executor owns and reuses) and, where a gradient can
+// flow through it, a vector-Jacobian product (Differentiable) next to its forward pass. Matrix work goes through gonum's blas32
 // interface (package engine/blas chooses pure Go or OpenBLAS); other kernels split their
 // work over Context.Workers goroutines.
 package engine

@@ -4,7 +4,7 @@ import (
 	"math"
 )
 
-// binOp is a two-input element-wise operation with numpy broadcasting.
+// binOp names a binary op where its type rules differ (Infer, Forward).
 type binOp uint8
 
 const (
@@ -16,12 +16,286 @@ const (
 	opPRelu
 )
 
+// binaryOp is one binary element-wise op whole: its forward and its vector-Jacobian
+// product over one broadcast run (n elements of the output from offset o; the inputs
+// advance from offsets a and b by steps ia and ib, which are 0 or 1). Each function holds
+// its own loops, so the dispatch is one indirect call per run.
+type binaryOp struct {
+	name string
+	id   binOp
+	fwd  func(k *binaryKernel, o, a, b, n, ia, ib int)
+	// fwdInt computes on int64; nil for ops on float32 only.
+	fwdInt func(k *binaryKernel, o, a, b, n, ia, ib int)
+	// sign, for linear ops (Add, Sub), is each input's derivative: their VJP is the
+	// scaled output gradient, summed over broadcast axes, and needs no forward values.
+	sign *[2]float32
+	// vjp adds one run's contributions to the gradient of input k.wrt into k.dst, which
+	// is laid out like the output; nil for linear ops.
+	vjp func(k *binaryKernel, o, a, b, n, ia, ib int)
+}
+
+// binaryOps returns the binary element-wise ops. Conventions at points where a derivative
+// does not exist follow PyTorch.
+func binaryOps() []binaryOp {
+	return []binaryOp{
+		{name: "Add", id: opAdd, sign: &[2]float32{1, 1},
+			fwd: func(k *binaryKernel, o, a, b, n, ia, ib int) {
+				out := k.o[o : o+n]
+				switch {
+				case ia == 1 && ib == 1:
+					x, y := k.a[a:a+n], k.b[b:b+n]
+					for i := range out {
+						out[i] = x[i] + y[i]
+					}
+				case ia == 1:
+					x, s := k.a[a:a+n], k.b[b]
+					for i := range out {
+						out[i] = x[i] + s
+					}
+				case ib == 1:
+					s, y := k.a[a], k.b[b:b+n]
+					for i := range out {
+						out[i] = s + y[i]
+					}
+				default:
+					fill(out, k.a[a]+k.b[b])
+				}
+			},
+			fwdInt: func(k *binaryKernel, o, a, b, n, ia, ib int) {
+				out := k.oi[o : o+n]
+				for i := range out {
+					out[i] = k.ai[a+i*ia] + k.bi[b+i*ib]
+				}
+			}},
+		{name: "Sub", id: opSub, sign: &[2]float32{1, -1},
+			fwd: func(k *binaryKernel, o, a, b, n, ia, ib int) {
+				out := k.o[o : o+n]
+				switch {
+				case ia == 1 && ib == 1:
+					x, y := k.a[a:a+n], k.b[b:b+n]
+					for i := range out {
+						out[i] = x[i] - y[i]
+					}
+				case ia == 1:
+					x, s := k.a[a:a+n], k.b[b]
+					for i := range out {
+						out[i] = x[i] - s
+					}
+				case ib == 1:
+					s, y := k.a[a], k.b[b:b+n]
+					for i := range out {
+						out[i] = s - y[i]
+					}
+				default:
+					fill(out, k.a[a]-k.b[b])
+				}
+			},
+			fwdInt: func(k *binaryKernel, o, a, b, n, ia, ib int) {
+				out := k.oi[o : o+n]
+				for i := range out {
+					out[i] = k.ai[a+i*ia] - k.bi[b+i*ib]
+				}
+			}},
+		{name: "Mul", id: opMul,
+			fwd: func(k *binaryKernel, o, a, b, n, ia, ib int) {
+				out := k.o[o : o+n]
+				switch {
+				case ia == 1 && ib == 1:
+					x, y := k.a[a:a+n], k.b[b:b+n]
+					for i := range out {
+						out[i] = x[i] * y[i]
+					}
+				case ia == 1:
+					x, s := k.a[a:a+n], k.b[b]
+					for i := range out {
+						out[i] = x[i] * s
+					}
+				case ib == 1:
+					s, y := k.a[a], k.b[b:b+n]
+					for i := range out {
+						out[i] = s * y[i]
+					}
+				default:
+					fill(out, k.a[a]*k.b[b])
+				}
+			},
+			fwdInt: func(k *binaryKernel, o, a, b, n, ia, ib int) {
+				out := k.oi[o : o+n]
+				for i := range out {
+					out[i] = k.ai[a+i*ia] * k.bi[b+i*ib]
+				}
+			},
+			// The other operand scales the gradient: by one value along broadcast runs.
+			vjp: func(k *binaryKernel, o, a, b, n, ia, ib int) {
+				g, dst := k.g[o:o+n], k.dst[o:o+n]
+				other, off, step := k.b, b, ib
+				if k.wrt == 1 {
+					other, off, step = k.a, a, ia
+				}
+				if step == 0 {
+					v := other[off]
+					for i := range dst {
+						dst[i] += g[i] * v
+					}
+					return
+				}
+				for i, v := range other[off : off+n] {
+					dst[i] += g[i] * v
+				}
+			}},
+		{name: "Div", id: opDiv,
+			fwd: func(k *binaryKernel, o, a, b, n, ia, ib int) {
+				out := k.o[o : o+n]
+				switch {
+				case ia == 1 && ib == 1:
+					x, y := k.a[a:a+n], k.b[b:b+n]
+					for i := range out {
+						out[i] = x[i] / y[i]
+					}
+				case ia == 1:
+					// Dividing, not multiplying by the reciprocal, keeps results bit-exact.
+					x, s := k.a[a:a+n], k.b[b]
+					for i := range out {
+						out[i] = x[i] / s
+					}
+				case ib == 1:
+					s, y := k.a[a], k.b[b:b+n]
+					for i := range out {
+						out[i] = s / y[i]
+					}
+				default:
+					fill(out, k.a[a]/k.b[b])
+				}
+			},
+			// Go's division truncates toward zero, as C and onnxruntime do; Forward has
+			// refused zero divisors.
+			fwdInt: func(k *binaryKernel, o, a, b, n, ia, ib int) {
+				out := k.oi[o : o+n]
+				for i := range out {
+					out[i] = k.ai[a+i*ia] / k.bi[b+i*ib]
+				}
+			},
+			vjp: func(k *binaryKernel, o, a, b, n, ia, ib int) {
+				g, dst := k.g[o:o+n], k.dst[o:o+n]
+				A, B := k.a, k.b
+				switch {
+				case k.wrt == 0 && ib == 0:
+					v := B[b]
+					for i := range dst {
+						dst[i] += g[i] / v
+					}
+				case k.wrt == 0:
+					for i, v := range B[b : b+n] {
+						dst[i] += g[i] / v
+					}
+				default:
+					for i := range dst {
+						y := B[b+i*ib]
+						dst[i] -= (g[i] / y) * (A[a+i*ia] / y)
+					}
+				}
+			}},
+		{name: "Pow", id: opPow,
+			// The per-element cost of math.Pow dwarfs the indexing, so one strided loop;
+			// a scalar exponent of 1 or 2 (LayerNorm exports square) skips math.Pow.
+			fwd: func(k *binaryKernel, o, a, b, n, ia, ib int) {
+				out := k.o[o : o+n]
+				if ib == 0 {
+					switch k.b[b] {
+					case 1:
+						for i := range out {
+							out[i] = k.a[a+i*ia]
+						}
+						return
+					case 2:
+						for i := range out {
+							x := k.a[a+i*ia]
+							out[i] = x * x
+						}
+						return
+					}
+				}
+				for i := range out {
+					out[i] = float32(math.Pow(float64(k.a[a+i*ia]), float64(k.b[b+i*ib])))
+				}
+			},
+			fwdInt: func(k *binaryKernel, o, a, b, n, ia, ib int) {
+				out := k.oi[o : o+n]
+				for i := range out {
+					out[i] = ipow(k.ai[a+i*ia], k.bi[b+i*ib])
+				}
+			},
+			// The base's derivative is 0 where the exponent is 0; the exponent's is 0
+			// where the base is 0 and the exponent non-negative (and NaN, from log,
+			// where the base is negative).
+			vjp: func(k *binaryKernel, o, a, b, n, ia, ib int) {
+				g, dst := k.g[o:o+n], k.dst[o:o+n]
+				A, B := k.a, k.b
+				if k.wrt == 0 {
+					for i := range dst {
+						x, y := float64(A[a+i*ia]), float64(B[b+i*ib])
+						if y == 0 {
+							continue
+						}
+						dst[i] += g[i] * float32(y*math.Pow(x, y-1))
+					}
+					return
+				}
+				for i := range dst {
+					x, y := float64(A[a+i*ia]), float64(B[b+i*ib])
+					if x == 0 && y >= 0 {
+						continue
+					}
+					dst[i] += g[i] * float32(math.Pow(x, y)*math.Log(x))
+				}
+			}},
+		{name: "PRelu", id: opPRelu,
+			fwd: func(k *binaryKernel, o, a, b, n, ia, ib int) {
+				out := k.o[o : o+n]
+				for i := range out {
+					x, y := k.a[a+i*ia], k.b[b+i*ib]
+					if x < 0 {
+						x = y * x
+					}
+					out[i] = x
+				}
+			},
+			// The derivative at x = 0 is the slope.
+			vjp: func(k *binaryKernel, o, a, b, n, ia, ib int) {
+				g, dst := k.g[o:o+n], k.dst[o:o+n]
+				A, B := k.a, k.b
+				if k.wrt == 0 {
+					for i := range dst {
+						if A[a+i*ia] > 0 {
+							dst[i] += g[i]
+						} else {
+							dst[i] += g[i] * B[b+i*ib]
+						}
+					}
+					return
+				}
+				for i := range dst {
+					if x := A[a+i*ia]; x <= 0 {
+						dst[i] += g[i] * x
+					}
+				}
+			}},
+	}
+}
+
+// fill sets every element of out to v.
+func fill(out []float32, v float32) {
+	for i := range out {
+		out[i] = v
+	}
+}
+
 // binaryKernel runs Add, Sub, Mul, Div, Pow and PRelu. Float32 inputs are differentiable;
 // Add, Sub, Mul, Div and Pow also compute on int64 (the shape arithmetic exporters emit),
 // and Pow mixes a float32 base with an int64 exponent and the reverse, as ONNX allows.
 type binaryKernel struct {
 	n  *Node
-	op binOp
+	op *binaryOp
 
 	plan    bcastPlan
 	red     reducer
@@ -40,12 +314,12 @@ type binaryKernel struct {
 	rowF, rowI, rowB func(o, a, b, n, ia, ib int)
 }
 
-func newBinary(op binOp) Builder {
+func newBinary(op *binaryOp) Builder {
 	return func(n *Node) (Kernel, error) {
 		if n.Opset < 7 && n.Int("broadcast", 0) != 0 && n.Has("axis") {
 			return nil, n.Errorf("legacy broadcasting with attribute axis (opset %d) is not supported; re-export the model with opset 7 or later", n.Opset)
 		}
-		if op == opPRelu && n.Opset < 7 {
+		if op.id == opPRelu && n.Opset < 7 {
 			return nil, n.Errorf("opset %d PRelu is not supported; re-export the model with opset 7 or later", n.Opset)
 		}
 		k := &binaryKernel{n: n, op: op}
@@ -58,9 +332,11 @@ func newBinary(op binOp) Builder {
 				dst[i] += s * g[i]
 			}
 		}
-		k.rowF = k.forwardRowF
-		k.rowI = k.forwardRowI
-		k.rowB = k.backwardRow
+		k.rowF = func(o, a, b, n, ia, ib int) { op.fwd(k, o, a, b, n, ia, ib) }
+		k.rowI = func(o, a, b, n, ia, ib int) { op.fwdInt(k, o, a, b, n, ia, ib) }
+		if op.vjp != nil {
+			k.rowB = func(o, a, b, n, ia, ib int) { op.vjp(k, o, a, b, n, ia, ib) }
+		}
 		return k, nil
 	}
 }
@@ -71,7 +347,7 @@ func (k *binaryKernel) Infer(in []*Tensor) ([]*Tensor, error) {
 	}
 	a, b := in[0], in[1]
 	dt := a.DType
-	switch k.op {
+	switch k.op.id {
 	case opPow:
 		// The result has the base's type; the exponent may be of either type.
 	case opPRelu:
@@ -87,7 +363,7 @@ func (k *binaryKernel) Infer(in []*Tensor) ([]*Tensor, error) {
 	if !ok {
 		return nil, k.n.Errorf("input shapes %v and %v do not broadcast", a.Shape, b.Shape)
 	}
-	if k.op == opPRelu && !sameShape(shape, a.Shape) {
+	if k.op.id == opPRelu && !sameShape(shape, a.Shape) {
 		return nil, k.n.Errorf("slope of shape %v does not broadcast to the input's shape %v", b.Shape, a.Shape)
 	}
 	return []*Tensor{{DType: dt, Shape: shape}}, nil
@@ -104,7 +380,7 @@ func (k *binaryKernel) Forward(ctx *Context, in, out []*Tensor) error {
 		k.o, k.a, k.b = o.F, a.F, b.F
 		ctx.Parallel(k.plan.n, ewGrain, k.fwdF)
 	case a.DType == Int64 && b.DType == Int64:
-		if k.op == opDiv {
+		if k.op.id == opDiv {
 			for _, v := range b.I {
 				if v == 0 {
 					return k.n.Errorf("integer division by zero")
@@ -145,149 +421,6 @@ func (k *binaryKernel) release() {
 	k.oi, k.ai, k.bi = nil, nil, nil
 }
 
-func (k *binaryKernel) forwardRowF(o, a, b, n, ia, ib int) {
-	out := k.o[o : o+n]
-	if k.op == opPow || k.op == opPRelu {
-		k.forwardRowSlow(out, a, b, ia, ib)
-		return
-	}
-	switch {
-	case ia == 1 && ib == 1:
-		x, y := k.a[a:a+n], k.b[b:b+n]
-		switch k.op {
-		case opAdd:
-			for i := range out {
-				out[i] = x[i] + y[i]
-			}
-		case opSub:
-			for i := range out {
-				out[i] = x[i] - y[i]
-			}
-		case opMul:
-			for i := range out {
-				out[i] = x[i] * y[i]
-			}
-		case opDiv:
-			for i := range out {
-				out[i] = x[i] / y[i]
-			}
-		}
-	case ia == 1:
-		x, s := k.a[a:a+n], k.b[b]
-		switch k.op {
-		case opAdd:
-			for i := range out {
-				out[i] = x[i] + s
-			}
-		case opSub:
-			for i := range out {
-				out[i] = x[i] - s
-			}
-		case opMul:
-			for i := range out {
-				out[i] = x[i] * s
-			}
-		case opDiv:
-			// Dividing, not multiplying by the reciprocal, keeps results bit-exact.
-			for i := range out {
-				out[i] = x[i] / s
-			}
-		}
-	case ib == 1:
-		s, y := k.a[a], k.b[b:b+n]
-		switch k.op {
-		case opAdd:
-			for i := range out {
-				out[i] = s + y[i]
-			}
-		case opSub:
-			for i := range out {
-				out[i] = s - y[i]
-			}
-		case opMul:
-			for i := range out {
-				out[i] = s * y[i]
-			}
-		case opDiv:
-			for i := range out {
-				out[i] = s / y[i]
-			}
-		}
-	default:
-		v := binF(k.op, k.a[a], k.b[b])
-		for i := range out {
-			out[i] = v
-		}
-	}
-}
-
-// forwardRowSlow computes Pow and PRelu, whose per-element cost dwarfs the indexing.
-func (k *binaryKernel) forwardRowSlow(out []float32, a, b, ia, ib int) {
-	if k.op == opPow && ib == 0 {
-		// A scalar exponent: squares (LayerNorm exports) and identities skip math.Pow.
-		y := k.b[b]
-		switch y {
-		case 1:
-			for i := range out {
-				out[i] = k.a[a+i*ia]
-			}
-			return
-		case 2:
-			for i := range out {
-				x := k.a[a+i*ia]
-				out[i] = x * x
-			}
-			return
-		}
-	}
-	for i := range out {
-		out[i] = binF(k.op, k.a[a+i*ia], k.b[b+i*ib])
-	}
-}
-
-// binF is the float32 operation on one pair of elements.
-func binF(op binOp, x, y float32) float32 {
-	switch op {
-	case opAdd:
-		return x + y
-	case opSub:
-		return x - y
-	case opMul:
-		return x * y
-	case opDiv:
-		return x / y
-	case opPow:
-		return float32(math.Pow(float64(x), float64(y)))
-	default: // opPRelu
-		if x < 0 {
-			return y * x
-		}
-		return x
-	}
-}
-
-func (k *binaryKernel) forwardRowI(o, a, b, n, ia, ib int) {
-	out := k.oi[o : o+n]
-	for i := range out {
-		x, y := k.ai[a+i*ia], k.bi[b+i*ib]
-		var v int64
-		switch k.op {
-		case opAdd:
-			v = x + y
-		case opSub:
-			v = x - y
-		case opMul:
-			v = x * y
-		case opDiv:
-			// Go's division truncates toward zero, as C and onnxruntime do.
-			v = x / y
-		case opPow:
-			v = ipow(x, y)
-		}
-		out[i] = v
-	}
-}
-
 // ipow is x**y in integers; a negative exponent gives the truncated real result.
 func ipow(x, y int64) int64 {
 	if y < 0 {
@@ -316,17 +449,13 @@ func ipow(x, y int64) int64 {
 // Retains: Add and Sub need only the shapes (taken from the gradient buffers); the
 // other ops need both inputs and never the output.
 func (k *binaryKernel) Retains() (inputs, outputs []bool) {
-	need := k.op != opAdd && k.op != opSub
+	need := k.op.sign == nil
 	return []bool{need, need}, []bool{false}
 }
 
-// Backward adds the vector-Jacobian products. For an input that was broadcast, the
-// product is computed at the output's shape and then summed over the broadcast axes.
-//
-// Conventions at points where a derivative does not exist follow PyTorch: PRelu's
-// derivative at x = 0 is the slope; Pow's base derivative is 0 where the exponent is 0,
-// and its exponent derivative is 0 where the base is 0 and the exponent non-negative
-// (and NaN, from log, where the base is negative).
+// Backward adds the vector-Jacobian products of the op's vjp. For an input that was
+// broadcast, the product is computed at the output's shape and then summed over the
+// broadcast axes.
 func (k *binaryKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error {
 	g := gout[0]
 	if g == nil {
@@ -349,11 +478,8 @@ func (k *binaryKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) erro
 func (k *binaryKernel) backwardInput(ctx *Context, in []*Tensor, g, gi *Tensor, wrt int) error {
 	defer k.release()
 	full := numel(gi.Shape) == numel(g.Shape)
-	if k.op == opAdd || k.op == opSub {
-		sign := float32(1)
-		if k.op == opSub && wrt == 1 {
-			sign = -1
-		}
+	if k.op.sign != nil {
+		sign := k.op.sign[wrt]
 		if full {
 			k.dst, k.g, k.sign = gi.F, g.F, sign
 			ctx.Parallel(len(gi.F), ewGrain, k.addG)
@@ -364,7 +490,7 @@ func (k *binaryKernel) backwardInput(ctx *Context, in []*Tensor, g, gi *Tensor, 
 	}
 	a, b := in[0], in[1]
 	bf := b.F
-	if k.op == opPow && b.DType == Int64 && wrt == 0 {
+	if k.op.id == opPow && b.DType == Int64 && wrt == 0 {
 		// An integer exponent (x ** 2 from some exporters): the base's gradient only.
 		k.bconv = growF(k.bconv, len(b.I))
 		for i, v := range b.I {
@@ -389,75 +515,4 @@ func (k *binaryKernel) backwardInput(ctx *Context, in []*Tensor, g, gi *Tensor, 
 	ctx.Parallel(k.plan.n, ewGrain, k.bwd)
 	k.redAxes = k.red.reduceTo(ctx, k.tmp, g.Shape, gi.Shape, gi.F, 1, k.redAxes)
 	return nil
-}
-
-// backwardRow adds one run's contributions to the gradient of input k.wrt into k.dst,
-// which is laid out like the output.
-func (k *binaryKernel) backwardRow(o, a, b, n, ia, ib int) {
-	g, dst := k.g[o:o+n], k.dst[o:o+n]
-	A, B := k.a, k.b
-	switch {
-	case k.op == opMul:
-		// The other operand scales the gradient: by one value along broadcast runs.
-		o, off, step := B, b, ib
-		if k.wrt == 1 {
-			o, off, step = A, a, ia
-		}
-		if step == 0 {
-			v := o[off]
-			for i := range dst {
-				dst[i] += g[i] * v
-			}
-			return
-		}
-		for i, v := range o[off : off+n] {
-			dst[i] += g[i] * v
-		}
-	case k.op == opDiv && k.wrt == 0:
-		if ib == 0 {
-			v := B[b]
-			for i := range dst {
-				dst[i] += g[i] / v
-			}
-			return
-		}
-		for i, v := range B[b : b+n] {
-			dst[i] += g[i] / v
-		}
-	case k.op == opDiv:
-		for i := range dst {
-			y := B[b+i*ib]
-			dst[i] -= (g[i] / y) * (A[a+i*ia] / y)
-		}
-	case k.op == opPow && k.wrt == 0:
-		for i := range dst {
-			x, y := float64(A[a+i*ia]), float64(B[b+i*ib])
-			if y == 0 {
-				continue
-			}
-			dst[i] += g[i] * float32(y*math.Pow(x, y-1))
-		}
-	case k.op == opPow:
-		for i := range dst {
-			x, y := float64(A[a+i*ia]), float64(B[b+i*ib])
-			if x == 0 && y >= 0 {
-				continue
-			}
-			dst[i] += g[i] * float32(math.Pow(x, y)*math.Log(x))
-		}
-	case k.op == opPRelu && k.wrt == 0:
-		for i := range dst {
-			if A[a+i*ia] > 0 {
-				dst[i] += g[i]
-			} else {
-				dst[i] += g[i] * B[b+i*ib]
-			}
-		}
-	case k.op == opPRelu:
-		for i := range dst {
-			if x := A[a+i*ia]; x <= 0 {
-				dst[i] += g[i] * x
-			}
-		}
-	}
 }

@@ -175,11 +175,11 @@ func TestElementwiseInt64(t *testing.T) {
 // TestElementwiseErrors checks that bad models are reported with the node's name.
 func TestElementwiseErrors(t *testing.T) {
 	build := func(n *Node) error {
-		_, err := elementwiseOps()[n.Proto.GetOpType()](n)
+		_, err := opBuilder(n.Proto.GetOpType())(n)
 		return err
 	}
 	infer := func(n *Node, in ...*Tensor) error {
-		k, err := elementwiseOps()[n.Proto.GetOpType()](n)
+		k, err := opBuilder(n.Proto.GetOpType())(n)
 		if err != nil {
 			t.Fatalf("build: %v", err)
 		}

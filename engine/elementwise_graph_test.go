@@ -159,19 +159,13 @@ func TestElementwiseGraphChain(t *testing.T) {
 		}
 		return l
 	}
+	var ops []string
+	for _, n := range m.Proto.GetGraph().GetNode() {
+		ops = append(ops, n.GetOpType())
+	}
 	for i := range p {
-		for j := range p[i] {
-			v := p[i][j]
-			const h = 1e-6
-			p[i][j] = v + h
-			lp := loss()
-			p[i][j] = v - h
-			lm := loss()
-			p[i][j] = v
-			num := (lp - lm) / (2 * h)
-			if !closeTo(float64(grads[i][j]), num, 1e-4, 1e-3) {
-				t.Errorf("parameter %d element %d: gradient %v, finite differences %v", i, j, grads[i][j], num)
-			}
-		}
+		gi := grads[i]
+		fdCheck(t, fmt.Sprintf("parameter %d", i), p[i], func(j int) float64 { return float64(gi[j]) }, loss,
+			fdSpec{step: fixedStep(1e-6), atol: 1e-4, rtol: 1e-3}, ops...)
 	}
 }

@@ -14,18 +14,6 @@ import (
 // (without the graph executor) and a float64 reference of numpy broadcasting that is
 // written independently of bcastPlan (plain index arithmetic per element).
 
-func attrI(name string, v int64) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), I: proto.Int64(v), Type: onnxpb.AttributeProto_INT.Enum()}
-}
-
-func attrF(name string, v float32) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), F: proto.Float32(v), Type: onnxpb.AttributeProto_FLOAT.Enum()}
-}
-
-func attrInts(name string, v ...int64) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), Ints: v, Type: onnxpb.AttributeProto_INTS.Enum()}
-}
-
 // testNode builds a node of op with the given input names ("" for an absent optional
 // input) and attributes.
 func testNode(op string, opset int64, inputs []string, attrs ...*onnxpb.AttributeProto) *Node {
@@ -41,20 +29,6 @@ func names(n int) []string {
 		s[i] = string(rune('a' + i))
 	}
 	return s
-}
-
-// buildKernel builds n's kernel from elementwiseOps.
-func buildKernel(t testing.TB, n *Node) Kernel {
-	t.Helper()
-	b, ok := elementwiseOps()[n.Proto.GetOpType()]
-	if !ok {
-		t.Fatalf("no builder for %s", n.Proto.GetOpType())
-	}
-	k, err := b(n)
-	if err != nil {
-		t.Fatalf("build: %v", err)
-	}
-	return k
 }
 
 // shapeOnly returns in with the values of float tensors dropped, as the executor's
@@ -179,16 +153,4 @@ func to64(x []float32) []float64 {
 		y[i] = float64(v)
 	}
 	return y
-}
-
-// closeTo reports whether got is within atol+rtol·|want| of want (NaN matches NaN,
-// infinities must match exactly).
-func closeTo(got, want, atol, rtol float64) bool {
-	if math.IsNaN(want) || math.IsNaN(got) {
-		return math.IsNaN(want) && math.IsNaN(got)
-	}
-	if math.IsInf(want, 0) || math.IsInf(got, 0) {
-		return got == want
-	}
-	return math.Abs(got-want) <= atol+rtol*math.Abs(want)
 }

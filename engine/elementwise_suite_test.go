@@ -51,7 +51,7 @@ func TestElementwiseNodeSuite(t *testing.T) {
 		t.Fatal(err)
 	}
 	sort.Strings(dirs)
-	ops := elementwiseOps()
+	ops := builderMap(elementwiseOpDefs())
 	var passed, failed, skipped int
 	for _, dir := range dirs {
 		data, err := os.ReadFile(filepath.Join(dir, "model.onnx"))
@@ -119,7 +119,7 @@ func runSuiteCase(t *testing.T, m *onnxio.Model, dir string) bool {
 				continue
 			}
 			n := &Node{Proto: np, Opset: opset}
-			k, err := elementwiseOps()[np.GetOpType()](n)
+			k, err := opBuilder(np.GetOpType())(n)
 			if err != nil {
 				t.Errorf("%s: build: %v", name, err)
 				return false

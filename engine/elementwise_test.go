@@ -496,24 +496,14 @@ func TestElementwiseGradients(t *testing.T) {
 				}
 				return s
 			}
+			step := func(x float64) float64 { return 1e-6 * math.Max(1, math.Abs(x)) }
 			for i := range gin {
 				if gin[i] == nil {
 					continue
 				}
-				for j := range xs[i] {
-					x0 := xs[i][j]
-					h := 1e-6 * math.Max(1, math.Abs(x0))
-					xs[i][j] = x0 + h
-					lp := loss()
-					xs[i][j] = x0 - h
-					lm := loss()
-					xs[i][j] = x0
-					num := (lp - lm) / (2 * h)
-					got := float64(gin[i].F[j]) - prior
-					if !closeTo(got, num, 1e-4, 1e-3) {
-						t.Errorf("d/d input %d [%d] = %v, finite differences %v", i, j, got, num)
-					}
-				}
+				gi := gin[i].F
+				fdCheck(t, fmt.Sprintf("d/d input %d", i), xs[i], func(j int) float64 { return float64(gi[j]) - prior }, loss,
+					fdSpec{step: step, atol: 1e-4, rtol: 1e-3}, c.op)
 			}
 		})
 	}

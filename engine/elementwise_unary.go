@@ -4,31 +4,305 @@ import (
 	"math"
 )
 
-// unOp is a one-input element-wise operation.
-type unOp uint8
+// unaryOp is one unary element-wise op whole: its attributes, its forward pass and its
+// vector-Jacobian product over a chunk of elements. Each function holds its own loop, so
+// the dispatch is one indirect call per chunk and the loops stay specialised.
+type unaryOp struct {
+	name string
+	// init reads the op's attributes into the kernel.
+	init func(k *unaryKernel, n *Node) error
+	// fwd sets y from x over one chunk.
+	fwd func(k *unaryKernel, x, y []float32)
+	// fwdInt computes on int64 tensors; nil for ops on float32 only.
+	fwdInt func(k *unaryKernel, in []*Tensor, y []int64)
+	// vjp adds dy·∂y/∂x into dx over one chunk. It reads x or y as keep says; the
+	// other is nil.
+	vjp  func(k *unaryKernel, dx, x, y, dy []float32)
+	keep keep
+	// clip marks Clip, whose bounds are extra inputs with gradients of their own.
+	clip bool
+}
+
+// keep says which forward value an op's vjp reads, so that the executor can release the
+// other.
+type keep uint8
 
 const (
-	uSqrt unOp = iota
-	uNeg
-	uAbs
-	uExp
-	uLog
-	uErf
-	uRecip
-	uRelu
-	uLeakyRelu
-	uSigmoid
-	uHardSigmoid
-	uHardSwish
-	uTanh
-	uClip
+	keepNone keep = iota
+	keepX
+	keepY
 )
 
-// unaryKernel runs the element-wise math and activation ops and Clip. Neg, Abs and Clip
-// also compute on int64; the rest on float32 only.
+// unaryOps returns the unary element-wise ops. Where a derivative jumps, the value
+// follows PyTorch.
+func unaryOps() []unaryOp {
+	return []unaryOp{
+		{name: "Sqrt", keep: keepY,
+			fwd: func(_ *unaryKernel, x, y []float32) {
+				y = y[:len(x)]
+				for i, v := range x {
+					y[i] = float32(math.Sqrt(float64(v)))
+				}
+			},
+			vjp: func(_ *unaryKernel, dst, _, y, g []float32) {
+				for i := range dst {
+					dst[i] += g[i] * 0.5 / y[i]
+				}
+			}},
+		{name: "Neg", keep: keepNone,
+			fwd: func(_ *unaryKernel, x, y []float32) {
+				y = y[:len(x)]
+				for i, v := range x {
+					y[i] = -v
+				}
+			},
+			fwdInt: func(_ *unaryKernel, in []*Tensor, y []int64) {
+				for i, v := range in[0].I {
+					y[i] = -v
+				}
+			},
+			vjp: func(_ *unaryKernel, dst, _, _, g []float32) {
+				for i := range dst {
+					dst[i] -= g[i]
+				}
+			}},
+		{name: "Abs", keep: keepX,
+			fwd: func(_ *unaryKernel, x, y []float32) {
+				y = y[:len(x)]
+				for i, v := range x {
+					y[i] = float32(math.Abs(float64(v)))
+				}
+			},
+			fwdInt: func(_ *unaryKernel, in []*Tensor, y []int64) {
+				for i, v := range in[0].I {
+					if v < 0 {
+						v = -v
+					}
+					y[i] = v
+				}
+			},
+			// The derivative at 0 is 0 (the sign function), as in PyTorch.
+			vjp: func(_ *unaryKernel, dst, x, _, g []float32) {
+				for i, v := range x {
+					switch {
+					case v > 0:
+						dst[i] += g[i]
+					case v < 0:
+						dst[i] -= g[i]
+					}
+				}
+			}},
+		{name: "Exp", keep: keepY,
+			fwd: func(_ *unaryKernel, x, y []float32) {
+				y = y[:len(x)]
+				for i, v := range x {
+					y[i] = expF(v)
+				}
+			},
+			vjp: func(_ *unaryKernel, dst, _, y, g []float32) {
+				for i := range dst {
+					dst[i] += g[i] * y[i]
+				}
+			}},
+		{name: "Log", keep: keepX,
+			fwd: func(_ *unaryKernel, x, y []float32) {
+				y = y[:len(x)]
+				for i, v := range x {
+					y[i] = float32(math.Log(float64(v)))
+				}
+			},
+			vjp: func(_ *unaryKernel, dst, x, _, g []float32) {
+				for i := range dst {
+					dst[i] += g[i] / x[i]
+				}
+			}},
+		{name: "Erf", keep: keepX,
+			fwd: func(_ *unaryKernel, x, y []float32) {
+				y = y[:len(x)]
+				for i, v := range x {
+					y[i] = float32(math.Erf(float64(v)))
+				}
+			},
+			vjp: func(_ *unaryKernel, dst, x, _, g []float32) {
+				const c = 2 / 1.7724538509055159 // 2/√π
+				for i, v := range x {
+					dst[i] += g[i] * float32(c*math.Exp(-float64(v)*float64(v)))
+				}
+			}},
+		{name: "Reciprocal", keep: keepY,
+			fwd: func(_ *unaryKernel, x, y []float32) {
+				y = y[:len(x)]
+				for i, v := range x {
+					y[i] = 1 / v
+				}
+			},
+			vjp: func(_ *unaryKernel, dst, _, y, g []float32) {
+				for i := range dst {
+					dst[i] -= g[i] * y[i] * y[i]
+				}
+			}},
+		{name: "Relu", keep: keepY,
+			// Branch-free: clearing every bit of a value whose sign bit is set costs no
+			// mispredictions on mixed-sign activations (a branch made this loop 5× slower).
+			// Negative values and −0 become +0; NaN passes through unless its sign bit is set.
+			fwd: func(_ *unaryKernel, x, y []float32) {
+				y = y[:len(x)]
+				for i, v := range x {
+					u := int32(math.Float32bits(v))
+					y[i] = math.Float32frombits(uint32(u &^ (u >> 31)))
+				}
+			},
+			// Branch-free like the forward pass: the mask is all ones where y > 0 (its bits
+			// are a positive integer), else zero, so y = 0 passes no gradient (PyTorch's
+			// derivative at 0).
+			vjp: func(_ *unaryKernel, dst, _, y, g []float32) {
+				for i := range dst {
+					u := int32(math.Float32bits(y[i]))
+					m := ^((u - 1) >> 31) &^ (u >> 31)
+					dst[i] += math.Float32frombits(math.Float32bits(g[i]) & uint32(m))
+				}
+			}},
+		{name: "LeakyRelu", keep: keepX,
+			init: func(k *unaryKernel, n *Node) error {
+				k.alpha = n.Float("alpha", 0.01)
+				return nil
+			},
+			fwd: func(k *unaryKernel, x, y []float32) {
+				y = y[:len(x)]
+				a := k.alpha
+				for i, v := range x {
+					if v < 0 {
+						v *= a
+					}
+					y[i] = v
+				}
+			},
+			// The derivative at 0 is alpha.
+			vjp: func(k *unaryKernel, dst, x, _, g []float32) {
+				a := k.alpha
+				for i, v := range x {
+					if v > 0 {
+						dst[i] += g[i]
+					} else {
+						dst[i] += a * g[i]
+					}
+				}
+			}},
+		{name: "Sigmoid", keep: keepY,
+			fwd: func(_ *unaryKernel, x, y []float32) {
+				y = y[:len(x)]
+				for i, v := range x {
+					y[i] = sigmoid(v)
+				}
+			},
+			vjp: func(_ *unaryKernel, dst, _, y, g []float32) {
+				for i := range dst {
+					dst[i] += g[i] * y[i] * (1 - y[i])
+				}
+			}},
+		{name: "HardSigmoid", keep: keepX,
+			init: func(k *unaryKernel, n *Node) error {
+				k.alpha, k.beta = n.Float("alpha", 0.2), n.Float("beta", 0.5)
+				return nil
+			},
+			fwd: func(k *unaryKernel, x, y []float32) {
+				y = y[:len(x)]
+				a, b := k.alpha, k.beta
+				for i, v := range x {
+					y[i] = max(0, min(1, a*v+b))
+				}
+			},
+			// alpha strictly inside the linear piece.
+			vjp: func(k *unaryKernel, dst, x, _, g []float32) {
+				a, b := k.alpha, k.beta
+				for i, v := range x {
+					if t := a*v + b; t > 0 && t < 1 {
+						dst[i] += a * g[i]
+					}
+				}
+			}},
+		{name: "HardSwish", keep: keepX,
+			init: func(k *unaryKernel, _ *Node) error {
+				k.alpha, k.beta = 1.0/6, 0.5
+				return nil
+			},
+			// The clamp of a·v+b to [0, 1] on bit patterns (see clipBits): +0 below, 1
+			// above, with a NaN or −∞ argument still giving NaN through the product.
+			fwd: func(k *unaryKernel, x, y []float32) {
+				y = y[:len(x)]
+				a, b := k.alpha, k.beta
+				const one = 0x3f800000 // bits of 1
+				for i, v := range x {
+					t := int32(math.Float32bits(a*v + b))
+					y[i] = v * math.Float32frombits(uint32(min(max(t, 0), one)))
+				}
+			},
+			// 0 below −3, x/3+1/2 on [−3, 3] and 1 above.
+			vjp: func(_ *unaryKernel, dst, x, _, g []float32) {
+				for i, v := range x {
+					switch {
+					case v > 3:
+						dst[i] += g[i]
+					case v >= -3:
+						dst[i] += g[i] * (v/3 + 0.5)
+					}
+				}
+			}},
+		{name: "Tanh", keep: keepY,
+			fwd: func(_ *unaryKernel, x, y []float32) {
+				y = y[:len(x)]
+				for i, v := range x {
+					y[i] = float32(math.Tanh(float64(v)))
+				}
+			},
+			vjp: func(_ *unaryKernel, dst, _, y, g []float32) {
+				for i := range dst {
+					dst[i] += g[i] * (1 - y[i]*y[i])
+				}
+			}},
+		{name: "Clip", keep: keepX, clip: true,
+			init: func(k *unaryKernel, n *Node) error {
+				if n.Opset < 11 {
+					// Opset 6's defaults are the float32 limits, not infinities.
+					k.attrLo = n.Float("min", -math.MaxFloat32)
+					k.attrHi = n.Float("max", math.MaxFloat32)
+				} else if n.Has("min") || n.Has("max") {
+					return n.Errorf("attributes min/max are not part of opset %d Clip; bounds are inputs since opset 11", n.Opset)
+				}
+				return nil
+			},
+			fwd: func(k *unaryKernel, x, y []float32) { clipBits(x, y, k.lo, k.hi) },
+			fwdInt: func(k *unaryKernel, in []*Tensor, y []int64) {
+				lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+				if t := k.clipBound(in, 1); t != nil {
+					lo = t.I[0]
+				}
+				if t := k.clipBound(in, 2); t != nil {
+					hi = t.I[0]
+				}
+				for i, v := range in[0].I {
+					y[i] = min(max(v, lo), hi)
+				}
+			},
+			// The gradient passes for min ≤ x ≤ max (inclusive); the rest goes to the
+			// bound that was selected (clipBoundGrads), and when min > max every element
+			// takes max.
+			vjp: func(k *unaryKernel, dst, x, _, g []float32) {
+				l, h := k.lo, k.hi
+				for i, v := range x {
+					if v >= l && v <= h {
+						dst[i] += g[i]
+					}
+				}
+			}},
+	}
+}
+
+// unaryKernel runs the element-wise math and activation ops and Clip, one unaryOp each.
+// Neg, Abs and Clip also compute on int64; the rest on float32 only.
 type unaryKernel struct {
 	n           *Node
-	op          unOp
+	op          *unaryOp
 	alpha, beta float32 // LeakyRelu's slope; HardSigmoid's and HardSwish's line
 
 	// Clip's bounds as attributes (before opset 11); from 11 they are inputs.
@@ -41,23 +315,12 @@ type unaryKernel struct {
 	fwd, bwd     func(lo, hi int)
 }
 
-func newUnary(op unOp) Builder {
+func newUnary(op *unaryOp) Builder {
 	return func(n *Node) (Kernel, error) {
 		k := &unaryKernel{n: n, op: op}
-		switch op {
-		case uLeakyRelu:
-			k.alpha = n.Float("alpha", 0.01)
-		case uHardSigmoid:
-			k.alpha, k.beta = n.Float("alpha", 0.2), n.Float("beta", 0.5)
-		case uHardSwish:
-			k.alpha, k.beta = 1.0/6, 0.5
-		case uClip:
-			if n.Opset < 11 {
-				// Opset 6's defaults are the float32 limits, not infinities.
-				k.attrLo = n.Float("min", -math.MaxFloat32)
-				k.attrHi = n.Float("max", math.MaxFloat32)
-			} else if n.Has("min") || n.Has("max") {
-				return nil, n.Errorf("attributes min/max are not part of opset %d Clip; bounds are inputs since opset 11", n.Opset)
+		if op.init != nil {
+			if err := op.init(k, n); err != nil {
+				return nil, err
 			}
 		}
 		k.fwd = k.forward
@@ -71,14 +334,10 @@ func (k *unaryKernel) Infer(in []*Tensor) ([]*Tensor, error) {
 		return nil, k.n.Errorf("needs an input")
 	}
 	x := in[0]
-	if x.DType != Float32 {
-		switch k.op {
-		case uNeg, uAbs, uClip:
-		default:
-			return nil, k.n.Errorf("input is %s; this op computes on float32 only", x.DType)
-		}
+	if x.DType != Float32 && k.op.fwdInt == nil {
+		return nil, k.n.Errorf("input is %s; this op computes on float32 only", x.DType)
 	}
-	if k.op == uClip {
+	if k.op.clip {
 		if len(in) > 1 && k.n.Opset < 11 {
 			return nil, k.n.Errorf("opset %d Clip takes one input, has %d", k.n.Opset, len(in))
 		}
@@ -122,10 +381,10 @@ func (k *unaryKernel) bounds(in []*Tensor) (lo, hi float32) {
 func (k *unaryKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	x, y := in[0], out[0]
 	if x.DType == Int64 {
-		k.forwardInt(in, y.I)
+		k.op.fwdInt(k, in, y.I)
 		return nil
 	}
-	if k.op == uClip {
+	if k.op.clip {
 		k.lo, k.hi = k.bounds(in)
 	}
 	k.x, k.y = x.F, y.F
@@ -134,108 +393,7 @@ func (k *unaryKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	return nil
 }
 
-func (k *unaryKernel) forwardInt(in []*Tensor, y []int64) {
-	x := in[0].I
-	switch k.op {
-	case uNeg:
-		for i, v := range x {
-			y[i] = -v
-		}
-	case uAbs:
-		for i, v := range x {
-			if v < 0 {
-				v = -v
-			}
-			y[i] = v
-		}
-	case uClip:
-		lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
-		if t := k.clipBound(in, 1); t != nil {
-			lo = t.I[0]
-		}
-		if t := k.clipBound(in, 2); t != nil {
-			hi = t.I[0]
-		}
-		for i, v := range x {
-			y[i] = min(max(v, lo), hi)
-		}
-	}
-}
-
-func (k *unaryKernel) forward(lo, hi int) {
-	x, y := k.x[lo:hi], k.y[lo:hi]
-	y = y[:len(x)]
-	switch k.op {
-	case uSqrt:
-		for i, v := range x {
-			y[i] = float32(math.Sqrt(float64(v)))
-		}
-	case uNeg:
-		for i, v := range x {
-			y[i] = -v
-		}
-	case uAbs:
-		for i, v := range x {
-			y[i] = float32(math.Abs(float64(v)))
-		}
-	case uExp:
-		for i, v := range x {
-			y[i] = expF(v)
-		}
-	case uLog:
-		for i, v := range x {
-			y[i] = float32(math.Log(float64(v)))
-		}
-	case uErf:
-		for i, v := range x {
-			y[i] = float32(math.Erf(float64(v)))
-		}
-	case uRecip:
-		for i, v := range x {
-			y[i] = 1 / v
-		}
-	case uRelu:
-		// Branch-free: clearing every bit of a value whose sign bit is set costs no
-		// mispredictions on mixed-sign activations (a branch made this loop 5× slower).
-		// Negative values and −0 become +0; NaN passes through unless its sign bit is set.
-		for i, v := range x {
-			u := int32(math.Float32bits(v))
-			y[i] = math.Float32frombits(uint32(u &^ (u >> 31)))
-		}
-	case uLeakyRelu:
-		a := k.alpha
-		for i, v := range x {
-			if v < 0 {
-				v *= a
-			}
-			y[i] = v
-		}
-	case uSigmoid:
-		for i, v := range x {
-			y[i] = sigmoid(v)
-		}
-	case uHardSigmoid:
-		a, b := k.alpha, k.beta
-		for i, v := range x {
-			y[i] = max(0, min(1, a*v+b))
-		}
-	case uHardSwish:
-		// The clamp of a·v+b to [0, 1] on bit patterns (see clipBits): +0 below, 1
-		// above, with a NaN or −∞ argument still giving NaN through the product.
-		a, b := k.alpha, k.beta
-		const one = 0x3f800000 // bits of 1
-		for i, v := range x {
-			t := int32(math.Float32bits(a*v + b))
-			y[i] = v * math.Float32frombits(uint32(min(max(t, 0), one)))
-		}
-	case uTanh:
-		for i, v := range x {
-			y[i] = float32(math.Tanh(float64(v)))
-		}
-	case uClip:
-		clipBits(x, y, k.lo, k.hi)
-	}
-}
+func (k *unaryKernel) forward(lo, hi int) { k.op.fwd(k, k.x[lo:hi], k.y[lo:hi]) }
 
 // floatKey maps the bits of a float32 to an int32 with the same order as the floats
 // (−0 just below +0; NaNs outside every number); it is its own inverse.
@@ -285,34 +443,19 @@ func sigmoid(v float32) float32 {
 	return e / (1 + e)
 }
 
-// usesOutput reports whether the op's derivative is computed from its output, so that
-// its input need not be kept for the backward pass.
-func (k *unaryKernel) usesOutput() bool {
-	switch k.op {
-	case uSqrt, uExp, uRecip, uRelu, uSigmoid, uTanh:
-		return true
-	}
-	return false
-}
-
 func (k *unaryKernel) Retains() (inputs, outputs []bool) {
-	inputs = []bool{!k.usesOutput() && k.op != uNeg}
-	if k.op == uClip {
+	inputs = []bool{k.op.keep == keepX}
+	if k.op.clip {
 		// The input and both bounds decide where the gradient goes.
 		inputs = make([]bool, max(1, k.n.NumInputs()))
 		for i := range inputs {
 			inputs[i] = true
 		}
 	}
-	return inputs, []bool{k.usesOutput()}
+	return inputs, []bool{k.op.keep == keepY}
 }
 
-// Backward adds the vector-Jacobian product. Where the derivative jumps, the value
-// follows PyTorch: Relu's derivative at 0 is 0, LeakyRelu's is alpha; Clip passes the
-// gradient for min ≤ x ≤ max (inclusive) and sends the rest to the bound that was
-// selected (when min > max every element takes max); HardSigmoid passes alpha strictly
-// inside its linear piece; HardSwish's derivative is 0 below −3, x/3+1/2 on [−3, 3] and 1
-// above.
+// Backward adds the vector-Jacobian product of the op's vjp.
 func (k *unaryKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error {
 	g := gout[0]
 	if g == nil {
@@ -321,16 +464,17 @@ func (k *unaryKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error
 	if g.DType != Float32 {
 		return k.n.Errorf("no gradient through %s values", g.DType)
 	}
-	if k.op == uClip {
+	if k.op.clip {
 		k.lo, k.hi = k.bounds(in)
 		k.clipBoundGrads(in, g, gin)
 	}
 	if len(gin) == 0 || gin[0] == nil {
 		return nil
 	}
-	if k.usesOutput() {
+	switch k.op.keep {
+	case keepY:
 		k.y = out[0].F
-	} else if k.op != uNeg {
+	case keepX:
 		k.x = in[0].F
 	}
 	k.g, k.dst = g.F, gin[0].F
@@ -371,96 +515,12 @@ func (k *unaryKernel) clipBoundGrads(in []*Tensor, g *Tensor, gin []*Tensor) {
 }
 
 func (k *unaryKernel) backward(lo, hi int) {
-	g, dst := k.g[lo:hi], k.dst[lo:hi]
 	var x, y []float32
-	if k.usesOutput() {
+	switch k.op.keep {
+	case keepY:
 		y = k.y[lo:hi]
-	} else if k.op != uNeg {
+	case keepX:
 		x = k.x[lo:hi]
 	}
-	switch k.op {
-	case uSqrt:
-		for i := range dst {
-			dst[i] += g[i] * 0.5 / y[i]
-		}
-	case uNeg:
-		for i := range dst {
-			dst[i] -= g[i]
-		}
-	case uAbs:
-		// The derivative at 0 is 0 (the sign function), as in PyTorch.
-		for i, v := range x {
-			switch {
-			case v > 0:
-				dst[i] += g[i]
-			case v < 0:
-				dst[i] -= g[i]
-			}
-		}
-	case uExp:
-		for i := range dst {
-			dst[i] += g[i] * y[i]
-		}
-	case uLog:
-		for i := range dst {
-			dst[i] += g[i] / x[i]
-		}
-	case uErf:
-		const c = 2 / 1.7724538509055159 // 2/√π
-		for i, v := range x {
-			dst[i] += g[i] * float32(c*math.Exp(-float64(v)*float64(v)))
-		}
-	case uRecip:
-		for i := range dst {
-			dst[i] -= g[i] * y[i] * y[i]
-		}
-	case uRelu:
-		// Branch-free like the forward pass: the mask is all ones where y > 0 (its bits
-		// are a positive integer), else zero, so y = 0 passes no gradient.
-		for i := range dst {
-			u := int32(math.Float32bits(y[i]))
-			m := ^((u - 1) >> 31) &^ (u >> 31)
-			dst[i] += math.Float32frombits(math.Float32bits(g[i]) & uint32(m))
-		}
-	case uLeakyRelu:
-		a := k.alpha
-		for i, v := range x {
-			if v > 0 {
-				dst[i] += g[i]
-			} else {
-				dst[i] += a * g[i]
-			}
-		}
-	case uSigmoid:
-		for i := range dst {
-			dst[i] += g[i] * y[i] * (1 - y[i])
-		}
-	case uHardSigmoid:
-		a, b := k.alpha, k.beta
-		for i, v := range x {
-			if t := a*v + b; t > 0 && t < 1 {
-				dst[i] += a * g[i]
-			}
-		}
-	case uHardSwish:
-		for i, v := range x {
-			switch {
-			case v > 3:
-				dst[i] += g[i]
-			case v >= -3:
-				dst[i] += g[i] * (v/3 + 0.5)
-			}
-		}
-	case uTanh:
-		for i := range dst {
-			dst[i] += g[i] * (1 - y[i]*y[i])
-		}
-	case uClip:
-		l, h := k.lo, k.hi
-		for i, v := range x {
-			if v >= l && v <= h {
-				dst[i] += g[i]
-			}
-		}
-	}
+	k.op.vjp(k, k.dst[lo:hi], x, y, k.g[lo:hi])
 }

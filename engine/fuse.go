@@ -88,8 +88,8 @@ func (k *convBNKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	}
 	var cl *nnClamp
 	if k.act != nil {
-		k.cl = nnClamp{relu: k.act.op == uRelu, swish: k.act.op == uHardSwish, a: k.act.alpha, b: k.act.beta}
-		if k.act.op == uClip {
+		k.cl = nnClamp{relu: k.act.op.name == "Relu", swish: k.act.op.name == "HardSwish", a: k.act.alpha, b: k.act.beta}
+		if k.act.op.clip {
 			k.cl.lo, k.cl.hi = k.act.bounds(in[7:])
 		}
 		cl = &k.cl
@@ -235,7 +235,7 @@ func (g *Graph) fusableAdd(p *plan, id int, uses []int, t, s int) (int, int) {
 	r += t + 1
 	rs := p.steps[r].node
 	k, ok := rs.k.(*binaryKernel)
-	if !ok || k.op != opAdd || len(rs.in) != 2 || len(rs.out) != 1 {
+	if !ok || k.op.id != opAdd || len(rs.in) != 2 || len(rs.out) != 1 {
 		return -1, -1
 	}
 	other := rs.in[0]
@@ -265,7 +265,7 @@ func (g *Graph) fusableAct(p *plan, id int, uses []int, t int) int {
 	a += t + 1
 	as := p.steps[a].node
 	k, ok := as.k.(*unaryKernel)
-	if !ok || (k.op != uRelu && k.op != uClip && k.op != uHardSwish) || as.in[0] != id || len(as.out) != 1 {
+	if !ok || (k.op.name != "Relu" && k.op.name != "Clip" && k.op.name != "HardSwish") || as.in[0] != id || len(as.out) != 1 {
 		return -1
 	}
 	for _, b := range as.in[1:] {

@@ -101,24 +101,17 @@ func checkGraphGrad(t *testing.T, c gradCase) {
 	if err := g.Backward(ctx(), weights...); err != nil {
 		t.Fatal(err)
 	}
-	const h = 1e-2
+	var ops []string
+	for _, n := range c.nodes {
+		ops = append(ops, n.GetOpType())
+	}
 	checked := 0
 	for _, name := range names {
 		p := g.Param(name)
 		analytic := slices.Clone(p.Grad.F)
-		for i := range p.Value.F {
-			v := p.Value.F[i]
-			p.Value.F[i] = v + h
-			lp := loss()
-			p.Value.F[i] = v - h
-			lm := loss()
-			p.Value.F[i] = v
-			num := (lp - lm) / (2 * h)
-			if d := math.Abs(float64(analytic[i]) - num); d > 1e-3+1e-2*math.Abs(num) {
-				t.Errorf("%s: d/d%s[%d] = %.6g, finite differences give %.6g", c.name, name, i, analytic[i], num)
-			}
-			checked++
-		}
+		fdCheck(t, c.name+": d/d"+name, p.Value.F, func(j int) float64 { return float64(analytic[j]) }, loss,
+			fdSpec{step: fixedStep(1e-2), atol: 1e-3, rtol: 1e-2}, ops...)
+		checked += len(p.Value.F)
 	}
 	if checked == 0 {
 		t.Fatalf("%s: no parameter elements checked", c.name)
@@ -139,43 +132,45 @@ func shapeGradCases() []gradCase {
 	y := []string{"y"}
 	cases := []gradCase{
 		one("Identity", 16, gNode("Identity", x, y), []int64{2, 3}),
+		// A float-to-float cast passes the gradient straight through.
+		one("Cast/float", 13, gNode("Cast", x, y, attrI("to", int64(onnxpb.TensorProto_FLOAT))), []int64{2, 3}),
 		one("Flatten/default", 13, gNode("Flatten", x, y), []int64{2, 3, 2}),
-		one("Flatten/axis0", 13, gNode("Flatten", x, y, gAttrI("axis", 0)), []int64{2, 3, 2}),
-		one("Flatten/axis-1", 13, gNode("Flatten", x, y, gAttrI("axis", -1)), []int64{2, 3, 2}),
+		one("Flatten/axis0", 13, gNode("Flatten", x, y, attrI("axis", 0)), []int64{2, 3, 2}),
+		one("Flatten/axis-1", 13, gNode("Flatten", x, y, attrI("axis", -1)), []int64{2, 3, 2}),
 		one("Reshape/0,-1", 14, gNode("Reshape", []string{"x", "s"}, y), []int64{2, 3, 2}, ints("s", 0, -1)),
-		one("Reshape/allowzero", 14, gNode("Reshape", []string{"x", "s"}, y, gAttrI("allowzero", 1)), []int64{2, 3, 2}, ints("s", 3, 4)),
+		one("Reshape/allowzero", 14, gNode("Reshape", []string{"x", "s"}, y, attrI("allowzero", 1)), []int64{2, 3, 2}, ints("s", 3, 4)),
 		one("Transpose/default", 13, gNode("Transpose", x, y), []int64{2, 3, 4}),
-		one("Transpose/perm", 13, gNode("Transpose", x, y, gAttrInts("perm", 1, 2, 0)), []int64{2, 3, 4}),
+		one("Transpose/perm", 13, gNode("Transpose", x, y, attrInts("perm", 1, 2, 0)), []int64{2, 3, 4}),
 		one("Squeeze/input", 13, gNode("Squeeze", []string{"x", "a"}, y), []int64{2, 1, 3, 1}, ints("a", -1, 1)),
-		one("Squeeze/attr", 11, gNode("Squeeze", x, y, gAttrInts("axes", 1)), []int64{2, 1, 3}),
+		one("Squeeze/attr", 11, gNode("Squeeze", x, y, attrInts("axes", 1)), []int64{2, 1, 3}),
 		one("Squeeze/all", 13, gNode("Squeeze", x, y), []int64{1, 3, 1}),
 		one("Unsqueeze/input", 13, gNode("Unsqueeze", []string{"x", "a"}, y), []int64{2, 3}, ints("a", 0, -1)),
-		one("Unsqueeze/attr", 11, gNode("Unsqueeze", x, y, gAttrInts("axes", 1)), []int64{2, 3}),
-		one("Split/equal", 13, gNode("Split", x, []string{"y0", "y1"}, gAttrI("axis", 1)), []int64{2, 4}),
+		one("Unsqueeze/attr", 11, gNode("Unsqueeze", x, y, attrInts("axes", 1)), []int64{2, 3}),
+		one("Split/equal", 13, gNode("Split", x, []string{"y0", "y1"}, attrI("axis", 1)), []int64{2, 4}),
 		one("Split/input", 13, gNode("Split", []string{"x", "s"}, []string{"y0", "y1", "y2"}), []int64{6, 2}, ints("s", 1, 3, 2)),
-		one("Split/attr", 11, gNode("Split", x, []string{"y0", "y1"}, gAttrI("axis", -1), gAttrInts("split", 3, 1)), []int64{2, 4}),
-		one("Split/num_outputs", 18, gNode("Split", x, []string{"y0", "y1", "y2"}, gAttrI("num_outputs", 3)), []int64{7, 2}),
+		one("Split/attr", 11, gNode("Split", x, []string{"y0", "y1"}, attrI("axis", -1), attrInts("split", 3, 1)), []int64{2, 4}),
+		one("Split/num_outputs", 18, gNode("Split", x, []string{"y0", "y1", "y2"}, attrI("num_outputs", 3)), []int64{7, 2}),
 		one("Slice/steps", 13, gNode("Slice", []string{"x", "st", "en", "ax", "sp"}, y), []int64{4, 5},
 			ints("st", 0, 4), ints("en", 4, 0), ints("ax", 0, 1), ints("sp", 2, -2)),
 		one("Slice/clamp-negative-axes", 13, gNode("Slice", []string{"x", "st", "en", "ax"}, y), []int64{3, 5},
 			ints("st", -100, 1), ints("en", 100, -1), ints("ax", -2, -1)),
-		one("Slice/attr", 9, gNode("Slice", x, y, gAttrInts("starts", 1), gAttrInts("ends", 1000), gAttrInts("axes", 1)), []int64{2, 4}),
+		one("Slice/attr", 9, gNode("Slice", x, y, attrInts("starts", 1), attrInts("ends", 1000), attrInts("axes", 1)), []int64{2, 4}),
 		one("Gather/axis0", 13, gNode("Gather", []string{"x", "i"}, y), []int64{3, 2}, ints("i", 0, 2, -1, 0)),
-		one("Gather/axis1-2d", 13, gNode("Gather", []string{"x", "i"}, y, gAttrI("axis", 1)), []int64{2, 3, 2},
+		one("Gather/axis1-2d", 13, gNode("Gather", []string{"x", "i"}, y, attrI("axis", 1)), []int64{2, 3, 2},
 			onnxio.Int64Tensor("i", []int64{2, 2}, []int64{1, -1, 1, 0})),
 		one("Expand", 13, gNode("Expand", []string{"x", "s"}, y), []int64{3, 1}, ints("s", 2, 3, 4)),
 		one("Pad/constant", 13, gNode("Pad", []string{"x", "p"}, y), []int64{2, 3}, ints("p", 1, 0, 0, 2)),
 		one("Pad/negative", 13, gNode("Pad", []string{"x", "p"}, y), []int64{3, 4}, ints("p", -1, 1, 0, -2)),
-		one("Pad/reflect", 13, gNode("Pad", []string{"x", "p"}, y, gAttrS("mode", "reflect")), []int64{2, 3}, ints("p", 1, 2, 1, 2)),
-		one("Pad/edge", 13, gNode("Pad", []string{"x", "p"}, y, gAttrS("mode", "edge")), []int64{2, 3}, ints("p", 0, 3, 2, 0)),
-		one("Pad/wrap", 19, gNode("Pad", []string{"x", "p"}, y, gAttrS("mode", "wrap")), []int64{2, 3}, ints("p", 1, 4, 1, 0)),
-		one("Pad/attr", 10, gNode("Pad", x, y, gAttrInts("pads", 1, 1, 0, 2), gAttrF("value", 2)), []int64{2, 3}),
-		one("Pad/axes", 18, gNode("Pad", []string{"x", "p", "", "a"}, y, gAttrS("mode", "reflect")), []int64{2, 3}, ints("p", 2, 1), ints("a", -1)),
+		one("Pad/reflect", 13, gNode("Pad", []string{"x", "p"}, y, attrS("mode", "reflect")), []int64{2, 3}, ints("p", 1, 2, 1, 2)),
+		one("Pad/edge", 13, gNode("Pad", []string{"x", "p"}, y, attrS("mode", "edge")), []int64{2, 3}, ints("p", 0, 3, 2, 0)),
+		one("Pad/wrap", 19, gNode("Pad", []string{"x", "p"}, y, attrS("mode", "wrap")), []int64{2, 3}, ints("p", 1, 4, 1, 0)),
+		one("Pad/attr", 10, gNode("Pad", x, y, attrInts("pads", 1, 1, 0, 2), attrF("value", 2)), []int64{2, 3}),
+		one("Pad/axes", 18, gNode("Pad", []string{"x", "p", "", "a"}, y, attrS("mode", "reflect")), []int64{2, 3}, ints("p", 2, 1), ints("a", -1)),
 		one("Dropout/training-default-ratio", 13, gNode("Dropout", x, y), []int64{4, 5}),
 		one("Dropout/training", 13, gNode("Dropout", []string{"x", "r"}, []string{"y", "m"}), []int64{4, 5}),
-		one("Dropout/training-attr", 10, gNode("Dropout", x, y, gAttrF("ratio", 0.25)), []int64{4, 5}),
+		one("Dropout/training-attr", 10, gNode("Dropout", x, y, attrF("ratio", 0.25)), []int64{4, 5}),
 		{name: "Concat/shared", opset: 13, out: y, params: []gradParam{{name: "x", shape: []int64{2, 3}}, {name: "z", shape: []int64{2, 1}}},
-			nodes: []*onnxpb.NodeProto{gNode("Concat", []string{"x", "z", "x"}, y, gAttrI("axis", -1))}},
+			nodes: []*onnxpb.NodeProto{gNode("Concat", []string{"x", "z", "x"}, y, attrI("axis", -1))}},
 		{name: "Pad/constant-value", opset: 13, out: y, params: []gradParam{{name: "x", shape: []int64{2, 2}}, {name: "v"}},
 			nodes: []*onnxpb.NodeProto{gNode("Pad", []string{"x", "p", "v"}, y)}, ints: []*onnxpb.TensorProto{ints("p", 1, 0, 1, 1)}},
 		// An output that other nodes also consume gets the caller's gradient plus theirs.
@@ -183,7 +178,7 @@ func shapeGradCases() []gradCase {
 			ints: []*onnxpb.TensorProto{ints("s", 1), ints("e", 5), ints("ax", 0)},
 			nodes: []*onnxpb.NodeProto{
 				gNode("Transpose", x, []string{"a"}),
-				gNode("Concat", []string{"a", "a"}, []string{"b"}, gAttrI("axis", 0)),
+				gNode("Concat", []string{"a", "a"}, []string{"b"}, attrI("axis", 0)),
 				gNode("Slice", []string{"b", "s", "e", "ax"}, y),
 			}},
 	}
@@ -271,41 +266,41 @@ func TestShapeOpForward(t *testing.T) {
 		ints  []*onnxpb.TensorProto
 		want  []*Tensor
 	}{
-		{"Split/num_outputs-uneven", 18, gNode("Split", []string{"x"}, []string{"a", "b", "c"}, gAttrI("num_outputs", 3)),
+		{"Split/num_outputs-uneven", 18, gNode("Split", []string{"x"}, []string{"a", "b", "c"}, attrI("num_outputs", 3)),
 			NewFloat([]int{7}, iota(7)), nil,
 			[]*Tensor{NewFloat([]int{3}, []float32{0, 1, 2}), NewFloat([]int{3}, []float32{3, 4, 5}), NewFloat([]int{1}, []float32{6})}},
-		{"Pad/wrap", 19, gNode("Pad", []string{"x", "p"}, []string{"y"}, gAttrS("mode", "wrap")),
+		{"Pad/wrap", 19, gNode("Pad", []string{"x", "p"}, []string{"y"}, attrS("mode", "wrap")),
 			NewFloat([]int{3}, []float32{1, 2, 3}), []*onnxpb.TensorProto{ints("p", 2, 1)},
 			[]*Tensor{NewFloat([]int{6}, []float32{2, 3, 1, 2, 3, 1})}},
-		{"Pad/reflect-long", 13, gNode("Pad", []string{"x", "p"}, []string{"y"}, gAttrS("mode", "reflect")),
+		{"Pad/reflect-long", 13, gNode("Pad", []string{"x", "p"}, []string{"y"}, attrS("mode", "reflect")),
 			NewFloat([]int{3}, []float32{1, 2, 3}), []*onnxpb.TensorProto{ints("p", 3, 0)},
 			[]*Tensor{NewFloat([]int{6}, []float32{2, 3, 2, 1, 2, 3})}},
-		{"Pad/negative-attr", 10, gNode("Pad", []string{"x"}, []string{"y"}, gAttrInts("pads", -1, 2), gAttrF("value", 9)),
+		{"Pad/negative-attr", 10, gNode("Pad", []string{"x"}, []string{"y"}, attrInts("pads", -1, 2), attrF("value", 9)),
 			NewFloat([]int{3}, []float32{1, 2, 3}), nil,
 			[]*Tensor{NewFloat([]int{4}, []float32{2, 3, 9, 9})}},
-		{"Slice/attr-form", 9, gNode("Slice", []string{"x"}, []string{"y"}, gAttrInts("starts", -3), gAttrInts("ends", -1)),
+		{"Slice/attr-form", 9, gNode("Slice", []string{"x"}, []string{"y"}, attrInts("starts", -3), attrInts("ends", -1)),
 			NewFloat([]int{5}, iota(5)), nil,
 			[]*Tensor{NewFloat([]int{2}, []float32{2, 3})}},
 		{"Slice/negative-step-clamp", 13, gNode("Slice", []string{"x", "s", "e", "a", "st"}, []string{"y"}),
 			NewFloat([]int{5}, iota(5)), []*onnxpb.TensorProto{ints("s", 100), ints("e", -100), ints("a", 0), ints("st", -2)},
 			[]*Tensor{NewFloat([]int{3}, []float32{4, 2, 0})}},
-		{"Cast/float-to-int", 13, gNode("Cast", []string{"x"}, []string{"y"}, gAttrI("to", int64(onnxpb.TensorProto_INT32))),
+		{"Cast/float-to-int", 13, gNode("Cast", []string{"x"}, []string{"y"}, attrI("to", int64(onnxpb.TensorProto_INT32))),
 			NewFloat([]int{4}, []float32{-2.7, -0.5, 0.5, 2.7}), nil,
 			[]*Tensor{NewInt([]int{4}, []int64{-2, 0, 0, 2})}},
-		{"Cast/float-to-bool", 13, gNode("Cast", []string{"x"}, []string{"y"}, gAttrI("to", int64(onnxpb.TensorProto_BOOL))),
+		{"Cast/float-to-bool", 13, gNode("Cast", []string{"x"}, []string{"y"}, attrI("to", int64(onnxpb.TensorProto_BOOL))),
 			NewFloat([]int{3}, []float32{0, -0.1, 3}), nil,
 			[]*Tensor{NewInt([]int{3}, []int64{0, 1, 1})}},
-		{"Cast/float-to-uint8-wraps", 13, gNode("Cast", []string{"x"}, []string{"y"}, gAttrI("to", int64(onnxpb.TensorProto_UINT8))),
+		{"Cast/float-to-uint8-wraps", 13, gNode("Cast", []string{"x"}, []string{"y"}, attrI("to", int64(onnxpb.TensorProto_UINT8))),
 			NewFloat([]int{2}, []float32{255.9, 256}), nil,
 			[]*Tensor{NewInt([]int{2}, []int64{255, 0})}},
-		{"Cast/float-to-float16", 13, gNode("Cast", []string{"x"}, []string{"y"}, gAttrI("to", int64(onnxpb.TensorProto_FLOAT16))),
+		{"Cast/float-to-float16", 13, gNode("Cast", []string{"x"}, []string{"y"}, attrI("to", int64(onnxpb.TensorProto_FLOAT16))),
 			NewFloat([]int{2}, []float32{1.0001, 65519}), nil,
 			[]*Tensor{NewFloat([]int{2}, []float32{1, 65504})}},
-		{"Squeeze/attr", 11, gNode("Squeeze", []string{"x"}, []string{"y"}, gAttrInts("axes", -3)),
+		{"Squeeze/attr", 11, gNode("Squeeze", []string{"x"}, []string{"y"}, attrInts("axes", -3)),
 			NewFloat([]int{1, 2, 1}, iota(2)), nil, []*Tensor{NewFloat([]int{2, 1}, iota(2))}},
-		{"Unsqueeze/attr", 11, gNode("Unsqueeze", []string{"x"}, []string{"y"}, gAttrInts("axes", 0, 3)),
+		{"Unsqueeze/attr", 11, gNode("Unsqueeze", []string{"x"}, []string{"y"}, attrInts("axes", 0, 3)),
 			NewFloat([]int{2, 1}, iota(2)), nil, []*Tensor{NewFloat([]int{1, 2, 1, 1}, iota(2))}},
-		{"Shape/start-end", 15, gNode("Shape", []string{"x"}, []string{"y"}, gAttrI("start", -2), gAttrI("end", 100)),
+		{"Shape/start-end", 15, gNode("Shape", []string{"x"}, []string{"y"}, attrI("start", -2), attrI("end", 100)),
 			NewFloat([]int{2, 3, 4}, iota(24)), nil, []*Tensor{NewInt([]int{2}, []int64{3, 4})}},
 		{"Dropout/mask-opset9", 9, gNode("Dropout", []string{"x"}, []string{"y", "m"}),
 			NewFloat([]int{2}, []float32{3, 4}), nil,
@@ -334,11 +329,11 @@ func TestConstantForms(t *testing.T) {
 		attr *onnxpb.AttributeProto
 		want *Tensor
 	}{
-		{gAttrT("value", onnxio.Int64Tensor("", []int64{2}, []int64{4, 5})), NewInt([]int{2}, []int64{4, 5})},
-		{gAttrF("value_float", 1.5), NewFloat([]int{}, []float32{1.5})},
-		{gAttrFloats("value_floats", 1, 2), NewFloat([]int{2}, []float32{1, 2})},
-		{gAttrI("value_int", -3), NewInt([]int{}, []int64{-3})},
-		{gAttrInts("value_ints", 7, 8, 9), NewInt([]int{3}, []int64{7, 8, 9})},
+		{attrT("value", onnxio.Int64Tensor("", []int64{2}, []int64{4, 5})), NewInt([]int{2}, []int64{4, 5})},
+		{attrF("value_float", 1.5), NewFloat([]int{}, []float32{1.5})},
+		{attrFloats("value_floats", 1, 2), NewFloat([]int{2}, []float32{1, 2})},
+		{attrI("value_int", -3), NewInt([]int{}, []int64{-3})},
+		{attrInts("value_ints", 7, 8, 9), NewInt([]int{3}, []int64{7, 8, 9})},
 	}
 	for _, c := range cases {
 		m := gModel(13, []*onnxpb.NodeProto{gNode("Constant", nil, []string{"y"}, c.attr)}, nil, []string{"y"})
@@ -351,7 +346,7 @@ func TestConstantForms(t *testing.T) {
 			t.Errorf("%s: %v", c.attr.GetName(), err)
 		}
 	}
-	m := gModel(13, []*onnxpb.NodeProto{gNode("Constant", nil, []string{"y"}, gAttrS("value_string", "no"))}, nil, []string{"y"})
+	m := gModel(13, []*onnxpb.NodeProto{gNode("Constant", nil, []string{"y"}, attrS("value_string", "no"))}, nil, []string{"y"})
 	if _, err := Build(m, Options{}); err == nil {
 		t.Error("value_string accepted")
 	}

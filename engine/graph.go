@@ -170,7 +170,7 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 	// Every node is checked before anything fails, so that one error lists them all.
 	var bad []string
 	opset := m.Opset("")
-	bs := builders()
+	reg := registry()
 	var nodes []*onnxpb.NodeProto
 	for _, np := range gp.GetNode() {
 		if lifted[np] {
@@ -191,17 +191,17 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 		var k Kernel
 		if d := np.GetDomain(); d != "" && d != "ai.onnx" {
 			bad = append(bad, n.Errorf("op %s of domain %q is not supported", np.GetOpType(), d).Error())
-		} else if b, ok := bs[np.GetOpType()]; !ok {
+		} else if def, ok := reg[np.GetOpType()]; !ok {
 			bad = append(bad, n.Errorf("op %s is not supported", np.GetOpType()).Error())
-		} else if err := checkNodeInputs(n); err != nil {
+		} else if err := checkNodeInputs(n, def.inputs); err != nil {
 			bad = append(bad, err.Error())
-		} else if k, err = makeKernel(b, n); err != nil {
+		} else if k, err = makeKernel(def.build, n); err != nil {
 			bad = append(bad, err.Error())
 		}
 		var outTypes []onnxpb.TensorProto_DataType
 		if t, ok := k.(outputTyper); ok {
 			outTypes = t.outputTypes()
-		} else if sameType(np.GetOpType()) && len(n.InputTypes) > 0 {
+		} else if reg[np.GetOpType()].sameType && len(n.InputTypes) > 0 {
 			outTypes = slices.Repeat(n.InputTypes[:1], len(np.GetOutput()))
 		}
 		for i, dt := range outTypes {
@@ -257,16 +257,6 @@ type outputTyper interface {
 	outputTypes() []onnxpb.TensorProto_DataType
 }
 
-// sameType reports whether op moves data without changing its element type, so that
-// its outputs have the type of its first input.
-func sameType(op string) bool {
-	switch op {
-	case "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Gather", "Expand":
-		return true
-	}
-	return false
-}
-
 // declaredTypes collects the element types the model states for its values: parameters'
 // stored types, then graph inputs, outputs and value_info.
 func declaredTypes(params []*Param, gp *onnxpb.GraphProto) map[string]onnxpb.TensorProto_DataType {
@@ -284,10 +274,10 @@ func declaredTypes(params []*Param, gp *onnxpb.GraphProto) map[string]onnxpb.Ten
 
 // checkNodeInputs verifies that a node gives every input its op requires, so that kernels
 // can rely on them.
-func checkNodeInputs(n *Node) error {
-	req, variadic := requiredInputs(n.Proto.GetOpType(), n.Opset)
+func checkNodeInputs(n *Node, a arity) error {
+	req := a.at(n.Opset)
 	in := n.Proto.GetInput()
-	if variadic {
+	if a.variadic {
 		req = max(req, len(in))
 	}
 	for i := range req {

@@ -15,30 +15,6 @@ import (
 
 // Helpers that assemble small ONNX models in memory for the graph tests.
 
-func gAttrI(name string, v int64) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(v)}
-}
-
-func gAttrF(name string, v float32) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_FLOAT.Enum(), F: proto.Float32(v)}
-}
-
-func gAttrInts(name string, v ...int64) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_INTS.Enum(), Ints: v}
-}
-
-func gAttrFloats(name string, v ...float32) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_FLOATS.Enum(), Floats: v}
-}
-
-func gAttrS(name, v string) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_STRING.Enum(), S: []byte(v)}
-}
-
-func gAttrT(name string, t *onnxpb.TensorProto) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_TENSOR.Enum(), T: t}
-}
-
 func gNode(op string, in, out []string, attrs ...*onnxpb.AttributeProto) *onnxpb.NodeProto {
 	return &onnxpb.NodeProto{OpType: proto.String(op), Input: in, Output: out, Attribute: attrs, Name: proto.String(op + "_" + strings.Join(out, "_"))}
 }
@@ -98,7 +74,7 @@ func TestBuildReportsEveryUnsupportedNode(t *testing.T) {
 	nodes := []*onnxpb.NodeProto{
 		gNode("Identity", []string{"x"}, []string{"a"}),
 		gNode("NoSuchOp", []string{"a"}, []string{"b"}),
-		gNode("Pad", []string{"b", "pads"}, []string{"c"}, gAttrS("mode", "mirror")),
+		gNode("Pad", []string{"b", "pads"}, []string{"c"}, attrS("mode", "mirror")),
 		{OpType: proto.String("Relu"), Domain: proto.String("com.example"), Input: []string{"c"}, Output: []string{"d"}, Name: proto.String("custom")},
 	}
 	m := gModel(13, nodes, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, 2)}, []string{"d"},
@@ -156,7 +132,7 @@ func TestBuildRejectsCyclesAndDanglingInputs(t *testing.T) {
 // TestInputsThatAreInitializers follows IR < 4, where every initializer is also listed
 // as a graph input.
 func TestInputsThatAreInitializers(t *testing.T) {
-	m := gModel(9, []*onnxpb.NodeProto{gNode("Concat", []string{"x", "w"}, []string{"y"}, gAttrI("axis", 0))},
+	m := gModel(9, []*onnxpb.NodeProto{gNode("Concat", []string{"x", "w"}, []string{"y"}, attrI("axis", 0))},
 		[]*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, 2), gInput("w", onnxpb.TensorProto_FLOAT, 1)}, []string{"y"},
 		onnxio.FloatTensor("w", []int64{1}, []float32{7}))
 	g := mustBuild(t, m)
@@ -210,13 +186,13 @@ func TestInputValidation(t *testing.T) {
 func shapeSubgraphModel() *onnxio.Model {
 	nodes := []*onnxpb.NodeProto{
 		gNode("Shape", []string{"x"}, []string{"s"}),
-		gNode("Constant", nil, []string{"zero"}, gAttrT("value", onnxio.Int64Tensor("", nil, []int64{0}))),
-		gNode("Gather", []string{"s", "zero"}, []string{"n"}, gAttrI("axis", 0)),
+		gNode("Constant", nil, []string{"zero"}, attrT("value", onnxio.Int64Tensor("", nil, []int64{0}))),
+		gNode("Gather", []string{"s", "zero"}, []string{"n"}, attrI("axis", 0)),
 		gNode("Unsqueeze", []string{"n", "axes"}, []string{"n1"}),
-		gNode("Constant", nil, []string{"minus1"}, gAttrInts("value_ints", -1)),
-		gNode("Concat", []string{"n1", "minus1"}, []string{"shape"}, gAttrI("axis", 0)),
+		gNode("Constant", nil, []string{"minus1"}, attrInts("value_ints", -1)),
+		gNode("Concat", []string{"n1", "minus1"}, []string{"shape"}, attrI("axis", 0)),
 		gNode("Reshape", []string{"x", "shape"}, []string{"flat"}),
-		gNode("Transpose", []string{"flat"}, []string{"y"}, gAttrInts("perm", 1, 0)),
+		gNode("Transpose", []string{"flat"}, []string{"y"}, attrInts("perm", 1, 0)),
 	}
 	return gModel(13, nodes, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, -1, 3, 4)}, []string{"y"},
 		onnxio.Int64Tensor("axes", []int64{1}, []int64{0}))
@@ -300,7 +276,7 @@ func TestBufferReuse(t *testing.T) {
 func TestFloatParamsNotFolded(t *testing.T) {
 	m := gModel(13, []*onnxpb.NodeProto{
 		gNode("Transpose", []string{"w"}, []string{"wt"}),
-		gNode("Concat", []string{"x", "wt"}, []string{"y"}, gAttrI("axis", 0)),
+		gNode("Concat", []string{"x", "wt"}, []string{"y"}, attrI("axis", 0)),
 	}, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, 1)}, []string{"y"},
 		onnxio.FloatTensor("w", []int64{1}, []float32{3}))
 	g := mustBuild(t, m)
@@ -323,8 +299,8 @@ func TestFloatParamsNotFolded(t *testing.T) {
 func TestConstantNodeParams(t *testing.T) {
 	half := &onnxpb.TensorProto{Name: proto.String("h"), Dims: []int64{2}, DataType: proto.Int32(int32(onnxpb.TensorProto_FLOAT16)), Int32Data: []int32{0x3c00, 0x4000}} // 1, 2
 	m := gModel(13, []*onnxpb.NodeProto{
-		gNode("Constant", nil, []string{"c"}, gAttrT("value", onnxio.FloatTensor("", []int64{1}, []float32{5}))),
-		gNode("Concat", []string{"x", "c", "h"}, []string{"y"}, gAttrI("axis", 0)),
+		gNode("Constant", nil, []string{"c"}, attrT("value", onnxio.FloatTensor("", []int64{1}, []float32{5}))),
+		gNode("Concat", []string{"x", "c", "h"}, []string{"y"}, attrI("axis", 0)),
 	}, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, 1)}, []string{"y"}, half)
 	g := mustBuild(t, m)
 	var names []string
@@ -425,9 +401,9 @@ func TestRunTimeErrorsNameTheNode(t *testing.T) {
 func TestShapeThroughFloatConstants(t *testing.T) {
 	nodes := []*onnxpb.NodeProto{
 		gNode("Shape", []string{"x"}, []string{"s"}),
-		gNode("Cast", []string{"s"}, []string{"sf"}, gAttrI("to", int64(onnxpb.TensorProto_FLOAT))),
+		gNode("Cast", []string{"s"}, []string{"sf"}, attrI("to", int64(onnxpb.TensorProto_FLOAT))),
 		gNode("Mul", []string{"sf", "k"}, []string{"tf"}),
-		gNode("Cast", []string{"tf"}, []string{"ti"}, gAttrI("to", int64(onnxpb.TensorProto_INT64))),
+		gNode("Cast", []string{"tf"}, []string{"ti"}, attrI("to", int64(onnxpb.TensorProto_INT64))),
 		gNode("Reshape", []string{"x", "ti"}, []string{"y"}),
 	}
 	m := gModel(13, nodes, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, -1, 4)}, []string{"y"},

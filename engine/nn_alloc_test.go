@@ -24,34 +24,34 @@ func TestNNSteadyStateAllocations(t *testing.T) {
 		nOut  int
 		in    func(r *rand.Rand, n int) []*Tensor
 	}{
-		{"conv", "Conv", 13, []*onnxpb.AttributeProto{nntInts("pads", 1, 1, 1, 1)}, 1, func(r *rand.Rand, n int) []*Tensor {
+		{"conv", "Conv", 13, []*onnxpb.AttributeProto{attrInts("pads", 1, 1, 1, 1)}, 1, func(r *rand.Rand, n int) []*Tensor {
 			return []*Tensor{nntRand(r, []int{n, 3, 4, 4}, -1, 1), nntRand(r, []int{4, 3, 3, 3}, -1, 1), nntRand(r, []int{4}, -1, 1)}
 		}},
-		{"conv_depthwise", "Conv", 13, []*onnxpb.AttributeProto{nntInt("group", 3)}, 1, func(r *rand.Rand, n int) []*Tensor {
+		{"conv_depthwise", "Conv", 13, []*onnxpb.AttributeProto{attrI("group", 3)}, 1, func(r *rand.Rand, n int) []*Tensor {
 			return []*Tensor{nntRand(r, []int{n, 3, 6, 6}, -1, 1), nntRand(r, []int{3, 1, 3, 3}, -1, 1)}
 		}},
 		{"conv_pointwise", "Conv", 13, nil, 1, func(r *rand.Rand, n int) []*Tensor {
 			return []*Tensor{nntRand(r, []int{n, 3, 4, 4}, -1, 1), nntRand(r, []int{4, 3, 1, 1}, -1, 1)}
 		}},
-		{"convtranspose", "ConvTranspose", 13, []*onnxpb.AttributeProto{nntInts("strides", 2, 2)}, 1, func(r *rand.Rand, n int) []*Tensor {
+		{"convtranspose", "ConvTranspose", 13, []*onnxpb.AttributeProto{attrInts("strides", 2, 2)}, 1, func(r *rand.Rand, n int) []*Tensor {
 			return []*Tensor{nntRand(r, []int{n, 2, 4, 4}, -1, 1), nntRand(r, []int{2, 3, 3, 3}, -1, 1)}
 		}},
-		{"gemm", "Gemm", 13, []*onnxpb.AttributeProto{nntInt("transB", 1)}, 1, func(r *rand.Rand, n int) []*Tensor {
+		{"gemm", "Gemm", 13, []*onnxpb.AttributeProto{attrI("transB", 1)}, 1, func(r *rand.Rand, n int) []*Tensor {
 			return []*Tensor{nntRand(r, []int{n, 8}, -1, 1), nntRand(r, []int{5, 8}, -1, 1), nntRand(r, []int{5}, -1, 1)}
 		}},
 		{"matmul_batched", "MatMul", 13, nil, 1, func(r *rand.Rand, n int) []*Tensor {
 			return []*Tensor{nntRand(r, []int{n, 3, 4}, -1, 1), nntRand(r, []int{1, 4, 5}, -1, 1)}
 		}},
-		{"maxpool", "MaxPool", 12, []*onnxpb.AttributeProto{nntInts("kernel_shape", 2, 2), nntInts("strides", 2, 2)}, 2, func(r *rand.Rand, n int) []*Tensor {
+		{"maxpool", "MaxPool", 12, []*onnxpb.AttributeProto{attrInts("kernel_shape", 2, 2), attrInts("strides", 2, 2)}, 2, func(r *rand.Rand, n int) []*Tensor {
 			return []*Tensor{nntRand(r, []int{n, 3, 6, 6}, -1, 1)}
 		}},
-		{"averagepool", "AveragePool", 11, []*onnxpb.AttributeProto{nntInts("kernel_shape", 3, 3), nntInts("pads", 1, 1, 1, 1)}, 1, func(r *rand.Rand, n int) []*Tensor {
+		{"averagepool", "AveragePool", 11, []*onnxpb.AttributeProto{attrInts("kernel_shape", 3, 3), attrInts("pads", 1, 1, 1, 1)}, 1, func(r *rand.Rand, n int) []*Tensor {
 			return []*Tensor{nntRand(r, []int{n, 3, 6, 6}, -1, 1)}
 		}},
 		{"globalaveragepool", "GlobalAveragePool", 11, nil, 1, func(r *rand.Rand, n int) []*Tensor {
 			return []*Tensor{nntRand(r, []int{n, 3, 6, 6}, -1, 1)}
 		}},
-		{"batchnorm_training", "BatchNormalization", 15, []*onnxpb.AttributeProto{nntInt("training_mode", 1)}, 3, func(r *rand.Rand, n int) []*Tensor {
+		{"batchnorm_training", "BatchNormalization", 15, []*onnxpb.AttributeProto{attrI("training_mode", 1)}, 3, func(r *rand.Rand, n int) []*Tensor {
 			return bnInputs(r, []int{n, 3, 4, 4})
 		}},
 		{"layernorm", "LayerNormalization", 17, nil, 3, func(r *rand.Rand, n int) []*Tensor {
@@ -69,7 +69,7 @@ func TestNNSteadyStateAllocations(t *testing.T) {
 				r := rand.New(rand.NewPCG(41, uint64(batch)))
 				in := c.in(r, batch)
 				n := nntNode(c.op, c.opset, len(in), c.nOut, c.attrs...)
-				k := nntBuild(t, n)
+				k := buildKernel(t, n)
 				ctx := nntGoCtx(1)
 				outs := nntRun(t, k, ctx, in)
 				gout := make([]*Tensor, len(outs))

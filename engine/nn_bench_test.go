@@ -36,7 +36,7 @@ func benchCtx(b *testing.B) *Context {
 // call that sizes the scratch buffers, and reports flops per call as GFLOP/s.
 func benchKernel(b *testing.B, n *Node, in []*Tensor, flops float64, back bool) {
 	ctx := benchCtx(b)
-	k := nntBuild(b, n)
+	k := buildKernel(b, n)
 	outs := nntRun(b, k, ctx, in)
 	r := rand.New(rand.NewPCG(1, 1))
 	gout := []*Tensor{nntRand(r, outs[0].Shape, -1, 1)}
@@ -70,7 +70,7 @@ func benchKernel(b *testing.B, n *Node, in []*Tensor, flops float64, back bool) 
 func benchConv(b *testing.B, x, w []int, back bool) {
 	r := rand.New(rand.NewPCG(2, 2))
 	in := []*Tensor{nntRand(r, x, -1, 1), nntRand(r, w, -1, 1), nntRand(r, w[:1], -1, 1)}
-	n := nntNode("Conv", 13, 3, 1, nntInts("pads", 1, 1, 1, 1), nntInts("kernel_shape", 3, 3))
+	n := nntNode("Conv", 13, 3, 1, attrInts("pads", 1, 1, 1, 1), attrInts("kernel_shape", 3, 3))
 	// Y = W·col per item: 2·M·(C·9)·(H·W) flops; backward does it twice (input, weight).
 	flops := 2 * float64(x[0]*w[0]*w[1]*w[2]*w[3]*x[2]*x[3])
 	if back {
@@ -100,8 +100,8 @@ func BenchmarkConv32to64Backward(b *testing.B) {
 func benchConvAttrs(b *testing.B, x, w []int, stride, group int, back bool) {
 	r := rand.New(rand.NewPCG(2, 2))
 	in := []*Tensor{nntRand(r, x, -1, 1), nntRand(r, w, -1, 1)}
-	n := nntNode("Conv", 13, 2, 1, nntInts("pads", 1, 1, 1, 1), nntInts("strides", int64(stride), int64(stride)),
-		nntInt("group", int64(group)))
+	n := nntNode("Conv", 13, 2, 1, attrInts("pads", 1, 1, 1, 1), attrInts("strides", int64(stride), int64(stride)),
+		attrI("group", int64(group)))
 	oh, ow := (x[2]+2-3)/stride+1, (x[3]+2-3)/stride+1
 	flops := 2 * float64(x[0]*w[0]*w[1]*w[2]*w[3]*oh*ow)
 	if back {
@@ -147,7 +147,7 @@ func BenchmarkGemm256x784x4096Backward(b *testing.B) { benchGemm(b, true) }
 func benchElementwise(b *testing.B, n *Node, in []*Tensor, back, training bool) {
 	ctx := benchCtx(b)
 	ctx.Training = training
-	k := nntBuild(b, n)
+	k := buildKernel(b, n)
 	outs := nntRun(b, k, ctx, in)
 	r := rand.New(rand.NewPCG(4, 4))
 	gout := make([]*Tensor, len(outs))
@@ -183,7 +183,7 @@ func benchElementwise(b *testing.B, n *Node, in []*Tensor, back, training bool) 
 
 func benchMaxPool(b *testing.B, back bool) {
 	r := rand.New(rand.NewPCG(5, 5))
-	n := nntNode("MaxPool", 12, 1, 1, nntInts("kernel_shape", 2, 2), nntInts("strides", 2, 2))
+	n := nntNode("MaxPool", 12, 1, 1, attrInts("kernel_shape", 2, 2), attrInts("strides", 2, 2))
 	benchElementwise(b, n, []*Tensor{nntRand(r, []int{256, 32, 28, 28}, -1, 1)}, back, false)
 }
 

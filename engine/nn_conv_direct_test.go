@@ -42,11 +42,11 @@ func TestConvDirectMatchesGemm(t *testing.T) {
 				in := c.inputs(r)
 				var b []float64
 				if c.bias {
-					b = nnt64(in[2].F)
+					b = to64(in[2].F)
 				}
-				want, _ := refConv(nnt64(in[0].F), c.x, nnt64(in[1].F), c.w, b, max(c.group, 1), strides, dil, pads)
-				direct := nntBuild(t, n).(*convKernel)
-				gemm := nntBuild(t, n).(*convKernel)
+				want, _ := refConv(to64(in[0].F), c.x, to64(in[1].F), c.w, b, max(c.group, 1), strides, dil, pads)
+				direct := buildKernel(t, n).(*convKernel)
+				gemm := buildKernel(t, n).(*convKernel)
 				gemm.noDirect = true
 				ctx := nntGoCtx(workers)
 				d, err := direct.dims(c.x, c.w, n.Optional(in, 2))
@@ -81,7 +81,7 @@ func TestConvDirectMatchesGemm(t *testing.T) {
 						outs[j] = y.F
 						nntClose(t, fmt.Sprintf("Y (path %d, act %v)", j, act), y.F, wantAct, 1e-5, 1e-5)
 					}
-					nntClose(t, "direct vs gemm", outs[0], nnt64(outs[1]), 1e-5, 1e-5)
+					nntClose(t, "direct vs gemm", outs[0], to64(outs[1]), 1e-5, 1e-5)
 				}
 
 				out := nntRun(t, direct, ctx, in)
@@ -176,9 +176,9 @@ func TestConvFusedPool(t *testing.T) {
 				in := c.inputs(r)
 				var b []float64
 				if c.bias {
-					b = nnt64(in[2].F)
+					b = to64(in[2].F)
 				}
-				y, ys := refConv(nnt64(in[0].F), c.x, nnt64(in[1].F), c.w, b, 1, strides, dil, pads)
+				y, ys := refConv(to64(in[0].F), c.x, to64(in[1].F), c.w, b, 1, strides, dil, pads)
 				for i, v := range y {
 					y[i] = max(v, 0)
 				}
@@ -198,10 +198,10 @@ func TestConvFusedPool(t *testing.T) {
 						}
 					}
 				}
-				k := nntBuild(t, n).(*convKernel)
+				k := buildKernel(t, n).(*convKernel)
 				k.noDirect = noDirect
-				pn := nntNode("MaxPool", 12, 1, 1, nntInts("kernel_shape", int64(tc.k), int64(tc.k)), nntInts("strides", int64(tc.s), int64(tc.s)))
-				pool := nntBuild(t, pn).(*poolKernel)
+				pn := nntNode("MaxPool", 12, 1, 1, attrInts("kernel_shape", int64(tc.k), int64(tc.k)), attrInts("strides", int64(tc.s), int64(tc.s)))
+				pool := buildKernel(t, pn).(*poolKernel)
 				out := NewFloat([]int{N, M, PH, PW}, make([]float32, len(want)))
 				for i := range out.F {
 					out.F[i] = float32(math.NaN())
@@ -236,9 +236,9 @@ func TestConvResidual(t *testing.T) {
 					in := c.inputs(r)
 					var b []float64
 					if c.bias {
-						b = nnt64(in[2].F)
+						b = to64(in[2].F)
 					}
-					want, ws := refConv(nnt64(in[0].F), c.x, nnt64(in[1].F), c.w, b, max(c.group, 1), strides, dil, pads)
+					want, ws := refConv(to64(in[0].F), c.x, to64(in[1].F), c.w, b, max(c.group, 1), strides, dil, pads)
 					res := nntRand(r, ws, -1, 1)
 					for i, v := range res.F {
 						want[i] += float64(v)
@@ -248,7 +248,7 @@ func TestConvResidual(t *testing.T) {
 							want[i] = float64(w32[0])
 						}
 					}
-					k := nntBuild(t, n).(*convKernel)
+					k := buildKernel(t, n).(*convKernel)
 					k.noDirect = noDirect
 					y := NewFloat(ws, make([]float32, len(want)))
 					for i := range y.F {
@@ -278,7 +278,7 @@ func TestConvDirectWorkersAgree(t *testing.T) {
 			in := c.inputs(r)
 			var first []float32
 			for _, workers := range []int{1, 2, 3, 7} {
-				k := nntBuild(t, n).(*convKernel)
+				k := buildKernel(t, n).(*convKernel)
 				y := nntRun(t, k, nntGoCtx(workers), in)[0].F
 				if first == nil {
 					first = y
@@ -290,7 +290,7 @@ func TestConvDirectWorkersAgree(t *testing.T) {
 					}
 				}
 			}
-			k := nntBuild(t, n).(*convKernel)
+			k := buildKernel(t, n).(*convKernel)
 			ctx := nntGoCtx(3)
 			out := nntRun(t, k, ctx, in)
 			gy := nntRand(r, out[0].Shape, -1, 1)

@@ -174,30 +174,30 @@ func (c convCase) node(opset int64) (*Node, []int, []int, []int) {
 	var attrs []*onnxpb.AttributeProto
 	strides, dil, refPads := c.strides, c.dil, c.refPads
 	if strides != nil {
-		attrs = append(attrs, nntInts("strides", nntI64(strides)...))
+		attrs = append(attrs, attrInts("strides", nntI64(strides)...))
 	} else {
 		strides = nntOnes(nd, 1)
 	}
 	if dil != nil {
-		attrs = append(attrs, nntInts("dilations", nntI64(dil)...))
+		attrs = append(attrs, attrInts("dilations", nntI64(dil)...))
 	} else {
 		dil = nntOnes(nd, 1)
 	}
 	if c.pads != nil {
-		attrs = append(attrs, nntInts("pads", nntI64(c.pads)...))
+		attrs = append(attrs, attrInts("pads", nntI64(c.pads)...))
 		refPads = c.pads
 	}
 	if refPads == nil {
 		refPads = nntOnes(2*nd, 0)
 	}
 	if c.autoPad != "" {
-		attrs = append(attrs, nntStr("auto_pad", c.autoPad))
+		attrs = append(attrs, attrS("auto_pad", c.autoPad))
 	}
 	if c.group > 0 {
-		attrs = append(attrs, nntInt("group", int64(c.group)))
+		attrs = append(attrs, attrI("group", int64(c.group)))
 	}
 	if c.kernAttr {
-		attrs = append(attrs, nntInts("kernel_shape", nntI64(c.w[2:])...))
+		attrs = append(attrs, attrInts("kernel_shape", nntI64(c.w[2:])...))
 	}
 	nIn := 2
 	if c.bias {
@@ -221,13 +221,13 @@ func TestConvForwardMatchesDirect(t *testing.T) {
 				r := rand.New(rand.NewPCG(1, 2))
 				n, strides, dil, pads := c.node(11)
 				in := c.inputs(r)
-				out := nntRun(t, nntBuild(t, n), nntCtx(t, workers), in)
+				out := nntRun(t, buildKernel(t, n), nntCtx(t, workers), in)
 				var b []float64
 				if c.bias {
-					b = nnt64(in[2].F)
+					b = to64(in[2].F)
 				}
 				group := max(c.group, 1)
-				want, ws := refConv(nnt64(in[0].F), c.x, nnt64(in[1].F), c.w, b, group, strides, dil, pads)
+				want, ws := refConv(to64(in[0].F), c.x, to64(in[1].F), c.w, b, group, strides, dil, pads)
 				if !nnShapeEq(out[0].Shape, ws) {
 					t.Fatalf("shape %v, want %v", out[0].Shape, ws)
 				}
@@ -274,27 +274,27 @@ func (c convTCase) node() (*Node, []int, []int, []int, []int) {
 	var attrs []*onnxpb.AttributeProto
 	strides, dil, pads, outPad := c.strides, c.dil, c.pads, c.outPad
 	if strides != nil {
-		attrs = append(attrs, nntInts("strides", nntI64(strides)...))
+		attrs = append(attrs, attrInts("strides", nntI64(strides)...))
 	} else {
 		strides = nntOnes(nd, 1)
 	}
 	if dil != nil {
-		attrs = append(attrs, nntInts("dilations", nntI64(dil)...))
+		attrs = append(attrs, attrInts("dilations", nntI64(dil)...))
 	} else {
 		dil = nntOnes(nd, 1)
 	}
 	if pads != nil {
-		attrs = append(attrs, nntInts("pads", nntI64(pads)...))
+		attrs = append(attrs, attrInts("pads", nntI64(pads)...))
 	} else {
 		pads = nntOnes(2*nd, 0)
 	}
 	if outPad != nil {
-		attrs = append(attrs, nntInts("output_padding", nntI64(outPad)...))
+		attrs = append(attrs, attrInts("output_padding", nntI64(outPad)...))
 	} else {
 		outPad = nntOnes(nd, 0)
 	}
 	if c.group > 0 {
-		attrs = append(attrs, nntInt("group", int64(c.group)))
+		attrs = append(attrs, attrI("group", int64(c.group)))
 	}
 	nIn := 2
 	if c.bias {
@@ -317,12 +317,12 @@ func TestConvTransposeForwardMatchesScatter(t *testing.T) {
 			r := rand.New(rand.NewPCG(3, 4))
 			n, strides, dil, pads, outPad := c.node()
 			in := c.inputs(r)
-			out := nntRun(t, nntBuild(t, n), nntCtx(t, 2), in)
+			out := nntRun(t, buildKernel(t, n), nntCtx(t, 2), in)
 			var b []float64
 			if c.bias {
-				b = nnt64(in[2].F)
+				b = to64(in[2].F)
 			}
-			want, ws := refConvTranspose(nnt64(in[0].F), c.x, nnt64(in[1].F), c.w, b, max(c.group, 1), strides, dil, pads, outPad)
+			want, ws := refConvTranspose(to64(in[0].F), c.x, to64(in[1].F), c.w, b, max(c.group, 1), strides, dil, pads, outPad)
 			if !nnShapeEq(out[0].Shape, ws) {
 				t.Fatalf("shape %v, want %v", out[0].Shape, ws)
 			}
@@ -345,9 +345,9 @@ func TestConvTransposeGradient(t *testing.T) {
 		name  string
 		attrs []*onnxpb.AttributeProto
 	}{
-		{"output_shape", []*onnxpb.AttributeProto{nntInts("output_shape", 10, 8), nntInts("strides", 3, 2)}},
-		{"kernel_shape_output_shape", []*onnxpb.AttributeProto{nntInts("kernel_shape", 3, 3), nntInts("output_padding", 1, 1), nntInts("output_shape", 10, 8), nntInts("strides", 3, 2)}},
-		{"autopad_same_upper", []*onnxpb.AttributeProto{nntStr("auto_pad", "SAME_UPPER"), nntInts("strides", 2, 2)}},
+		{"output_shape", []*onnxpb.AttributeProto{attrInts("output_shape", 10, 8), attrInts("strides", 3, 2)}},
+		{"kernel_shape_output_shape", []*onnxpb.AttributeProto{attrInts("kernel_shape", 3, 3), attrInts("output_padding", 1, 1), attrInts("output_shape", 10, 8), attrInts("strides", 3, 2)}},
+		{"autopad_same_upper", []*onnxpb.AttributeProto{attrS("auto_pad", "SAME_UPPER"), attrInts("strides", 2, 2)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			nntGradCheck(t, nntGradCase{name: c.name, op: "ConvTranspose", opset: 11, attrs: c.attrs,
@@ -365,15 +365,15 @@ func TestConvRejectsBadInput(t *testing.T) {
 		shapes [][]int
 		want   string
 	}{
-		{"auto_pad", nntNode("Conv", 11, 2, 1, nntStr("auto_pad", "SAME")), nil, "auto_pad"},
+		{"auto_pad", nntNode("Conv", 11, 2, 1, attrS("auto_pad", "SAME")), nil, "auto_pad"},
 		{"channels", nntNode("Conv", 11, 2, 1), [][]int{{1, 3, 5, 5}, {2, 2, 3, 3}}, "channels"},
-		{"group", nntNode("Conv", 11, 2, 1, nntInt("group", 2)), [][]int{{1, 4, 5, 5}, {3, 2, 3, 3}}, "group"},
+		{"group", nntNode("Conv", 11, 2, 1, attrI("group", 2)), [][]int{{1, 4, 5, 5}, {3, 2, 3, 3}}, "group"},
 		{"too_small", nntNode("Conv", 11, 2, 1), [][]int{{1, 1, 2, 2}, {1, 1, 3, 3}}, "smaller"},
 		{"4d_spatial", nntNode("Conv", 11, 2, 1), [][]int{{1, 1, 2, 2, 2, 2}, {1, 1, 1, 1, 1, 1}}, "spatial"},
-		{"kernel_shape", nntNode("Conv", 11, 2, 1, nntInts("kernel_shape", 2, 2)), [][]int{{1, 1, 5, 5}, {1, 1, 3, 3}}, "kernel_shape"},
+		{"kernel_shape", nntNode("Conv", 11, 2, 1, attrInts("kernel_shape", 2, 2)), [][]int{{1, 1, 5, 5}, {1, 1, 3, 3}}, "kernel_shape"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			k, err := nnOps()["Conv"](c.n)
+			k, err := opBuilder("Conv")(c.n)
 			if err == nil {
 				in := make([]*Tensor, len(c.shapes))
 				for i, s := range c.shapes {
@@ -408,7 +408,7 @@ func TestConvChunks(t *testing.T) {
 			r := rand.New(rand.NewPCG(3, 4))
 			n, strides, dil, pads := c.node(11)
 			in := c.inputs(r)
-			k := nntBuild(t, n)
+			k := buildKernel(t, n)
 			k.(*convKernel).noDirect = true // chunks are the im2col + Sgemm path's
 			if d, err := k.(*convKernel).dims(c.x, c.w, in[2]); err != nil || d.chunk() >= c.x[0] {
 				t.Fatalf("case does not split the batch into chunks (chunk %d of %d, err %v)", d.chunk(), c.x[0], err)
@@ -420,7 +420,7 @@ func TestConvChunks(t *testing.T) {
 				y, _ := refConv(x, c.x, w, c.w, b, group, strides, dil, pads)
 				return y
 			}
-			want := conv(nnt64(in[0].F), nnt64(in[1].F), nnt64(in[2].F))
+			want := conv(to64(in[0].F), to64(in[1].F), to64(in[2].F))
 			nntClose(t, "Y", out[0].F, want, 1e-5, 1e-5)
 
 			gy := nntRand(r, out[0].Shape, -1, 1)
@@ -445,10 +445,10 @@ func TestConvChunks(t *testing.T) {
 				g, dir []float32
 				image  []float64
 			}{
-				{"gx", gin[0].F, dx.F, conv(nnt64(dx.F), nnt64(in[1].F), zb)},
-				{"gw", gin[1].F, dw.F, conv(nnt64(in[0].F), nnt64(dw.F), zb)},
+				{"gx", gin[0].F, dx.F, conv(to64(dx.F), to64(in[1].F), zb)},
+				{"gw", gin[1].F, dw.F, conv(to64(in[0].F), to64(dw.F), zb)},
 			} {
-				got, gmag := dot(nnt64(chk.g), chk.dir)
+				got, gmag := dot(to64(chk.g), chk.dir)
 				want, mag := dot(chk.image, gy.F)
 				if d := math.Abs(got - want); d > 1e-5*max(mag, gmag) {
 					t.Errorf("⟨%s, d⟩ = %.9g, ⟨gy, conv(d)⟩ = %.9g (difference %.3g, scale %.3g)", chk.name, got, want, d, mag)
@@ -469,13 +469,13 @@ func TestConvChunks(t *testing.T) {
 func TestConvGeometryChange(t *testing.T) {
 	c := convCase{name: "strided", x: []int{2, 2, 7, 5}, w: []int{3, 2, 3, 3}, strides: []int{2, 2}, pads: []int{1, 1, 1, 1}, bias: true}
 	n, strides, dil, pads := c.node(11)
-	k := nntBuild(t, n)
+	k := buildKernel(t, n)
 	ctx := nntCtx(t, 2)
 	for _, x := range [][]int{{2, 2, 7, 5}, {3, 2, 6, 6}, {2, 2, 7, 5}, {1, 2, 9, 4}} {
 		c.x = x
 		in := c.inputs(rand.New(rand.NewPCG(5, uint64(x[2]))))
 		out := nntRun(t, k, ctx, in)
-		want, _ := refConv(nnt64(in[0].F), x, nnt64(in[1].F), c.w, nnt64(in[2].F), 1, strides, dil, pads)
+		want, _ := refConv(to64(in[0].F), x, to64(in[1].F), c.w, to64(in[2].F), 1, strides, dil, pads)
 		nntClose(t, fmt.Sprintf("Y for X %v", x), out[0].F, want, 1e-5, 1e-5)
 	}
 }

@@ -71,12 +71,12 @@ var gemmCases = []gemmCase{
 }
 
 func (c gemmCase) node() *Node {
-	attrs := []*onnxpb.AttributeProto{nntFloat("alpha", c.alpha), nntFloat("beta", c.beta)}
+	attrs := []*onnxpb.AttributeProto{attrF("alpha", c.alpha), attrF("beta", c.beta)}
 	if c.ta {
-		attrs = append(attrs, nntInt("transA", 1))
+		attrs = append(attrs, attrI("transA", 1))
 	}
 	if c.tb {
-		attrs = append(attrs, nntInt("transB", 1))
+		attrs = append(attrs, attrI("transB", 1))
 	}
 	nIn := 2
 	if c.c != nil {
@@ -98,12 +98,12 @@ func TestGemmForward(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(5, 6))
 			in := c.inputs(r)
-			out := nntRun(t, nntBuild(t, c.node()), nntCtx(t, 2), in)
+			out := nntRun(t, buildKernel(t, c.node()), nntCtx(t, 2), in)
 			var cv []float64
 			if c.c != nil {
-				cv = nnt64(in[2].F)
+				cv = to64(in[2].F)
 			}
-			want := refGemm(nnt64(in[0].F), c.a, nnt64(in[1].F), c.b, cv, c.c, float64(c.alpha), float64(c.beta), c.ta, c.tb)
+			want := refGemm(to64(in[0].F), c.a, to64(in[1].F), c.b, cv, c.c, float64(c.alpha), float64(c.beta), c.ta, c.tb)
 			nntClose(t, "Y", out[0].F, want, 1e-5, 1e-5)
 		})
 	}
@@ -185,8 +185,8 @@ func TestMatMulForward(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(8, 9))
 			in := []*Tensor{nntRand(r, c.a, -1, 1), nntRand(r, c.b, -1, 1)}
-			out := nntRun(t, nntBuild(t, nntNode("MatMul", 13, 2, 1)), nntCtx(t, 2), in)
-			want, shape := refMatMul(nnt64(in[0].F), c.a, nnt64(in[1].F), c.b)
+			out := nntRun(t, buildKernel(t, nntNode("MatMul", 13, 2, 1)), nntCtx(t, 2), in)
+			want, shape := refMatMul(to64(in[0].F), c.a, to64(in[1].F), c.b)
 			if !nnShapeEq(out[0].Shape, shape) {
 				t.Fatalf("shape %v, want %v", out[0].Shape, shape)
 			}
@@ -206,7 +206,7 @@ func TestMatMulGradient(t *testing.T) {
 }
 
 func TestMatMulRejectsMismatch(t *testing.T) {
-	k := nntBuild(t, nntNode("MatMul", 13, 2, 1))
+	k := buildKernel(t, nntNode("MatMul", 13, 2, 1))
 	for _, s := range [][2][]int{{{2, 3}, {4, 2}}, {{2, 2, 3}, {3, 3, 2}}} {
 		if _, err := k.Infer([]*Tensor{{DType: Float32, Shape: s[0]}, {DType: Float32, Shape: s[1]}}); err == nil {
 			t.Errorf("%v × %v: no error", s[0], s[1])

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -16,22 +17,6 @@ import (
 // graph executor), float64 reference implementations written as plain nested loops over
 // multi-indices, and a finite-difference check of Backward.
 
-func nntInt(name string, v int64) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), I: proto.Int64(v), Type: onnxpb.AttributeProto_INT.Enum()}
-}
-
-func nntFloat(name string, v float32) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), F: proto.Float32(v), Type: onnxpb.AttributeProto_FLOAT.Enum()}
-}
-
-func nntInts(name string, v ...int64) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), Ints: v, Type: onnxpb.AttributeProto_INTS.Enum()}
-}
-
-func nntStr(name, v string) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), S: []byte(v), Type: onnxpb.AttributeProto_STRING.Enum()}
-}
-
 // nntNode builds a node with nIn inputs and nOut outputs.
 func nntNode(op string, opset int64, nIn, nOut int, attrs ...*onnxpb.AttributeProto) *Node {
 	in := make([]string, nIn)
@@ -46,19 +31,6 @@ func nntNode(op string, opset int64, nIn, nOut int, attrs ...*onnxpb.AttributePr
 		Proto: &onnxpb.NodeProto{OpType: proto.String(op), Name: proto.String("t_" + op), Input: in, Output: out, Attribute: attrs},
 		Opset: opset,
 	}
-}
-
-func nntBuild(t testing.TB, n *Node) Kernel {
-	t.Helper()
-	b, ok := nnOps()[n.Proto.GetOpType()]
-	if !ok {
-		t.Fatalf("no builder for %s", n.Proto.GetOpType())
-	}
-	k, err := b(n)
-	if err != nil {
-		t.Fatalf("build: %v", err)
-	}
-	return k
 }
 
 // nntCtx returns a context with the BLAS that QTOOL_BLAS selects (auto: OpenBLAS when
@@ -130,14 +102,6 @@ func nntDistinct(r *rand.Rand, shape []int) *Tensor {
 	return NewFloat(append([]int(nil), shape...), x)
 }
 
-func nnt64(x []float32) []float64 {
-	y := make([]float64, len(x))
-	for i, v := range x {
-		y[i] = float64(v)
-	}
-	return y
-}
-
 // nntClose compares got with want elementwise within atol + rtol·|want|.
 func nntClose(t testing.TB, what string, got []float32, want []float64, atol, rtol float64) {
 	t.Helper()
@@ -204,7 +168,7 @@ func nntGradCheck(t *testing.T, c nntGradCase) {
 	for i := range in {
 		n.Proto.Input = append(n.Proto.Input, string(rune('a'+i)))
 	}
-	k := nntBuild(t, n)
+	k := buildKernel(t, n)
 	ctx := nntCtx(t, 2)
 	ctx.Training = c.training
 	outs := nntRun(t, k, ctx, in)
@@ -261,27 +225,8 @@ func nntGradCheck(t *testing.T, c nntGradCase) {
 		h = 1e-2
 	}
 	for _, i := range check {
-		x := in[i].F
-		bad := 0
-		for j := range x {
-			orig := x[j]
-			x[j] = orig + float32(h)
-			lp := loss()
-			x[j] = orig - float32(h)
-			lm := loss()
-			x[j] = orig
-			hh := float64(orig+float32(h)) - float64(orig-float32(h))
-			num := (lp - lm) / hh
-			got := float64(gin[i].F[j]) - prefill
-			if math.Abs(got-num) > 2e-3+2e-3*math.Abs(num) {
-				if bad < 5 {
-					t.Errorf("%s: d/d input %d [%d]: backward %.6g, finite difference %.6g", c.name, i, j, got, num)
-				}
-				bad++
-			}
-		}
-		if bad > 0 {
-			t.Errorf("%s: input %d: %d of %d gradient entries differ", c.name, i, bad, len(x))
-		}
+		gi := gin[i].F
+		fdCheck(t, fmt.Sprintf("%s: d/d input %d", c.name, i), in[i].F, func(j int) float64 { return float64(gi[j]) - prefill }, loss,
+			fdSpec{step: fixedStep(h), atol: 2e-3, rtol: 2e-3}, c.op)
 	}
 }

@@ -60,9 +60,9 @@ func TestBatchNormInference(t *testing.T) {
 			t.Run(fmt.Sprintf("opset%d/%v", opset, shape), func(t *testing.T) {
 				r := rand.New(rand.NewPCG(21, 22))
 				in := bnInputs(r, shape)
-				n := nntNode("BatchNormalization", opset, 5, 1, nntFloat("epsilon", 1e-2))
-				out := nntRun(t, nntBuild(t, n), nntCtx(t, 2), in)
-				want := refBatchNorm(nnt64(in[0].F), shape, nnt64(in[1].F), nnt64(in[2].F), nnt64(in[3].F), nnt64(in[4].F), float64(float32(1e-2)))
+				n := nntNode("BatchNormalization", opset, 5, 1, attrF("epsilon", 1e-2))
+				out := nntRun(t, buildKernel(t, n), nntCtx(t, 2), in)
+				want := refBatchNorm(to64(in[0].F), shape, to64(in[1].F), to64(in[2].F), to64(in[3].F), to64(in[4].F), float64(float32(1e-2)))
 				nntClose(t, "Y", out[0].F, want, 1e-5, 1e-5)
 			})
 		}
@@ -76,11 +76,11 @@ func TestBatchNormTrainingMode(t *testing.T) {
 	shape := []int{3, 2, 4, 5}
 	in := bnInputs(r, shape)
 	const mom = 0.8
-	n := nntNode("BatchNormalization", 15, 5, 3, nntInt("training_mode", 1), nntFloat("momentum", mom))
-	out := nntRun(t, nntBuild(t, n), nntCtx(t, 2), in)
-	x := nnt64(in[0].F)
+	n := nntNode("BatchNormalization", 15, 5, 3, attrI("training_mode", 1), attrF("momentum", mom))
+	out := nntRun(t, buildKernel(t, n), nntCtx(t, 2), in)
+	x := to64(in[0].F)
 	mean, pvar := refChannelStats(x, shape)
-	want := refBatchNorm(x, shape, nnt64(in[1].F), nnt64(in[2].F), mean, pvar, float64(float32(1e-5)))
+	want := refBatchNorm(x, shape, to64(in[1].F), to64(in[2].F), mean, pvar, float64(float32(1e-5)))
 	nntClose(t, "Y", out[0].F, want, 1e-5, 1e-5)
 	rm, rv := make([]float64, 2), make([]float64, 2)
 	for c := range rm {
@@ -98,15 +98,15 @@ func TestBatchNormContextTraining(t *testing.T) {
 		t.Run(fmt.Sprint(shape), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(25, 26))
 			in := bnInputs(r, shape)
-			rm0, rv0 := nnt64(in[3].F), nnt64(in[4].F)
+			rm0, rv0 := to64(in[3].F), to64(in[4].F)
 			const mom = 0.9
-			n := nntNode("BatchNormalization", 9, 5, 1, nntFloat("momentum", mom))
+			n := nntNode("BatchNormalization", 9, 5, 1, attrF("momentum", mom))
 			ctx := nntCtx(t, 2)
 			ctx.Training = true
-			out := nntRun(t, nntBuild(t, n), ctx, in)
-			x := nnt64(in[0].F)
+			out := nntRun(t, buildKernel(t, n), ctx, in)
+			x := to64(in[0].F)
 			mean, pvar := refChannelStats(x, shape)
-			want := refBatchNorm(x, shape, nnt64(in[1].F), nnt64(in[2].F), mean, pvar, float64(float32(1e-5)))
+			want := refBatchNorm(x, shape, to64(in[1].F), to64(in[2].F), mean, pvar, float64(float32(1e-5)))
 			nntClose(t, "Y", out[0].F, want, 1e-5, 1e-5)
 			m := float64(numel(shape) / shape[1])
 			m32 := float64(float32(mom))
@@ -126,7 +126,7 @@ func TestBatchNormGradient(t *testing.T) {
 		gen := func(r *rand.Rand) []*Tensor { return bnInputs(r, shape) }
 		t.Run(fmt.Sprintf("inference/%v", shape), func(t *testing.T) {
 			nntGradCheck(t, nntGradCase{name: "bn_inference", op: "BatchNormalization", opset: 15,
-				attrs: []*onnxpb.AttributeProto{nntFloat("epsilon", 1e-2)}, inputs: gen, step: 1e-3})
+				attrs: []*onnxpb.AttributeProto{attrF("epsilon", 1e-2)}, inputs: gen, step: 1e-3})
 		})
 		t.Run(fmt.Sprintf("context_training/%v", shape), func(t *testing.T) {
 			nntGradCheck(t, nntGradCase{name: "bn_ctx_training", op: "BatchNormalization", opset: 9,
@@ -134,7 +134,7 @@ func TestBatchNormGradient(t *testing.T) {
 		})
 		t.Run(fmt.Sprintf("training_mode/%v", shape), func(t *testing.T) {
 			nntGradCheck(t, nntGradCase{name: "bn_training_mode", op: "BatchNormalization", opset: 15, nOut: 3,
-				attrs:  []*onnxpb.AttributeProto{nntInt("training_mode", 1), nntFloat("epsilon", 1e-2)},
+				attrs:  []*onnxpb.AttributeProto{attrI("training_mode", 1), attrF("epsilon", 1e-2)},
 				inputs: gen, lossOuts: []int{0}, check: []int{0, 1, 2}, step: 1e-3})
 		})
 	}
@@ -142,7 +142,7 @@ func TestBatchNormGradient(t *testing.T) {
 
 func TestBatchNormRejects(t *testing.T) {
 	for _, n := range []*Node{
-		nntNode("BatchNormalization", 7, 5, 1, nntInt("spatial", 0)),
+		nntNode("BatchNormalization", 7, 5, 1, attrI("spatial", 0)),
 		nntNode("BatchNormalization", 15, 5, 3),
 		nntNode("BatchNormalization", 9, 5, 5),
 	} {
@@ -198,9 +198,9 @@ func TestLayerNormForward(t *testing.T) {
 		t.Run(fmt.Sprintf("%v/axis%d", c.shape, c.axis), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(31, 32))
 			in := lnInputs(r, c.shape, c.axis, true)
-			n := nntNode("LayerNormalization", 17, 3, 3, nntInt("axis", int64(c.axis)), nntFloat("epsilon", 0.1))
-			out := nntRun(t, nntBuild(t, n), nntCtx(t, 2), in)
-			y, mean, inv := refLayerNorm(nnt64(in[0].F), in[1].Len(), nnt64(in[1].F), nnt64(in[2].F), float64(float32(0.1)))
+			n := nntNode("LayerNormalization", 17, 3, 3, attrI("axis", int64(c.axis)), attrF("epsilon", 0.1))
+			out := nntRun(t, buildKernel(t, n), nntCtx(t, 2), in)
+			y, mean, inv := refLayerNorm(to64(in[0].F), in[1].Len(), to64(in[1].F), to64(in[2].F), float64(float32(0.1)))
 			nntClose(t, "Y", out[0].F, y, 1e-5, 1e-5)
 			nntClose(t, "Mean", out[1].F, mean, 1e-6, 1e-5)
 			nntClose(t, "InvStdDev", out[2].F, inv, 1e-6, 1e-5)
@@ -222,7 +222,7 @@ func TestLayerNormGradient(t *testing.T) {
 		for _, nOut := range []int{1, 3} {
 			t.Run(fmt.Sprintf("%v/axis%d/outputs%d", c.shape, c.axis, nOut), func(t *testing.T) {
 				nntGradCheck(t, nntGradCase{name: "ln", op: "LayerNormalization", opset: 17, nOut: nOut,
-					attrs:  []*onnxpb.AttributeProto{nntInt("axis", int64(c.axis)), nntFloat("epsilon", 0.1)},
+					attrs:  []*onnxpb.AttributeProto{attrI("axis", int64(c.axis)), attrF("epsilon", 0.1)},
 					inputs: func(r *rand.Rand) []*Tensor { return lnInputs(r, c.shape, c.axis, nOut == 3) }, step: 1e-3})
 			})
 		}
@@ -238,11 +238,11 @@ func TestInstanceNorm(t *testing.T) {
 		t.Run(fmt.Sprint(shape), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(33, 34))
 			in := gen(r)
-			n := nntNode("InstanceNormalization", 6, 3, 1, nntFloat("epsilon", 1e-2))
-			out := nntRun(t, nntBuild(t, n), nntCtx(t, 2), in)
+			n := nntNode("InstanceNormalization", 6, 3, 1, attrF("epsilon", 1e-2))
+			out := nntRun(t, buildKernel(t, n), nntCtx(t, 2), in)
 			// Instance norm is layer norm over each (n, c) plane with per-channel affine.
 			inner := numel(shape[2:])
-			x := nnt64(in[0].F)
+			x := to64(in[0].F)
 			want := make([]float64, len(x))
 			one := make([]float64, inner)
 			zero := make([]float64, inner)
@@ -256,7 +256,7 @@ func TestInstanceNorm(t *testing.T) {
 			}
 			nntClose(t, "Y", out[0].F, want, 1e-5, 1e-5)
 			nntGradCheck(t, nntGradCase{name: "in", op: "InstanceNormalization", opset: 6,
-				attrs: []*onnxpb.AttributeProto{nntFloat("epsilon", 1e-2)}, inputs: gen, step: 1e-3})
+				attrs: []*onnxpb.AttributeProto{attrF("epsilon", 1e-2)}, inputs: gen, step: 1e-3})
 		})
 	}
 }
@@ -269,7 +269,8 @@ func TestOldOpsetConformanceData(t *testing.T) {
 	const dir = "/usr/share/libonnx-testdata/data/node"
 	testenv.RequireFile(t, dir, "apt-get install libonnx-testdata")
 	for _, name := range []string{"test_globalaveragepool", "test_globalaveragepool_precomputed",
-		"test_globalmaxpool", "test_globalmaxpool_precomputed", "test_instancenorm_epsilon", "test_instancenorm_example"} {
+		"test_globalmaxpool", "test_globalmaxpool_precomputed", "test_instancenorm_epsilon", "test_instancenorm_example",
+		"test_hardsigmoid", "test_hardsigmoid_default", "test_hardsigmoid_example"} {
 		t.Run(name, func(t *testing.T) {
 			raw, err := os.ReadFile(filepath.Join(dir, name, "model.onnx"))
 			if err != nil {
@@ -279,8 +280,9 @@ func TestOldOpsetConformanceData(t *testing.T) {
 			if err := proto.Unmarshal(raw, mp); err != nil {
 				t.Fatal(err)
 			}
+			recordPassed(t, opsCovered.conf, mp)
 			np := mp.GetGraph().GetNode()[0]
-			k := nntBuild(t, &Node{Proto: np, Opset: 7})
+			k := buildKernel(t, &Node{Proto: np, Opset: 7})
 			sets, _ := filepath.Glob(filepath.Join(dir, name, "test_data_set_*"))
 			if len(sets) == 0 {
 				t.Fatal("no data sets")
@@ -302,7 +304,7 @@ func TestOldOpsetConformanceData(t *testing.T) {
 				if !nnShapeEq(out[0].Shape, nntDims(want.Dims)) {
 					t.Fatalf("shape %v, want %v", out[0].Shape, want.Dims)
 				}
-				nntClose(t, "Y", out[0].F, nnt64(want.Float), 1e-4, 1e-4)
+				nntClose(t, "Y", out[0].F, to64(want.Float), 1e-4, 1e-4)
 			}
 		})
 	}
@@ -327,7 +329,7 @@ func TestBatchNormGradientChannelSums(t *testing.T) {
 	for i := range in[0].F {
 		in[0].F[i] = 40 + 0.1*in[0].F[i]
 	}
-	k := nntBuild(t, nntNode("BatchNormalization", 9, 5, 1))
+	k := buildKernel(t, nntNode("BatchNormalization", 9, 5, 1))
 	ctx := nntCtx(t, 2)
 	ctx.Training = true
 	out := nntRun(t, k, ctx, in)

@@ -121,36 +121,36 @@ var poolCases = []poolCase{
 
 func (c poolCase) node(op string, opset int64, nOut int, includePad, colMajor bool) (*Node, []int, []int, []int) {
 	nd := len(c.x) - 2
-	attrs := []*onnxpb.AttributeProto{nntInts("kernel_shape", nntI64(c.kern)...)}
+	attrs := []*onnxpb.AttributeProto{attrInts("kernel_shape", nntI64(c.kern)...)}
 	strides, dil, pads := c.strides, c.dil, c.refPads
 	if strides != nil {
-		attrs = append(attrs, nntInts("strides", nntI64(strides)...))
+		attrs = append(attrs, attrInts("strides", nntI64(strides)...))
 	} else {
 		strides = nntOnes(nd, 1)
 	}
 	if dil != nil {
-		attrs = append(attrs, nntInts("dilations", nntI64(dil)...))
+		attrs = append(attrs, attrInts("dilations", nntI64(dil)...))
 	} else {
 		dil = nntOnes(nd, 1)
 	}
 	if c.pads != nil {
-		attrs = append(attrs, nntInts("pads", nntI64(c.pads)...))
+		attrs = append(attrs, attrInts("pads", nntI64(c.pads)...))
 		pads = c.pads
 	}
 	if pads == nil {
 		pads = nntOnes(2*nd, 0)
 	}
 	if c.autoPad != "" {
-		attrs = append(attrs, nntStr("auto_pad", c.autoPad))
+		attrs = append(attrs, attrS("auto_pad", c.autoPad))
 	}
 	if c.ceil {
-		attrs = append(attrs, nntInt("ceil_mode", 1))
+		attrs = append(attrs, attrI("ceil_mode", 1))
 	}
 	if includePad {
-		attrs = append(attrs, nntInt("count_include_pad", 1))
+		attrs = append(attrs, attrI("count_include_pad", 1))
 	}
 	if colMajor {
-		attrs = append(attrs, nntInt("storage_order", 1))
+		attrs = append(attrs, attrI("storage_order", 1))
 	}
 	return nntNode(op, opset, 1, nOut, attrs...), strides, dil, pads
 }
@@ -162,8 +162,8 @@ func TestMaxPoolForward(t *testing.T) {
 				r := rand.New(rand.NewPCG(11, 12))
 				n, strides, dil, pads := c.node("MaxPool", 12, 2, false, colMajor)
 				x := nntRand(r, c.x, -2, 2)
-				out := nntRun(t, nntBuild(t, n), nntCtx(t, 2), []*Tensor{x})
-				want, arg, ys := refPool(nnt64(x.F), c.x, c.kern, strides, dil, pads, c.ceil, true, false, colMajor)
+				out := nntRun(t, buildKernel(t, n), nntCtx(t, 2), []*Tensor{x})
+				want, arg, ys := refPool(to64(x.F), c.x, c.kern, strides, dil, pads, c.ceil, true, false, colMajor)
 				if !nnShapeEq(out[0].Shape, ys) || !nnShapeEq(out[1].Shape, ys) {
 					t.Fatalf("shapes %v %v, want %v", out[0].Shape, out[1].Shape, ys)
 				}
@@ -188,7 +188,7 @@ func TestMaxPoolInt64(t *testing.T) {
 		x.I[i] = int64((i * 37) % 251)
 		xf[i] = float64(x.I[i])
 	}
-	out := nntRun(t, nntBuild(t, n), nntCtx(t, 2), []*Tensor{x})
+	out := nntRun(t, buildKernel(t, n), nntCtx(t, 2), []*Tensor{x})
 	want, _, _ := refPool(xf, c.x, c.kern, strides, dil, pads, c.ceil, true, false, false)
 	for i, w := range want {
 		if float64(out[0].I[i]) != w {
@@ -208,8 +208,8 @@ func TestAveragePoolForward(t *testing.T) {
 				}
 				n, strides, dil, pads := c.node("AveragePool", opset, 1, includePad, false)
 				x := nntRand(r, c.x, -2, 2)
-				out := nntRun(t, nntBuild(t, n), nntCtx(t, 2), []*Tensor{x})
-				want, _, ys := refPool(nnt64(x.F), c.x, c.kern, strides, dil, pads, c.ceil, false, includePad, false)
+				out := nntRun(t, buildKernel(t, n), nntCtx(t, 2), []*Tensor{x})
+				want, _, ys := refPool(to64(x.F), c.x, c.kern, strides, dil, pads, c.ceil, false, includePad, false)
 				if !nnShapeEq(out[0].Shape, ys) {
 					t.Fatalf("shape %v, want %v", out[0].Shape, ys)
 				}
@@ -248,7 +248,7 @@ func TestGlobalPoolForward(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
 	x := nntRand(r, []int{2, 3, 4, 5}, -1, 1)
 	for _, op := range []string{"GlobalAveragePool", "GlobalMaxPool"} {
-		out := nntRun(t, nntBuild(t, nntNode(op, 11, 1, 1)), nntCtx(t, 2), []*Tensor{x})
+		out := nntRun(t, buildKernel(t, nntNode(op, 11, 1, 1)), nntCtx(t, 2), []*Tensor{x})
 		if !nnShapeEq(out[0].Shape, []int{2, 3, 1, 1}) {
 			t.Fatalf("%s: shape %v", op, out[0].Shape)
 		}
@@ -272,11 +272,11 @@ func TestGlobalPoolForward(t *testing.T) {
 func TestPoolRejectsBadAttributes(t *testing.T) {
 	for _, n := range []*Node{
 		nntNode("MaxPool", 12, 1, 1),
-		nntNode("MaxPool", 12, 1, 1, nntInts("kernel_shape", 2, 2), nntInt("storage_order", 2)),
-		nntNode("AveragePool", 11, 1, 1, nntInts("kernel_shape", 2, 2), nntStr("auto_pad", "FOO")),
-		nntNode("AveragePool", 11, 1, 1, nntInts("kernel_shape", 2, 0)),
+		nntNode("MaxPool", 12, 1, 1, attrInts("kernel_shape", 2, 2), attrI("storage_order", 2)),
+		nntNode("AveragePool", 11, 1, 1, attrInts("kernel_shape", 2, 2), attrS("auto_pad", "FOO")),
+		nntNode("AveragePool", 11, 1, 1, attrInts("kernel_shape", 2, 0)),
 	} {
-		if _, err := nnOps()[n.Proto.GetOpType()](n); err == nil {
+		if _, err := opBuilder(n.Proto.GetOpType())(n); err == nil {
 			t.Errorf("%v: no error", n.Proto.GetAttribute())
 		}
 	}

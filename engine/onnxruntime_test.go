@@ -16,7 +16,8 @@ func TestModelsAgainstOnnxruntime(t *testing.T) {
 	ortref.Require(t)
 	for _, tm := range testModels {
 		t.Run(tm.name, func(t *testing.T) {
-			_, g, x, _ := loadTestModel(t, tm.name, tm.data)
+			m, g, x, _ := loadTestModel(t, tm.name, tm.data)
+			recordPassed(t, opsCovered.ort, m.Proto)
 			sess, err := ortref.NewSessionFile(filepath.Join(testmodelsDir, tm.name+".onnx"), ortref.Options{IntraOpThreads: 2})
 			if err != nil {
 				t.Fatal(err)
@@ -59,5 +60,14 @@ func TestModelsAgainstOnnxruntime(t *testing.T) {
 			}
 			t.Logf("%s: %d samples agree with onnxruntime within 1e-4, top-1 100%%", tm.name, n)
 		})
+	}
+}
+
+// ortCoverageSources are the tests that record onnxruntime coverage for TestOpCoverage.
+func ortCoverageSources() []coverageSource {
+	return []coverageSource{
+		{"TestModelsAgainstOnnxruntime", TestModelsAgainstOnnxruntime},
+		{"TestQuantizeLinearAgainstOnnxruntime", TestQuantizeLinearAgainstOnnxruntime},
+		{"TestBlockedInt4MatMulAgainstOnnxruntime", TestBlockedInt4MatMulAgainstOnnxruntime},
 	}
 }

@@ -1,53 +1,53 @@
 package engine
 
-// builders returns the kernel builder of every op the engine supports, keyed by op type.
-// It builds a fresh map per call so that no package state is shared between graphs.
-func builders() map[string]Builder {
-	m := map[string]Builder{}
-	for _, set := range []map[string]Builder{nnOps(), elementwiseOps(), shapeOps(), quantOps()} {
-		for k, b := range set {
-			m[k] = b
+// opDef is one row of the op table: everything the graph builder and the tests need to
+// know about an op besides its kernel's code. Rows live next to their kernels (the
+// *OpDefs functions of each file); registry gathers them into the one table that Build
+// consults and that TestOpCoverage walks.
+type opDef struct {
+	name  string
+	build Builder
+	// inputs is how many leading inputs the ONNX schema requires (every later input is
+	// optional), and how that changed between opsets.
+	inputs arity
+	// grad is true when the kernel has a vector-Jacobian product (implements
+	// Differentiable); TestOpCoverage then demands a finite-difference check of it.
+	grad bool
+	// sameType is true when the op moves data without changing its element type, so
+	// that its outputs have the declared type of its first input.
+	sameType bool
+}
+
+// arity is the number of inputs an op requires at an opset.
+type arity struct {
+	n int // required leading inputs from opset `since` on
+	// variadic ops require every input they list, and at least n.
+	variadic bool
+	// Before opset since the op required old inputs instead of n.
+	since int64
+	old   int
+}
+
+// at returns the required leading inputs at an opset.
+func (a arity) at(opset int64) int {
+	if opset < a.since {
+		return a.old
+	}
+	return a.n
+}
+
+// registry returns the op table keyed by op type. It builds a fresh map per call so that
+// no package state is shared between graphs; a duplicate row panics, since it can only be
+// a programming error that every test would hit.
+func registry() map[string]opDef {
+	m := map[string]opDef{}
+	for _, set := range [][]opDef{nnOpDefs(), elementwiseOpDefs(), shapeOpDefs(), quantOpDefs()} {
+		for _, d := range set {
+			if _, dup := m[d.name]; dup {
+				panic("engine: op " + d.name + " is registered twice")
+			}
+			m[d.name] = d
 		}
 	}
 	return m
-}
-
-// requiredInputs returns how many leading inputs of an op are required at an opset (every
-// later input is optional), following the ONNX schemas; variadic ops require every input
-// they list, and at least one.
-func requiredInputs(op string, opset int64) (n int, variadic bool) {
-	switch op {
-	case "Concat", "Max", "Min":
-		return 1, true
-	case "Constant":
-		return 0, false
-	case "Add", "Sub", "Mul", "Div", "Pow", "PRelu", "MatMul", "Conv", "ConvTranspose",
-		"Expand", "Gather", "Reshape", "LayerNormalization", "DequantizeLinear", "QuantizeLinear":
-		return 2, false
-	case "Gemm":
-		if opset < 11 {
-			return 3, false
-		}
-		return 2, false
-	case "Pad":
-		if opset < 11 {
-			return 1, false
-		}
-		return 2, false
-	case "Unsqueeze":
-		if opset < 13 {
-			return 1, false
-		}
-		return 2, false
-	case "Slice":
-		if opset < 10 {
-			return 1, false
-		}
-		return 3, false
-	case "InstanceNormalization":
-		return 3, false
-	case "BatchNormalization":
-		return 5, false
-	}
-	return 1, false
 }

@@ -1,38 +1,34 @@
 package engine
 
-// elementwiseOps returns the builders of the element-wise, activation, softmax and
+// elementwiseOpDefs returns the rows of the element-wise, activation, softmax and
 // reduction ops (files elementwise_*.go).
-func elementwiseOps() map[string]Builder {
-	return map[string]Builder{
-		"Add":   newBinary(opAdd),
-		"Sub":   newBinary(opSub),
-		"Mul":   newBinary(opMul),
-		"Div":   newBinary(opDiv),
-		"Pow":   newBinary(opPow),
-		"PRelu": newBinary(opPRelu),
-		"Min":   newMinMax(false),
-		"Max":   newMinMax(true),
+func elementwiseOpDefs() []opDef {
+	one, two := arity{n: 1}, arity{n: 2}
+	defs := []opDef{
+		{name: "Min", build: newMinMax(false), inputs: arity{n: 1, variadic: true}, grad: true},
+		{name: "Max", build: newMinMax(true), inputs: arity{n: 1, variadic: true}, grad: true},
 
-		"Sqrt":        newUnary(uSqrt),
-		"Neg":         newUnary(uNeg),
-		"Abs":         newUnary(uAbs),
-		"Exp":         newUnary(uExp),
-		"Log":         newUnary(uLog),
-		"Erf":         newUnary(uErf),
-		"Reciprocal":  newUnary(uRecip),
-		"Relu":        newUnary(uRelu),
-		"LeakyRelu":   newUnary(uLeakyRelu),
-		"Sigmoid":     newUnary(uSigmoid),
-		"HardSigmoid": newUnary(uHardSigmoid),
-		"HardSwish":   newUnary(uHardSwish),
-		"Tanh":        newUnary(uTanh),
-		"Clip":        newUnary(uClip),
+		{name: "Softmax", build: newSoftmax(false), inputs: one, grad: true},
+		{name: "LogSoftmax", build: newSoftmax(true), inputs: one, grad: true},
 
-		"Softmax":    newSoftmax(false),
-		"LogSoftmax": newSoftmax(true),
-
-		"ReduceSum":  newReduce(reduceSum, false),
-		"ReduceMean": newReduce(reduceSum, true),
-		"ReduceMax":  newReduce(reduceMax, false),
+		{name: "ReduceSum", build: newReduce(reduceSum, false), inputs: one, grad: true},
+		{name: "ReduceMean", build: newReduce(reduceSum, true), inputs: one, grad: true},
+		{name: "ReduceMax", build: newReduce(reduceMax, false), inputs: one, grad: true},
 	}
+	defs = append(defs, unaryOpDefs()...)
+	bin := binaryOps()
+	for i := range bin {
+		defs = append(defs, opDef{name: bin[i].name, build: newBinary(&bin[i]), inputs: two, grad: true})
+	}
+	return defs
+}
+
+// unaryOpDefs returns a row per op of unaryOps (elementwise_unary.go).
+func unaryOpDefs() []opDef {
+	ops := unaryOps()
+	defs := make([]opDef, len(ops))
+	for i := range ops {
+		defs[i] = opDef{name: ops[i].name, build: newUnary(&ops[i]), inputs: arity{n: 1}, grad: true}
+	}
+	return defs
 }

@@ -4,21 +4,23 @@ import (
 	"gonum.org/v1/gonum/blas"
 )
 
-// nnOps returns the builders of this file's ops: convolutions, matrix products,
-// pooling and normalisations (nn_*.go hold the kernels).
-func nnOps() map[string]Builder {
-	return map[string]Builder{
-		"Conv":                  buildConv,
-		"ConvTranspose":         buildConvTranspose,
-		"Gemm":                  buildGemm,
-		"MatMul":                buildMatMul,
-		"MaxPool":               buildMaxPool,
-		"AveragePool":           buildAveragePool,
-		"GlobalAveragePool":     buildGlobalAveragePool,
-		"GlobalMaxPool":         buildGlobalMaxPool,
-		"BatchNormalization":    buildBatchNorm,
-		"LayerNormalization":    buildLayerNorm,
-		"InstanceNormalization": buildInstanceNorm,
+// nnOpDefs returns the rows of the convolutions, matrix products, pooling and
+// normalisations (nn_*.go hold the kernels).
+func nnOpDefs() []opDef {
+	one, two := arity{n: 1}, arity{n: 2}
+	return []opDef{
+		{name: "Conv", build: buildConv, inputs: two, grad: true},
+		{name: "ConvTranspose", build: buildConvTranspose, inputs: two, grad: true},
+		// Gemm's C became optional in opset 11.
+		{name: "Gemm", build: buildGemm, inputs: arity{n: 2, since: 11, old: 3}, grad: true},
+		{name: "MatMul", build: buildMatMul, inputs: two, grad: true},
+		{name: "MaxPool", build: buildMaxPool, inputs: one, grad: true},
+		{name: "AveragePool", build: buildAveragePool, inputs: one, grad: true},
+		{name: "GlobalAveragePool", build: buildGlobalAveragePool, inputs: one, grad: true},
+		{name: "GlobalMaxPool", build: buildGlobalMaxPool, inputs: one, grad: true},
+		{name: "BatchNormalization", build: buildBatchNorm, inputs: arity{n: 5}, grad: true},
+		{name: "LayerNormalization", build: buildLayerNorm, inputs: two, grad: true},
+		{name: "InstanceNormalization", build: buildInstanceNorm, inputs: arity{n: 3}, grad: true},
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 	"github.com/qtool/qtool/onnxio/onnxpb"
 )
 
-// quantOps returns the builders of the linear (de)quantization ops.
+// quantOpDefs returns the rows of the linear (de)quantization ops.
 //
 // Quantized tensors are Int64 tensors holding the exact integer values, the engine's one
 // representation of every ONNX integer type: onnxio decodes INT8, UINT8, INT4 (packed two
@@ -20,10 +20,10 @@ import (
 // Neither op has a backward pass: they appear in inference graphs (qtool's qdq export),
 // and the executor refuses a training plan in which a trainable parameter's gradient
 // would have to cross one.
-func quantOps() map[string]Builder {
-	return map[string]Builder{
-		"DequantizeLinear": buildDequantizeLinear,
-		"QuantizeLinear":   buildQuantizeLinear,
+func quantOpDefs() []opDef {
+	return []opDef{
+		{name: "DequantizeLinear", build: buildDequantizeLinear, inputs: arity{n: 2}},
+		{name: "QuantizeLinear", build: buildQuantizeLinear, inputs: arity{n: 2}},
 	}
 }
 

@@ -69,14 +69,14 @@ func typedValue(name string, dt onnxpb.TensorProto_DataType, dims []int64) *onnx
 func (c qdqCase) model(w []int64) *onnxio.Model {
 	var attrs []*onnxpb.AttributeProto
 	if c.axis != nil {
-		attrs = append(attrs, gAttrI("axis", *c.axis))
+		attrs = append(attrs, attrI("axis", *c.axis))
 	}
 	if c.blockSize != 0 {
-		attrs = append(attrs, gAttrI("block_size", c.blockSize))
+		attrs = append(attrs, attrI("block_size", c.blockSize))
 	}
 	qattrs := attrs
 	if c.outDtype {
-		qattrs = append(qattrs[:len(qattrs):len(qattrs)], gAttrI("output_dtype", int64(c.qtype)))
+		qattrs = append(qattrs[:len(qattrs):len(qattrs)], attrI("output_dtype", int64(c.qtype)))
 	}
 	params := []string{"scale"}
 	inits := []*onnxpb.TensorProto{
@@ -90,7 +90,7 @@ func (c qdqCase) model(w []int64) *onnxio.Model {
 	nodes := []*onnxpb.NodeProto{
 		gNode("QuantizeLinear", append([]string{"x"}, params...), []string{"q"}, qattrs...),
 		gNode("DequantizeLinear", append([]string{"q"}, params...), []string{"y"}, attrs...),
-		gNode("Cast", []string{"q"}, []string{"qi"}, gAttrI("to", int64(onnxpb.TensorProto_INT64))),
+		gNode("Cast", []string{"q"}, []string{"qi"}, attrI("to", int64(onnxpb.TensorProto_INT64))),
 		gNode("DequantizeLinear", append([]string{"w"}, params...), []string{"wd"}, attrs...),
 	}
 	f := onnxpb.TensorProto_FLOAT

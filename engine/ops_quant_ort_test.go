@@ -28,6 +28,7 @@ func TestQuantizeLinearAgainstOnnxruntime(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			x, w := c.inputs(r)
 			m := c.model(w)
+			recordPassed(t, opsCovered.ort, m.Proto)
 			b, err := proto.Marshal(m.Proto)
 			if err != nil {
 				t.Fatal(err)
@@ -94,7 +95,7 @@ func TestBlockedInt4MatMulAgainstOnnxruntime(t *testing.T) {
 		Graph: &onnxpb.GraphProto{
 			Name: proto.String("matmulnbits"),
 			Node: []*onnxpb.NodeProto{
-				gNode("DequantizeLinear", []string{"w", "s"}, []string{"wf"}, gAttrI("axis", 0), gAttrI("block_size", block)),
+				gNode("DequantizeLinear", []string{"w", "s"}, []string{"wf"}, attrI("axis", 0), attrI("block_size", block)),
 				gNode("MatMul", []string{"x", "wf"}, []string{"y"}),
 			},
 			Initializer: []*onnxpb.TensorProto{intTensor("w", onnxpb.TensorProto_INT4, []int64{k, n}, w), onnxio.FloatTensor("s", []int64{k / block, n}, scale)},
@@ -102,6 +103,7 @@ func TestBlockedInt4MatMulAgainstOnnxruntime(t *testing.T) {
 			Output:      []*onnxpb.ValueInfoProto{typedValue("y", f, []int64{batch, n})},
 		},
 	}}
+	recordPassed(t, opsCovered.ort, m.Proto)
 	b, err := proto.Marshal(m.Proto)
 	if err != nil {
 		t.Fatal(err)

@@ -72,14 +72,14 @@ func TestQuantErrors(t *testing.T) {
 		{"opset 9", quantModel(9, "DequantizeLinear", []string{"w", "s"}, nil, w, s1), []string{"needs opset 10"}},
 		{"per-axis before opset 13", quantModel(10, "DequantizeLinear", []string{"w", "s4"}, nil, w, s4), []string{"before opset 13", "scalar"}},
 		{"per-axis length", quantModel(13, "DequantizeLinear", []string{"w", "s2"}, nil, w, s2), []string{"1-D scale of 4 elements", "axis 1"}},
-		{"axis out of range", quantModel(13, "DequantizeLinear", []string{"w", "s4"}, []*onnxpb.AttributeProto{gAttrI("axis", 2)}, w, s4), []string{"axis 2 is outside [-2, 1]"}},
+		{"axis out of range", quantModel(13, "DequantizeLinear", []string{"w", "s4"}, []*onnxpb.AttributeProto{attrI("axis", 2)}, w, s4), []string{"axis 2 is outside [-2, 1]"}},
 		{"zero point shape", quantModel(13, "DequantizeLinear", []string{"w", "s4", "zp"}, nil, w, s4, intTensor("zp", i8, []int64{2}, []int64{0, 0})), []string{"zero point's shape [2] differs from the scale's [4]"}},
 		{"float into DequantizeLinear", quantModel(13, "DequantizeLinear", []string{"x", "s"}, nil, s1), []string{"needs an integer tensor"}},
-		{"block shape", quantModel(21, "DequantizeLinear", []string{"w", "blk"}, []*onnxpb.AttributeProto{gAttrI("block_size", 3)}, w, blk), []string{"block_size 3 needs shape [2 2]"}},
-		{"negative block_size", quantModel(21, "QuantizeLinear", []string{"x", "blk"}, []*onnxpb.AttributeProto{gAttrI("block_size", -1)}, blk), []string{"block_size -1 is negative"}},
+		{"block shape", quantModel(21, "DequantizeLinear", []string{"w", "blk"}, []*onnxpb.AttributeProto{attrI("block_size", 3)}, w, blk), []string{"block_size 3 needs shape [2 2]"}},
+		{"negative block_size", quantModel(21, "QuantizeLinear", []string{"x", "blk"}, []*onnxpb.AttributeProto{attrI("block_size", -1)}, blk), []string{"block_size -1 is negative"}},
 		{"int4 before opset 21", quantModel(19, "QuantizeLinear", []string{"x", "s", "zp"}, nil, s1, intTensor("zp", i4, nil, []int64{0})), []string{"quantizing to INT4 needs opset 21"}},
 		{"int32 target", quantModel(21, "QuantizeLinear", []string{"x", "s", "zp"}, nil, s1, intTensor("zp", onnxpb.TensorProto_INT32, nil, []int64{0})), []string{"quantizing to INT32 is not supported"}},
-		{"output_dtype against zero point", quantModel(21, "QuantizeLinear", []string{"x", "s", "zp"}, []*onnxpb.AttributeProto{gAttrI("output_dtype", int64(i8))}, s1, intTensor("zp", u8, nil, []int64{0})), []string{"output_dtype INT8 differs from the zero point's type UINT8"}},
+		{"output_dtype against zero point", quantModel(21, "QuantizeLinear", []string{"x", "s", "zp"}, []*onnxpb.AttributeProto{attrI("output_dtype", int64(i8))}, s1, intTensor("zp", u8, nil, []int64{0})), []string{"output_dtype INT8 differs from the zero point's type UINT8"}},
 	}
 	// A zero point computed from an untyped value has no known width.
 	untyped := gModel(13, []*onnxpb.NodeProto{
@@ -124,7 +124,7 @@ func TestQuantizeLinearTypeFromProducers(t *testing.T) {
 		lo, hi int64
 	}{{onnxpb.TensorProto_UINT8, 0, 255}, {onnxpb.TensorProto_INT8, -128, 127}} {
 		m := gModel(13, []*onnxpb.NodeProto{
-			gNode("Cast", []string{"z64"}, []string{"zc"}, gAttrI("to", int64(tc.to))),
+			gNode("Cast", []string{"z64"}, []string{"zc"}, attrI("to", int64(tc.to))),
 			gNode("Reshape", []string{"zc", "scalar"}, []string{"zr"}),
 			gNode("QuantizeLinear", []string{"x", "s", "zr"}, []string{"y"}),
 		}, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, 4)}, []string{"y"},
@@ -151,7 +151,7 @@ func TestQuantNoGradient(t *testing.T) {
 	w := intTensor("w", onnxpb.TensorProto_INT8, []int64{4, 3}, []int64{1, -1, 2, -2, 3, -3, 4, -4, 5, -5, 6, -6})
 	m := gModel(13, []*onnxpb.NodeProto{
 		{OpType: proto.String("DequantizeLinear"), Name: proto.String("dq"), Input: []string{"w", "s"}, Output: []string{"wf"},
-			Attribute: []*onnxpb.AttributeProto{gAttrI("axis", 1)}},
+			Attribute: []*onnxpb.AttributeProto{attrI("axis", 1)}},
 		gNode("MatMul", []string{"x", "wf"}, []string{"y"}),
 	}, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, 2, 4)}, []string{"y"},
 		w, onnxio.FloatTensor("s", []int64{3}, []float32{0.5, 1, 2}), onnxio.FloatTensor("unused", []int64{1}, []float32{0}))

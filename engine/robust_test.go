@@ -23,7 +23,7 @@ func TestMalformedNodesGiveErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	supported := builders()
+	supported := registry()
 	r := rand.New(rand.NewPCG(42, 1))
 	runs, errs := 0, 0
 	for _, dir := range dirs {
@@ -31,7 +31,7 @@ func TestMalformedNodesGiveErrors(t *testing.T) {
 		if err != nil || len(m.Proto.GetGraph().GetNode()) != 1 {
 			continue
 		}
-		if supported[m.Proto.GetGraph().GetNode()[0].GetOpType()] == nil {
+		if _, ok := supported[m.Proto.GetGraph().GetNode()[0].GetOpType()]; !ok {
 			continue
 		}
 		var inputs []*Tensor

@@ -12,10 +12,10 @@ import (
 // mlpNodes is Gemm → BatchNormalization → Relu → Gemm, the block of the paper's MLP.
 func mlpNodes(in string) []*onnxpb.NodeProto {
 	return []*onnxpb.NodeProto{
-		gNode("Gemm", []string{in, "w1", "b1"}, []string{"h1"}, gAttrI("transB", 1)),
-		gNode("BatchNormalization", []string{"h1", "gamma", "beta", "mean", "var"}, []string{"h2"}, gAttrF("epsilon", 1e-5), gAttrF("momentum", 0.9)),
+		gNode("Gemm", []string{in, "w1", "b1"}, []string{"h1"}, attrI("transB", 1)),
+		gNode("BatchNormalization", []string{"h1", "gamma", "beta", "mean", "var"}, []string{"h2"}, attrF("epsilon", 1e-5), attrF("momentum", 0.9)),
 		gNode("Relu", []string{"h2"}, []string{"h3"}),
-		gNode("Gemm", []string{"h3", "w2", "b2"}, []string{"logits"}, gAttrI("transB", 1)),
+		gNode("Gemm", []string{"h3", "w2", "b2"}, []string{"logits"}, attrI("transB", 1)),
 	}
 }
 
@@ -107,8 +107,8 @@ func TestTrainStepAllocations(t *testing.T) {
 func TestExecutorTrainingAllocatesNothing(t *testing.T) {
 	nodes := []*onnxpb.NodeProto{
 		gNode("Transpose", []string{"x"}, []string{"a"}),
-		gNode("Concat", []string{"a", "w"}, []string{"b"}, gAttrI("axis", 0)),
-		gNode("Pad", []string{"b", "p"}, []string{"c"}, gAttrS("mode", "reflect")),
+		gNode("Concat", []string{"a", "w"}, []string{"b"}, attrI("axis", 0)),
+		gNode("Pad", []string{"b", "p"}, []string{"c"}, attrS("mode", "reflect")),
 		gNode("Slice", []string{"c", "s", "e"}, []string{"d"}),
 		gNode("Dropout", []string{"d", "r"}, []string{"y"}),
 	}

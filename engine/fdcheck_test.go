@@ -1,0 +1,111 @@
+package engine
+
+import (
+	"math"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/qtool/qtool/onnxio/onnxpb"
+)
+
+// fdSpec is how one finite-difference check perturbs and compares.
+type fdSpec struct {
+	// step returns the perturbation for an entry whose value is x.
+	step       func(x float64) float64
+	atol, rtol float64
+}
+
+// fixedStep perturbs every entry by h.
+func fixedStep(h float64) func(float64) float64 { return func(float64) float64 { return h } }
+
+// fdCheck is the one finite-difference check of the engine's tests. It compares
+// analytic(j), a gradient entry of a scalar loss with respect to x[j], with the central
+// difference of loss, perturbing x[j] in place (and restoring it). The difference is
+// divided by the distance the perturbed values actually lie apart in T, so that float32
+// rounding of x±h does not bias it. ops are the op types whose gradients the check
+// exercises: when every entry agrees they are recorded as FD-checked for TestOpCoverage.
+func fdCheck[T float32 | float64](t testing.TB, what string, x []T, analytic func(j int) float64, loss func() float64, s fdSpec, ops ...string) {
+	t.Helper()
+	bad := 0
+	for j := range x {
+		orig := x[j]
+		h := T(s.step(float64(orig)))
+		x[j] = orig + h
+		lp := loss()
+		x[j] = orig - h
+		lm := loss()
+		x[j] = orig
+		num := (lp - lm) / (float64(orig+h) - float64(orig-h))
+		if got := analytic(j); !closeTo(got, num, s.atol, s.rtol) {
+			if bad < 5 {
+				t.Errorf("%s[%d]: gradient %.6g, finite differences %.6g", what, j, got, num)
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%s: %d of %d gradient entries differ", what, bad, len(x))
+		return
+	}
+	if len(x) > 0 {
+		opsCovered.add(t, opsCovered.fd, ops...)
+	}
+}
+
+// opCoverage records, while the tests run, which op types passed a finite-difference
+// check, a conformance node test or an onnxruntime comparison; TestOpCoverage walks the
+// registry against it. It is the test binary's one piece of shared state: the checks
+// record what they verified, so coverage cannot drift from a hand-kept list.
+type opCoverage struct {
+	mu            sync.Mutex
+	fd, conf, ort map[string]bool
+	ran           map[string]bool // top-level tests that recorded something
+}
+
+var opsCovered = &opCoverage{fd: map[string]bool{}, conf: map[string]bool{}, ort: map[string]bool{}, ran: map[string]bool{}}
+
+func (c *opCoverage) add(t testing.TB, set map[string]bool, ops ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, op := range ops {
+		set[op] = true
+	}
+	top, _, _ := strings.Cut(t.Name(), "/")
+	c.ran[top] = true
+}
+
+// recordPassed records the op types of m's nodes in set when t ends without failing.
+func recordPassed(t testing.TB, set map[string]bool, m *onnxpb.ModelProto) {
+	t.Cleanup(func() {
+		if !t.Failed() && !t.Skipped() {
+			for _, n := range m.GetGraph().GetNode() {
+				opsCovered.add(t, set, n.GetOpType())
+			}
+		}
+	})
+}
+
+func (c *opCoverage) has(set map[string]bool, op string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return set[op]
+}
+
+func (c *opCoverage) hasRun(test string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ran[test]
+}
+
+// closeTo reports whether got is within atol+rtol·|want| of want (NaN matches NaN,
+// infinities must match exactly).
+func closeTo(got, want, atol, rtol float64) bool {
+	if math.IsNaN(want) || math.IsNaN(got) {
+		return math.IsNaN(want) && math.IsNaN(got)
+	}
+	if math.IsInf(want, 0) || math.IsInf(got, 0) {
+		return got == want
+	}
+	return math.Abs(got-want) <= atol+rtol*math.Abs(want)
+}

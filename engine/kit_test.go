@@ -1,0 +1,63 @@
+package engine
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/qtool/qtool/onnxio/onnxpb"
+)
+
+// The engine's one test kit: attributes, kernels built from the registry, and (in
+// fdcheck_test.go) the finite-difference check. The element-wise and nn helper files add
+// only their own references and input generators.
+
+func attrI(name string, v int64) *onnxpb.AttributeProto {
+	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(v)}
+}
+
+func attrF(name string, v float32) *onnxpb.AttributeProto {
+	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_FLOAT.Enum(), F: proto.Float32(v)}
+}
+
+func attrInts(name string, v ...int64) *onnxpb.AttributeProto {
+	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_INTS.Enum(), Ints: v}
+}
+
+func attrFloats(name string, v ...float32) *onnxpb.AttributeProto {
+	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_FLOATS.Enum(), Floats: v}
+}
+
+func attrS(name, v string) *onnxpb.AttributeProto {
+	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_STRING.Enum(), S: []byte(v)}
+}
+
+func attrT(name string, t *onnxpb.TensorProto) *onnxpb.AttributeProto {
+	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_TENSOR.Enum(), T: t}
+}
+
+// opBuilder returns op's builder from the registry, or nil when op is not supported.
+func opBuilder(op string) Builder { return registry()[op].build }
+
+// builderMap keys the builders of defs by op type.
+func builderMap(defs []opDef) map[string]Builder {
+	m := map[string]Builder{}
+	for _, d := range defs {
+		m[d.name] = d.build
+	}
+	return m
+}
+
+// buildKernel builds n's kernel from the registry.
+func buildKernel(t testing.TB, n *Node) Kernel {
+	t.Helper()
+	b := opBuilder(n.Proto.GetOpType())
+	if b == nil {
+		t.Fatalf("no builder for %s", n.Proto.GetOpType())
+	}
+	k, err := b(n)
+	if err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	return k
+}
