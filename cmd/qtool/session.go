@@ -8,6 +8,7 @@ import (
 
 	gblas "gonum.org/v1/gonum/blas"
 
+	"github.com/qtool/qtool/binarize"
 	"github.com/qtool/qtool/calib"
 	"github.com/qtool/qtool/engine"
 	"github.com/qtool/qtool/engine/blas"
@@ -69,36 +70,15 @@ func loadModel(path string, be backend, seed uint64) (*loaded, error) {
 }
 
 func buildModel(m *onnxio.Model, path string, be backend, seed uint64) (*loaded, error) {
-	g, err := engine.Build(m, be.options(seed))
+	g, err := binarize.Build(m, binarize.Options{BLAS: be.BLAS, Workers: be.Workers, MaxMemory: be.MaxMemory, Seed: seed})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(g.Inputs()) != 1 {
-		return nil, fmt.Errorf("%s: the model has %d inputs; qtool feeds calibration data to models with exactly one", path, len(g.Inputs()))
-	}
-	if len(g.Outputs()) < 1 {
-		return nil, fmt.Errorf("%s: the model has no outputs", path)
+		return nil, err
 	}
 	return &loaded{Path: path, Model: m, Graph: g}, nil
 }
 
-// input describes the model's data input for calib: its declared shape and, from the
-// first output's last dimension, the number of classes that labels must stay below.
-func (l *loaded) input() calib.Input {
-	in := l.Graph.Inputs()[0]
-	shape := make([]int64, len(in.Shape))
-	for i, d := range in.Shape {
-		shape[i] = int64(d)
-	}
-	if len(shape) > 0 {
-		shape[0] = -1 // the batch dimension is always free for qtool
-	}
-	classes := 0
-	if out := l.Graph.Outputs()[0].Shape; len(out) > 0 && out[len(out)-1] > 0 {
-		classes = out[len(out)-1]
-	}
-	return calib.Input{Name: in.Name, Shape: shape, Classes: classes}
-}
+// input describes the model's data input for calib (binarize.InputOf).
+func (l *loaded) input() calib.Input { return binarize.InputOf(l.Graph) }
 
 // batchNeed is the memory a batch size takes: the batch buffer calib allocates (samples
 // and labels) plus the engine's plans, from plans(b) for the b samples a batch holds.
