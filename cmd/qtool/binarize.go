@@ -419,9 +419,12 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 	for _, w := range res.Warnings {
 		sum.Warnings = append(sum.Warnings, "warning: "+warningText(w))
 	}
-	if sum.Storage, err = export.Compare(s.teacher.Model, res.Model, modelName, out, export.CompareOptions{}); err != nil {
+	// The sizes are of the files on disk (the embedded model's temporary copy); the
+	// report names the model as the summary does.
+	if sum.Storage, err = export.Compare(s.teacher.Model, res.Model, s.path, out, export.CompareOptions{}); err != nil {
 		return err
 	}
+	sum.Storage.Original = modelName
 	if c.NArg() == 0 {
 		sum.CalibData, sum.EvalData = "fmnist-calib.npz (embedded)", "fmnist-calib.npz (embedded)"
 	}
