@@ -88,7 +88,9 @@ func TestTypedErrors(t *testing.T) {
 		{"Method", func(o *Options) { o.Method = admmq.ADMMQ }},
 		{"Iters", func(o *Options) { o.Iters = -1 }},
 		{"Rho", func(o *Options) { o.Rho.Rho0 = -1 }},
-		{"Selection", func(o *Options) { o.Selection = network.Selection{Keep: []string{"first"}, Only: []string{"fc1.weight"}} }},
+		{"Selection", func(o *Options) {
+			o.Selection = network.Selection{Keep: []string{"first"}, Only: []string{"fc1.weight"}}
+		}},
 		{"Optimizer", func(o *Options) { o.Optimizer = "lbfgs" }},
 		{"Opset", func(o *Options) { o.Opset = 99 }},
 	} {

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,10 +12,8 @@ import (
 	"github.com/qtool/qtool/admmq"
 	"github.com/qtool/qtool/admmq/network"
 	"github.com/qtool/qtool/binarize"
-	"github.com/qtool/qtool/calib"
 	"github.com/qtool/qtool/export"
 	"github.com/qtool/qtool/internal/atomicfile"
-	"github.com/qtool/qtool/testmodels"
 	"github.com/qtool/qtool/train"
 	"github.com/urfave/cli/v2"
 )
@@ -92,213 +88,6 @@ Examples:
 		}, algoFlags()...), dataFlags()...),
 		Action: runBinarize,
 	}
-}
-
-// optionFlags maps binarize.Options fields to the flags that set them, to turn the
-// library's *binarize.OptionError into flag advice.
-var optionFlags = map[string]string{
-	"Method": "--algo", "Grid": "--grid", "Selection": "--keep/--only", "Rho": "--rho", "P": "--p",
-	"Beta": "--beta", "Iters": "--iters", "InnerEpochs": "--inner-epochs", "InnerSteps": "--inner-steps",
-	"Gamma": "--criterion", "LR": "--lr", "Temperature": "--temperature", "Optimizer": "--optimizer",
-	"Schedule": "--lr-schedule", "Loss": "--loss", "Start": "--start", "Format": "--format", "Opset": "--opset",
-	"StatSamples": "--stat-samples", "BatchSize": "--batch-size", "Workers": "--max-memory",
-}
-
-// flagError turns the library's typed errors into flag advice: usage errors naming the
-// flag to change. Other errors pass unchanged.
-func flagError(err error, c *cli.Context, model string) error {
-	var oe *binarize.OptionError
-	var se *network.SelectionError
-	var le *binarize.LabelsError
-	var pe *binarize.OpsetError
-	var re *binarize.ResumeError
-	switch {
-	case errors.As(err, &oe):
-		if oe.Field == "Selection" {
-			return usagef("--keep and --only exclude each other")
-		}
-		return usagef("%s %v: %s", optionFlags[oe.Field], oe.Value, oe.Reason)
-	case errors.As(err, &se):
-		if se.Name == "" {
-			return usagef("%s: --keep/--only leave no weight to binarize", se.Model)
-		}
-		return usagef("%s: --%s %s: no weight of that name (weights: %s)", se.Model, strings.ToLower(se.List), se.Name, strings.Join(se.Weights, ", "))
-	case errors.As(err, &le):
-		return fmt.Errorf("%s: --loss %s needs labels, but the data have none: use --loss distill (the default without labels)", c.String("data"), c.String("loss"))
-	case errors.As(err, &pe):
-		return usagef("--opset %d is below %s's opset %d; export never lowers an opset: leave --opset out or raise it", pe.Want, model, pe.Has)
-	case errors.As(err, &re):
-		return fmt.Errorf("--resume: %w", re.Err)
-	}
-	return err
-}
-
-// binarizeOptions maps the flags onto binarize.Options and checks them before any work.
-// A flag set to 0 is refused here where the library reads 0 as "the default".
-func binarizeOptions(c *cli.Context, be backend, method admmq.Method) (binarize.Options, error) {
-	for _, f := range []string{"iters", "inner-epochs", "lr", "rho", "temperature"} {
-		if c.IsSet(f) && c.Float64(f) == 0 && c.Int(f) == 0 {
-			return binarize.Options{}, usagef("--%s 0: want a positive number", f)
-		}
-	}
-	if c.IsSet("keep") && c.IsSet("only") {
-		return binarize.Options{}, usagef("--keep and --only exclude each other")
-	}
-	o := binarize.Options{
-		Method: method, Grid: network.Grid(strings.ToLower(c.String("grid"))),
-		Selection: network.Selection{Keep: splitList(c.String("keep")), Only: splitList(c.String("only"))},
-		Rho:       admmq.Schedule{Rho0: c.Float64("rho"), Growth: c.Float64("rho-growth"), Every: c.Int("rho-every")},
-		P:         c.Float64("p"), Beta: c.Float64("beta"),
-		Iters: c.Int("iters"), InnerEpochs: c.Int("inner-epochs"), InnerSteps: c.Int("inner-steps"),
-		Gamma: c.Float64("criterion"), Epochs: c.Int("epochs"),
-		Optimizer: binarize.Optimizer(c.String("optimizer")), LR: c.Float64("lr"), Schedule: binarize.LRSchedule(c.String("lr-schedule")),
-		Loss: binarize.Loss(c.String("loss")), Temperature: c.Float64("temperature"), Start: binarize.Start(c.String("start")),
-		NoRescale: c.Bool("no-rescale"), NoBNRecalib: c.Bool("no-bn-recalib"), StatSamples: c.Int("stat-samples"),
-		Seed: c.Uint64("seed"), Version: version,
-		BLAS: be.BLAS, Workers: be.Workers, MaxMemory: be.MaxMemory,
-	}
-	if c.Command.Name == "binarize" {
-		o.Format, o.Opset = export.Format(c.String("format")), c.Int64("opset")
-	}
-	return o, flagError(o.Validate(), c, "")
-}
-
-// binSetup is what every algorithm run of binarize and compare shares.
-type binSetup struct {
-	be        backend
-	path      string
-	teacher   *loaded // the model as loaded; binarize.Run never modifies it
-	data      *dataSets
-	opts      binarize.Options
-	cleanup   func()
-	evalFrom  string
-	calibFrom string
-}
-
-func (s *binSetup) Close() {
-	if s.data != nil {
-		s.data.Close()
-	}
-	if s.cleanup != nil {
-		s.cleanup()
-	}
-}
-
-// setupBinarize checks the flags, loads the model and data and prints the warnings
-// about the targets. Flag problems are usage errors, detected before anything is read.
-func setupBinarize(c *cli.Context, stderr io.Writer, method admmq.Method) (*binSetup, error) {
-	seed := c.Uint64("seed")
-	be, err := selectBackend(c)
-	if err != nil {
-		return nil, err
-	}
-	opts, err := binarizeOptions(c, be, method)
-	if err != nil {
-		return nil, err
-	}
-	s := &binSetup{be: be, opts: opts}
-	ok := false
-	defer func() {
-		if !ok {
-			s.Close()
-		}
-	}()
-	switch c.NArg() {
-	case 0:
-		if c.IsSet("data") {
-			return nil, usagef("--data needs a MODEL.onnx argument")
-		}
-		dir, err := os.MkdirTemp("", "qtool-default-")
-		if err != nil {
-			return nil, err
-		}
-		s.cleanup = func() { os.RemoveAll(dir) }
-		s.path = filepath.Join(dir, defaultModelName+".onnx")
-		calibPath := filepath.Join(dir, "fmnist-calib.npz")
-		if err := os.WriteFile(s.path, testmodels.FMNISTMLP, 0o644); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(calibPath, testmodels.FMNISTCalib, 0o644); err != nil {
-			return nil, err
-		}
-		if err := c.Set("data", calibPath); err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(stderr, "qtool: no model given: binarizing the embedded %s on its %s calibration subset\n", defaultModelName, "1000-image Fashion-MNIST")
-	case 1:
-		s.path = c.Args().First()
-	default:
-		return nil, usagef("%s takes one MODEL.onnx argument, got %d", c.Command.Name, c.NArg())
-	}
-	if !c.IsSet("split") && c.String("eval-data") == "" {
-		if err := c.Set("split", defaultSplit); err != nil {
-			return nil, err
-		}
-	}
-	if c.IsSet("split") && c.String("eval-data") != "" {
-		return nil, usagef("--split and --eval-data exclude each other")
-	}
-	if s.teacher, err = loadModel(s.path, be, seed); err != nil {
-		return nil, err
-	}
-	if o := opts.Opset; o != 0 && o < s.teacher.Model.Opset("") {
-		return nil, flagError(&binarize.OpsetError{Want: o, Has: s.teacher.Model.Opset("")}, c, s.path)
-	}
-	if s.data, err = openData(c, s.teacher.input(), seed); err != nil {
-		return nil, err
-	}
-	if !c.IsSet("batch-size") {
-		s.data.BatchSize = binarize.Defaults().BatchSize
-	}
-	s.opts.BatchSize = s.data.BatchSize
-	if err := checkTrainBatch(c, s.data, s.teacher, be); err != nil {
-		return nil, err
-	}
-	s.calibFrom, s.evalFrom = c.String("data"), c.String("data")
-	if p := c.String("eval-data"); p != "" {
-		o, err := dataOptions(c, seed)
-		if err != nil {
-			return nil, err
-		}
-		o.Input = s.teacher.input()
-		if s.data.Eval, err = calib.Open(p, o); err != nil {
-			return nil, err
-		}
-		s.data.Split, s.evalFrom = true, p
-	}
-	_, warnings, err := binarize.Targets(s.teacher.Model, s.opts)
-	if err != nil {
-		return nil, flagError(err, c, s.path)
-	}
-	for _, w := range warnings {
-		fmt.Fprintln(stderr, "qtool:", "warning: "+warningText(w))
-	}
-	ok = true
-	return s, nil
-}
-
-// warningText is a binarize warning with flag advice.
-func warningText(w binarize.Warning) string {
-	if u, ok := w.(binarize.UnnormalizedWeight); ok {
-		return fmt.Sprintf("%s (%s) has no normalisation after it: with --grid binary its weights become ±1 with no scale and accuracy will suffer; --grid binary-channel learns a scale per output channel", u.Weight, u.Node)
-	}
-	return w.String()
-}
-
-// run runs binarize.Run on the setup's model and data with o.
-func (s *binSetup) run(ctx context.Context, c *cli.Context, o binarize.Options) (*binarize.Result, error) {
-	res, err := binarize.Run(ctx, s.teacher.Model, binarize.Data{Calib: s.data.Calib, Eval: s.data.Eval}, o)
-	return res, flagError(err, c, s.path)
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // testHookPending, when set by a test, sees the new output file before it is checked.
@@ -488,5 +277,3 @@ func checkpointHint(c *cli.Context) string {
 	}
 	return ""
 }
-
-
