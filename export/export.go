@@ -82,7 +82,7 @@ func Export(m *onnxio.Model, weights []Weight, opts Options) (*onnxio.Model, err
 	if _, err := ParseFormat(string(format)); err != nil {
 		return nil, err
 	}
-	out := &onnxio.Model{Proto: proto.Clone(m.Proto).(*onnxpb.ModelProto), Name: m.Name, Dir: m.Dir}
+	out := m.Clone()
 	opset, err := setOpset(out, opts.Opset)
 	if err != nil {
 		return nil, err

@@ -33,6 +33,12 @@ type Model struct {
 	Dir string
 }
 
+// Clone returns a deep copy of m: editing the copy's Proto (training writes weights back,
+// export adds nodes) leaves m as it was, so one loaded model can seed many runs.
+func (m *Model) Clone() *Model {
+	return &Model{Proto: proto.Clone(m.Proto).(*onnxpb.ModelProto), Name: m.Name, Dir: m.Dir}
+}
+
 // Load reads and checks the model at path. External data is resolved relative to the
 // model's folder.
 func Load(path string) (*Model, error) {

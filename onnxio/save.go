@@ -166,7 +166,7 @@ type moved struct {
 // to it. The data file is streamed tensor by tensor, so memory use stays at the size of
 // the model plus one tensor.
 func (m *Model) saveExternal(path string, minBytes int64) error {
-	out := proto.Clone(m.Proto).(*onnxpb.ModelProto)
+	out := m.Clone().Proto
 	var srcs []*onnxpb.TensorProto
 	eachTensor(m.Proto, func(t *onnxpb.TensorProto, _ string) error { srcs = append(srcs, t); return nil })
 	dataName := filepath.Base(path) + ".data"

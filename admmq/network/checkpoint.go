@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/qtool/qtool/admmq"
 )
 
 // checkpointVersion changes whenever the checkpoint's layout does.
@@ -25,7 +27,7 @@ type namedParam struct {
 // float32 values bit for bit.
 type checkpoint struct {
 	Version int
-	Algo    Algo
+	Algo    admmq.Method
 	Seed    uint64
 	Targets []string
 	Sizes   []int
@@ -50,7 +52,7 @@ type checkpoint struct {
 // data and Config continues bit-identically.
 func (r *Run) Checkpoint() ([]byte, error) {
 	c := checkpoint{
-		Version: checkpointVersion, Algo: r.cfg.Algo, Seed: r.cfg.Seed,
+		Version: checkpointVersion, Algo: r.cfg.Method, Seed: r.cfg.Seed,
 		Y: r.y, Lambda: r.lambda, LastY: r.lastY,
 		Iter: r.iter, Epoch: r.epoch, Step: r.step,
 	}
@@ -95,8 +97,8 @@ func (r *Run) Restore(data []byte) error {
 	if c.Version != checkpointVersion {
 		return fmt.Errorf("checkpoint version %d: this qtool reads version %d", c.Version, checkpointVersion)
 	}
-	if c.Algo != r.cfg.Algo || c.Seed != r.cfg.Seed {
-		return fmt.Errorf("checkpoint is of --algo %s --seed %d, not --algo %s --seed %d", c.Algo, c.Seed, r.cfg.Algo, r.cfg.Seed)
+	if c.Algo != r.cfg.Method || c.Seed != r.cfg.Seed {
+		return fmt.Errorf("checkpoint is of --algo %s --seed %d, not --algo %s --seed %d", c.Algo, c.Seed, r.cfg.Method, r.cfg.Seed)
 	}
 	if len(c.Targets) != len(r.targets) {
 		return fmt.Errorf("checkpoint has %d target weights, this run %d: use the same model and --keep/--only", len(c.Targets), len(r.targets))
@@ -141,11 +143,11 @@ func (r *Run) Restore(data []byte) error {
 	r.iter, r.epoch, r.step = c.Iter, c.Epoch, c.Step
 	r.history = append([]IterStats(nil), c.History...)
 	// Replay the data order: epoch e of the seeded batches is a pure function of e.
-	b := r.feed.b
-	for b.Epoch() < c.FeedEpoch {
-		b.Reset()
+	for r.feed.epoch < c.FeedEpoch {
+		r.feed.restart()
 	}
 	r.feed.consumed, r.feed.n = 0, 0
+	b := r.feed.b
 	for range c.FeedBatches {
 		if !b.Next() {
 			return fmt.Errorf("checkpoint data position %d:%d is beyond the data: use the same --data and --batch-size", c.FeedEpoch, c.FeedBatches)

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/qtool/qtool/admmq"
 )
 
 // TestCheckpointDeterministic: two runs of the same configuration write the same
@@ -12,7 +14,7 @@ import (
 func TestCheckpointDeterministic(t *testing.T) {
 	var saved [2][][]byte
 	for i := range saved {
-		r, _, _ := newRun(t, ADMMQ, 2, func(b []byte) error {
+		r, _, _ := newRun(t, admmq.IADMMQ, 2, func(b []byte) error {
 			saved[i] = append(saved[i], bytes.Clone(b))
 			return nil
 		})

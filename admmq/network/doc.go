@@ -1,6 +1,12 @@
-// Package network runs the ADMM-Q family of algorithms (admm-q, admm-r, admm-s) and the
-// PGD and GD+Proj baselines on the weights of an ONNX network built by the engine,
-// fine-tuning them onto a binary (or ternary or k-bit) grid against calibration data.
+// Package network runs the ADMM-Q family of algorithms and the PGD and GD+Proj baselines
+// on the weights of an ONNX network built by the engine, fine-tuning them onto a binary
+// (or ternary or k-bit) grid against calibration data. Algorithms carry admmq's names
+// (Methods): what users call ADMM-Q is admmq.IADMMQ here, since a network has no exact
+// x-update, besides admmq.ADMMR, admmq.ADMMS, admmq.PGD and admmq.GDProj.
+//
+// The package reads data only through train.Batcher and returns the binarized weights as
+// its own Weight, so it depends on neither the data readers (calib) nor the file format
+// (export); package binarize wires the three together and is what most callers want.
 //
 // The x-update of I-ADMM-Q is K inner epochs (or steps) of the training optimizer on
 // f(x) + ⟨λ, x − y⟩ + ρ/2‖x − y‖², the penalty's gradient λ + ρ(x − y) being added to the

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/qtool/qtool/admmq"
-	"github.com/qtool/qtool/export"
 	"github.com/qtool/qtool/onnxio"
 	"github.com/qtool/qtool/onnxio/onnxpb"
 )
@@ -107,6 +106,24 @@ type Selection struct {
 	Keep, Only []string
 }
 
+// SelectionError reports a Selection that does not fit the model: a name that is no
+// weight of it, or a selection that leaves no weight to binarize.
+type SelectionError struct {
+	Model string
+	// List is "Keep" or "Only", the Selection field that holds Name; both are empty when
+	// the selection as a whole leaves nothing to binarize.
+	List, Name string
+	// Weights lists the model's weights in graph order, the names a Selection may use.
+	Weights []string
+}
+
+func (e *SelectionError) Error() string {
+	if e.Name == "" {
+		return fmt.Sprintf("%s: the selection leaves no weight to binarize", e.Model)
+	}
+	return fmt.Sprintf("%s: %s %s: no weight of that name (weights: %s)", e.Model, strings.ToLower(e.List), e.Name, strings.Join(e.Weights, ", "))
+}
+
 // Targets returns the weights of m that binarization targets under sel — by default
 // every weight of Conv, ConvTranspose, Gemm and MatMul (onnxio's RoleWeight) — in the
 // order the graph reads them, each with its projector for grid g.
@@ -134,7 +151,7 @@ func Targets(m *onnxio.Model, g Grid, sel Selection) ([]Target, error) {
 			keep[order[len(order)-1]] = true
 		default:
 			if !seen[k] {
-				return nil, fmt.Errorf("%s: --keep %s: no weight of that name (weights: %s)", m.Name, k, strings.Join(order, ", "))
+				return nil, &SelectionError{Model: m.Name, List: "Keep", Name: k, Weights: order}
 			}
 			keep[k] = true
 		}
@@ -142,7 +159,7 @@ func Targets(m *onnxio.Model, g Grid, sel Selection) ([]Target, error) {
 	only := map[string]bool{}
 	for _, k := range sel.Only {
 		if !seen[k] {
-			return nil, fmt.Errorf("%s: --only %s: no weight of that name (weights: %s)", m.Name, k, strings.Join(order, ", "))
+			return nil, &SelectionError{Model: m.Name, List: "Only", Name: k, Weights: order}
 		}
 		only[k] = true
 	}
@@ -177,7 +194,7 @@ func Targets(m *onnxio.Model, g Grid, sel Selection) ([]Target, error) {
 		})
 	}
 	if len(ts) == 0 {
-		return nil, fmt.Errorf("%s: --keep/--only leave no weight to binarize", m.Name)
+		return nil, &SelectionError{Model: m.Name, Weights: order}
 	}
 	return ts, nil
 }
@@ -235,10 +252,10 @@ func normalizedBy(m *onnxio.Model, n *onnxpb.NodeProto) (*onnxpb.NodeProto, stri
 // bit for bit, with the scale per output channel. For the binary grid y is returned as it
 // is (it is ±1 already); for scaled grids the scale is recovered from the values, so a
 // value moves by at most one float32 rounding of level·α.
-func snap(g Grid, y []float32, t Target) ([]float32, export.Grid) {
+func snap(g Grid, y []float32, t Target) Weight {
 	levels := g.Levels()
-	eg := export.Grid{Levels: levels}
 	out := make([]float32, len(y))
+	w := Weight{Name: t.Name, Values: out, Levels: levels}
 	if !g.Scaled() {
 		for i, v := range y {
 			if v >= 0 {
@@ -247,7 +264,7 @@ func snap(g Grid, y []float32, t Target) ([]float32, export.Grid) {
 				out[i] = -1
 			}
 		}
-		return out, eg
+		return w
 	}
 	m := float64(levels[len(levels)-1])
 	shape := t.Layout.Shape
@@ -285,6 +302,6 @@ func snap(g Grid, y []float32, t Target) ([]float32, export.Grid) {
 			}
 		}
 	}
-	eg.Scales, eg.Axis = scales, axis
-	return out, eg
+	w.Scales, w.Axis = scales, axis
+	return w
 }

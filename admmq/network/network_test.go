@@ -2,6 +2,7 @@ package network
 
 import (
 	"context"
+	"errors"
 	"math"
 	"testing"
 
@@ -38,6 +39,28 @@ func openCalib(t *testing.T, limit int) calib.Dataset {
 	}
 	t.Cleanup(func() { d.Close() })
 	return d
+}
+
+// dataOf is the Data a run over d needs: d shuffled by seed for training, d in order for
+// the statistics, and eval (when non-nil) in order.
+func dataOf(t *testing.T, d, eval calib.Dataset, bs int, seed uint64) Data {
+	t.Helper()
+	batches := func(d calib.Dataset, o calib.BatchOptions) *calib.Batches {
+		b, err := calib.NewBatches(d, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	data := Data{
+		Train:   batches(d, calib.BatchOptions{Size: bs, Shuffle: true, Seed: seed}),
+		Calib:   batches(d, calib.BatchOptions{Size: bs}),
+		Samples: d.Len(), BatchSize: bs, Labelled: d.HasLabels(),
+	}
+	if eval != nil {
+		data.Eval = batches(eval, calib.BatchOptions{Size: bs})
+	}
+	return data
 }
 
 func logits(t *testing.T, g *engine.Graph, d calib.Dataset, n int) []float32 {
@@ -96,7 +119,7 @@ func TestPreconditionKeepsFunction(t *testing.T) {
 	}
 }
 
-func newRun(t *testing.T, algo Algo, iters int, ck func([]byte) error) (*Run, *engine.Graph, *onnxio.Model) {
+func newRun(t *testing.T, algo admmq.Method, iters int, ck func([]byte) error) (*Run, *engine.Graph, *onnxio.Model) {
 	t.Helper()
 	m, g := load(t, mlpPath)
 	ts, err := Targets(m, Binary, Selection{})
@@ -108,10 +131,10 @@ func newRun(t *testing.T, algo Algo, iters int, ck func([]byte) error) (*Run, *e
 	}
 	d := openCalib(t, 256)
 	r, err := New(m, g, ts, Config{
-		Algo: algo, Rho: admmq.Schedule{Rho0: 1e-3, Growth: 2, Every: 1}, P: 0.3, Beta: 1e3,
+		Method: algo, Rho: admmq.Schedule{Rho0: 1e-3, Growth: 2, Every: 1}, P: 0.3, Beta: 1e3,
 		Iters: iters, InnerEpochs: 1, Schedule: train.Constant{LR: 1e-2}, Seed: 3, StatSamples: 64,
 		Workers: 1, Checkpoint: ck,
-	}, Data{Calib: d, Eval: d, BatchSize: 64})
+	}, dataOf(t, d, d, 64, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +145,7 @@ func newRun(t *testing.T, algo Algo, iters int, ck func([]byte) error) (*Run, *e
 // with every parameter bit for bit equal to the uninterrupted run's, for each algorithm
 // (Dropout's stream, the data order, ADMM-R's masks and Adam's moments all resume).
 func TestRestoreBitIdentical(t *testing.T) {
-	for _, algo := range Algos() {
+	for _, algo := range Methods() {
 		t.Run(string(algo), func(t *testing.T) {
 			var first []byte
 			full, g, m := newRun(t, algo, 3, func(b []byte) error {
@@ -168,7 +191,7 @@ func TestRestoreBitIdentical(t *testing.T) {
 // TestFinishOnGrid: after Finish every targeted weight is exactly ±1 and equals y's sign
 // pattern — the y variable, not a rounding of x.
 func TestFinishOnGrid(t *testing.T) {
-	r, g, m := newRun(t, ADMMQ, 2, nil)
+	r, g, m := newRun(t, admmq.IADMMQ, 2, nil)
 	if err := r.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -198,8 +221,8 @@ func TestStartOnGrid(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := openCalib(t, 128)
-	r, err := New(m, g, ts, Config{Algo: ADMMQ, Rho: admmq.Schedule{Rho0: 1e-3}, Iters: 1, StartOnGrid: true, Workers: 1},
-		Data{Calib: d, BatchSize: 64})
+	r, err := New(m, g, ts, Config{Method: admmq.IADMMQ, Rho: admmq.Schedule{Rho0: 1e-3}, Iters: 1, StartOnGrid: true, Workers: 1},
+		dataOf(t, d, nil, 64, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,6 +231,47 @@ func TestStartOnGrid(t *testing.T) {
 			if v != r.y[i][j] || (v != 1 && v != -1) {
 				t.Fatalf("%s[%d]: x = %v, y = %v", ts[i].Name, j, v, r.y[i][j])
 			}
+		}
+	}
+}
+
+// TestSelectionError: a Keep or Only name that is no weight, and a selection that leaves
+// nothing, are *SelectionError naming the list and the name.
+func TestSelectionError(t *testing.T) {
+	m, _ := load(t, mlpPath)
+	for _, c := range []struct {
+		sel        Selection
+		list, name string
+	}{
+		{Selection{Keep: []string{"first", "nosuch"}}, "Keep", "nosuch"},
+		{Selection{Only: []string{"fc1.weight", "fc1.bias"}}, "Only", "fc1.bias"},
+		{Selection{Keep: []string{"fc1.weight", "fc2.weight", "fc3.weight", "fc4.weight"}}, "", ""},
+	} {
+		_, err := Targets(m, Binary, c.sel)
+		var se *SelectionError
+		if !errors.As(err, &se) {
+			t.Fatalf("%+v: %v, want a *SelectionError", c.sel, err)
+		}
+		if se.List != c.list || se.Name != c.name || len(se.Weights) != 4 || se.Weights[0] != "fc1.weight" {
+			t.Errorf("%+v: %+v", c.sel, se)
+		}
+	}
+}
+
+// TestMethodError: admmq.ADMMQ (an exact x-update) and unknown names are refused with a
+// *MethodError before any work.
+func TestMethodError(t *testing.T) {
+	m, g := load(t, mlpPath)
+	ts, err := Targets(m, Binary, Selection{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := openCalib(t, 64)
+	for _, meth := range []admmq.Method{admmq.ADMMQ, "sgd", ""} {
+		_, err := New(m, g, ts, Config{Method: meth, Rho: admmq.Schedule{Rho0: 1}, Iters: 1}, dataOf(t, d, nil, 64, 1))
+		var me *MethodError
+		if !errors.As(err, &me) || me.Method != meth {
+			t.Errorf("%q: %v, want a *MethodError", meth, err)
 		}
 	}
 }

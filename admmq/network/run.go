@@ -6,48 +6,44 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/qtool/qtool/admmq"
-	"github.com/qtool/qtool/calib"
 	"github.com/qtool/qtool/engine"
-	"github.com/qtool/qtool/export"
 	"github.com/qtool/qtool/onnxio"
 	"github.com/qtool/qtool/train"
 	gblas "gonum.org/v1/gonum/blas"
 )
 
-// Algo names an algorithm.
-type Algo string
-
-// The algorithms.
-const (
-	ADMMQ  Algo = "admm-q"  // I-ADMM-Q (Alg. 2): K inner epochs per x-update
-	ADMMR  Algo = "admm-r"  // ADMM-R (Alg. 3): y-update on a Bernoulli(p) mask
-	ADMMS  Algo = "admm-s"  // ADMM-S (Alg. 4): soft projection with β
-	PGD    Algo = "pgd"     // projection after every optimizer step
-	GDProj Algo = "gd-proj" // unconstrained fine-tuning, one projection at the end
-)
-
-// Algos lists the algorithms.
-func Algos() []Algo { return []Algo{GDProj, PGD, ADMMQ, ADMMR, ADMMS} }
-
-// ParseAlgo returns the algorithm named s.
-func ParseAlgo(s string) (Algo, error) {
-	for _, a := range Algos() {
-		if string(a) == s {
-			return a, nil
-		}
-	}
-	return "", fmt.Errorf("unknown algorithm %q: want admm-q, admm-r, admm-s, pgd or gd-proj", s)
+// Methods lists the algorithms a network runs, in admmq's names. admmq.ADMMQ is not
+// among them: its x-update is an exact minimisation, which no network has, so what users
+// call ADMM-Q on a network is admmq.IADMMQ (Alg. 2) with K inner epochs of the optimizer.
+func Methods() []admmq.Method {
+	return []admmq.Method{admmq.GDProj, admmq.PGD, admmq.IADMMQ, admmq.ADMMR, admmq.ADMMS}
 }
 
-// IsADMM reports whether a is one of the ADMM variants.
-func (a Algo) IsADMM() bool { return a == ADMMQ || a == ADMMR || a == ADMMS }
+// IsADMM reports whether m is one of the ADMM variants, which keep y and λ between
+// x-updates, rather than a projected-gradient baseline.
+func IsADMM(m admmq.Method) bool {
+	return m == admmq.IADMMQ || m == admmq.ADMMR || m == admmq.ADMMS
+}
+
+// MethodError reports a method that New cannot run on a network.
+type MethodError struct {
+	Method admmq.Method
+}
+
+func (e *MethodError) Error() string {
+	if e.Method == admmq.ADMMQ {
+		return fmt.Sprintf("network: %s needs an exact x-update, which a network has none of: run %s (K epochs of the optimizer per x-update)", e.Method, admmq.IADMMQ)
+	}
+	return fmt.Sprintf("network: unknown algorithm %q", string(e.Method))
+}
 
 // Config configures a run.
 type Config struct {
-	Algo Algo
+	Method admmq.Method
 	// Rho is the penalty schedule ρ_r = Rho0·Growth^⌊r/Every⌋.
 	Rho admmq.Schedule
 	// P is ADMM-R's mask probability, Beta ADMM-S's β.
@@ -87,12 +83,26 @@ type Config struct {
 	Checkpoint func(state []byte) error
 }
 
-// Data is what a run trains and measures on.
+// Data is what a run trains and measures on: batches of the calibration set in two
+// orders and of the held-out set, so that this package stays independent of how data are
+// read.
 type Data struct {
-	// Calib is the calibration (training) set, Eval the held-out set accuracy is measured on
-	// (nil: none).
-	Calib, Eval calib.Dataset
-	BatchSize   int
+	// Train is the calibration set in the order the x-updates train on, seeded by
+	// Config.Seed. It must be at its first epoch, and epoch e's order must depend on e
+	// alone (as *calib.Batches' seeded shuffle does): Restore replays the order by
+	// resetting Train as often as the checkpointed run had.
+	Train train.Batcher
+	// Calib is the calibration set in a fixed order: f(x), f(y) and the criterion's
+	// gradient are measured on its first batches, and BatchNorm statistics re-estimated
+	// over all of it.
+	Calib train.Batcher
+	// Eval is the held-out set, in a fixed order, accuracy is measured on (nil: none).
+	Eval train.Batcher
+	// Samples is the number of calibration samples, BatchSize the samples per batch of
+	// Train and Calib (the last batch may be smaller).
+	Samples, BatchSize int
+	// Labelled reports whether the calibration batches carry labels.
+	Labelled bool
 	// Teacher is the full-precision graph: the teacher of a distillation loss and the
 	// reference of agreement when the data have no labels. It must not be the graph trained.
 	Teacher *engine.Graph
@@ -155,9 +165,6 @@ type Run struct {
 	pcg    *rand.PCG
 	eng    engine.Context
 	feed   *feed
-	stats  *calib.Batches
-	eval   *calib.Batches
-	recal  *calib.Batches
 	stepsN int // batches in the stat subset
 	lastY  [][]float32
 }
@@ -168,31 +175,31 @@ func New(m *onnxio.Model, g *engine.Graph, targets []Target, cfg Config, data Da
 	if len(targets) == 0 {
 		return nil, errors.New("network: no target weights")
 	}
-	if _, err := ParseAlgo(string(cfg.Algo)); err != nil {
-		return nil, err
+	if !slices.Contains(Methods(), cfg.Method) {
+		return nil, &MethodError{Method: cfg.Method}
 	}
-	if cfg.Iters < 1 && cfg.Algo != GDProj {
+	if cfg.Iters < 1 && cfg.Method != admmq.GDProj {
 		return nil, fmt.Errorf("network: %d outer iterations: want at least 1", cfg.Iters)
 	}
 	if cfg.InnerEpochs < 1 {
 		cfg.InnerEpochs = 5
 	}
-	if cfg.Algo == GDProj {
+	if cfg.Method == admmq.GDProj {
 		if cfg.Epochs < 1 {
 			cfg.Epochs = max(cfg.Iters, 1) * cfg.InnerEpochs
 		}
 		cfg.InnerSteps, cfg.Gamma = 0, 0
 		cfg.Iters = (cfg.Epochs + cfg.InnerEpochs - 1) / cfg.InnerEpochs
 	}
-	if cfg.Algo.IsADMM() {
+	if IsADMM(cfg.Method) {
 		if err := cfg.Rho.Validate(); err != nil {
 			return nil, fmt.Errorf("network: %w", err)
 		}
 	}
-	if cfg.Algo == ADMMR && (cfg.P <= 0 || cfg.P > 1) {
+	if cfg.Method == admmq.ADMMR && (cfg.P <= 0 || cfg.P > 1) {
 		return nil, fmt.Errorf("network: ADMM-R mask probability p = %g: want 0 < p ≤ 1", cfg.P)
 	}
-	if cfg.Algo == ADMMS && !(cfg.Beta > 0) {
+	if cfg.Method == admmq.ADMMS && !(cfg.Beta > 0) {
 		return nil, fmt.Errorf("network: ADMM-S β = %g: want β > 0", cfg.Beta)
 	}
 	if cfg.Loss == nil {
@@ -210,10 +217,13 @@ func New(m *onnxio.Model, g *engine.Graph, targets []Target, cfg Config, data Da
 	if data.BatchSize < 1 {
 		return nil, fmt.Errorf("network: batch size %d", data.BatchSize)
 	}
+	if data.Train == nil || data.Calib == nil {
+		return nil, errors.New("network: Data needs the Train and Calib batches")
+	}
 	if !cfg.Loss.NeedsLabels() && data.Teacher == nil {
 		return nil, errors.New("network: the loss needs a teacher (the full-precision graph)")
 	}
-	if cfg.Loss.NeedsLabels() && !data.Calib.HasLabels() {
+	if cfg.Loss.NeedsLabels() && !data.Labelled {
 		return nil, errors.New("network: the loss needs labels but the calibration data have none: use distillation")
 	}
 	r := &Run{g: g, targets: targets, cfg: cfg, data: data}
@@ -240,39 +250,24 @@ func New(m *onnxio.Model, g *engine.Graph, targets []Target, cfg Config, data Da
 		if err := t.Set.Project32(y, x, t.Layout); err != nil {
 			return nil, fmt.Errorf("network: projecting %s: %w", t.Name, err)
 		}
-		if cfg.StartOnGrid && cfg.Algo.IsADMM() {
+		if cfg.StartOnGrid && IsADMM(cfg.Method) {
 			copy(x, y)
 		}
 		r.y = append(r.y, y)
 		r.lambda = append(r.lambda, make([]float32, len(x)))
 		r.scratch = append(r.scratch, make([]float32, len(x)))
 		r.lastY = append(r.lastY, append([]float32(nil), y...))
-		if cfg.Algo == ADMMS {
+		if cfg.Method == admmq.ADMMS {
 			r.zt = append(r.zt, make([]float32, len(x)))
 		}
 	}
 	r.pcg = rand.NewPCG(cfg.Seed, 0x6e6574776f726b) // stream "network"
 	r.eng = engine.Context{BLAS: cfg.BLAS, Workers: cfg.Workers, Rand: rand.New(r.pcg)}
-	tb, err := calib.NewBatches(data.Calib, calib.BatchOptions{Size: data.BatchSize, Shuffle: true, Seed: cfg.Seed})
-	if err != nil {
-		return nil, fmt.Errorf("network: %w", err)
-	}
-	r.feed = &feed{b: tb, limit: cfg.InnerSteps}
-	if cfg.Algo == PGD {
+	r.feed = &feed{b: data.Train, limit: cfg.InnerSteps}
+	if cfg.Method == admmq.PGD {
 		r.feed.before = r.projectX
 	}
-	if r.stats, err = calib.NewBatches(data.Calib, calib.BatchOptions{Size: data.BatchSize}); err != nil {
-		return nil, fmt.Errorf("network: %w", err)
-	}
-	r.stepsN = (min(cfg.StatSamples, data.Calib.Len()) + data.BatchSize - 1) / data.BatchSize
-	if data.Eval != nil {
-		if r.eval, err = calib.NewBatches(data.Eval, calib.BatchOptions{Size: data.BatchSize}); err != nil {
-			return nil, fmt.Errorf("network: %w", err)
-		}
-	}
-	if r.recal, err = calib.NewBatches(data.Calib, calib.BatchOptions{Size: data.BatchSize}); err != nil {
-		return nil, fmt.Errorf("network: %w", err)
-	}
+	r.stepsN = (min(cfg.StatSamples, data.Samples) + data.BatchSize - 1) / data.BatchSize
 	return r, nil
 }
 
@@ -295,9 +290,6 @@ func (r *Run) Iter() int { return r.iter }
 
 // History returns the records of the completed iterations.
 func (r *Run) History() []IterStats { return r.history }
-
-// Config returns the run's configuration with defaults filled in.
-func (r *Run) Config() Config { return r.cfg }
 
 // Run performs the remaining outer iterations. Cancelling ctx stops it between two
 // optimizer steps with ctx's error; the last checkpoint written stays consistent.
@@ -324,7 +316,7 @@ func (r *Run) iteration(ctx context.Context) error {
 	it := r.iter
 	rho := r.cfg.Rho.Rho(it)
 	st := IterStats{Iter: it + 1, Rho: rho}
-	admm := r.cfg.Algo.IsADMM()
+	admm := IsADMM(r.cfg.Method)
 	if admm {
 		changed, err := r.updateY(rho, it)
 		if err != nil {
@@ -339,7 +331,7 @@ func (r *Run) iteration(ctx context.Context) error {
 		}
 	}
 	epochs := r.cfg.InnerEpochs
-	if r.cfg.Algo == GDProj && it == r.cfg.Iters-1 {
+	if r.cfg.Method == admmq.GDProj && it == r.cfg.Iters-1 {
 		epochs = r.cfg.Epochs - it*r.cfg.InnerEpochs
 	}
 	var hook func(int) error
@@ -416,8 +408,8 @@ func (r *Run) iteration(ctx context.Context) error {
 // of elements changed.
 func (r *Run) updateY(rho float64, it int) (float64, error) {
 	changed, total := 0, 0
-	switch r.cfg.Algo {
-	case ADMMQ:
+	switch r.cfg.Method {
+	case admmq.IADMMQ:
 		for i, p := range r.params {
 			c, err := admmq.UpdateYQ(r.targets[i].Set, r.y[i], p.Value.F, r.lambda[i], r.scratch[i], rho, r.targets[i].Layout)
 			if err != nil {
@@ -426,7 +418,7 @@ func (r *Run) updateY(rho float64, it int) (float64, error) {
 			changed += c
 			total += len(r.y[i])
 		}
-	case ADMMR:
+	case admmq.ADMMR:
 		for i, p := range r.params {
 			m := admmq.Mask{P: r.cfg.P, Seed: r.cfg.Seed, Iter: it, Stream: uint64(i)}
 			c, err := admmq.UpdateYR(r.targets[i].Set, r.y[i], p.Value.F, r.lambda[i], r.scratch[i], rho, r.targets[i].Layout, m)
@@ -436,7 +428,7 @@ func (r *Run) updateY(rho float64, it int) (float64, error) {
 			changed += c
 			total += len(r.y[i])
 		}
-	case ADMMS:
+	case admmq.ADMMS:
 		var d2 float64
 		for i, p := range r.params {
 			d, err := admmq.SoftPrepare(r.targets[i].Set, r.scratch[i], r.zt[i], p.Value.F, r.lambda[i], rho, r.targets[i].Layout)
@@ -464,7 +456,7 @@ func (r *Run) projectX() {
 
 // gridY returns the grid point y stands for: y itself, or P_A(y) for ADMM-S.
 func (r *Run) gridY(i int) ([]float32, error) {
-	if r.cfg.Algo != ADMMS {
+	if r.cfg.Method != admmq.ADMMS {
 		return r.y[i], nil
 	}
 	out := make([]float32, len(r.y[i]))
@@ -488,7 +480,7 @@ func (r *Run) withWeights(w [][]float32, fn func() error) error {
 
 // measure fills f(x), f(y), L, ‖x − y‖ and the held-out accuracy of y.
 func (r *Run) measure(ctx context.Context, st *IterStats, rho float64) error {
-	sub := &limit{b: r.stats, n: r.stepsN}
+	sub := &limit{b: r.data.Calib, n: r.stepsN}
 	evalCtx := r.eng
 	evalCtx.Rand = nil
 	eo := train.EvalOptions{Loss: r.cfg.Loss, Reference: r.data.Teacher, Engine: &evalCtx}
@@ -506,7 +498,7 @@ func (r *Run) measure(ctx context.Context, st *IterStats, rho float64) error {
 		if ys[i], err = r.gridY(i); err != nil {
 			return err
 		}
-		if r.cfg.Algo.IsADMM() {
+		if IsADMM(r.cfg.Method) {
 			pen += admmq.Penalty(p.Value.F, r.y[i], r.lambda[i], rho)
 		}
 		for j, v := range p.Value.F {
@@ -517,16 +509,16 @@ func (r *Run) measure(ctx context.Context, st *IterStats, rho float64) error {
 	st.Lagrangian = st.FX + pen
 	st.Residual = math.Sqrt(res2)
 	return r.withWeights(ys, func() error {
-		sub := &limit{b: r.stats, n: r.stepsN}
+		sub := &limit{b: r.data.Calib, n: r.stepsN}
 		my, err := train.Evaluate(ctx, r.g, sub, eo)
 		if err != nil {
 			return fmt.Errorf("network: measuring f(y): %w", err)
 		}
 		st.FY = my.Loss
-		if r.eval == nil {
+		if r.data.Eval == nil {
 			return nil
 		}
-		me, err := train.Evaluate(ctx, r.g, r.eval, train.EvalOptions{Reference: r.data.Teacher, Engine: &evalCtx})
+		me, err := train.Evaluate(ctx, r.g, r.data.Eval, train.EvalOptions{Reference: r.data.Teacher, Engine: &evalCtx})
 		if err != nil {
 			return fmt.Errorf("network: evaluating y: %w", err)
 		}
@@ -548,8 +540,8 @@ func (r *Run) criterion(ctx context.Context, rho float64, xprev [][]float32) (fl
 	tctx := gctx
 	tctx.NoGrad = true
 	r.g.ZeroGrad()
-	sub := &limit{b: r.stats, n: r.stepsN}
-	total := min(r.stepsN*r.data.BatchSize, r.data.Calib.Len())
+	sub := &limit{b: r.data.Calib, n: r.stepsN}
+	total := min(r.stepsN*r.data.BatchSize, r.data.Samples)
 	var in engine.Tensor
 	in.DType = engine.Float32
 	var gout engine.Tensor
@@ -610,25 +602,38 @@ func (r *Run) criterion(ctx context.Context, rho float64, xprev [][]float32) (fl
 	return gn, gn <= rho*r.cfg.Gamma*math.Sqrt(min(dy2, dp2)), nil
 }
 
+// Weight is a targeted weight after Finish, exactly on its grid: every value is
+// float32(level)·scale of its output channel, bit for bit.
+type Weight struct {
+	Name   string
+	Values []float32
+	// Levels are the grid's integer levels in increasing order.
+	Levels []int
+	// Scales is nil when the values are the levels themselves, else one scale per index
+	// of the tensor's dimension Axis.
+	Scales []float32
+	Axis   int
+}
+
 // Finish sets the targeted weights to their grid point y and, when recalib is set,
 // re-estimates the BatchNorm running statistics of m's graph over the calibration data
-// with them. It returns the weights in export's form, exactly on the grid.
-func (r *Run) Finish(ctx context.Context, m *onnxio.Model, grid Grid, recalib bool) ([]export.Weight, error) {
-	var ws []export.Weight
+// with them. It returns the weights, exactly on the grid.
+func (r *Run) Finish(ctx context.Context, m *onnxio.Model, grid Grid, recalib bool) ([]Weight, error) {
+	var ws []Weight
 	for i, p := range r.params {
 		y, err := r.gridY(i)
 		if err != nil {
 			return nil, err
 		}
-		v, eg := snap(grid, y, r.targets[i])
-		copy(p.Value.F, v)
-		ws = append(ws, export.Weight{Name: r.targets[i].Name, Values: v, Grid: eg})
+		w := snap(grid, y, r.targets[i])
+		copy(p.Value.F, w.Values)
+		ws = append(ws, w)
 	}
 	if recalib {
 		rc := r.eng
 		rc.Rand = rand.New(rand.NewPCG(r.cfg.Seed, 0x626e)) // stream "bn"
-		r.recal.Reset()
-		if err := train.RecalibrateBN(ctx, r.g, m, r.recal, &rc); err != nil {
+		r.data.Calib.Reset()
+		if err := train.RecalibrateBN(ctx, r.g, m, r.data.Calib, &rc); err != nil {
 			return nil, fmt.Errorf("network: re-estimating BatchNorm statistics: %w", err)
 		}
 	}
@@ -639,9 +644,10 @@ func (r *Run) Finish(ctx context.Context, m *onnxio.Model, grid Grid, recalib bo
 // or limit steps that continue across passes. It tracks its position for checkpoints
 // and runs before (PGD's projection) ahead of every step and after the last.
 type feed struct {
-	b        *calib.Batches
+	b        train.Batcher
 	limit    int
 	n        int
+	epoch    int // times b was reset: the epoch of its seeded order
 	consumed int // batches read in the current pass of b
 	before   func()
 }
@@ -657,8 +663,7 @@ func (f *feed) Next() bool {
 		if f.limit == 0 || f.b.Err() != nil {
 			return false
 		}
-		f.b.Reset()
-		f.consumed = 0
+		f.restart()
 		if !f.b.Next() {
 			return false
 		}
@@ -671,20 +676,26 @@ func (f *feed) Next() bool {
 func (f *feed) Reset() {
 	f.n = 0
 	if f.limit == 0 {
-		f.b.Reset()
-		f.consumed = 0
+		f.restart()
 	}
+}
+
+// restart starts the next pass over b.
+func (f *feed) restart() {
+	f.b.Reset()
+	f.epoch++
+	f.consumed = 0
 }
 
 func (f *feed) X() []float32         { return f.b.X() }
 func (f *feed) Y() []int64           { return f.b.Y() }
 func (f *feed) Shape() []int64       { return f.b.Shape() }
 func (f *feed) Err() error           { return f.b.Err() }
-func (f *feed) position() (int, int) { return f.b.Epoch(), f.consumed }
+func (f *feed) position() (int, int) { return f.epoch, f.consumed }
 
 // limit reads the first n batches of b (in the data's order) as one epoch.
 type limit struct {
-	b *calib.Batches
+	b train.Batcher
 	n int
 	i int
 }

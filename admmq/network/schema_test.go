@@ -76,7 +76,7 @@ func TestTargetsChannelAxes(t *testing.T) {
 			if err := tg.Set.Project32(y, tt.Float, tg.Layout); err != nil {
 				t.Fatal(err)
 			}
-			if _, eg := snap(Int4, y, tg); len(eg.Scales) != 1 {
+			if eg := snap(Int4, y, tg); len(eg.Scales) != 1 {
 				t.Errorf("%s: snapped with %d scales, want 1", tg.Name, len(eg.Scales))
 			}
 			continue

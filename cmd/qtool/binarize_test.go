@@ -440,3 +440,28 @@ func TestBinarizeInputErrors(t *testing.T) {
 		t.Error("a failed run wrote the output")
 	}
 }
+
+// TestAlgoAlias: --algo admm-q is I-ADMM-Q: the same file as --algo i-admm-q, and the
+// summary names the canonical i-admm-q.
+func TestAlgoAlias(t *testing.T) {
+	dir := t.TempDir()
+	var files [][]byte
+	for _, algo := range []string{"admm-q", "i-admm-q"} {
+		out := filepath.Join(dir, algo+".onnx")
+		o, code, err := runArgs(t, binArgs(digitsModel, digitsData, out, "--algo", algo, "--json")...)
+		if code != 0 {
+			t.Fatalf("--algo %s: exit %d: %v\n%s", algo, code, err, o)
+		}
+		if !strings.Contains(o, `"algo": "i-admm-q"`) {
+			t.Errorf("--algo %s: the summary does not name i-admm-q:\n%s", algo, o)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, b)
+	}
+	if !bytes.Equal(files[0], files[1]) {
+		t.Error("--algo admm-q and --algo i-admm-q wrote different files")
+	}
+}

@@ -15,8 +15,9 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
+	"github.com/qtool/qtool/admmq"
 	"github.com/qtool/qtool/admmq/network"
-	"github.com/qtool/qtool/export"
+	"github.com/qtool/qtool/binarize"
 	"github.com/qtool/qtool/internal/atomicfile"
 	"github.com/urfave/cli/v2"
 )
@@ -37,7 +38,7 @@ Examples:
    qtool compare --seeds 2
    qtool compare testmodels/fmnist-mlp.onnx --data /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz --limit 10000 --eval-data /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz --seeds 5 --out results`,
 		Flags: append(append([]cli.Flag{
-			&cli.StringFlag{Name: "algos", Value: "gd-proj,pgd,admm-q,admm-r,admm-s", Usage: "comma-separated `LIST` of algorithms"},
+			&cli.StringFlag{Name: "algos", Value: "gd-proj,pgd,i-admm-q,admm-r,admm-s", Usage: "comma-separated `LIST` of algorithms (admm-q is i-admm-q)"},
 			&cli.IntFlag{Name: "seeds", Value: 5, Usage: "runs per algorithm, with seeds --seed … --seed+N−1"},
 			&cli.StringFlag{Name: "out", Value: "compare-out", Usage: "output `DIR` for the table and plots"},
 			&cli.StringFlag{Name: "eval-data", Usage: "held-out evaluation `FILE`; without it --split defaults to " + defaultSplit},
@@ -48,6 +49,34 @@ Examples:
 		}, algoFlags()...), dataFlags()...),
 		Action: runCompare,
 	}
+}
+
+// algoResult is the outcome of one run of compare; its JSON form is part of compare.json.
+type algoResult struct {
+	Algo     string   `json:"algo"`
+	Seed     uint64   `json:"seed"`
+	Accuracy *float64 `json:"-"` // fraction; JSON has AccuracyPct
+	Agree    float64  `json:"-"`
+	// AccuracyPct and AgreementPct are Accuracy and Agree in percent, for JSON.
+	AccuracyPct  *float64            `json:"accuracy_pct,omitempty"`
+	AgreementPct float64             `json:"agreement_pct"`
+	Loss         float64             `json:"final_train_loss"`
+	FY           float64             `json:"final_f_y"`
+	Seconds      float64             `json:"seconds"`
+	History      []network.IterStats `json:"-"`
+	Iterations   []iterRecord        `json:"history"`
+	Bytes        int64               `json:"output_bytes"`
+}
+
+func newAlgoResult(r *binarize.Result) *algoResult {
+	a := &algoResult{Algo: string(r.Method), Seed: r.Seed, Accuracy: r.Accuracy(), Agree: r.Binarized.Agreement,
+		AgreementPct: toPct(r.Binarized.Agreement), History: r.History, Iterations: iterRecords(r.History),
+		Bytes: int64(len(r.Bytes)), Seconds: roundTo(r.Seconds, 3)}
+	a.AccuracyPct = pctOf(a.Accuracy)
+	if h := r.History; len(h) > 0 {
+		a.Loss, a.FY = h[len(h)-1].TrainLoss, h[len(h)-1].FY
+	}
+	return a
 }
 
 // compareRow is one algorithm's line of the table.
@@ -92,9 +121,9 @@ func compare(ctx context.Context, c *cli.Context) error {
 	if stderr == nil {
 		stderr = os.Stderr
 	}
-	var algos []network.Algo
+	var algos []admmq.Method
 	for _, a := range splitList(c.String("algos")) {
-		al, err := network.ParseAlgo(a)
+		al, err := binarize.ParseMethod(a)
 		if err != nil {
 			return usagef("--algos: %v", err)
 		}
@@ -113,14 +142,13 @@ func compare(ctx context.Context, c *cli.Context) error {
 	if err := checkOutputs(nil, []namedPath{{"--out", filepath.Join(dir, "compare.json")}}, nil); err != nil {
 		return err
 	}
-	s, err := setupBinarize(ctx, c, stderr)
+	s, err := setupBinarize(c, stderr, algos[0])
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	base := c.Uint64("seed")
-	res := &compareResult{Model: s.path, Labelled: s.labelled, FPAccuracy: pctOf(s.fp.Accuracy), CalibCount: s.data.Calib.Len(),
-		EvalCount: s.data.Eval.Len(), Grid: string(s.grid), Loss: s.lossName}
+	res := &compareResult{Model: s.path, CalibCount: s.data.Calib.Len(), EvalCount: s.data.Eval.Len(), Grid: string(s.opts.Grid)}
 	if c.NArg() == 0 {
 		res.Model = defaultModelName + ".onnx (embedded)"
 	}
@@ -130,27 +158,24 @@ func compare(ctx context.Context, c *cli.Context) error {
 	for _, algo := range algos {
 		row := &compareRow{Algo: string(algo)}
 		for _, seed := range res.Seeds {
-			cfg, err := algoConfig(c, s, algo, seed)
-			if err != nil {
-				return err
-			}
-			total := cfg.Iters * cfg.InnerEpochs
-			if algo == network.GDProj && cfg.Epochs > 0 {
-				total = cfg.Epochs
-			}
-			prog := newProgress(stderr, fmt.Sprintf("%s seed %d", algo, seed), total, c.Duration("log-every"), c.Bool("quiet"))
-			cfg.Progress = prog.update
-			r, err := runAlgo(ctx, s, cfg, !c.Bool("no-bn-recalib"), export.Options{Metadata: export.Metadata{Grid: string(s.grid)}}, "", nil)
+			o := s.opts
+			o.Method, o.Seed = algo, seed
+			prog := newProgress(stderr, fmt.Sprintf("%s seed %d", algo, seed), o.TotalEpochs(), c.Duration("log-every"), c.Bool("quiet"))
+			o.Progress = prog.update
+			r, err := s.run(ctx, c, o)
 			prog.finish()
 			if err != nil {
 				return err
 			}
+			// Every run measures the same full-precision model on the same data.
+			res.Labelled, res.FPAccuracy, res.Loss = r.Labelled, accuracyPct(r.FullPrecision), string(r.Loss)
+			a := newAlgoResult(r)
 			if !c.Bool("quiet") {
-				fmt.Fprintf(stderr, "compare: %s seed %d: accuracy %s, agreement %.2f %%, %.1f s\n", algo, seed, pct(r.Accuracy), 100*r.Agree, r.Seconds)
+				fmt.Fprintf(stderr, "compare: %s seed %d: accuracy %s, agreement %.2f %%, %.1f s\n", algo, seed, pct(a.Accuracy), 100*a.Agree, a.Seconds)
 			}
-			row.Runs = append(row.Runs, r)
+			row.Runs = append(row.Runs, a)
 		}
-		row.summarise(s.labelled)
+		row.summarise(res.Labelled)
 		res.Rows = append(res.Rows, row)
 	}
 	if err := res.write(dir); err != nil {
@@ -255,7 +280,7 @@ func (res *compareResult) write(dir string) error {
 		p.Y.Label.Text = pl.y
 		var lines []any
 		for _, r := range res.Rows {
-			if pl.admmOnly && !network.Algo(r.Algo).IsADMM() {
+			if pl.admmOnly && !network.IsADMM(admmq.Method(r.Algo)) {
 				continue
 			}
 			pts := meanCurve(r.Runs, pl.value)

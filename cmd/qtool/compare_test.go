@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/qtool/qtool/admmq"
 )
 
 // TestCompareADMMBeatsGDProj runs compare on the embedded default (fmnist-mlp, 800
@@ -24,7 +26,7 @@ func TestCompareADMMBeatsGDProj(t *testing.T) {
 	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &res); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if len(res.Rows) != 2 || res.Rows[0].Algo != "gd-proj" || res.Rows[1].Algo != "admm-q" {
+	if len(res.Rows) != 2 || res.Rows[0].Algo != string(admmq.GDProj) || res.Rows[1].Algo != string(admmq.IADMMQ) {
 		t.Fatalf("rows %+v", res.Rows)
 	}
 	gd, admm := res.Rows[0], res.Rows[1]

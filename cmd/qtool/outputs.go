@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/qtool/qtool/admmq"
 	"github.com/qtool/qtool/admmq/network"
 	"github.com/qtool/qtool/internal/atomicfile"
 	"github.com/urfave/cli/v2"
@@ -75,9 +76,9 @@ var fingerprintSkip = map[string]bool{
 // checkpoints: the model's bytes, the data files' identities, and the value of every
 // flag that changes the training (defaults included, so that leaving a flag out and
 // passing its default are the same run).
-func runFingerprint(c *cli.Context, s *binSetup) (network.Fingerprint, error) {
+func runFingerprint(c *cli.Context, model string, batch int, method admmq.Method) (network.Fingerprint, error) {
 	var fp network.Fingerprint
-	h, err := fileHash(s.path)
+	h, err := fileHash(model)
 	if err != nil {
 		return nil, err
 	}
@@ -99,8 +100,11 @@ func runFingerprint(c *cli.Context, s *binSetup) (network.Fingerprint, error) {
 			continue
 		}
 		v := fmt.Sprint(c.Value(name))
-		if name == "batch-size" {
-			v = fmt.Sprint(s.data.BatchSize) // binarize's own default differs from the flag's
+		switch name {
+		case "batch-size":
+			v = fmt.Sprint(batch) // binarize's own default differs from the flag's
+		case "algo":
+			v = string(method) // an alias resumes the run of the name it stands for
 		}
 		fp = append(fp, network.Setting{Name: "--" + name, Value: v})
 	}

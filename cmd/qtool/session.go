@@ -1,17 +1,24 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 
 	gblas "gonum.org/v1/gonum/blas"
 
+	"github.com/qtool/qtool/admmq"
+	"github.com/qtool/qtool/binarize"
 	"github.com/qtool/qtool/calib"
 	"github.com/qtool/qtool/engine"
 	"github.com/qtool/qtool/engine/blas"
 	"github.com/qtool/qtool/onnxio"
+	"github.com/qtool/qtool/testmodels"
 	"github.com/urfave/cli/v2"
 )
 
@@ -69,36 +76,15 @@ func loadModel(path string, be backend, seed uint64) (*loaded, error) {
 }
 
 func buildModel(m *onnxio.Model, path string, be backend, seed uint64) (*loaded, error) {
-	g, err := engine.Build(m, be.options(seed))
+	g, err := binarize.Build(m, binarize.Options{BLAS: be.BLAS, Workers: be.Workers, MaxMemory: be.MaxMemory, Seed: seed})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(g.Inputs()) != 1 {
-		return nil, fmt.Errorf("%s: the model has %d inputs; qtool feeds calibration data to models with exactly one", path, len(g.Inputs()))
-	}
-	if len(g.Outputs()) < 1 {
-		return nil, fmt.Errorf("%s: the model has no outputs", path)
+		return nil, err
 	}
 	return &loaded{Path: path, Model: m, Graph: g}, nil
 }
 
-// input describes the model's data input for calib: its declared shape and, from the
-// first output's last dimension, the number of classes that labels must stay below.
-func (l *loaded) input() calib.Input {
-	in := l.Graph.Inputs()[0]
-	shape := make([]int64, len(in.Shape))
-	for i, d := range in.Shape {
-		shape[i] = int64(d)
-	}
-	if len(shape) > 0 {
-		shape[0] = -1 // the batch dimension is always free for qtool
-	}
-	classes := 0
-	if out := l.Graph.Outputs()[0].Shape; len(out) > 0 && out[len(out)-1] > 0 {
-		classes = out[len(out)-1]
-	}
-	return calib.Input{Name: in.Name, Shape: shape, Classes: classes}
-}
+// input describes the model's data input for calib (binarize.InputOf).
+func (l *loaded) input() calib.Input { return binarize.InputOf(l.Graph) }
 
 // batchNeed is the memory a batch size takes: the batch buffer calib allocates (samples
 // and labels) plus the engine's plans, from plans(b) for the b samples a batch holds.
@@ -264,4 +250,142 @@ func sizeString(n int64) string {
 		}
 	}
 	return fmt.Sprintf("%dB", n)
+}
+
+// binSetup is what every algorithm run of binarize and compare shares.
+type binSetup struct {
+	be        backend
+	path      string
+	teacher   *loaded // the model as loaded; binarize.Run never modifies it
+	data      *dataSets
+	opts      binarize.Options
+	cleanup   func()
+	evalFrom  string
+	calibFrom string
+}
+
+func (s *binSetup) Close() {
+	if s.data != nil {
+		s.data.Close()
+	}
+	if s.cleanup != nil {
+		s.cleanup()
+	}
+}
+
+// setupBinarize checks the flags, loads the model and data and prints the warnings
+// about the targets. Flag problems are usage errors, detected before anything is read.
+func setupBinarize(c *cli.Context, stderr io.Writer, method admmq.Method) (*binSetup, error) {
+	seed := c.Uint64("seed")
+	be, err := selectBackend(c)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := binarizeOptions(c, be, method)
+	if err != nil {
+		return nil, err
+	}
+	s := &binSetup{be: be, opts: opts}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Close()
+		}
+	}()
+	switch c.NArg() {
+	case 0:
+		if c.IsSet("data") {
+			return nil, usagef("--data needs a MODEL.onnx argument")
+		}
+		dir, err := os.MkdirTemp("", "qtool-default-")
+		if err != nil {
+			return nil, err
+		}
+		s.cleanup = func() { os.RemoveAll(dir) }
+		s.path = filepath.Join(dir, defaultModelName+".onnx")
+		calibPath := filepath.Join(dir, "fmnist-calib.npz")
+		if err := os.WriteFile(s.path, testmodels.FMNISTMLP, 0o644); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(calibPath, testmodels.FMNISTCalib, 0o644); err != nil {
+			return nil, err
+		}
+		if err := c.Set("data", calibPath); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(stderr, "qtool: no model given: binarizing the embedded %s on its %s calibration subset\n", defaultModelName, "1000-image Fashion-MNIST")
+	case 1:
+		s.path = c.Args().First()
+	default:
+		return nil, usagef("%s takes one MODEL.onnx argument, got %d", c.Command.Name, c.NArg())
+	}
+	if !c.IsSet("split") && c.String("eval-data") == "" {
+		if err := c.Set("split", defaultSplit); err != nil {
+			return nil, err
+		}
+	}
+	if c.IsSet("split") && c.String("eval-data") != "" {
+		return nil, usagef("--split and --eval-data exclude each other")
+	}
+	if s.teacher, err = loadModel(s.path, be, seed); err != nil {
+		return nil, err
+	}
+	if o := opts.Opset; o != 0 && o < s.teacher.Model.Opset("") {
+		return nil, flagError(&binarize.OpsetError{Want: o, Has: s.teacher.Model.Opset("")}, c, s.path)
+	}
+	if s.data, err = openData(c, s.teacher.input(), seed); err != nil {
+		return nil, err
+	}
+	if !c.IsSet("batch-size") {
+		s.data.BatchSize = binarize.Defaults().BatchSize
+	}
+	s.opts.BatchSize = s.data.BatchSize
+	if err := checkTrainBatch(c, s.data, s.teacher, be); err != nil {
+		return nil, err
+	}
+	s.calibFrom, s.evalFrom = c.String("data"), c.String("data")
+	if p := c.String("eval-data"); p != "" {
+		o, err := dataOptions(c, seed)
+		if err != nil {
+			return nil, err
+		}
+		o.Input = s.teacher.input()
+		if s.data.Eval, err = calib.Open(p, o); err != nil {
+			return nil, err
+		}
+		s.data.Split, s.evalFrom = true, p
+	}
+	_, warnings, err := binarize.Targets(s.teacher.Model, s.opts)
+	if err != nil {
+		return nil, flagError(err, c, s.path)
+	}
+	for _, w := range warnings {
+		fmt.Fprintln(stderr, "qtool:", "warning: "+warningText(w))
+	}
+	ok = true
+	return s, nil
+}
+
+// warningText is a binarize warning with flag advice.
+func warningText(w binarize.Warning) string {
+	if u, ok := w.(binarize.UnnormalizedWeight); ok {
+		return fmt.Sprintf("%s (%s) has no normalisation after it: with --grid binary its weights become ±1 with no scale and accuracy will suffer; --grid binary-channel learns a scale per output channel", u.Weight, u.Node)
+	}
+	return w.String()
+}
+
+// run runs binarize.Run on the setup's model and data with o.
+func (s *binSetup) run(ctx context.Context, c *cli.Context, o binarize.Options) (*binarize.Result, error) {
+	res, err := binarize.Run(ctx, s.teacher.Model, binarize.Data{Calib: s.data.Calib, Eval: s.data.Eval}, o)
+	return res, flagError(err, c, s.path)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

@@ -1,0 +1,380 @@
+package binarize
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+
+	gblas "gonum.org/v1/gonum/blas"
+
+	"github.com/qtool/qtool/admmq"
+	"github.com/qtool/qtool/admmq/network"
+	"github.com/qtool/qtool/calib"
+	"github.com/qtool/qtool/export"
+	"github.com/qtool/qtool/onnxio"
+	"github.com/qtool/qtool/train"
+)
+
+// Optimizer names the optimizer of the x-updates.
+type Optimizer string
+
+// The optimizers.
+const (
+	Adam Optimizer = "adam" // PyTorch's defaults, the paper's
+	SGD  Optimizer = "sgd"  // momentum 0.9
+)
+
+// LRSchedule names the learning-rate schedule.
+type LRSchedule string
+
+// The learning-rate schedules.
+const (
+	// StepLR multiplies the rate by 0.1 at half the epochs (or steps), the paper's.
+	StepLR     LRSchedule = "step"
+	ConstantLR LRSchedule = "constant"
+	// CosineLR anneals per epoch down to LR/100.
+	CosineLR LRSchedule = "cosine"
+)
+
+// Loss names the training loss.
+type Loss string
+
+// The losses.
+const (
+	// LossAuto is cross-entropy with labels, distillation from the full-precision model
+	// without.
+	LossAuto    Loss = "auto"
+	LossCE      Loss = "ce"
+	LossHinge   Loss = "hinge" // the paper's code's squared hinge
+	LossDistill Loss = "distill"
+	LossMSE     Loss = "mse" // to the full-precision model's logits
+)
+
+// Start names where ADMM's x starts.
+type Start string
+
+// The starts.
+const (
+	// StartGrid is x⁰ = y⁰ = P(pretrained), the paper's analysis; measured better with
+	// small calibration sets.
+	StartGrid Start = "grid"
+	// StartPretrained is x⁰ = the pretrained weights, the paper's code.
+	StartPretrained Start = "pretrained"
+)
+
+// Options configures Run. Every zero field takes its default, so the zero Options is
+// `qtool binarize` without flags — except Seed, which is used as it is (the CLI's
+// --seed defaults to 1; Defaults sets 1 too).
+type Options struct {
+	// Method is the algorithm; zero means admmq.IADMMQ, what users call ADMM-Q (a
+	// network has no exact x-update, so admmq.ADMMQ itself is refused).
+	Method admmq.Method
+	// Grid is the set the weights are put on; zero means network.Binary (±1, no scale).
+	Grid network.Grid
+	// Selection chooses the targeted weights; zero means every Conv, ConvTranspose,
+	// Gemm and MatMul weight.
+	Selection network.Selection
+	// Rho is the penalty schedule; a zero Rho0 means 1 (measured: the best ρ depends on
+	// the network by orders of magnitude, and a too small one collapses while a large
+	// one only makes ADMM-Q behave like PGD).
+	Rho admmq.Schedule
+	// P is ADMM-R's mask probability (zero: 0.3, the paper's), Beta ADMM-S's β (zero:
+	// 1e3, the paper's).
+	P, Beta float64
+	// Iters is the number of outer iterations (zero: 8), InnerEpochs the optimizer
+	// epochs per x-update (zero: 5; the paper's 40 epochs = 8 × 5). InnerSteps > 0
+	// makes each x-update that many optimizer steps instead.
+	Iters, InnerEpochs, InnerSteps int
+	// Gamma > 0 stops an x-update once ‖∇ₓL‖ ≤ ρ·Gamma·min{‖x−y‖, ‖x−x_prev‖} (Alg. 2).
+	Gamma float64
+	// Epochs is GD+Proj's fine-tuning length; zero means Iters × InnerEpochs.
+	Epochs int
+	// Optimizer (zero: Adam), LR (zero: 1e-2, the paper's) and Schedule (zero: StepLR).
+	Optimizer Optimizer
+	LR        float64
+	Schedule  LRSchedule
+	// Loss (zero: LossAuto) and the distillation Temperature (zero: 1).
+	Loss        Loss
+	Temperature float64
+	// Start is ADMM's starting point; zero means StartGrid.
+	Start Start
+	// NoRescale turns off the rescaling of binary-grid weights that BatchNorm follows
+	// to mean |w| = 1 per channel (network.Precondition).
+	NoRescale bool
+	// NoBNRecalib keeps the BatchNorm running statistics instead of re-estimating them
+	// with the binary weights.
+	NoBNRecalib bool
+	// StatSamples is how many calibration samples f(x), f(y) and the criterion are
+	// measured on; zero means 2048.
+	StatSamples int
+	// BatchSize is the training and evaluation batch; zero means 512 (the paper's).
+	BatchSize int
+	// Seed drives the data order, Dropout and ADMM-R's masks.
+	Seed uint64
+
+	// Format and Opset are export's (zero: packed, the model's opset); Version is
+	// recorded in the file's metadata.
+	Format  export.Format
+	Opset   int64
+	Version string
+	// Output, when set, is the file the model is written to. An existing file is
+	// replaced only once the new one (written next to it) has been read back, built and
+	// evaluated, so a failure or a cancellation leaves the old file or the new one.
+	Output string
+	// Verify, when set, is called with the path of the new file once it is written and
+	// before it is read back; an error keeps the previous Output.
+	Verify func(path string) error
+
+	// Progress, when set, is called after each inner epoch and outer iteration.
+	Progress func(network.Progress)
+	// Checkpoint, when set, receives the run's state after each outer iteration
+	// (network.Run.Checkpoint); Resume, when set, is such a state to continue from.
+	Checkpoint func(state []byte) error
+	Resume     []byte
+
+	// BLAS (zero: the engine's pure-Go one), Workers (zero: GOMAXPROCS) and MaxMemory
+	// (zero: calib.DefaultMaxMemory, a bound on each graph's plans) are the engine's.
+	BLAS      gblas.Float32
+	Workers   int
+	MaxMemory int64
+}
+
+// Defaults returns the options of `qtool binarize` without flags, every field explicit.
+func Defaults() Options {
+	o := Options{Seed: 1}.withDefaults()
+	return o
+}
+
+// withDefaults fills every zero field with its default.
+func (o Options) withDefaults() Options {
+	set := func(p *float64, v float64) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	seti := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	if o.Method == "" {
+		o.Method = admmq.IADMMQ
+	}
+	if o.Grid == "" {
+		o.Grid = network.Binary
+	}
+	set(&o.Rho.Rho0, 1)
+	set(&o.P, 0.3)
+	set(&o.Beta, 1e3)
+	seti(&o.Iters, 8)
+	seti(&o.InnerEpochs, 5)
+	if o.Optimizer == "" {
+		o.Optimizer = Adam
+	}
+	set(&o.LR, 1e-2)
+	if o.Schedule == "" {
+		o.Schedule = StepLR
+	}
+	if o.Loss == "" {
+		o.Loss = LossAuto
+	}
+	set(&o.Temperature, 1)
+	if o.Start == "" {
+		o.Start = StartGrid
+	}
+	seti(&o.StatSamples, 2048)
+	seti(&o.BatchSize, 512)
+	if o.Format == "" {
+		o.Format = export.Packed
+	}
+	seti(&o.Workers, runtime.GOMAXPROCS(0))
+	if o.MaxMemory == 0 {
+		o.MaxMemory = calib.DefaultMaxMemory
+	}
+	return o
+}
+
+// OptionError reports an Options field with a value Run cannot use.
+type OptionError struct {
+	// Field is the Options field, e.g. "Rho.Rho0" or "Selection".
+	Field  string
+	Value  any
+	Reason string
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("binarize: Options.%s = %v: %s", e.Field, e.Value, e.Reason)
+}
+
+// Validate reports the first field of o (after defaults) that Run cannot use, as an
+// *OptionError. It reads no file, so a caller can check options before loading data.
+func (o Options) Validate() error {
+	o = o.withDefaults()
+	bad := func(field string, v any, reason string) error {
+		return &OptionError{Field: field, Value: v, Reason: reason}
+	}
+	if !slices.Contains(network.Methods(), o.Method) {
+		if o.Method == admmq.ADMMQ {
+			return bad("Method", o.Method, (&network.MethodError{Method: o.Method}).Error())
+		}
+		return bad("Method", o.Method, "want one of "+methodList())
+	}
+	if _, err := network.ParseGrid(string(o.Grid)); err != nil {
+		return bad("Grid", o.Grid, err.Error())
+	}
+	if len(o.Selection.Keep) > 0 && len(o.Selection.Only) > 0 {
+		return bad("Selection", o.Selection, "Keep and Only exclude each other")
+	}
+	if err := o.Rho.Validate(); err != nil {
+		return bad("Rho", o.Rho, err.Error())
+	}
+	if o.Method == admmq.ADMMR && !(o.P > 0 && o.P <= 1) {
+		return bad("P", o.P, "want 0 < p ≤ 1")
+	}
+	if o.Method == admmq.ADMMS && !(o.Beta > 0) {
+		return bad("Beta", o.Beta, "want β > 0")
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"Iters", o.Iters}, {"InnerEpochs", o.InnerEpochs}, {"StatSamples", o.StatSamples}, {"BatchSize", o.BatchSize}} {
+		if f.v < 1 {
+			return bad(f.name, f.v, "want at least 1")
+		}
+	}
+	if o.InnerSteps < 0 || o.Epochs < 0 {
+		return bad("InnerSteps", fmt.Sprintf("%d (Epochs %d)", o.InnerSteps, o.Epochs), "InnerSteps and Epochs must not be negative")
+	}
+	if !(o.Gamma >= 0) {
+		return bad("Gamma", o.Gamma, "want γ ≥ 0")
+	}
+	if !(o.LR > 0) {
+		return bad("LR", o.LR, "want a positive learning rate")
+	}
+	if !(o.Temperature > 0) {
+		return bad("Temperature", o.Temperature, "want a positive temperature")
+	}
+	switch o.Optimizer {
+	case Adam, SGD:
+	default:
+		return bad("Optimizer", o.Optimizer, "want adam or sgd")
+	}
+	switch o.Schedule {
+	case StepLR, ConstantLR, CosineLR:
+	default:
+		return bad("Schedule", o.Schedule, "want step, constant or cosine")
+	}
+	switch o.Loss {
+	case LossAuto, LossCE, LossHinge, LossDistill, LossMSE:
+	default:
+		return bad("Loss", o.Loss, "want auto, ce, hinge, distill or mse")
+	}
+	switch o.Start {
+	case StartGrid, StartPretrained:
+	default:
+		return bad("Start", o.Start, "want grid or pretrained")
+	}
+	if _, err := export.ParseFormat(string(o.Format)); err != nil {
+		return bad("Format", o.Format, err.Error())
+	}
+	if o.Opset != 0 && (o.Opset < export.MinOpset || o.Opset > onnxio.MaxOpset) {
+		return bad("Opset", o.Opset, fmt.Sprintf("qtool writes opsets %d to %d", export.MinOpset, onnxio.MaxOpset))
+	}
+	if o.Workers < 0 || o.MaxMemory < 0 {
+		return bad("Workers", o.Workers, "Workers and MaxMemory must not be negative")
+	}
+	return nil
+}
+
+// methodAliases are the other names ParseMethod accepts. "admm-q" is what the paper and
+// qtool's users call the network algorithm, which on a network can only be I-ADMM-Q
+// (Alg. 2): there is no exact x-update. "gd-proj" is GD+Proj's name on the command line.
+var methodAliases = map[string]admmq.Method{"admm-q": admmq.IADMMQ, "gd-proj": admmq.GDProj}
+
+// ParseMethod returns the network algorithm named s: a name of network.Methods, or
+// "admm-q" for I-ADMM-Q.
+func ParseMethod(s string) (admmq.Method, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	for _, m := range network.Methods() {
+		if string(m) == s {
+			return m, nil
+		}
+	}
+	if m, ok := methodAliases[s]; ok {
+		return m, nil
+	}
+	return "", &OptionError{Field: "Method", Value: fmt.Sprintf("%q", s), Reason: "want one of " + methodList()}
+}
+
+func methodList() string {
+	var names []string
+	for _, m := range network.Methods() {
+		names = append(names, string(m))
+	}
+	return strings.Join(names, ", ") + " (admm-q is i-admm-q)"
+}
+
+// loss returns the training loss and its resolved name.
+func (o Options) loss(labelled bool) (train.Loss, Loss) {
+	switch o.Loss {
+	case LossCE:
+		return train.CrossEntropy{}, LossCE
+	case LossHinge:
+		return train.SquaredHinge{}, LossHinge
+	case LossDistill:
+		return train.Distillation{Temperature: o.Temperature}, LossDistill
+	case LossMSE:
+		return train.MSE{}, LossMSE
+	}
+	if labelled {
+		return train.CrossEntropy{}, LossCE
+	}
+	return train.Distillation{Temperature: o.Temperature}, LossDistill
+}
+
+// config is the network configuration of o, with its learning-rate policy: the step
+// schedule decays at half the run's epochs (or steps), as the paper's code does.
+func (o Options) config(loss train.Loss) (network.Config, error) {
+	cfg := network.Config{
+		Method: o.Method, Rho: o.Rho, P: o.P, Beta: o.Beta,
+		Iters: o.Iters, InnerEpochs: o.InnerEpochs, InnerSteps: o.InnerSteps, Gamma: o.Gamma, Epochs: o.Epochs,
+		Loss: loss, Seed: o.Seed, StatSamples: o.StatSamples, StartOnGrid: o.Start == StartGrid,
+		BLAS: o.BLAS, Workers: o.Workers, Progress: o.Progress, Checkpoint: o.Checkpoint,
+	}
+	total := o.Iters * o.InnerEpochs
+	if o.InnerSteps > 0 {
+		total = o.Iters
+	}
+	if o.Method == admmq.GDProj && o.Epochs > 0 {
+		total = o.Epochs
+	}
+	switch o.Schedule {
+	case ConstantLR:
+		cfg.Schedule = train.Constant{LR: o.LR}
+	case StepLR:
+		cfg.Schedule = train.StepDecay{LR: o.LR, Every: max(total/2, 1), Gamma: 0.1}
+	case CosineLR:
+		cfg.Schedule = train.Cosine{LR: o.LR, Min: o.LR / 100, Total: total, PerEpoch: true}
+	}
+	if o.Optimizer == SGD {
+		opt, err := train.NewSGD(train.SGDOptions{Momentum: 0.9})
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Optimizer = opt
+	} else {
+		cfg.Optimizer = train.NewAdam(train.AdamOptions{})
+	}
+	return cfg, nil
+}
+
+// TotalEpochs is the number of optimizer epochs (or, with InnerSteps, x-updates) a run
+// of o takes: the length of a progress bar.
+func (o Options) TotalEpochs() int {
+	o = o.withDefaults()
+	if o.Method == admmq.GDProj && o.Epochs > 0 {
+		return o.Epochs
+	}
+	return o.Iters * o.InnerEpochs
+}

@@ -1,0 +1,375 @@
+package binarize
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/qtool/qtool/admmq"
+	"github.com/qtool/qtool/admmq/network"
+	"github.com/qtool/qtool/calib"
+	"github.com/qtool/qtool/engine"
+	"github.com/qtool/qtool/export"
+	"github.com/qtool/qtool/internal/atomicfile"
+	"github.com/qtool/qtool/onnxio"
+	"github.com/qtool/qtool/train"
+)
+
+// Data is what a run trains and measures on, both read for the model's input (see
+// InputOf).
+type Data struct {
+	// Calib is the calibration set the weights are trained on.
+	Calib calib.Dataset
+	// Eval is the held-out set accuracy is reported on; nil means Calib.
+	Eval calib.Dataset
+}
+
+// Result is the outcome of Run.
+type Result struct {
+	// Method, Grid and Seed are the run's; Loss is the loss it trained with (LossAuto
+	// resolved to LossCE or LossDistill).
+	Method admmq.Method
+	Grid   network.Grid
+	Seed   uint64
+	Loss   Loss
+	// Labelled reports whether the calibration data have labels; without them the
+	// accuracies below are agreements with the full-precision model.
+	Labelled bool
+	// Targets are the binarized weights' names and layouts, in graph order.
+	Targets []network.Target
+	// Warnings are what the caller should know about the run that did not stop it.
+	Warnings []Warning
+	// Weights are the trained weights, exactly on the grid, as exported.
+	Weights []export.Weight
+	// History holds one record per outer iteration.
+	History []network.IterStats
+	// FullPrecision and Binarized are measured on the held-out data: the model as given,
+	// and the exported file as read back, each against the full-precision model.
+	FullPrecision, Binarized train.Metrics
+	// Bytes is the exported file; Model is it parsed back. Output is the file written,
+	// or "".
+	Bytes  []byte
+	Model  *onnxio.Model
+	Output string
+	// Seconds is the run's wall time, loading excluded.
+	Seconds float64
+}
+
+// Accuracy returns the held-out accuracy of the exported model, or nil without labels.
+func (r *Result) Accuracy() *float64 {
+	if !r.Binarized.Labelled {
+		return nil
+	}
+	a := r.Binarized.Accuracy
+	return &a
+}
+
+// Warning is something about a run that the caller should know and that did not stop it.
+type Warning interface {
+	String() string
+}
+
+// UnnormalizedWeight warns that a weight on the unscaled binary grid has no
+// normalisation after it to absorb the missing scale.
+type UnnormalizedWeight struct {
+	Weight, Node string
+}
+
+func (w UnnormalizedWeight) String() string {
+	return fmt.Sprintf("%s (%s) has no normalisation after it: on the binary grid its weights become ±1 with no scale and accuracy will suffer; the binary-channel grid learns a scale per output channel", w.Weight, w.Node)
+}
+
+// LabelsError reports a loss that needs labels on calibration data that have none.
+type LabelsError struct {
+	Loss Loss
+}
+
+func (e *LabelsError) Error() string {
+	return fmt.Sprintf("loss %s needs labels, but the data have none: use %s (the default without labels)", e.Loss, LossDistill)
+}
+
+// OpsetError reports an Options.Opset below the model's: export never lowers an opset.
+type OpsetError struct {
+	Model     string
+	Want, Has int64
+}
+
+func (e *OpsetError) Error() string {
+	return fmt.Sprintf("%s: opset %d is below the model's opset %d; export never lowers an opset", e.Model, e.Want, e.Has)
+}
+
+// ResumeError reports an Options.Resume state that does not fit the run.
+type ResumeError struct {
+	Err error
+}
+
+func (e *ResumeError) Error() string { return "resuming: " + e.Err.Error() }
+func (e *ResumeError) Unwrap() error { return e.Err }
+
+// InputOf describes g's data input for calib: its declared shape with a free batch
+// dimension and, from the first output's last dimension, the number of classes that
+// labels must stay below.
+func InputOf(g *engine.Graph) calib.Input {
+	in := g.Inputs()[0]
+	shape := make([]int64, len(in.Shape))
+	for i, d := range in.Shape {
+		shape[i] = int64(d)
+	}
+	if len(shape) > 0 {
+		shape[0] = -1 // the batch dimension is always free for qtool
+	}
+	classes := 0
+	if out := g.Outputs()[0].Shape; len(out) > 0 && out[len(out)-1] > 0 {
+		classes = out[len(out)-1]
+	}
+	return calib.Input{Name: in.Name, Shape: shape, Classes: classes}
+}
+
+// Build builds m's graph with o's engine options and checks that qtool can feed it:
+// exactly one input and at least one output.
+func Build(m *onnxio.Model, o Options) (*engine.Graph, error) {
+	o = o.withDefaults()
+	g, err := engine.Build(m, o.engine())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", m.Name, err)
+	}
+	if len(g.Inputs()) != 1 {
+		return nil, fmt.Errorf("%s: the model has %d inputs; qtool feeds calibration data to models with exactly one", m.Name, len(g.Inputs()))
+	}
+	if len(g.Outputs()) < 1 {
+		return nil, fmt.Errorf("%s: the model has no outputs", m.Name)
+	}
+	return g, nil
+}
+
+func (o Options) engine() engine.Options {
+	return engine.Options{BLAS: o.BLAS, Workers: o.Workers, Seed: o.Seed, MaxBytes: o.MaxMemory}
+}
+
+// Targets returns the weights of m that o binarizes, in graph order, and the warnings
+// about them. A Selection that does not fit m is a *network.SelectionError.
+func Targets(m *onnxio.Model, o Options) ([]network.Target, []Warning, error) {
+	o = o.withDefaults()
+	ts, err := network.Targets(m, o.Grid, o.Selection)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ws []Warning
+	if o.Grid == network.Binary {
+		for _, t := range ts {
+			if !t.Normalized {
+				ws = append(ws, UnnormalizedWeight{Weight: t.Name, Node: t.Node})
+			}
+		}
+	}
+	return ts, ws, nil
+}
+
+// Run binarizes model on data with o and returns the result. model is never modified.
+// Cancelling ctx stops the run between two optimizer steps with ctx's error.
+func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Result, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	o = o.withDefaults()
+	if data.Calib == nil {
+		return nil, errors.New("binarize: no calibration data")
+	}
+	if data.Eval == nil {
+		data.Eval = data.Calib
+	}
+	if o.Opset != 0 && o.Opset < model.Opset("") {
+		return nil, &OpsetError{Model: model.Name, Want: o.Opset, Has: model.Opset("")}
+	}
+	start := time.Now()
+	teacher, err := Build(model, o)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Method: o.Method, Grid: o.Grid, Seed: o.Seed, Labelled: data.Calib.HasLabels()}
+	if res.Targets, res.Warnings, err = Targets(model, o); err != nil {
+		return nil, err
+	}
+	loss, lossName := o.loss(res.Labelled)
+	res.Loss = lossName
+	if loss.NeedsLabels() && !res.Labelled {
+		return nil, &LabelsError{Loss: lossName}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if res.FullPrecision, err = evaluate(ctx, teacher, nil, data.Eval, o); err != nil {
+		return nil, fmt.Errorf("%s: evaluating the full-precision model: %w", model.Name, err)
+	}
+	cfg, err := o.config(loss)
+	if err != nil {
+		return nil, err
+	}
+
+	m := model.Clone()
+	g, err := engine.Build(m, o.engine())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", model.Name, err)
+	}
+	if o.Grid == network.Binary && !o.NoRescale {
+		if _, err := network.Precondition(g, res.Targets); err != nil {
+			return nil, fmt.Errorf("%s: %w", model.Name, err)
+		}
+	}
+	nd, err := networkData(data, o, teacher)
+	if err != nil {
+		return nil, err
+	}
+	run, err := network.New(m, g, res.Targets, cfg, nd)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", model.Name, err)
+	}
+	if o.Resume != nil {
+		if err := run.Restore(o.Resume); err != nil {
+			return nil, &ResumeError{Err: err}
+		}
+	}
+	if err := run.Run(ctx); err != nil {
+		return nil, err
+	}
+	res.History = run.History()
+	ws, err := run.Finish(ctx, m, o.Grid, !o.NoBNRecalib)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range ws {
+		res.Weights = append(res.Weights, export.Weight{Name: w.Name, Values: w.Values,
+			Grid: export.Grid{Levels: w.Levels, Scales: w.Scales, Axis: w.Axis}})
+	}
+	if err := g.WriteParams(m); err != nil {
+		return nil, fmt.Errorf("%s: %w", model.Name, err)
+	}
+	eo := export.Options{Format: o.Format, Opset: o.Opset, Metadata: export.Metadata{
+		Version: o.Version, Algorithm: fileName(o.Method), Grid: string(o.Grid), Seed: o.Seed}}
+	xm, err := export.Export(m, res.Weights, eo)
+	if err != nil {
+		return nil, fmt.Errorf("%s: export: %w", model.Name, err)
+	}
+	if res.Bytes, err = xm.Marshal(); err != nil {
+		return nil, fmt.Errorf("%s: export: %w", model.Name, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if o.Output == "" {
+		if res.Model, res.Binarized, err = check(ctx, res.Bytes, model.Name+" (binarized)", model.Dir, teacher, data.Eval, o); err != nil {
+			return nil, err
+		}
+	} else if err := writeChecked(ctx, res, teacher, data.Eval, o); err != nil {
+		return nil, err
+	}
+	res.Seconds = time.Since(start).Seconds()
+	return res, nil
+}
+
+// fileName is the algorithm's name in the exported file's metadata (qtool.algorithm).
+// It stays the command-line name files were written with before the names were unified,
+// so that the same run still writes the same bytes.
+func fileName(m admmq.Method) string {
+	switch m {
+	case admmq.IADMMQ:
+		return "admm-q"
+	case admmq.GDProj:
+		return "gd-proj"
+	}
+	return string(m)
+}
+
+// networkData batches data for network: the calibration set shuffled by the seed for
+// training and in order for the statistics, the held-out set in order.
+func networkData(data Data, o Options, teacher *engine.Graph) (network.Data, error) {
+	train, err := calib.NewBatches(data.Calib, calib.BatchOptions{Size: o.BatchSize, Shuffle: true, Seed: o.Seed})
+	if err != nil {
+		return network.Data{}, err
+	}
+	ordered, err := calib.NewBatches(data.Calib, calib.BatchOptions{Size: o.BatchSize})
+	if err != nil {
+		return network.Data{}, err
+	}
+	eval, err := calib.NewBatches(data.Eval, calib.BatchOptions{Size: o.BatchSize})
+	if err != nil {
+		return network.Data{}, err
+	}
+	return network.Data{Train: train, Calib: ordered, Eval: eval, Samples: data.Calib.Len(),
+		BatchSize: o.BatchSize, Labelled: data.Calib.HasLabels(), Teacher: teacher}, nil
+}
+
+// evaluate runs g over d in inference mode, against ref when given.
+func evaluate(ctx context.Context, g, ref *engine.Graph, d calib.Dataset, o Options) (train.Metrics, error) {
+	b, err := calib.NewBatches(d, calib.BatchOptions{Size: o.BatchSize})
+	if err != nil {
+		return train.Metrics{}, err
+	}
+	return train.Evaluate(ctx, g, b, train.EvalOptions{Reference: ref, Engine: &engine.Context{BLAS: o.BLAS, Workers: o.Workers}})
+}
+
+// check parses the exported bytes as a file named name, builds them and evaluates them
+// against the full-precision teacher: what is reported is the exported model itself.
+func check(ctx context.Context, b []byte, name, dir string, teacher *engine.Graph, eval calib.Dataset, o Options) (*onnxio.Model, train.Metrics, error) {
+	pm, err := onnxio.Parse(b, name, dir)
+	if err != nil {
+		return nil, train.Metrics{}, err
+	}
+	g, err := Build(pm, o)
+	if err != nil {
+		return nil, train.Metrics{}, err
+	}
+	mt, err := evaluate(ctx, g, teacher, eval, o)
+	if err != nil {
+		return nil, train.Metrics{}, fmt.Errorf("%s: evaluating the binarized model: %w", name, err)
+	}
+	return pm, mt, nil
+}
+
+// writeChecked writes res.Bytes to o.Output through a temporary file next to it, reads
+// that file back from disk, builds and evaluates it, and only then renames it over
+// o.Output: a failure or a cancellation at any point leaves the old file or the new
+// one, never neither.
+func writeChecked(ctx context.Context, res *Result, teacher *engine.Graph, eval calib.Dataset, o Options) error {
+	out := o.Output
+	pending, err := atomicfile.Create(out, func(w io.Writer) error { _, err := w.Write(res.Bytes); return err })
+	if err != nil {
+		return err
+	}
+	defer pending.Abort()
+	if o.Verify != nil {
+		if err := o.Verify(pending.TempPath()); err != nil {
+			return fmt.Errorf("%s: %w (the previous %s, if any, is unchanged)", out, err, out)
+		}
+	}
+	// Read back what is on disk, not res.Bytes: the check is of the file the user gets.
+	written, err := os.ReadFile(pending.TempPath())
+	if err != nil {
+		return fmt.Errorf("%s: reading back the new file: %w (the previous %s, if any, is unchanged)", out, err, out)
+	}
+	pm, err := onnxio.Parse(written, out, filepath.Dir(out))
+	if err != nil {
+		return fmt.Errorf("reading back the new file: %w (the previous %s, if any, is unchanged)", err, out)
+	}
+	g, err := Build(pm, o)
+	if err != nil {
+		return fmt.Errorf("%w (the previous %s, if any, is unchanged)", err, out)
+	}
+	if res.Binarized, err = evaluate(ctx, g, teacher, eval, o); err != nil {
+		return fmt.Errorf("%s: evaluating the binarized model: %w", out, err)
+	}
+	// A cancellation during the checks above keeps the old file; past this point the
+	// new one is complete and checked, and is kept.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := pending.Commit(); err != nil {
+		return err
+	}
+	res.Model, res.Output = pm, out
+	return nil
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/qtool/qtool/admmq"
+	"github.com/qtool/qtool/admmq/network"
+	"github.com/qtool/qtool/binarize"
+	"github.com/qtool/qtool/export"
+	"github.com/urfave/cli/v2"
+)
+
+// optionFlags maps binarize.Options fields to the flags that set them, to turn the
+// library's *binarize.OptionError into flag advice.
+var optionFlags = map[string]string{
+	"Method": "--algo", "Grid": "--grid", "Selection": "--keep/--only", "Rho": "--rho", "P": "--p",
+	"Beta": "--beta", "Iters": "--iters", "InnerEpochs": "--inner-epochs", "InnerSteps": "--inner-steps",
+	"Gamma": "--criterion", "LR": "--lr", "Temperature": "--temperature", "Optimizer": "--optimizer",
+	"Schedule": "--lr-schedule", "Loss": "--loss", "Start": "--start", "Format": "--format", "Opset": "--opset",
+	"StatSamples": "--stat-samples", "BatchSize": "--batch-size", "Workers": "--max-memory",
+}
+
+// flagError turns the library's typed errors into flag advice: usage errors naming the
+// flag to change. Other errors pass unchanged.
+func flagError(err error, c *cli.Context, model string) error {
+	var oe *binarize.OptionError
+	var se *network.SelectionError
+	var le *binarize.LabelsError
+	var pe *binarize.OpsetError
+	var re *binarize.ResumeError
+	switch {
+	case errors.As(err, &oe):
+		if oe.Field == "Selection" {
+			return usagef("--keep and --only exclude each other")
+		}
+		return usagef("%s %v: %s", optionFlags[oe.Field], oe.Value, oe.Reason)
+	case errors.As(err, &se):
+		if se.Name == "" {
+			return usagef("%s: --keep/--only leave no weight to binarize", se.Model)
+		}
+		return usagef("%s: --%s %s: no weight of that name (weights: %s)", se.Model, strings.ToLower(se.List), se.Name, strings.Join(se.Weights, ", "))
+	case errors.As(err, &le):
+		return fmt.Errorf("%s: --loss %s needs labels, but the data have none: use --loss distill (the default without labels)", c.String("data"), c.String("loss"))
+	case errors.As(err, &pe):
+		return usagef("--opset %d is below %s's opset %d; export never lowers an opset: leave --opset out or raise it", pe.Want, model, pe.Has)
+	case errors.As(err, &re):
+		return fmt.Errorf("--resume: %w", re.Err)
+	}
+	return err
+}
+
+// binarizeOptions maps the flags onto binarize.Options and checks them before any work.
+// A flag set to 0 is refused here where the library reads 0 as "the default".
+func binarizeOptions(c *cli.Context, be backend, method admmq.Method) (binarize.Options, error) {
+	for _, f := range []string{"iters", "inner-epochs", "lr", "rho", "temperature"} {
+		if c.IsSet(f) && c.Float64(f) == 0 && c.Int(f) == 0 {
+			return binarize.Options{}, usagef("--%s 0: want a positive number", f)
+		}
+	}
+	if c.IsSet("keep") && c.IsSet("only") {
+		return binarize.Options{}, usagef("--keep and --only exclude each other")
+	}
+	o := binarize.Options{
+		Method: method, Grid: network.Grid(strings.ToLower(c.String("grid"))),
+		Selection: network.Selection{Keep: splitList(c.String("keep")), Only: splitList(c.String("only"))},
+		Rho:       admmq.Schedule{Rho0: c.Float64("rho"), Growth: c.Float64("rho-growth"), Every: c.Int("rho-every")},
+		P:         c.Float64("p"), Beta: c.Float64("beta"),
+		Iters: c.Int("iters"), InnerEpochs: c.Int("inner-epochs"), InnerSteps: c.Int("inner-steps"),
+		Gamma: c.Float64("criterion"), Epochs: c.Int("epochs"),
+		Optimizer: binarize.Optimizer(c.String("optimizer")), LR: c.Float64("lr"), Schedule: binarize.LRSchedule(c.String("lr-schedule")),
+		Loss: binarize.Loss(c.String("loss")), Temperature: c.Float64("temperature"), Start: binarize.Start(c.String("start")),
+		NoRescale: c.Bool("no-rescale"), NoBNRecalib: c.Bool("no-bn-recalib"), StatSamples: c.Int("stat-samples"),
+		Seed: c.Uint64("seed"), Version: version,
+		BLAS: be.BLAS, Workers: be.Workers, MaxMemory: be.MaxMemory,
+	}
+	if c.Command.Name == "binarize" {
+		o.Format, o.Opset = export.Format(c.String("format")), c.Int64("opset")
+	}
+	return o, flagError(o.Validate(), c, "")
+}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/qtool/qtool/admmq/network"
+	"github.com/qtool/qtool/export"
+	"github.com/qtool/qtool/internal/atomicfile"
+)
+
+// binarizeSummary is binarize's result; its JSON form (--json, --report) is part of
+// qtool's CLI interface. Accuracies, agreements and drops are in percent (drops in
+// percentage points), rounded to 4 decimals, in the fields whose names end in _pct.
+type binarizeSummary struct {
+	Model       string   `json:"model"`
+	Output      string   `json:"output"`
+	Algo        string   `json:"algo"`
+	Grid        string   `json:"grid"`
+	Format      string   `json:"format"`
+	Loss        string   `json:"loss"`
+	Seed        uint64   `json:"seed"`
+	Targets     []string `json:"targets"`
+	Labelled    bool     `json:"labelled"`
+	CalibData   string   `json:"calib_data"`
+	EvalData    string   `json:"eval_data"`
+	CalibCount  int      `json:"calib_samples"`
+	EvalCount   int      `json:"eval_samples"`
+	FPAccuracy  *float64 `json:"fp_accuracy_pct,omitempty"`
+	BinAccuracy *float64 `json:"binary_accuracy_pct,omitempty"`
+	Agreement   float64  `json:"agreement_pct"`
+	// DropPP is the accuracy drop in percentage points (with labels), or 100 − agreement.
+	DropPP      float64  `json:"drop_pct"`
+	MaxDropPP   *float64 `json:"max_drop_pct,omitempty"`
+	GatePassed  bool     `json:"gate_passed"`
+	InputBytes  int64    `json:"input_bytes"`
+	OutputBytes int64    `json:"output_bytes"`
+	BNRecalib   bool     `json:"bn_recalibrated"`
+	Seconds     float64  `json:"seconds"`
+	BLAS        string   `json:"blas"`
+	Warnings    []string `json:"warnings,omitempty"`
+	// Storage is export's storage report of the output against the input.
+	Storage *export.Report `json:"storage,omitempty"`
+	History []iterRecord   `json:"history"`
+}
+
+// iterRecord is network.IterStats in the JSON units: percentages for fractions.
+type iterRecord struct {
+	Iter       int     `json:"iter"`
+	Rho        float64 `json:"rho"`
+	TrainLoss  float64 `json:"train_loss"`
+	FX         float64 `json:"f_x"`
+	FY         float64 `json:"f_y"`
+	Lagrangian float64 `json:"lagrangian"`
+	Residual   float64 `json:"residual"`
+	ChangedPct float64 `json:"changed_pct"`
+	// AccuracyPct is the held-out accuracy of y; absent without labels.
+	AccuracyPct  *float64 `json:"accuracy_pct,omitempty"`
+	AgreementPct float64  `json:"agreement_pct"`
+	InnerEpochs  int      `json:"inner_epochs"`
+	GradNorm     float64  `json:"grad_norm,omitempty"`
+	Seconds      float64  `json:"seconds"`
+}
+
+func iterRecords(h []network.IterStats) []iterRecord {
+	out := make([]iterRecord, 0, len(h))
+	for _, s := range h {
+		r := iterRecord{Iter: s.Iter, Rho: s.Rho, TrainLoss: s.TrainLoss, FX: s.FX, FY: s.FY, Lagrangian: s.Lagrangian,
+			Residual: s.Residual, ChangedPct: toPct(s.Changed), AgreementPct: toPct(s.Agreement),
+			InnerEpochs: s.InnerEpochs, GradNorm: s.GradNorm, Seconds: roundTo(s.Seconds, 3)}
+		if s.HasAccuracy {
+			a := toPct(s.Accuracy)
+			r.AccuracyPct = &a
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// toPct is a fraction in percent, rounded to 4 decimals: 10 000 samples resolve 0.01 %,
+// and float noise such as 0.5000000000000004 never reaches a report or a gate.
+func toPct(frac float64) float64 { return roundTo(100*frac, 4) }
+
+func pctOf(frac *float64) *float64 {
+	if frac == nil {
+		return nil
+	}
+	v := toPct(*frac)
+	return &v
+}
+
+func roundTo(v float64, decimals int) float64 {
+	p := math.Pow(10, float64(decimals))
+	return math.Round(v*p) / p
+}
+
+// pct shows a fraction in percent.
+func pct(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f %%", 100**v)
+}
+
+// pctText shows a value already in percent.
+func pctText(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f %%", *v)
+}
+
+func printSummary(w io.Writer, s *binarizeSummary) {
+	fmt.Fprintf(w, "model        %s\n", s.Model)
+	fmt.Fprintf(w, "output       %s (%s, %s grid)\n", s.Output, s.Format, s.Grid)
+	fmt.Fprintf(w, "algorithm    %s, loss %s, seed %d, %d weights binarized\n", s.Algo, s.Loss, s.Seed, len(s.Targets))
+	fmt.Fprintf(w, "data         %d calibration / %d held-out samples\n", s.CalibCount, s.EvalCount)
+	if s.Labelled {
+		fmt.Fprintf(w, "accuracy     FP %s → binarized %s (drop %.2f pp), agreement %.2f %%\n", pctText(s.FPAccuracy), pctText(s.BinAccuracy), s.DropPP, s.Agreement)
+	} else {
+		fmt.Fprintf(w, "agreement    %.2f %% top-1 with the full-precision model (no labels)\n", s.Agreement)
+	}
+	ratio := 0.0
+	if s.OutputBytes > 0 {
+		ratio = float64(s.InputBytes) / float64(s.OutputBytes)
+	}
+	fmt.Fprintf(w, "size         %s → %s (%.1f× smaller on disk; runtimes unpack the weights at load)\n", humanBytes(s.InputBytes), humanBytes(s.OutputBytes), ratio)
+	fmt.Fprintf(w, "time         %.1f s (%s BLAS)\n", s.Seconds, s.BLAS)
+	if s.MaxDropPP != nil {
+		verdict := "passed"
+		if !s.GatePassed {
+			verdict = "FAILED"
+		}
+		fmt.Fprintf(w, "gate         --max-drop %g pp: %s\n", *s.MaxDropPP, verdict)
+	}
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// writeReport writes path.json and path.md.
+func writeReport(path string, s *binarizeSummary) error {
+	path = reportBase(path)
+	js, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteBytes(path+".json", append(js, '\n')); err != nil {
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# qtool binarize report\n\n")
+	fmt.Fprintf(&b, "| | |\n|---|---|\n| model | `%s` |\n| output | `%s` (%s, %s grid) |\n| algorithm | %s, loss %s, seed %d |\n", s.Model, s.Output, s.Format, s.Grid, s.Algo, s.Loss, s.Seed)
+	fmt.Fprintf(&b, "| data | %d calibration / %d held-out samples |\n", s.CalibCount, s.EvalCount)
+	if s.Labelled {
+		fmt.Fprintf(&b, "| accuracy | FP %s → binarized %s (drop %.2f pp) |\n", pctText(s.FPAccuracy), pctText(s.BinAccuracy), s.DropPP)
+	}
+	fmt.Fprintf(&b, "| agreement with FP | %.2f %% |\n| file size | %s → %s |\n| BatchNorm re-estimated | %v |\n| time | %.1f s (%s BLAS) |\n\n", s.Agreement, humanBytes(s.InputBytes), humanBytes(s.OutputBytes), s.BNRecalib, s.Seconds, s.BLAS)
+	fmt.Fprintf(&b, "## Iterations\n\n| iter | ρ | train loss | f(y) | L(x,y,λ) | ‖x−y‖ | y changed | held-out acc. of y |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, h := range s.History {
+		acc := h.AgreementPct // without labels the held-out measure is agreement
+		if h.AccuracyPct != nil {
+			acc = *h.AccuracyPct
+		}
+		fmt.Fprintf(&b, "| %d | %.3g | %.4f | %.4f | %.5g | %.4g | %.3g %% | %.2f %% |\n", h.Iter, h.Rho, h.TrainLoss, h.FY, h.Lagrangian, h.Residual, h.ChangedPct, acc)
+	}
+	for _, w := range s.Warnings {
+		fmt.Fprintf(&b, "\n> %s\n", w)
+	}
+	if s.Storage != nil {
+		b.WriteString("\n## Storage\n\n")
+		if err := s.Storage.WriteMarkdown(&b); err != nil {
+			return err
+		}
+	}
+	return atomicfile.WriteBytes(path+".md", []byte(b.String()))
+}
+
+// reportBase is --report's FILE without a .json or .md the user may have added.
+func reportBase(path string) string {
+	return strings.TrimSuffix(strings.TrimSuffix(path, ".json"), ".md")
+}
