@@ -145,7 +145,7 @@ func csvLabelColumn(path string, header []string, ncol int, want string) (int, e
 		return i, nil
 	}
 	if header != nil {
-		return -1, &OptionError{Option: "LabelColumn", Reason: fmt.Sprintf("%s has no column %q (columns: %s): fix Options.LabelColumn", path, want, strings.Join(header, ", "))}
+		return -1, &OptionError{Option: "LabelColumn", File: path, Reason: fmt.Sprintf("no column %q (columns: %s): fix Options.LabelColumn", want, strings.Join(header, ", "))}
 	}
-	return -1, &OptionError{Option: "LabelColumn", Reason: fmt.Sprintf("%s has no header row and %d columns: give Options.LabelColumn as a 0-based index or \"last\", not %q", path, ncol, want)}
+	return -1, &OptionError{Option: "LabelColumn", File: path, Reason: fmt.Sprintf("no header row and %d columns: give Options.LabelColumn as a 0-based index or \"last\", not %q", ncol, want)}
 }

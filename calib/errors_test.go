@@ -49,6 +49,10 @@ func TestErrorsAreTypedAndNameNoFlag(t *testing.T) {
 			if !errors.As(err, &oe) || oe.Option != option {
 				t.Fatalf("%v: want an *OptionError about %s, got %#v", err, option, oe)
 			}
+			// Errors about the data name them; only the options' own checks do not.
+			if (oe.File == "") != (option == "Stretch" || option == "Limit" || option == "Mean") {
+				t.Errorf("%v: File %q", err, oe.File)
+			}
 		}
 	}
 	cases := []struct {

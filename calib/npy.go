@@ -406,7 +406,7 @@ func openNpz(path string, in Input, o *Options) (*set, error) {
 	xm := member(xk)
 	if xm == nil {
 		f.Close()
-		return nil, &OptionError{Option: "XKey", Reason: fmt.Sprintf("%s has no array %q (it has %s): choose one with Options.XKey", path, xk, keys)}
+		return nil, &OptionError{Option: "XKey", File: path, Reason: fmt.Sprintf("no array %q (it has %s): choose one with Options.XKey", xk, keys)}
 	}
 	xa, xc, err := npzArray(f, path, xm)
 	if err != nil {
@@ -443,7 +443,7 @@ func openNpz(path string, in Input, o *Options) (*set, error) {
 		}
 	} else if o.YKey != "" {
 		rec.close()
-		return nil, &OptionError{Option: "YKey", Reason: fmt.Sprintf("%s has no array %q (it has %s): choose one with Options.YKey", path, yk, keys)}
+		return nil, &OptionError{Option: "YKey", File: path, Reason: fmt.Sprintf("no array %q (it has %s): choose one with Options.YKey", yk, keys)}
 	}
 	return newArraySet(path, rec, xa.h.dt, xa.h.bo, xa.h.dims[1:], labels, in, o)
 }
