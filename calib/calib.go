@@ -107,20 +107,20 @@ func (o *Options) maxMemory() int64 {
 
 func (o *Options) check() error {
 	if o.Limit < 0 {
-		return fmt.Errorf("limit %d is negative", o.Limit)
+		return &OptionError{Option: "Limit", Reason: fmt.Sprintf("Options.Limit %d is negative", o.Limit)}
 	}
 	if o.Resize < 0 {
-		return fmt.Errorf("resize %d is negative", o.Resize)
+		return &OptionError{Option: "Resize", Reason: fmt.Sprintf("Options.Resize %d is negative", o.Resize)}
 	}
 	if o.Stretch && o.Resize == 0 {
-		return errors.New("stretch needs a resize size (--resize N)")
+		return &OptionError{Option: "Stretch", Reason: "Options.Stretch needs Options.Resize"}
 	}
 	if len(o.Mean) > 0 && len(o.Std) > 0 && len(o.Mean) != len(o.Std) && len(o.Mean) != 1 && len(o.Std) != 1 {
-		return fmt.Errorf("mean has %d values but std has %d", len(o.Mean), len(o.Std))
+		return &OptionError{Option: "Std", Reason: fmt.Sprintf("Options.Mean has %d values but Options.Std has %d", len(o.Mean), len(o.Std))}
 	}
 	for _, s := range o.Std {
 		if s == 0 || s != s {
-			return fmt.Errorf("std %v: every std must be non-zero", o.Std)
+			return &OptionError{Option: "Std", Reason: fmt.Sprintf("Options.Std %v: every value must be non-zero", o.Std)}
 		}
 	}
 	return nil
@@ -168,10 +168,10 @@ func Open(path string, opts Options) (Dataset, error) {
 		return nil, err
 	}
 	if opts.Labels != "" && kind != kindNpy && kind != kindIdx {
-		return nil, fmt.Errorf("data %s: a labels file (--labels) goes with .npy or idx data; %s", path, labelsHint[kind])
+		return nil, &OptionError{Option: "Labels", File: path, Reason: "a labels file (Options.Labels) goes with .npy or idx data; " + labelsHint[kind]}
 	}
 	if opts.LabelColumn != "" && kind != kindCSV {
-		return nil, fmt.Errorf("data %s: --label-column applies to CSV files only; %s", path, labelsHint[kind])
+		return nil, &OptionError{Option: "LabelColumn", File: path, Reason: "Options.LabelColumn applies to CSV files only; " + labelsHint[kind]}
 	}
 	switch {
 	case kind == kindNpy:
@@ -199,12 +199,12 @@ func Open(path string, opts Options) (Dataset, error) {
 type kind int
 
 var labelsHint = map[kind]string{
-	kindNpz:    "an .npz holds its labels as the --y-key array",
+	kindNpz:    "an .npz holds its labels as the Options.YKey array",
 	kindCIFAR:  "CIFAR files hold their labels",
 	kindFolder: "an image folder takes its labels from its class subfolders",
-	kindCSV:    "a CSV holds its labels in a column (--label-column)",
-	kindNpy:    "give .npy labels with --labels",
-	kindIdx:    "give idx labels with --labels",
+	kindCSV:    "a CSV holds its labels in a column (Options.LabelColumn)",
+	kindNpy:    "give .npy labels with Options.Labels",
+	kindIdx:    "give idx labels with Options.Labels",
 }
 
 const (
@@ -225,7 +225,7 @@ var (
 // order of trust.
 func detect(path string) (kind, error) {
 	if path == "" {
-		return 0, errors.New("no data file given (--data FILE)")
+		return 0, errors.New("no data file given")
 	}
 	if strings.ContainsAny(path, "*?[") {
 		if _, err := os.Stat(path); err != nil {

@@ -72,7 +72,8 @@ func TestCIFARGrayscale(t *testing.T) {
 	p := writeFile(t, dir, "b.bin", cifarBatch(0, []byte{1, 2}), false)
 	in := Input{Name: "img", Shape: shape(-1, 1, 32, 32)}
 	_, err := openIn(p, in, Options{})
-	wantErr(t, err, `"img"`, "1 channel", "have 3", "--grayscale")
+	wantErr(t, err, `"img"`, "1 channel", "have 3")
+	wantFix(t, err, Setting{"Color", Grayscale})
 	for _, mem := range []int64{0, 1} {
 		d := mustOpen(t, p, in, Options{Color: Grayscale, NoScale: true, MaxMemory: mem})
 		x, _ := readAll(t, d)
@@ -102,5 +103,6 @@ func TestCIFARErrors(t *testing.T) {
 	wantErr(t, err, "bad.bin", "record 1", "offset 3073", "label 7")
 
 	_, err = openIn(bad, Input{Shape: shape(-1, 3, 28, 28)}, Options{})
-	wantErr(t, err, "28x28", "32x32", "--resize 28")
+	wantErr(t, err, "28x28", "32x32")
+	wantFix(t, err, Setting{"Resize", 28})
 }

@@ -71,7 +71,7 @@ func openCSV(path string, in Input, o *Options) (*set, error) {
 					return nil, fmt.Errorf("%s: line %d, column %d: label %q is not an integer", path, line, c+1, field)
 				}
 				if v < 0 || (in.Classes > 0 && v >= float64(in.Classes)) {
-					return nil, fmt.Errorf("%s: line %d, column %d: %s", path, line, c+1, labelRangeMsg(int64(v), in.Classes))
+					return nil, &LabelError{File: path, Where: fmt.Sprintf("line %d, column %d", line, c+1), Label: int64(v), Classes: in.Classes}
 				}
 				labels = append(labels, int64(v))
 				continue
@@ -99,13 +99,6 @@ func openCSV(path string, in Input, o *Options) (*set, error) {
 	}
 	rec := &records{name: path, mem: data, n: n, size: 4 * feat, stride: int64(4 * feat)}
 	return newArraySet(path, rec, f32, binary.LittleEndian, []int{feat}, labels, in, o)
-}
-
-func labelRangeMsg(l int64, classes int) string {
-	if classes > 0 {
-		return fmt.Sprintf("label %d is out of range for a model with %d classes (0..%d)", l, classes, classes-1)
-	}
-	return fmt.Sprintf("label %d is negative", l)
 }
 
 func colName(header []string, c int) string {
@@ -152,7 +145,7 @@ func csvLabelColumn(path string, header []string, ncol int, want string) (int, e
 		return i, nil
 	}
 	if header != nil {
-		return -1, fmt.Errorf("%s has no column %q (columns: %s): fix --label-column", path, want, strings.Join(header, ", "))
+		return -1, &OptionError{Option: "LabelColumn", File: path, Reason: fmt.Sprintf("no column %q (columns: %s): fix Options.LabelColumn", want, strings.Join(header, ", "))}
 	}
-	return -1, fmt.Errorf("%s has no header row and %d columns: give --label-column as a 0-based index or \"last\", not %q", path, ncol, want)
+	return -1, &OptionError{Option: "LabelColumn", File: path, Reason: fmt.Sprintf("no header row and %d columns: give Options.LabelColumn as a 0-based index or \"last\", not %q", ncol, want)}
 }

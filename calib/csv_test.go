@@ -63,7 +63,7 @@ func TestCSVErrors(t *testing.T) {
 		{"a,b,label\n1,2,0\n1,2,10\n", Options{}, []string{"line 3", "column 3", "label 10", "10 classes"}},
 		{"a,b,label\n1,2,0\n1,2,1.5\n", Options{}, []string{"line 3", "not an integer"}},
 		{"a,b,label\n1,2,0\n1,2\n", Options{}, []string{"line 3", "wrong number of fields"}},
-		{"a,b,label\n1,2,0\n", Options{LabelColumn: "target"}, []string{`"target"`, "a, b, label", "--label-column"}},
+		{"a,b,label\n1,2,0\n", Options{LabelColumn: "target"}, []string{`"target"`, "a, b, label", "Options.LabelColumn"}},
 		{"1,2,0\n", Options{LabelColumn: "target"}, []string{"no header", `"target"`}},
 		{"a,b,label\n", Options{}, []string{"no data rows"}},
 	}
@@ -82,8 +82,10 @@ func TestMisplacedLabelFlags(t *testing.T) {
 	dir := t.TempDir()
 	p := writeFile(t, dir, "d.csv", []byte("a,label\n1,0\n"), false)
 	_, err := openIn(p, Input{Shape: shape(-1, 1)}, Options{Labels: "y.npy"})
-	wantErr(t, err, "d.csv", "--labels", "--label-column")
+	wantErr(t, err, "d.csv", "Options.Labels", "Options.LabelColumn")
+	wantOption(t, err, "Labels")
 	q := writeNpy(t, dir, "x.npy", []float32{1, 2})
 	_, err = openIn(q, Input{Shape: shape(-1, 1)}, Options{LabelColumn: "label"})
-	wantErr(t, err, "x.npy", "--label-column", "CSV")
+	wantErr(t, err, "x.npy", "Options.LabelColumn", "CSV")
+	wantOption(t, err, "LabelColumn")
 }

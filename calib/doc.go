@@ -17,8 +17,11 @@
 // (rank, channels, spatial size) and converts every sample to float32 in the model's layout:
 // a [N,28,28] array feeds a [batch,784] or a [batch,1,28,28] input, channels-last arrays are
 // transposed when Options.Layout says the file is NHWC, and decoded images are laid out as
-// NCHW or NHWC as the input shape shows. When the data cannot fit, the error says what differs
-// and which option (command-line flag) fixes it.
+// NCHW or NHWC as the input shape shows. When the data cannot fit, the error is a *ShapeError
+// that says what differs and holds in Fix the Options settings that make the data fit. Errors
+// that an Options field causes or cures are *OptionError (naming the field), labels outside
+// the model's classes *LabelError. Messages name Options fields, never command-line flags, so
+// that a command line can map them onto its own flags.
 //
 // uint8 data (idx, CIFAR, PNG/JPEG, uint8 arrays) is divided by 255 unless Options.NoScale is
 // set; Options.Mean and Options.Std then normalise each channel.

@@ -50,44 +50,45 @@ func fitImage(name string, im imageDims, in Input, opts *Options, dt dtype) (pla
 		if nhwc {
 			mh, mw, mc = m[0], m[1], m[2]
 		}
-		if err := imageChannels(name, in, mc, c); err != nil {
+		if err := imageChannels(name, in, mc, c, h, w); err != nil {
 			return p, err
 		}
 		if !fitDim(mh, h) || !fitDim(mw, w) {
-			return p, imageSizeErr(name, in, mh, mw, h, w, opts)
+			return p, imageSizeErr(name, in, mh, mw, c, h, w, opts)
 		}
 		p.shape = []int64{int64(c), int64(h), int64(w)}
 		if nhwc {
 			p.shape = []int64{int64(h), int64(w), int64(c)}
 		}
 	case 2:
-		if err := imageChannels(name, in, 1, c); err != nil {
+		if err := imageChannels(name, in, 1, c, h, w); err != nil {
 			return p, err
 		}
 		if !fitDim(m[0], h) || !fitDim(m[1], w) {
-			return p, imageSizeErr(name, in, m[0], m[1], h, w, opts)
+			return p, imageSizeErr(name, in, m[0], m[1], c, h, w, opts)
 		}
 		p.shape = []int64{int64(h), int64(w)}
 	case 1:
 		if !fitDim(m[0], c*h*w) {
-			msg := fmt.Sprintf("model input %q takes %d values per sample but the images of %s have %dx%dx%d = %d", in.Name, m[0], name, c, h, w, c*h*w)
+			e := &ShapeError{File: name, Input: in.Name, Want: in.Shape, Got: []int{c, h, w},
+				Reason: fmt.Sprintf("model input %q takes %d values per sample but the images of %s have %dx%dx%d = %d", in.Name, m[0], name, c, h, w, c*h*w)}
 			switch {
 			case c == 3 && m[0] == int64(h*w):
-				msg += ": add --grayscale"
+				e.Fix = []Setting{{"Color", Grayscale}}
 			case c == 1 && m[0] == int64(3*h*w):
-				msg += ": add --rgb"
+				e.Fix = []Setting{{"Color", RGB}}
 			default:
 				for _, cc := range []int{c, 1, 3} {
 					if k := isqrt(int(m[0]) / cc); k*k*cc == int(m[0]) {
-						msg += fmt.Sprintf(": add --resize %d", k)
+						e.Fix = []Setting{{"Resize", k}}
 						if cc != c {
-							msg += map[int]string{1: " --grayscale", 3: " --rgb"}[cc]
+							e.Fix = append(e.Fix, Setting{"Color", map[int]Color{1: Grayscale, 3: RGB}[cc]})
 						}
 						break
 					}
 				}
 			}
-			return p, fmt.Errorf("%s", msg)
+			return p, e
 		}
 		// Flatten in CHW order, as PyTorch's Flatten of an NCHW tensor does.
 		p.shape = []int64{int64(c * h * w)}
@@ -122,36 +123,39 @@ func fitImage(name string, im imageDims, in Input, opts *Options, dt dtype) (pla
 	return p, p.normalize(opts, c, dt, in)
 }
 
-func imageChannels(name string, in Input, want int64, have int) error {
+func imageChannels(name string, in Input, want int64, have, h, w int) error {
 	if fitDim(want, have) {
 		return nil
 	}
-	msg := fmt.Sprintf("model input %q takes %d channel(s) but the images of %s have %d", in.Name, want, name, have)
+	e := &ShapeError{File: name, Input: in.Name, Want: in.Shape, Got: []int{have, h, w},
+		Reason: fmt.Sprintf("model input %q takes %d channel(s) but the images of %s have %d", in.Name, want, name, have)}
 	switch want {
 	case 1:
-		msg += ": add --grayscale"
+		e.Fix = []Setting{{"Color", Grayscale}}
 	case 3:
-		msg += ": add --rgb"
+		e.Fix = []Setting{{"Color", RGB}}
 	default:
-		msg += ": calib decodes images to 1 (--grayscale) or 3 (--rgb) channels only"
+		e.Reason += ": calib decodes images to 1 or 3 channels only"
 	}
-	return fmt.Errorf("%s", msg)
+	return e
 }
 
-func imageSizeErr(name string, in Input, mh, mw int64, h, w int, opts *Options) error {
-	msg := fmt.Sprintf("model input %q takes %sx%s images but %s gives %dx%d", in.Name, dimStr(mh), dimStr(mw), name, h, w)
+func imageSizeErr(name string, in Input, mh, mw int64, c, h, w int, opts *Options) error {
+	e := &ShapeError{File: name, Input: in.Name, Want: in.Shape, Got: []int{c, h, w},
+		Reason: fmt.Sprintf("model input %q takes %sx%s images but %s gives %dx%d", in.Name, dimStr(mh), dimStr(mw), name, h, w)}
 	switch {
 	case mh == mw || mh < 0 || mw < 0:
-		k := max(mh, mw)
+		k := int(max(mh, mw))
+		e.Fix = []Setting{{"Resize", k}}
 		if opts.Resize > 0 {
-			msg += fmt.Sprintf(" after --resize %d: use --resize %d", opts.Resize, k)
+			e.Reason += fmt.Sprintf(" after resizing to %d", opts.Resize)
 		} else {
-			msg += fmt.Sprintf(": add --resize %d (or --resize %d --stretch to ignore the aspect ratio)", k, k)
+			e.Alt = []Setting{{"Resize", k}, {"Stretch", true}}
 		}
 	default:
-		msg += fmt.Sprintf(": --resize makes square images; resize the data to %dx%d beforehand", mh, mw)
+		e.Reason += fmt.Sprintf(": calib resizes to squares only; resize the data to %dx%d beforehand", mh, mw)
 	}
-	return fmt.Errorf("%s", msg)
+	return e
 }
 
 func dimStr(v int64) string {
@@ -219,9 +223,12 @@ func fitArray(name string, dims []int, in Input, opts *Options, dt dtype) (plan,
 			ot, _ = transposed(s, !dataNHWC)
 		}
 		if shapeFits(m, ot) {
-			return p, fmt.Errorf("%s holds samples of shape %v, which as %s do not fit model input %q %v: add --layout %s", name, dims, opts.Layout, in.Name, in.Shape, other)
+			return p, &ShapeError{File: name, Input: in.Name, Want: in.Shape, Got: dims,
+				Reason: fmt.Sprintf("%s holds samples of shape %v, which as %s do not fit model input %q %v", name, dims, opts.Layout, in.Name, in.Shape),
+				Fix:    []Setting{{"Layout", other}}}
 		}
-		return p, fmt.Errorf("%s holds samples of shape %v but model input %q takes %v per sample (batch %v)", name, dims, in.Name, m, in.Shape)
+		return p, &ShapeError{File: name, Input: in.Name, Want: in.Shape, Got: dims,
+			Reason: fmt.Sprintf("%s holds samples of shape %v but model input %q takes %v per sample (batch %v)", name, dims, in.Name, m, in.Shape)}
 	}
 	if shapeFits(m, s) {
 		p.shape = toInt64(s)
@@ -238,9 +245,11 @@ func fitArray(name string, dims []int, in Input, opts *Options, dt dtype) (plan,
 		return p, p.normalize(opts, 1, dt, in)
 	}
 	if len(s) == 3 && len(m) == 3 {
-		return p, fmt.Errorf("%s holds samples of shape %v but model input %q takes %v", name, dims, in.Name, m)
+		return p, &ShapeError{File: name, Input: in.Name, Want: in.Shape, Got: dims,
+			Reason: fmt.Sprintf("%s holds samples of shape %v but model input %q takes %v", name, dims, in.Name, m)}
 	}
-	return p, fmt.Errorf("%s holds samples of shape %v (%d values) but model input %q takes %v per sample: no reshape keeps the element order", name, dims, n, in.Name, shapeString(m))
+	return p, &ShapeError{File: name, Input: in.Name, Want: in.Shape, Got: dims,
+		Reason: fmt.Sprintf("%s holds samples of shape %v (%d values) but model input %q takes %v per sample: no reshape keeps the element order", name, dims, n, in.Name, shapeString(m))}
 }
 
 func shapeString(m []int64) string {
@@ -356,9 +365,9 @@ func (p *plan) normalize(opts *Options, nch int, dt dtype, in Input) error {
 	for _, v := range [][]float64{opts.Mean, opts.Std} {
 		if len(v) > 1 && len(v) != nch {
 			if nch == 1 {
-				return fmt.Errorf("--mean/--std have %d values but model input %q %v has no channel axis (or one channel): give one value", len(v), in.Name, in.Shape)
+				return &OptionError{Option: "Mean", Reason: fmt.Sprintf("Options.Mean/Options.Std have %d values but model input %q %v has no channel axis (or one channel): give one value", len(v), in.Name, in.Shape)}
 			}
-			return fmt.Errorf("--mean/--std have %d values but the data have %d channels", len(v), nch)
+			return &OptionError{Option: "Mean", Reason: fmt.Sprintf("Options.Mean/Options.Std have %d values but the data have %d channels", len(v), nch)}
 		}
 	}
 	mean := make([]float64, nch)

@@ -74,7 +74,7 @@ func (s *folderSource) read(i int, dst []byte) error {
 		return fmt.Errorf("corrupt image %s (entry %d): empty image", name, i)
 	}
 	if s.prep.resize == 0 && (b.Dy() != s.h || b.Dx() != s.w) {
-		return fmt.Errorf("image %s (entry %d) is %dx%d, the others %dx%d: add --resize N", name, i, b.Dx(), b.Dy(), s.w, s.h)
+		return &ShapeError{File: name, Got: []int{b.Dy(), b.Dx()}, Reason: fmt.Sprintf("image %s (entry %d) is %dx%d, the others %dx%d", name, i, b.Dx(), b.Dy(), s.w, s.h), Fix: []Setting{{"Resize", 0}}}
 	}
 	var cin int
 	s.pix, cin = pixels(s.pix, img)
@@ -152,7 +152,7 @@ func openFolder(dir string, in Input, o *Options) (*set, error) {
 		if i == 0 {
 			h0, w0 = cfg.Height, cfg.Width
 		} else if o.Resize == 0 && (cfg.Height != h0 || cfg.Width != w0) {
-			return nil, fmt.Errorf("image %s is %dx%d but %s is %dx%d: add --resize N to bring all images to N×N", name, cfg.Width, cfg.Height, files[0], w0, h0)
+			return nil, &ShapeError{File: name, Got: []int{cfg.Height, cfg.Width}, Reason: fmt.Sprintf("image %s is %dx%d but %s is %dx%d", name, cfg.Width, cfg.Height, files[0], w0, h0), Fix: []Setting{{"Resize", 0}}}
 		}
 	}
 	prep := newImgPrep(o)

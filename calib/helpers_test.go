@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -76,6 +78,30 @@ func wantErr(t *testing.T, err error, parts ...string) {
 		if !bytes.Contains([]byte(err.Error()), []byte(p)) {
 			t.Errorf("error %q does not mention %q", err, p)
 		}
+	}
+}
+
+// wantFix checks that err is a *ShapeError whose fix is exactly fix.
+func wantFix(t *testing.T, err error, fix ...Setting) {
+	t.Helper()
+	var se *ShapeError
+	if !errors.As(err, &se) {
+		t.Fatalf("error %v is not a *ShapeError", err)
+	}
+	if !slices.Equal(se.Fix, fix) {
+		t.Errorf("error %q: fix %v, want %v", err, se.Fix, fix)
+	}
+}
+
+// wantOption checks that err is an *OptionError about the Options field option.
+func wantOption(t *testing.T, err error, option string) {
+	t.Helper()
+	var oe *OptionError
+	if !errors.As(err, &oe) {
+		t.Fatalf("error %v is not an *OptionError", err)
+	}
+	if oe.Option != option {
+		t.Errorf("error %q: option %q, want %q", err, oe.Option, option)
 	}
 }
 

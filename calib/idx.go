@@ -125,7 +125,7 @@ func openIdx(path string, in Input, o *Options) (*set, error) {
 	}
 	if len(x.dims) < 2 {
 		x.close()
-		return nil, fmt.Errorf("%s: idx file with dimensions %v holds no samples: is it a labels file? Give the images file to --data", path, x.dims)
+		return nil, fmt.Errorf("%s: idx file with dimensions %v holds no samples: is it a labels file? Open the images file", path, x.dims)
 	}
 	rec, err := x.load(path, o.maxMemory())
 	if err != nil {
@@ -212,8 +212,8 @@ func idxLabels(images string, o *Options, n, classes int) ([]int64, error) {
 	for i := range labels {
 		labels[i], _ = decodeInt(mem[i*es:], x.dt, binary.BigEndian)
 	}
-	err = checkLabels(labels, classes, func(i int) string {
-		return fmt.Sprintf("%s: entry %d (offset %d)", path, i, x.hdr+int64(i*es))
+	err = checkLabels(labels, classes, path, func(i int) string {
+		return fmt.Sprintf("entry %d (offset %d)", i, x.hdr+int64(i*es))
 	})
 	return labels, err
 }

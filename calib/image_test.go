@@ -153,7 +153,8 @@ func TestFolderClasses(t *testing.T) {
 	_, err := openIn(dir, Input{Shape: shape(-1, 1, 3, 4), Classes: 1}, Options{})
 	wantErr(t, err, "2 class folders", "1 classes", "b_shoe")
 	_, err = openIn(dir, Input{Shape: shape(-1, 3, 3, 4)}, Options{})
-	wantErr(t, err, "3 channel", "--rgb")
+	wantErr(t, err, "3 channel")
+	wantFix(t, err, Setting{"Color", RGB})
 	d := mustOpen(t, dir, Input{Shape: shape(-1, 3, 3, 4)}, Options{Color: RGB, NoScale: true})
 	x, _ := readAll(t, d)
 	if x[0] != 100 || x[12] != 100 || x[24] != 100 || x[12+5] != 111 {
@@ -205,13 +206,15 @@ func TestFolderErrors(t *testing.T) {
 	savePNG(t, filepath.Join(dir, "a.png"), grayImg(4, 4, func(x, y int) byte { return 1 }))
 	savePNG(t, filepath.Join(dir, "b.png"), grayImg(5, 4, func(x, y int) byte { return 1 }))
 	_, err := openIn(dir, Input{Shape: shape(-1, 1, 4, 4)}, Options{})
-	wantErr(t, err, "b.png", "5x4", "--resize")
+	wantErr(t, err, "b.png", "5x4")
+	wantFix(t, err, Setting{"Resize", 0})
 	d := mustOpen(t, dir, Input{Shape: shape(-1, 1, 4, 4)}, Options{Resize: 4})
 	if d.Len() != 2 {
 		t.Errorf("Len %d", d.Len())
 	}
 	_, err = openIn(dir, Input{Name: "in", Shape: shape(-1, 1, 28, 28)}, Options{Resize: 4})
-	wantErr(t, err, `"in"`, "28x28", "4x4", "--resize 28")
+	wantErr(t, err, `"in"`, "28x28", "4x4")
+	wantFix(t, err, Setting{"Resize", 28})
 
 	writeFile(t, dir, "c.png", []byte("\x89PNG\r\n\x1a\nnot really"), false)
 	_, err = openIn(dir, Input{Shape: shape(-1, 1, 4, 4)}, Options{Resize: 4})

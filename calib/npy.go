@@ -244,7 +244,7 @@ func (a *npyArray) samples(maxMem int64, closer io.Closer) (*records, error) {
 	rec := &records{name: a.name, n: h.dims[0], size: int(size), stride: size}
 	fortran := h.fortran && len(h.dims) > 1
 	if fortran && want > maxMem {
-		return nil, fmt.Errorf("%s: the array is in Fortran order and larger than --max-memory, so it cannot be read sample by sample: save it with np.save(f, np.ascontiguousarray(x)) or raise --max-memory", a.name)
+		return nil, &OptionError{Option: "MaxMemory", File: a.name, Reason: "the array is in Fortran order and larger than Options.MaxMemory, so it cannot be read sample by sample: save it with np.save(f, np.ascontiguousarray(x)) or raise Options.MaxMemory"}
 	}
 	if a.ra != nil && want > maxMem {
 		rec.ra, rec.base, rec.closer = a.ra, a.base, closer
@@ -314,8 +314,8 @@ func (a *npyArray) labels(n, classes int) ([]int64, error) {
 		}
 		labels[i] = v
 	}
-	err = checkLabels(labels, classes, func(i int) string {
-		return fmt.Sprintf("%s: entry %d (offset %d)", a.name, i, h.length+int64(i*es))
+	err = checkLabels(labels, classes, a.name, func(i int) string {
+		return fmt.Sprintf("entry %d (offset %d)", i, h.length+int64(i*es))
 	})
 	return labels, err
 }
@@ -406,7 +406,7 @@ func openNpz(path string, in Input, o *Options) (*set, error) {
 	xm := member(xk)
 	if xm == nil {
 		f.Close()
-		return nil, fmt.Errorf("%s has no array %q (it has %s): choose one with --x-key", path, xk, keys)
+		return nil, &OptionError{Option: "XKey", File: path, Reason: fmt.Sprintf("no array %q (it has %s): choose one with Options.XKey", xk, keys)}
 	}
 	xa, xc, err := npzArray(f, path, xm)
 	if err != nil {
@@ -443,7 +443,7 @@ func openNpz(path string, in Input, o *Options) (*set, error) {
 		}
 	} else if o.YKey != "" {
 		rec.close()
-		return nil, fmt.Errorf("%s has no array %q (it has %s): choose one with --y-key", path, yk, keys)
+		return nil, &OptionError{Option: "YKey", File: path, Reason: fmt.Sprintf("no array %q (it has %s): choose one with Options.YKey", yk, keys)}
 	}
 	return newArraySet(path, rec, xa.h.dt, xa.h.bo, xa.h.dims[1:], labels, in, o)
 }

@@ -148,9 +148,10 @@ func TestNpyLayouts(t *testing.T) {
 			t.Errorf("NCHW file into NHWC model differs from the NHWC file")
 		}
 	}
-	// Forgetting --layout is reported with the fix.
+	// Forgetting Options.Layout is reported with the fix.
 	_, err := openIn(pl, Input{Name: "input", Shape: shape(-1, c, h, w)}, Options{})
-	wantErr(t, err, "nhwc.npy", "[4 5 3]", "--layout nhwc", `"input"`)
+	wantErr(t, err, "nhwc.npy", "[4 5 3]", `"input"`)
+	wantFix(t, err, Setting{"Layout", NHWC})
 }
 
 func TestNpyReshapes(t *testing.T) {
@@ -247,9 +248,11 @@ func TestNpz(t *testing.T) {
 		}
 	}
 	_, err := openIn(p, Input{Shape: shape(-1, 6)}, Options{XKey: "nope"})
-	wantErr(t, err, "d.npz", `"nope"`, "--x-key", "imgs")
+	wantErr(t, err, "d.npz", `"nope"`, "imgs")
+	wantOption(t, err, "XKey")
 	_, err = openIn(p, Input{Shape: shape(-1, 6)}, Options{YKey: "labels"})
-	wantErr(t, err, "d.npz", `"labels"`, "--y-key")
+	wantErr(t, err, "d.npz", `"labels"`)
+	wantOption(t, err, "YKey")
 
 	// Without a y array the data set has no labels.
 	q := filepath.Join(dir, "nolabels.npz")

@@ -161,7 +161,7 @@ func loadPayload(r io.Reader, name string, start, want, maxMem int64) (mem []byt
 	}
 	tmp, err := os.CreateTemp("", "qtool-calib-*")
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%s: data exceed --max-memory, and a temporary file for them failed: %w", name, err)
+		return nil, nil, nil, &OptionError{Option: "MaxMemory", File: name, Reason: "data exceed Options.MaxMemory, and a temporary file for them failed", Err: err}
 	}
 	// The name is not needed once open; removing it now leaves nothing behind on a crash.
 	os.Remove(tmp.Name())

@@ -177,14 +177,12 @@ func (s *set) checkFinite(mem []byte, stride, skip int) error {
 	return nil
 }
 
-// checkLabels reports the first label outside [0, classes).
-func checkLabels(labels []int64, classes int, where func(i int) string) error {
+// checkLabels reports the first label outside [0, classes) as a *LabelError; where(i)
+// places label i in file.
+func checkLabels(labels []int64, classes int, file string, where func(i int) string) error {
 	for i, l := range labels {
 		if l < 0 || (classes > 0 && l >= int64(classes)) {
-			if classes > 0 {
-				return fmt.Errorf("%s: label %d is out of range for a model with %d classes (0..%d)", where(i), l, classes, classes-1)
-			}
-			return fmt.Errorf("%s: label %d is negative", where(i), l)
+			return &LabelError{File: file, Where: where(i), Label: l, Classes: classes}
 		}
 	}
 	return nil
@@ -268,7 +266,7 @@ func Split(d Dataset, calib, eval float64, seed uint64) (Dataset, Dataset, error
 	return &view{d: d, idx: a, own: own}, &view{d: d, idx: b, own: own}, nil
 }
 
-// ParseSplit parses a --split value "calib:eval" such as 0.8:0.2 or 4:1. Proportions summing
+// ParseSplit parses a split "calib:eval" such as 0.8:0.2 or 4:1. Proportions summing
 // to more than 1 are normalised; smaller ones are fractions of the data, the rest unused.
 func ParseSplit(s string) (calib, eval float64, err error) {
 	as, bs, ok := strings.Cut(s, ":")

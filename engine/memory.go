@@ -44,14 +44,14 @@ func (e *MemoryError) Error() string {
 	case e.Bytes < 0:
 		fmt.Fprintf(&b, "shape %v has more elements than any memory holds; the model computes an impossible shape: check the shape values it is given", e.Shape)
 	case e.Total:
-		fmt.Fprintf(&b, "the run needs %s of buffers up to this node's %v output, over the memory limit of %s; use a smaller batch or raise the memory limit (--max-memory)", formatBytes(e.Bytes), e.Shape, formatBytes(e.Limit))
+		fmt.Fprintf(&b, "the run needs %s of buffers up to this node's %v output, over the memory limit of %s; use a smaller batch or raise the memory limit (Options.MaxBytes)", formatBytes(e.Bytes), e.Shape, formatBytes(e.Limit))
 	default:
-		fmt.Fprintf(&b, "a tensor of shape %v needs %s, over the memory limit of %s; check the shapes the model computes, use a smaller batch, or raise the memory limit (--max-memory)", e.Shape, formatBytes(e.Bytes), formatBytes(e.Limit))
+		fmt.Fprintf(&b, "a tensor of shape %v needs %s, over the memory limit of %s; check the shapes the model computes, use a smaller batch, or raise the memory limit (Options.MaxBytes)", e.Shape, formatBytes(e.Bytes), formatBytes(e.Limit))
 	}
 	return b.String()
 }
 
-// formatBytes writes n with a binary unit, as --max-memory accepts it.
+// formatBytes writes n with a binary unit (KiB, MiB, ...), the form people give limits in.
 func formatBytes(n int64) string {
 	const units = "KMGTPE"
 	if n < 1024 {

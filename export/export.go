@@ -88,7 +88,7 @@ func Export(m *onnxio.Model, weights []Weight, opts Options) (*onnxio.Model, err
 		return nil, err
 	}
 	if format == QDQ && opset < 10 {
-		return nil, fmt.Errorf("export: %s: the qdq format needs DequantizeLinear, which opset %d lacks: pass --opset 10 or later (13 or later for per-channel scales without an extra Mul)", m.Name, opset)
+		return nil, &OpsetError{Model: m.Name, Format: QDQ, Have: opset, Need: 10}
 	}
 	e := newEditor(out, opset)
 	seen := map[string]bool{}
@@ -189,15 +189,15 @@ func setOpset(m *onnxio.Model, want int64) (int64, error) {
 	target := cur
 	if want != 0 {
 		if want < cur {
-			return 0, fmt.Errorf("export: %s: --opset %d is below the model's opset %d; export never lowers an opset", m.Name, want, cur)
+			return 0, &OpsetError{Model: m.Name, Have: want, Requested: true, Need: cur}
 		}
 		if want > onnxio.MaxOpset {
-			return 0, fmt.Errorf("export: %s: --opset %d is beyond %d, the newest opset qtool writes", m.Name, want, onnxio.MaxOpset)
+			return 0, &OpsetError{Model: m.Name, Have: want, Requested: true}
 		}
 		target = want
 	}
 	if target < MinOpset {
-		return 0, fmt.Errorf("export: %s: the model imports opset %d; export writes opset %d or later: pass --opset %d (or later) to raise it", m.Name, cur, MinOpset, MinOpset)
+		return 0, &OpsetError{Model: m.Name, Have: cur, Need: MinOpset}
 	}
 	if target == cur {
 		return target, nil

@@ -1,8 +1,10 @@
 package export
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -10,6 +12,9 @@ import (
 
 	"github.com/qtool/qtool/onnxio/onnxpb"
 )
+
+// flagName matches a command-line flag such as --opset, which export's messages never name.
+var flagName = regexp.MustCompile(`--[a-z]`)
 
 // TestPackBruteForce packs random codes at every width and reads each code back bit by
 // bit from the bytes, and through the LUT rows as the unpacking subgraph does.
@@ -141,7 +146,8 @@ func TestCodesErrors(t *testing.T) {
 }
 
 // TestExportErrors checks the one-line errors for bad requests: they name the model and
-// tensor and say what to do.
+// tensor and say what to do in Options' terms, never naming a command-line flag; opset
+// errors are *OpsetError with the opsets at fault.
 func TestExportErrors(t *testing.T) {
 	m := smallNet(3, 9, 1)
 	ones := make([]float32, 20)
@@ -151,24 +157,33 @@ func TestExportErrors(t *testing.T) {
 	w := Weight{Name: "mm.w", Values: ones, Grid: Grid{Levels: []int{-1, 1}}}
 	bad := ones[:19]
 	cases := []struct {
-		name string
-		ws   []Weight
-		opts Options
-		want string
+		name  string
+		ws    []Weight
+		opts  Options
+		want  string
+		opset *OpsetError
 	}{
-		{"qdq at opset 9", []Weight{w}, Options{Format: QDQ}, "pass --opset 10 or later"},
-		{"lower opset", []Weight{w}, Options{Opset: 8}, "export never lowers an opset"},
-		{"beyond 21", []Weight{w}, Options{Opset: 22}, "beyond 21"},
-		{"unknown", []Weight{{Name: "nope", Values: ones, Grid: w.Grid}}, Options{}, `no parameter named "nope"`},
-		{"twice", []Weight{w, w}, Options{}, `"mm.w" is given twice`},
-		{"count", []Weight{{Name: "mm.w", Values: bad, Grid: w.Grid}}, Options{}, `small.onnx: tensor "mm.w": 19 values for shape [4 5]`},
-		{"format", []Weight{w}, Options{Format: "int2"}, `unknown format "int2"`},
-		{"int8 range", []Weight{{Name: "mm.w", Values: ones, Grid: Grid{Levels: []int{-200, 1}}}}, Options{Format: QDQ, Opset: 13}, "do not fit int8"},
+		{"qdq at opset 9", []Weight{w}, Options{Format: QDQ}, "set Options.Opset to 10 or later", &OpsetError{Model: m.Name, Format: QDQ, Have: 9, Need: 10}},
+		{"lower opset", []Weight{w}, Options{Opset: 8}, "export never lowers an opset", &OpsetError{Model: m.Name, Have: 8, Requested: true, Need: 9}},
+		{"beyond 21", []Weight{w}, Options{Opset: 22}, "beyond 21", &OpsetError{Model: m.Name, Have: 22, Requested: true}},
+		{"unknown", []Weight{{Name: "nope", Values: ones, Grid: w.Grid}}, Options{}, `no parameter named "nope"`, nil},
+		{"twice", []Weight{w, w}, Options{}, `"mm.w" is given twice`, nil},
+		{"count", []Weight{{Name: "mm.w", Values: bad, Grid: w.Grid}}, Options{}, `small.onnx: tensor "mm.w": 19 values for shape [4 5]`, nil},
+		{"format", []Weight{w}, Options{Format: "int2"}, `unknown format "int2"`, nil},
+		{"int8 range", []Weight{{Name: "mm.w", Values: ones, Grid: Grid{Levels: []int{-200, 1}}}}, Options{Format: QDQ, Opset: 13}, "do not fit int8", nil},
 	}
 	for _, c := range cases {
 		_, err := Export(m, c.ws, c.opts)
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: err = %v, want one line mentioning %q", c.name, err, c.want)
+			continue
+		}
+		if flagName.MatchString(err.Error()) {
+			t.Errorf("%s: message names a flag: %v", c.name, err)
+		}
+		var oe *OpsetError
+		if errors.As(err, &oe) != (c.opset != nil) || (c.opset != nil && *oe != *c.opset) {
+			t.Errorf("%s: err = %#v, want %#v", c.name, oe, c.opset)
 		}
 	}
 	// A model whose graph uses an operator that changed meaning across the raise.
@@ -181,7 +196,8 @@ func TestExportErrors(t *testing.T) {
 		t.Errorf("keeping opset 12 with Softmax: %v", err)
 	}
 	old := smallNet(3, 8, 1)
-	if _, err := Export(old, []Weight{w}, Options{}); err == nil || !strings.Contains(err.Error(), "pass --opset 9") {
+	var oe *OpsetError
+	if _, err := Export(old, []Weight{w}, Options{}); !errors.As(err, &oe) || *oe != (OpsetError{Model: old.Name, Have: 8, Need: MinOpset}) || flagName.MatchString(err.Error()) {
 		t.Errorf("opset 8: err = %v", err)
 	}
 }

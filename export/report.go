@@ -105,7 +105,7 @@ type PaperCount struct {
 // CompareOptions configures Compare.
 type CompareOptions struct {
 	// Reasons gives, by tensor name, why a tensor was kept in full precision, such as
-	// "excluded by --exclude"; other kept tensors get a reason from the nodes that read them.
+	// "excluded by the user"; other kept tensors get a reason from the nodes that read them.
 	Reasons map[string]string
 }
 

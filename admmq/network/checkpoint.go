@@ -88,25 +88,41 @@ func (r *Run) Checkpoint() ([]byte, error) {
 }
 
 // Restore replaces the run's state with a checkpoint's. The run must have been built
-// with the same algorithm, seed and targets.
+// with the same algorithm, seed and targets; otherwise Restore returns a *MismatchError
+// naming the Config fields (Algo, Seed) or "Targets" that differ.
 func (r *Run) Restore(data []byte) error {
 	var c checkpoint
 	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&c); err != nil {
-		return fmt.Errorf("not a qtool checkpoint: %w", err)
+		return fmt.Errorf("%w: %w", ErrNotCheckpoint, err)
 	}
 	if c.Version != checkpointVersion {
-		return fmt.Errorf("checkpoint version %d: this qtool reads version %d", c.Version, checkpointVersion)
+		return &VersionError{Version: c.Version}
 	}
-	if c.Algo != r.cfg.Method || c.Seed != r.cfg.Seed {
-		return fmt.Errorf("checkpoint is of --algo %s --seed %d, not --algo %s --seed %d", c.Algo, c.Seed, r.cfg.Method, r.cfg.Seed)
+	var diffs []SettingDiff
+	if c.Algo != r.cfg.Method {
+		diffs = append(diffs, SettingDiff{"Algo", string(c.Algo), string(r.cfg.Method)})
 	}
-	if len(c.Targets) != len(r.targets) {
-		return fmt.Errorf("checkpoint has %d target weights, this run %d: use the same model and --keep/--only", len(c.Targets), len(r.targets))
+	if c.Seed != r.cfg.Seed {
+		diffs = append(diffs, SettingDiff{"Seed", fmt.Sprint(c.Seed), fmt.Sprint(r.cfg.Seed)})
 	}
+	same := len(c.Targets) == len(r.targets) && len(c.Sizes) == len(c.Targets) && len(c.Y) == len(c.Targets) && len(c.Lambda) == len(c.Targets)
+	now := make([]string, len(r.targets))
 	for i, t := range r.targets {
-		if c.Targets[i] != t.Name || c.Sizes[i] != len(r.y[i]) || len(c.Y[i]) != len(r.y[i]) || len(c.Lambda[i]) != len(r.y[i]) {
-			return fmt.Errorf("checkpoint target %d is %s, this run's is %s: use the same model and --keep/--only", i, c.Targets[i], t.Name)
+		now[i] = fmt.Sprintf("%s[%d]", t.Name, len(r.y[i]))
+		same = same && c.Targets[i] == t.Name && c.Sizes[i] == len(r.y[i]) && len(c.Y[i]) == len(r.y[i]) && len(c.Lambda[i]) == len(r.y[i])
+	}
+	if !same {
+		saved := make([]string, len(c.Targets))
+		for i, name := range c.Targets {
+			saved[i] = name
+			if i < len(c.Sizes) {
+				saved[i] = fmt.Sprintf("%s[%d]", name, c.Sizes[i])
+			}
 		}
+		diffs = append(diffs, SettingDiff{"Targets", strings.Join(saved, " "), strings.Join(now, " ")})
+	}
+	if diffs != nil {
+		return &MismatchError{Diffs: diffs}
 	}
 	if c.Iter > r.cfg.Iters {
 		return fmt.Errorf("checkpoint is at iteration %d, beyond this run's %d", c.Iter, r.cfg.Iters)
@@ -135,7 +151,7 @@ func (r *Run) Restore(data []byte) error {
 		copy(r.lastY[i], c.LastY[i])
 	}
 	if err := r.cfg.Optimizer.UnmarshalBinary(c.Optimizer); err != nil {
-		return fmt.Errorf("checkpoint optimizer state: %w (use the same --optimizer)", err)
+		return fmt.Errorf("checkpoint optimizer state: %w (restore it into a run with the same Config.Optimizer)", err)
 	}
 	if err := r.pcg.UnmarshalBinary(c.RNG); err != nil {
 		return fmt.Errorf("checkpoint random stream: %w", err)
@@ -150,15 +166,15 @@ func (r *Run) Restore(data []byte) error {
 	b := r.feed.b
 	for range c.FeedBatches {
 		if !b.Next() {
-			return fmt.Errorf("checkpoint data position %d:%d is beyond the data: use the same --data and --batch-size", c.FeedEpoch, c.FeedBatches)
+			return fmt.Errorf("checkpoint data position %d:%d is beyond the data: restore it into a run with the same data and batch size", c.FeedEpoch, c.FeedBatches)
 		}
 		r.feed.consumed++
 	}
 	return nil
 }
 
-// Setting is one input of a run that changes its result: a flag's value, or the identity
-// of the model or data (a hash, or a name and size).
+// Setting is one input of a run that changes its result: a setting's value, or the
+// identity of the model or data (a hash, or a name and size). Name is the caller's.
 type Setting struct {
 	Name, Value string
 }
@@ -173,15 +189,26 @@ const sealMagic = "qtool-checkpoint\n"
 
 // ErrCorrupt reports a checkpoint file whose bytes do not match its checksum, or that is
 // cut short.
-var ErrCorrupt = errors.New("checkpoint is corrupted (its SHA-256 checksum does not match its content): delete it and run again without --resume")
+var ErrCorrupt = errors.New("checkpoint is corrupted (its SHA-256 checksum does not match its content): delete it and start a new run")
 
 // ErrNotCheckpoint reports a file that is not a qtool checkpoint at all.
 var ErrNotCheckpoint = errors.New("not a qtool checkpoint")
 
+// VersionError reports a checkpoint of a layout this qtool does not read.
+type VersionError struct {
+	// Version is the checkpoint's layout version; this qtool reads only its own.
+	Version int
+}
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("checkpoint version %d: this qtool reads version %d; start a new run", e.Version, checkpointVersion)
+}
+
 // MismatchError reports a checkpoint saved by a run with other settings.
 type MismatchError struct {
 	// Diffs holds, per differing setting, its name and its values in the checkpoint and
-	// in this run ("" when absent).
+	// in this run ("" when absent). Names are the Fingerprint's, or for Restore the Config
+	// fields "Algo" and "Seed" and "Targets" (the target weights, as name[size]).
 	Diffs []SettingDiff
 }
 
@@ -199,7 +226,7 @@ func (e *MismatchError) Error() string {
 		}
 		fmt.Fprintf(&b, "%s: %s there, %s here", d.Name, orNone(d.Saved), orNone(d.Now))
 	}
-	b.WriteString("): resume with the same model, data and flags, or start again without --resume")
+	b.WriteString("): restore it into a run with the same model, data and settings, or start a new run")
 	return b.String()
 }
 
@@ -244,7 +271,7 @@ func Unseal(data []byte, fp Fingerprint) ([]byte, error) {
 	}
 	r := body[len(sealMagic):]
 	if v := binary.BigEndian.Uint32(r); v != checkpointVersion {
-		return nil, fmt.Errorf("checkpoint version %d: this qtool reads version %d; start again without --resume", v, checkpointVersion)
+		return nil, &VersionError{Version: int(v)}
 	}
 	r = r[4:]
 	n, k := binary.Uvarint(r)

@@ -3,7 +3,10 @@ package network
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
+	"regexp"
 	"testing"
 
 	"github.com/qtool/qtool/admmq"
@@ -74,4 +77,56 @@ func TestSealUnseal(t *testing.T) {
 			t.Errorf("diff %d = %+v, want %+v", i, me.Diffs[i], want[i])
 		}
 	}
+}
+
+// TestCheckpointErrorsTyped: each way a checkpoint can fail to resume is a typed error
+// carrying the facts, and no message names a command-line flag (the caller owns those).
+func TestCheckpointErrorsTyped(t *testing.T) {
+	flag := regexp.MustCompile(`--[a-z]`)
+	algos := Methods()
+	var state []byte
+	r, _, _ := newRun(t, algos[0], 1, func(b []byte) error { state = bytes.Clone(b); return nil })
+	if err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	other, _, _ := newRun(t, algos[1], 1, nil)
+	err := other.Restore(state)
+	var me *MismatchError
+	if !errors.As(err, &me) || len(me.Diffs) != 1 || me.Diffs[0] != (SettingDiff{"Algo", string(algos[0]), string(algos[1])}) {
+		t.Errorf("restore into another algorithm: %v, want a *MismatchError on Algo", err)
+	}
+	checkNoFlag := func(err error) {
+		t.Helper()
+		if err == nil || flag.MatchString(err.Error()) {
+			t.Errorf("error %v: want one that names no flag", err)
+		}
+	}
+	checkNoFlag(err)
+
+	fp := Fingerprint{{"model", "ab"}}
+	sealed := Seal(state, fp)
+	_, err = Unseal(sealed, Fingerprint{{"model", "cd"}})
+	checkNoFlag(err)
+	_, err = Unseal(sealed[:len(sealed)-1], fp)
+	checkNoFlag(err)
+	if !errors.Is(err, ErrCorrupt) {
+		t.Errorf("truncated: %v, want ErrCorrupt", err)
+	}
+
+	// A checkpoint of another layout version, with a valid checksum.
+	body := bytes.Clone(sealed[:len(sealed)-sha256.Size])
+	binary.BigEndian.PutUint32(body[len(sealMagic):], checkpointVersion+1)
+	sum := sha256.Sum256(body)
+	_, err = Unseal(append(body, sum[:]...), fp)
+	var ve *VersionError
+	if !errors.As(err, &ve) || ve.Version != checkpointVersion+1 {
+		t.Errorf("another version: %v, want a *VersionError for version %d", err, checkpointVersion+1)
+	}
+	checkNoFlag(err)
+
+	err = r.Restore([]byte("not gob"))
+	if !errors.Is(err, ErrNotCheckpoint) {
+		t.Errorf("garbage: %v, want ErrNotCheckpoint", err)
+	}
+	checkNoFlag(err)
 }

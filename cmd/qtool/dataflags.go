@@ -160,7 +160,7 @@ func openData(c *cli.Context, in calib.Input, seed uint64) (*dataSets, error) {
 	o.Input = in
 	d, err := calib.Open(path, o)
 	if err != nil {
-		return nil, err
+		return nil, cliError(err)
 	}
 	if split == "" {
 		return &dataSets{Calib: d, Eval: d, BatchSize: bs}, nil

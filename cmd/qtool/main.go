@@ -153,7 +153,8 @@ func unknownCommand(app *cli.App, name string) error {
 }
 
 // run runs app on args (os.Args form) as main does: positional arguments may come before
-// flags, and "qtool help NOSUCH" is the same usage error as "qtool NOSUCH".
+// flags, "qtool help NOSUCH" is the same usage error as "qtool NOSUCH", and library errors
+// get their flag advice (cliError) whichever command returns them.
 func run(ctx context.Context, app *cli.App, args []string) error {
 	err := app.RunContext(ctx, interspersed(app, args))
 	var ec cli.ExitCoder
@@ -161,7 +162,7 @@ func run(ctx context.Context, app *cli.App, args []string) error {
 		name := strings.TrimSuffix(strings.TrimPrefix(err.Error(), "No help topic for '"), "'")
 		return unknownCommand(app, name)
 	}
-	return err
+	return cliError(err)
 }
 
 // signalled is the cause of a context cancelled by a signal.
