@@ -11,6 +11,7 @@ import (
 	"github.com/qtool/qtool/admmq"
 	"github.com/qtool/qtool/admmq/network"
 	"github.com/qtool/qtool/calib"
+	"github.com/qtool/qtool/export"
 	"github.com/qtool/qtool/onnxio"
 	"github.com/qtool/qtool/testmodels"
 )
@@ -134,5 +135,41 @@ func TestParseMethod(t *testing.T) {
 	}
 	if _, err := ParseMethod("sgd"); err == nil {
 		t.Error("sgd parsed as an algorithm")
+	}
+}
+
+// TestExportRefusedBeforeTraining: a format the model's opset cannot hold (qdq needs
+// DequantizeLinear, opset 10; digits-mlp is opset 9) is refused before the first
+// optimizer step, with export's typed error, not after the whole run.
+func TestExportRefusedBeforeTraining(t *testing.T) {
+	m, err := onnxio.Load(filepath.Join("..", "testmodels", "digits-mlp.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Opset("") >= 10 {
+		t.Fatalf("digits-mlp has opset %d; the test needs a model below 10", m.Opset(""))
+	}
+	d, err := calib.Open(filepath.Join("..", "testmodels", "digits-test.npz"), calib.Options{Input: calib.Input{Name: "input", Shape: []int64{-1, 64}, Classes: 10}, Limit: 100, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	o := Defaults()
+	o.Iters, o.InnerEpochs, o.BatchSize, o.Workers = 1, 1, 50, 1
+	o.Format = export.QDQ
+	steps := 0
+	o.Progress = func(network.Progress) { steps++ }
+	_, err = Run(context.Background(), m, Data{Calib: d}, o)
+	var oe *export.OpsetError
+	if !errors.As(err, &oe) || oe.Need != 10 {
+		t.Fatalf("qdq at opset %d: %v, want an *export.OpsetError needing 10", m.Opset(""), err)
+	}
+	if steps != 0 {
+		t.Errorf("refused after %d progress reports; want before any training", steps)
+	}
+	// Control: the same run at opset 10 trains and exports.
+	o.Opset = 10
+	if _, err := Run(context.Background(), m, Data{Calib: d}, o); err != nil || steps == 0 {
+		t.Errorf("qdq at opset 10: %v after %d progress reports, want a trained export", err, steps)
 	}
 }

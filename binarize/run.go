@@ -185,6 +185,10 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	if o.Opset != 0 && o.Opset < model.Opset("") {
 		return nil, &OpsetError{Model: model.Name, Want: o.Opset, Has: model.Opset("")}
 	}
+	// A format or opset the export cannot write is refused now, not after the training.
+	if err := export.Check(model, export.Options{Format: o.Format, Opset: o.Opset}); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	teacher, err := Build(model, o)
 	if err != nil {
@@ -252,7 +256,7 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 		Version: o.Version, Algorithm: fileName(o.Method), Grid: string(o.Grid), Seed: o.Seed}}
 	xm, err := export.Export(m, res.Weights, eo)
 	if err != nil {
-		return nil, fmt.Errorf("%s: export: %w", model.Name, err)
+		return nil, err // export's errors name the model
 	}
 	if res.Bytes, err = xm.Marshal(); err != nil {
 		return nil, fmt.Errorf("%s: export: %w", model.Name, err)

@@ -72,23 +72,42 @@ func WriteFile(path string, m *onnxio.Model, weights []Weight, opts Options) err
 	return nil
 }
 
-// Export returns a copy of m in which each weight is stored in the chosen format; m is
-// not changed. Each weight's values are checked against its grid first.
-func Export(m *onnxio.Model, weights []Weight, opts Options) (*onnxio.Model, error) {
+// Check reports the error Export would return for m and opts whatever the weights: an
+// unknown format, or an opset the format or the graph cannot be written at. Callers that
+// train before exporting call it first, so that such a model is refused before the run
+// rather than after it. It does not change m.
+func Check(m *onnxio.Model, opts Options) error {
+	_, _, _, err := prepare(m, opts)
+	return err
+}
+
+// prepare returns the copy of m that Export fills in, the format and the opset it
+// writes, after the checks that do not depend on the weights.
+func prepare(m *onnxio.Model, opts Options) (*onnxio.Model, Format, int64, error) {
 	format := opts.Format
 	if format == "" {
 		format = Packed
 	}
 	if _, err := ParseFormat(string(format)); err != nil {
-		return nil, err
+		return nil, "", 0, err
 	}
 	out := m.Clone()
 	opset, err := setOpset(out, opts.Opset)
 	if err != nil {
-		return nil, err
+		return nil, "", 0, err
 	}
 	if format == QDQ && opset < 10 {
-		return nil, &OpsetError{Model: m.Name, Format: QDQ, Have: opset, Need: 10}
+		return nil, "", 0, &OpsetError{Model: m.Name, Format: QDQ, Have: opset, Need: 10}
+	}
+	return out, format, opset, nil
+}
+
+// Export returns a copy of m in which each weight is stored in the chosen format; m is
+// not changed. Each weight's values are checked against its grid first.
+func Export(m *onnxio.Model, weights []Weight, opts Options) (*onnxio.Model, error) {
+	out, format, opset, err := prepare(m, opts)
+	if err != nil {
+		return nil, err
 	}
 	e := newEditor(out, opset)
 	seen := map[string]bool{}

@@ -336,3 +336,29 @@ func int64s(v []int) []int64 {
 	}
 	return out
 }
+
+// TestCheckMatchesExport: Check refuses exactly what Export refuses for reasons that do
+// not depend on the weights (format, opset), and accepts what Export accepts.
+func TestCheckMatchesExport(t *testing.T) {
+	m, err := onnxio.Load(filepath.Join("..", "testmodels", "digits-mlp.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []Options{
+		{Format: QDQ},            // opset 9: no DequantizeLinear
+		{Format: QDQ, Opset: 10}, // raised: fine
+		{Format: Packed},         // fine at 9
+		{Format: "int3"},         // unknown format
+		{Format: Packed, Opset: 99},
+		{Format: Packed, Opset: 8}, // below the model's
+	} {
+		_, xerr := Export(m, nil, o)
+		cerr := Check(m, o)
+		if (xerr == nil) != (cerr == nil) || (xerr != nil && xerr.Error() != cerr.Error()) {
+			t.Errorf("%+v: Check gives %v, Export %v", o, cerr, xerr)
+		}
+	}
+	if err := Check(m, Options{Format: QDQ}); err == nil {
+		t.Error("Check accepted qdq at opset 9")
+	}
+}
