@@ -279,6 +279,8 @@ func ewCases() []ewCase {
 		{"Relu", nil, func(v float64) float64 { return math.Max(v, 0) }},
 		{"Sigmoid", uniform(-6, 6), func(v float64) float64 { return 1 / (1 + math.Exp(-v)) }},
 		{"Tanh", nil, math.Tanh},
+		{"Sin", uniform(-7, 7), math.Sin},
+		{"Cos", uniform(-7, 7), math.Cos},
 		{"HardSwish", uniform(-5, 5), func(v float64) float64 { return v * math.Max(0, math.Min(1, v/6+0.5)) }},
 	}
 	for _, u := range unary {

@@ -260,6 +260,30 @@ func unaryOps() []unaryOp {
 					dst[i] += g[i] * (1 - y[i]*y[i])
 				}
 			}},
+		{name: "Sin", keep: keepX,
+			fwd: func(_ *unaryKernel, x, y []float32) {
+				y = y[:len(x)]
+				for i, v := range x {
+					y[i] = float32(math.Sin(float64(v)))
+				}
+			},
+			vjp: func(_ *unaryKernel, dst, x, _, g []float32) {
+				for i, v := range x {
+					dst[i] += g[i] * float32(math.Cos(float64(v)))
+				}
+			}},
+		{name: "Cos", keep: keepX,
+			fwd: func(_ *unaryKernel, x, y []float32) {
+				y = y[:len(x)]
+				for i, v := range x {
+					y[i] = float32(math.Cos(float64(v)))
+				}
+			},
+			vjp: func(_ *unaryKernel, dst, x, _, g []float32) {
+				for i, v := range x {
+					dst[i] -= g[i] * float32(math.Sin(float64(v)))
+				}
+			}},
 		{name: "Clip", keep: keepX, clip: true,
 			init: func(k *unaryKernel, n *Node) error {
 				if n.Opset < 11 {
