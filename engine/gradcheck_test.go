@@ -159,6 +159,8 @@ func shapeGradCases() []gradCase {
 		one("Gather/axis1-2d", 13, gNode("Gather", []string{"x", "i"}, y, attrI("axis", 1)), []int64{2, 3, 2},
 			onnxio.Int64Tensor("i", []int64{2, 2}, []int64{1, -1, 1, 0})),
 		one("Expand", 13, gNode("Expand", []string{"x", "s"}, y), []int64{3, 1}, ints("s", 2, 3, 4)),
+		one("Tile", 13, gNode("Tile", []string{"x", "r"}, y), []int64{2, 3, 2}, ints("r", 2, 1, 3)),
+		one("Tile/inner-once", 13, gNode("Tile", []string{"x", "r"}, y), []int64{2, 1}, ints("r", 3, 1)),
 		one("Pad/constant", 13, gNode("Pad", []string{"x", "p"}, y), []int64{2, 3}, ints("p", 1, 0, 0, 2)),
 		one("Pad/negative", 13, gNode("Pad", []string{"x", "p"}, y), []int64{3, 4}, ints("p", -1, 1, 0, -2)),
 		one("Pad/reflect", 13, gNode("Pad", []string{"x", "p"}, y, attrS("mode", "reflect")), []int64{2, 3}, ints("p", 1, 2, 1, 2)),

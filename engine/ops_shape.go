@@ -20,6 +20,7 @@ func shapeOpDefs() []opDef {
 		{name: "Shape", build: buildShape, inputs: one},
 		{name: "Cast", build: buildCast, inputs: one, grad: true},
 		{name: "Expand", build: buildExpand, inputs: two, grad: true, sameType: true},
+		{name: "Tile", build: buildTile, inputs: two, grad: true, sameType: true},
 		{name: "Dropout", build: buildDropout, inputs: one, grad: true},
 		{name: "Constant", build: buildConstant},
 		{name: "ConstantOfShape", build: buildConstantOfShape, inputs: one},
