@@ -18,6 +18,8 @@ func shapeOpDefs() []opDef {
 		{name: "Slice", build: buildSlice, inputs: arity{n: 3, since: 10, old: 1}, grad: true, sameType: true},
 		{name: "Gather", build: buildGather, inputs: two, grad: true, sameType: true},
 		{name: "Shape", build: buildShape, inputs: one},
+		{name: "Size", build: buildSize, inputs: one},
+		{name: "Range", build: buildRange, inputs: arity{n: 3}},
 		{name: "Cast", build: buildCast, inputs: one, grad: true},
 		{name: "Expand", build: buildExpand, inputs: two, grad: true, sameType: true},
 		{name: "Tile", build: buildTile, inputs: two, grad: true, sameType: true},
