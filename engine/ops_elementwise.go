@@ -14,6 +14,7 @@ func elementwiseOpDefs() []opDef {
 		{name: "ReduceSum", build: newReduce(reduceSum, false), inputs: one, grad: true},
 		{name: "ReduceMean", build: newReduce(reduceSum, true), inputs: one, grad: true},
 		{name: "ReduceMax", build: newReduce(reduceMax, false), inputs: one, grad: true},
+		{name: "ArgMax", build: buildArgMax, inputs: one},
 	}
 	defs = append(defs, unaryOpDefs()...)
 	bin := binaryOps()
