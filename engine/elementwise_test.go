@@ -304,6 +304,14 @@ func ewCases() []ewCase {
 	for _, u := range unary {
 		cs = append(cs, ewCase{name: "3x4x5", op: u.op, opset: 14, in: []inSpec{finGen(u.gen, 3, 4, 5)}, ref: unaryRef(u.f)})
 	}
+	gelu := func(v float64) float64 { return 0.5 * v * (1 + math.Erf(v/math.Sqrt2)) }
+	geluTanh := func(v float64) float64 {
+		return 0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v)))
+	}
+	cs = append(cs,
+		ewCase{name: "none", op: "Gelu", opset: 20, in: []inSpec{finGen(uniform(-5, 5), 3, 4, 5)}, ref: unaryRef(gelu)},
+		ewCase{name: "tanh", op: "Gelu", opset: 20, attrs: []*onnxpb.AttributeProto{attrS("approximate", "tanh")}, in: []inSpec{finGen(uniform(-5, 5), 3, 4, 5)}, ref: unaryRef(geluTanh)},
+	)
 	leaky := func(a float64) func(float64) float64 {
 		return func(v float64) float64 {
 			if v < 0 {

@@ -17,6 +17,7 @@ func elementwiseOpDefs() []opDef {
 		{name: "ReduceProd", build: newReduce(reduceProd, false, false), inputs: one, grad: true},
 		{name: "ReduceL2", build: newReduce(reduceSum, false, true), inputs: one, grad: true},
 		{name: "ArgMax", build: buildArgMax, inputs: one},
+		{name: "CumSum", build: buildCumSum, inputs: two, grad: true, sameType: true},
 	}
 	defs = append(defs, unaryOpDefs()...)
 	bin := binaryOps()
