@@ -56,6 +56,8 @@ var skips = []struct {
 			return vi.GetType() != nil && vi.GetType().GetTensorType() == nil
 		})
 	}},
+	{reason: "float Range over graph inputs: its length depends on values qtool knows only at run time; TestConformanceInputsAsConstants runs it with the inputs as initializers, as exporters emit it",
+		name: regexp.MustCompile(`^test_range_float_type_positive_delta$`)},
 	{reason: "training-mode dropout with ratio > 0: the reference masks come from numpy's generator, qtool draws from its own seeded stream",
 		name: regexp.MustCompile(`^test_training_dropout(_default)?(_mask)?$`)},
 }

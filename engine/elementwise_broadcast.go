@@ -195,6 +195,8 @@ type reduceOp uint8
 const (
 	reduceSum reduceOp = iota
 	reduceMax
+	// reduceProd multiplies; it ignores scale and acc, which only sums need.
+	reduceProd
 )
 
 // reducer reduces a tensor over a set of axes into the tensor of the kept axes. Axes of
@@ -323,11 +325,15 @@ func (r *reducer) run(ctx *Context, op reduceOp, src, dst []float32, scale float
 	r.op, r.src, r.dst, r.scale, r.acc = op, src, dst, scale, acc
 	defer r.release()
 	if len(src) == 0 {
-		// Reducing an empty axis: the sum is 0 and the maximum is -inf, as in numpy.
+		// Reducing an empty axis: the sum is 0, the product 1 and the maximum -inf, as
+		// in numpy.
 		for i := range dst {
 			v := 0 * scale // 0 for a sum, NaN for the mean of nothing, as in numpy
-			if op == reduceMax {
+			switch op {
+			case reduceMax:
 				v = negInf()
+			case reduceProd:
+				v = 1
 			}
 			if acc {
 				dst[i] += v
@@ -356,7 +362,8 @@ func (r *reducer) run(ctx *Context, op reduceOp, src, dst []float32, scale float
 	ctx.Parallel(r.units*r.blocks, 1, r.chunk)
 	for u := 0; u < r.units; u++ {
 		part := r.partials[u*r.blocks : (u+1)*r.blocks]
-		if op == reduceMax {
+		switch op {
+		case reduceMax:
 			m := part[0]
 			for _, v := range part[1:] {
 				if v > m || v != v {
@@ -364,6 +371,13 @@ func (r *reducer) run(ctx *Context, op reduceOp, src, dst []float32, scale float
 				}
 			}
 			dst[u] = float32(m)
+			continue
+		case reduceProd:
+			p := 1.0
+			for _, v := range part {
+				p *= v
+			}
+			dst[u] = float32(p)
 			continue
 		}
 		var s float64
@@ -407,17 +421,23 @@ func (r *reducer) work(lo, hi int) {
 		for task := lo; task < hi; task++ {
 			u, b := task/r.blocks, task%r.blocks
 			from, to := b*ewGrain, min(per, (b+1)*ewGrain)
-			if r.op == reduceMax {
+			switch r.op {
+			case reduceMax:
 				r.partials[task] = float64(r.maxRange(u, from, to))
-			} else {
+			case reduceProd:
+				r.partials[task] = r.prodRange(u, from, to)
+			default:
 				r.partials[task] = r.sumRange(u, from, to)
 			}
 		}
 	default:
 		for u := lo; u < hi; u++ {
-			if r.op == reduceMax {
+			switch r.op {
+			case reduceMax:
 				r.dst[u] = r.maxRange(u, 0, per)
-			} else {
+			case reduceProd:
+				r.dst[u] = float32(r.prodRange(u, 0, per))
+			default:
 				r.store(u, r.sumRange(u, 0, per))
 			}
 		}
@@ -488,6 +508,22 @@ func (r *reducer) maxRange(u, from, to int) float32 {
 	return m
 }
 
+// prodRange is sumRange's counterpart for the product, accumulated in float64 so that
+// long products do not underflow or overflow before the end.
+func (r *reducer) prodRange(u, from, to int) float64 {
+	src, n, base := r.src, r.inner, r.keptBase(u)
+	p := 1.0
+	for f := from; f < to; {
+		t, i := f/n, f%n
+		l := min(n-i, to-f)
+		for _, v := range src[base+r.outerOffset(t)+i:][:l] {
+			p *= float64(v)
+		}
+		f += l
+	}
+	return p
+}
+
 // reduceRows reduces columns [c0, c1) of output row u by accumulating input rows.
 func (r *reducer) reduceRows(u, c0, c1 int) {
 	src, n := r.src, r.inner
@@ -501,6 +537,15 @@ func (r *reducer) reduceRows(u, c0, c1 int) {
 				if v > out[i] || v != v {
 					out[i] = v
 				}
+			}
+		}
+		return
+	}
+	if r.op == reduceProd {
+		copy(out, src[base:base+w])
+		for t := 1; t < r.outer; t++ {
+			for i, v := range src[base+r.outerOffset(t):][:w] {
+				out[i] *= v
 			}
 		}
 		return

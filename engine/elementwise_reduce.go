@@ -1,19 +1,26 @@
 package engine
 
-// reduceKernel runs ReduceSum, ReduceMean and ReduceMax on float32.
+import "math"
+
+// reduceKernel runs ReduceSum, ReduceMean, ReduceMax, ReduceProd and ReduceL2 on float32.
 //
 // Axes come from the attribute, or from the optional second input from opset 13
-// (ReduceSum) or 18 (ReduceMean, ReduceMax); that input must be known when the graph is
+// (ReduceSum) or 18 (the others); that input must be known when the graph is
 // planned, since it decides the output's shape. No axes reduce everything, unless
 // noop_with_empty_axes is set, which makes the op an identity.
 type reduceKernel struct {
 	n        *Node
 	op       reduceOp
 	mean     bool
+	l2       bool // the square root of the sum of squares (op is reduceSum)
 	keepdims bool
 	noop     bool
 	axesIn   bool // axes are the second input (else the attribute)
 	axesAttr []int64
+	// identity is set by resolve when noop_with_empty_axes applies. Every other op
+	// reduces each element alone to itself then, but ReduceL2 would give |x|; the
+	// spec says the output is the input.
+	identity bool
 
 	mask    []bool // reduced axes of the current input
 	kept    []int  // the output's shape with reduced axes kept as 1
@@ -21,6 +28,8 @@ type reduceKernel struct {
 	red     reducer
 	cnt     []float32
 	tmp     []float32
+	zero    []float32 // ReduceProd's backward: 1 where x is 0
+	nz      []float32 // ReduceProd's backward: the product of the nonzero elements
 	plan    bcastPlan
 	scale   float32
 	x, y, g []float32
@@ -29,13 +38,15 @@ type reduceKernel struct {
 	mask1, bwdSum, bwdMax func(lo, hi int)
 	rowMask, rowSum       func(o, a, b, n, ia, ib int)
 	rowMax                func(o, a, b, n, ia, ib int)
+	bwdL2, bwdProd        func(lo, hi int)
+	rowL2, rowProd        func(o, a, b, n, ia, ib int)
 }
 
-func newReduce(op reduceOp, mean bool) Builder {
+func newReduce(op reduceOp, mean, l2 bool) Builder {
 	return func(n *Node) (Kernel, error) {
-		k := &reduceKernel{n: n, op: op, mean: mean, keepdims: n.Int("keepdims", 1) != 0}
+		k := &reduceKernel{n: n, op: op, mean: mean, l2: l2, keepdims: n.Int("keepdims", 1) != 0}
 		since := int64(18)
-		if op == reduceSum && !mean {
+		if op == reduceSum && !mean && !l2 {
 			since = 13
 		}
 		k.axesIn = n.Opset >= since
@@ -54,6 +65,9 @@ func newReduce(op reduceOp, mean bool) Builder {
 		k.mask1 = func(lo, hi int) { k.plan.rows(lo, hi, k.rowMask) }
 		k.bwdSum = func(lo, hi int) { k.plan.rows(lo, hi, k.rowSum) }
 		k.bwdMax = func(lo, hi int) { k.plan.rows(lo, hi, k.rowMax) }
+		k.rowL2, k.rowProd = k.l2Row, k.prodRow
+		k.bwdL2 = func(lo, hi int) { k.plan.rows(lo, hi, k.rowL2) }
+		k.bwdProd = func(lo, hi int) { k.plan.rows(lo, hi, k.rowProd) }
 		return k, nil
 	}
 }
@@ -74,13 +88,14 @@ func (k *reduceKernel) resolve(shape []int, in []*Tensor, dst []int) ([]int, err
 		axes, given = t.I, true
 	}
 	r := len(shape)
+	k.identity = false
 	k.mask = k.mask[:0]
 	for range r {
 		k.mask = append(k.mask, false)
 	}
 	switch {
-	case given && len(axes) == 0 && k.noop:
-	case !given && k.noop:
+	case given && len(axes) == 0 && k.noop, !given && k.noop:
+		k.identity = true
 	case len(axes) == 0:
 		for i := range k.mask {
 			k.mask[i] = true
@@ -140,19 +155,36 @@ func (k *reduceKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	if k.mean {
 		scale = 1 / float32(k.red.count)
 	}
-	k.red.run(ctx, k.op, x.F, out[0].F, scale, false)
+	if !k.l2 {
+		k.red.run(ctx, k.op, x.F, out[0].F, scale, false)
+		return nil
+	}
+	if k.identity {
+		copy(out[0].F, x.F)
+		return nil
+	}
+	k.tmp = growF(k.tmp, len(x.F))
+	for i, v := range x.F {
+		k.tmp[i] = v * v
+	}
+	y := out[0].F
+	k.red.run(ctx, reduceSum, k.tmp, y, 1, false)
+	for i, v := range y {
+		y[i] = float32(math.Sqrt(float64(v)))
+	}
 	return nil
 }
 
-// Retains keeps the axes input (its values decide the layout) and, for ReduceMax, the
-// input and output that locate the maxima; a sum's gradient needs only shapes.
+// Retains keeps the axes input (its values decide the layout) and what each gradient
+// reads: ReduceMax the input and output that locate the maxima, ReduceL2 both (x/y),
+// ReduceProd the input; a sum's gradient needs only shapes.
 func (k *reduceKernel) Retains() (inputs, outputs []bool) {
 	inputs = make([]bool, max(1, k.n.NumInputs()))
 	for i := 1; i < len(inputs); i++ {
 		inputs[i] = true
 	}
-	inputs[0] = k.op == reduceMax
-	return inputs, []bool{k.op == reduceMax}
+	inputs[0] = k.op != reduceSum || k.l2
+	return inputs, []bool{k.op == reduceMax || k.l2}
 }
 
 // Backward adds the vector-Jacobian product: a sum spreads its gradient over the
@@ -174,6 +206,36 @@ func (k *reduceKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) erro
 	k.g, k.dst = g.F, gi.F
 	defer func() { k.x, k.y, k.g, k.dst = nil, nil, nil, nil }()
 	n := len(gi.F)
+	switch {
+	case k.l2 && k.identity:
+		addTo(gi.F, g.F)
+		return nil
+	case k.l2:
+		k.x, k.y = in[0].F, out[0].F
+		ctx.Parallel(n, ewGrain, k.bwdL2)
+		return nil
+	case k.op == reduceProd:
+		// PyTorch's rule, which stays exact with zeros: with no zero in a lane the
+		// gradient is g·y/x; with one zero only that element gets g times the product
+		// of the others; with more, none gets any. nz is the product of a lane's
+		// nonzero elements and cnt its count of zeros.
+		x := in[0].F
+		k.tmp, k.zero = growF(k.tmp, n), growF(k.zero, n)
+		for i, v := range x {
+			if v == 0 {
+				k.tmp[i], k.zero[i] = 1, 1
+			} else {
+				k.tmp[i], k.zero[i] = v, 0
+			}
+		}
+		k.nz, k.cnt = growF(k.nz, len(g.F)), growF(k.cnt, len(g.F))
+		k.red.plan(gi.Shape, k.mask)
+		k.red.run(ctx, reduceProd, k.tmp, k.nz, 1, false)
+		k.red.run(ctx, reduceSum, k.zero, k.cnt, 1, false)
+		k.x = x
+		ctx.Parallel(n, ewGrain, k.bwdProd)
+		return nil
+	}
 	if k.op == reduceSum {
 		k.scale = 1
 		if k.mean {
@@ -204,6 +266,30 @@ func (k *reduceKernel) sumRow(o, _, b, n, _, ib int) {
 	}
 	for i, v := range g[b : b+n] {
 		dst[i] += s * v
+	}
+}
+
+// l2Row adds g·x/y; where y is 0 (a lane of zeros) the gradient is 0, PyTorch's
+// subgradient of the norm there.
+func (k *reduceKernel) l2Row(o, _, b, n, _, ib int) {
+	x, dst, g, y := k.x[o:o+n], k.dst[o:o+n], k.g, k.y
+	for i, v := range x {
+		if yy := y[b+i*ib]; yy != 0 {
+			dst[i] += g[b+i*ib] * v / yy
+		}
+	}
+}
+
+func (k *reduceKernel) prodRow(o, _, b, n, _, ib int) {
+	x, dst, g, nz, c := k.x[o:o+n], k.dst[o:o+n], k.g, k.nz, k.cnt
+	for i, v := range x {
+		j := b + i*ib
+		switch {
+		case c[j] == 0:
+			dst[i] += g[j] * nz[j] / v
+		case c[j] == 1 && v == 0:
+			dst[i] += g[j] * nz[j]
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/qtool/qtool/onnxio/onnxpb"
@@ -161,9 +162,16 @@ func refReduce(kind string, axes []int, keep bool) func(x [][]float64, shapes []
 		n := numel(kept)
 		y := make([]float64, n)
 		cnt := make([]int, n)
+		if kind == "l2" && axes != nil && len(axes) == 0 {
+			// noop_with_empty_axes: the spec's output is the input, not |x|.
+			return slices.Clone(x[0]), outShape
+		}
 		for i := range y {
-			if kind == "max" {
+			switch kind {
+			case "max":
 				y[i] = math.Inf(-1)
+			case "prod":
+				y[i] = 1
 			}
 		}
 		for i, v := range x[0] {
@@ -176,10 +184,20 @@ func refReduce(kind string, axes []int, keep bool) func(x [][]float64, shapes []
 				}
 			}
 			cnt[j]++
-			if kind == "max" {
+			switch kind {
+			case "max":
 				y[j] = math.Max(y[j], v)
-			} else {
+			case "prod":
+				y[j] *= v
+			case "l2":
+				y[j] += v * v
+			default:
 				y[j] += v
+			}
+		}
+		if kind == "l2" {
+			for i := range y {
+				y[i] = math.Sqrt(y[i])
 			}
 		}
 		if kind == "mean" {
@@ -279,11 +297,21 @@ func ewCases() []ewCase {
 		{"Relu", nil, func(v float64) float64 { return math.Max(v, 0) }},
 		{"Sigmoid", uniform(-6, 6), func(v float64) float64 { return 1 / (1 + math.Exp(-v)) }},
 		{"Tanh", nil, math.Tanh},
+		{"Sin", uniform(-7, 7), math.Sin},
+		{"Cos", uniform(-7, 7), math.Cos},
 		{"HardSwish", uniform(-5, 5), func(v float64) float64 { return v * math.Max(0, math.Min(1, v/6+0.5)) }},
 	}
 	for _, u := range unary {
 		cs = append(cs, ewCase{name: "3x4x5", op: u.op, opset: 14, in: []inSpec{finGen(u.gen, 3, 4, 5)}, ref: unaryRef(u.f)})
 	}
+	gelu := func(v float64) float64 { return 0.5 * v * (1 + math.Erf(v/math.Sqrt2)) }
+	geluTanh := func(v float64) float64 {
+		return 0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v)))
+	}
+	cs = append(cs,
+		ewCase{name: "none", op: "Gelu", opset: 20, in: []inSpec{finGen(uniform(-5, 5), 3, 4, 5)}, ref: unaryRef(gelu)},
+		ewCase{name: "tanh", op: "Gelu", opset: 20, attrs: []*onnxpb.AttributeProto{attrS("approximate", "tanh")}, in: []inSpec{finGen(uniform(-5, 5), 3, 4, 5)}, ref: unaryRef(geluTanh)},
+	)
 	leaky := func(a float64) func(float64) float64 {
 		return func(v float64) float64 {
 			if v < 0 {
@@ -344,8 +372,8 @@ func ewCases() []ewCase {
 		{"per_channel", []int64{0, 2, 3}, 1, false, []int{0, 2, 3}, []int{2, 3, 2, 2}},
 		{"outer", []int64{0}, 0, false, []int{0}, []int{4, 6}},
 	}
-	for _, kind := range []string{"sum", "mean", "max"} {
-		op := map[string]string{"sum": "ReduceSum", "mean": "ReduceMean", "max": "ReduceMax"}[kind]
+	for _, kind := range []string{"sum", "mean", "max", "prod", "l2"} {
+		op := map[string]string{"sum": "ReduceSum", "mean": "ReduceMean", "max": "ReduceMax", "prod": "ReduceProd", "l2": "ReduceL2"}[kind]
 		inputSince := int64(18)
 		if kind == "sum" {
 			inputSince = 13
@@ -375,6 +403,18 @@ func ewCases() []ewCase {
 			ewCase{name: "absent_axes_noop", op: op, opset: inputSince, attrs: []*onnxpb.AttributeProto{attrI("noop_with_empty_axes", 1)}, in: []inSpec{fin(3, 2, 2)}, ref: refReduce(kind, []int{}, true)},
 		)
 	}
+	// ReduceProd's gradient with zeros in a lane (one zero: only it gets a gradient;
+	// two: none does) and ReduceL2's at a lane of zeros.
+	someZeros := func(r *rand.Rand) float64 {
+		if r.IntN(3) == 0 {
+			return 0
+		}
+		return r.NormFloat64()
+	}
+	cs = append(cs,
+		ewCase{name: "zeros", op: "ReduceProd", opset: 18, attrs: []*onnxpb.AttributeProto{attrI("keepdims", 0)}, in: []inSpec{finGen(someZeros, 6, 4), axesIn(1)}, ref: refReduce("prod", []int{1}, false)},
+		ewCase{name: "zeros_inner_kept", op: "ReduceProd", opset: 13, attrs: []*onnxpb.AttributeProto{attrInts("axes", 0)}, in: []inSpec{finGen(someZeros, 4, 6)}, ref: refReduce("prod", []int{0}, true)},
+	)
 	return cs
 }
 

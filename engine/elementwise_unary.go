@@ -23,6 +23,12 @@ type unaryOp struct {
 	clip bool
 }
 
+// Constants of Gelu's tanh approximation: √(2/π) and the cubic coefficient.
+const (
+	geluC = 0.7978845608028654
+	geluA = 0.044715
+)
+
 // keep says which forward value an op's vjp reads, so that the executor can release the
 // other.
 type keep uint8
@@ -258,6 +264,74 @@ func unaryOps() []unaryOp {
 			vjp: func(_ *unaryKernel, dst, _, y, g []float32) {
 				for i := range dst {
 					dst[i] += g[i] * (1 - y[i]*y[i])
+				}
+			}},
+		{name: "Sin", keep: keepX,
+			fwd: func(_ *unaryKernel, x, y []float32) {
+				y = y[:len(x)]
+				for i, v := range x {
+					y[i] = float32(math.Sin(float64(v)))
+				}
+			},
+			vjp: func(_ *unaryKernel, dst, x, _, g []float32) {
+				for i, v := range x {
+					dst[i] += g[i] * float32(math.Cos(float64(v)))
+				}
+			}},
+		{name: "Cos", keep: keepX,
+			fwd: func(_ *unaryKernel, x, y []float32) {
+				y = y[:len(x)]
+				for i, v := range x {
+					y[i] = float32(math.Cos(float64(v)))
+				}
+			},
+			vjp: func(_ *unaryKernel, dst, x, _, g []float32) {
+				for i, v := range x {
+					dst[i] -= g[i] * float32(math.Sin(float64(v)))
+				}
+			}},
+		// Gelu (opset 20): x·Φ(x), or with approximate="tanh" the tanh form. The
+		// derivatives are taken in float64: Φ(x)+x·φ(x), and for tanh
+		// ½(1+t) + ½x(1−t²)·c(1+3a·x²) with t = tanh(c(x+a·x³)).
+		{name: "Gelu", keep: keepX,
+			init: func(k *unaryKernel, n *Node) error {
+				switch a := n.String("approximate", "none"); a {
+				case "none":
+				case "tanh":
+					k.alpha = 1
+				default:
+					return n.Errorf("approximate %q is not part of the spec (none or tanh)", a)
+				}
+				return nil
+			},
+			fwd: func(k *unaryKernel, x, y []float32) {
+				y = y[:len(x)]
+				if k.alpha != 0 {
+					for i, v := range x {
+						u := float64(v)
+						y[i] = float32(0.5 * u * (1 + math.Tanh(geluC*(u+geluA*u*u*u))))
+					}
+					return
+				}
+				for i, v := range x {
+					u := float64(v)
+					y[i] = float32(0.5 * u * (1 + math.Erf(u/math.Sqrt2)))
+				}
+			},
+			vjp: func(k *unaryKernel, dst, x, _, g []float32) {
+				if k.alpha != 0 {
+					for i, v := range x {
+						u := float64(v)
+						t := math.Tanh(geluC * (u + geluA*u*u*u))
+						d := 0.5*(1+t) + 0.5*u*(1-t*t)*geluC*(1+3*geluA*u*u)
+						dst[i] += g[i] * float32(d)
+					}
+					return
+				}
+				for i, v := range x {
+					u := float64(v)
+					d := 0.5*(1+math.Erf(u/math.Sqrt2)) + u*math.Exp(-0.5*u*u)/math.Sqrt(2*math.Pi)
+					dst[i] += g[i] * float32(d)
 				}
 			}},
 		{name: "Clip", keep: keepX, clip: true,

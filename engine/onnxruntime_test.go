@@ -67,6 +67,7 @@ func TestModelsAgainstOnnxruntime(t *testing.T) {
 func ortCoverageSources() []coverageSource {
 	return []coverageSource{
 		{"TestModelsAgainstOnnxruntime", TestModelsAgainstOnnxruntime},
+		{"TestOpsAgainstOnnxruntime", TestOpsAgainstOnnxruntime},
 		{"TestQuantizeLinearAgainstOnnxruntime", TestQuantizeLinearAgainstOnnxruntime},
 		{"TestBlockedInt4MatMulAgainstOnnxruntime", TestBlockedInt4MatMulAgainstOnnxruntime},
 	}

@@ -11,9 +11,13 @@ func elementwiseOpDefs() []opDef {
 		{name: "Softmax", build: newSoftmax(false), inputs: one, grad: true},
 		{name: "LogSoftmax", build: newSoftmax(true), inputs: one, grad: true},
 
-		{name: "ReduceSum", build: newReduce(reduceSum, false), inputs: one, grad: true},
-		{name: "ReduceMean", build: newReduce(reduceSum, true), inputs: one, grad: true},
-		{name: "ReduceMax", build: newReduce(reduceMax, false), inputs: one, grad: true},
+		{name: "ReduceSum", build: newReduce(reduceSum, false, false), inputs: one, grad: true},
+		{name: "ReduceMean", build: newReduce(reduceSum, true, false), inputs: one, grad: true},
+		{name: "ReduceMax", build: newReduce(reduceMax, false, false), inputs: one, grad: true},
+		{name: "ReduceProd", build: newReduce(reduceProd, false, false), inputs: one, grad: true},
+		{name: "ReduceL2", build: newReduce(reduceSum, false, true), inputs: one, grad: true},
+		{name: "ArgMax", build: buildArgMax, inputs: one},
+		{name: "CumSum", build: buildCumSum, inputs: two, grad: true, sameType: true},
 	}
 	defs = append(defs, unaryOpDefs()...)
 	bin := binaryOps()

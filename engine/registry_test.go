@@ -18,6 +18,7 @@ func coverageSources() []coverageSource {
 	return append([]coverageSource{
 		{"TestConformance", TestConformance},
 		{"TestOldOpsetConformanceData", TestOldOpsetConformanceData},
+		{"TestConformanceInputsAsConstants", TestConformanceInputsAsConstants},
 		{"TestShapeOpGradients", TestShapeOpGradients},
 		{"TestElementwiseGradients", TestElementwiseGradients},
 		{"TestElementwiseGraphChain", TestElementwiseGraphChain},
