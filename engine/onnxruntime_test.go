@@ -69,5 +69,7 @@ func ortCoverageSources() []coverageSource {
 		{"TestModelsAgainstOnnxruntime", TestModelsAgainstOnnxruntime},
 		{"TestQuantizeLinearAgainstOnnxruntime", TestQuantizeLinearAgainstOnnxruntime},
 		{"TestBlockedInt4MatMulAgainstOnnxruntime", TestBlockedInt4MatMulAgainstOnnxruntime},
+		{"TestLogicAgainstOnnxruntime", TestLogicAgainstOnnxruntime},
+		{"TestMaskedAttentionExport", TestMaskedAttentionExport},
 	}
 }
