@@ -70,5 +70,7 @@ func ortCoverageSources() []coverageSource {
 		{"TestOpsAgainstOnnxruntime", TestOpsAgainstOnnxruntime},
 		{"TestQuantizeLinearAgainstOnnxruntime", TestQuantizeLinearAgainstOnnxruntime},
 		{"TestBlockedInt4MatMulAgainstOnnxruntime", TestBlockedInt4MatMulAgainstOnnxruntime},
+		{"TestLogicAgainstOnnxruntime", TestLogicAgainstOnnxruntime},
+		{"TestMaskedAttentionExport", TestMaskedAttentionExport},
 	}
 }

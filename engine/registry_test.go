@@ -31,6 +31,8 @@ func coverageSources() []coverageSource {
 		{"TestInstanceNorm", TestInstanceNorm},
 		{"TestPoolGradient", TestPoolGradient},
 		{"TestMLPGradients", TestMLPGradients},
+		{"TestWhereGradient", TestWhereGradient},
+		{"TestNotConformanceData", TestNotConformanceData},
 	}, ortCoverageSources()...)
 }
 
