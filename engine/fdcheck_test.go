@@ -92,6 +92,13 @@ func (c *opCoverage) has(set map[string]bool, op string) bool {
 	return set[op]
 }
 
+// none reports whether nothing was recorded in set.
+func (c *opCoverage) none(set map[string]bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(set) == 0
+}
+
 func (c *opCoverage) hasRun(test string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sort"
 	"testing"
+
+	"github.com/qtool/qtool/internal/testenv"
 )
 
 // coverageSource is a test whose checks record op coverage in opsCovered.
@@ -66,6 +68,11 @@ func TestOpCoverage(t *testing.T) {
 			noFD = append(noFD, op)
 		}
 		t.Logf("%-22s conformance %-5v onnxruntime %-5v differentiable %-5v finite differences %v", op, conf, ort, d.grad, fd)
+	}
+	if len(noRef) > 0 && opsCovered.none(opsCovered.ort) {
+		// No onnxruntime comparison ran (a build without cgo, or no library): the ops only
+		// it covers are unknown, not uncovered. testenv fails this under CI.
+		testenv.Missing(t, "onnxruntime comparisons did not run (they need cgo and onnxruntime 1.30's library at .cache/onnxruntime, which .ci/run fetches from npm onnxruntime-node@1.30.0), so %v are unchecked", noRef)
 	}
 	if len(noRef) > 0 {
 		t.Errorf("ops with neither a passing conformance node test nor an onnxruntime comparison: %v", noRef)
