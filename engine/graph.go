@@ -193,6 +193,9 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 			bad = append(bad, n.Errorf("op %s of domain %q is not supported", np.GetOpType(), d).Error())
 		} else if def, ok := reg[np.GetOpType()]; !ok {
 			bad = append(bad, n.Errorf("op %s is not supported", np.GetOpType()).Error())
+			// A control-flow node's bodies are listed too, so that one error says everything
+			// a model needs, not only the outermost op.
+			bad = append(bad, unsupportedInside(np, reg, n.Errorf("").Error())...)
 		} else if err := checkNodeInputs(n, def.inputs); err != nil {
 			bad = append(bad, err.Error())
 		} else if k, err = makeKernel(def.build, n); err != nil {
@@ -525,4 +528,30 @@ func (g *Graph) clearPlans() {
 	g.cached = 0
 	g.last = nil
 	g.ready = false
+}
+
+// unsupportedInside lists the unsupported ops of the subgraphs held in np's attributes
+// (If's branches, Loop's and Scan's bodies), recursively, each prefixed by the path of
+// nodes and attributes that leads to it.
+func unsupportedInside(np *onnxpb.NodeProto, reg map[string]opDef, path string) []string {
+	var bad []string
+	path = strings.TrimSuffix(path, ": ")
+	for _, a := range np.GetAttribute() {
+		graphs := a.GetGraphs()
+		if a.GetG() != nil {
+			graphs = append([]*onnxpb.GraphProto{a.GetG()}, graphs...)
+		}
+		for _, sg := range graphs {
+			for _, inner := range sg.GetNode() {
+				where := fmt.Sprintf("%s, %s: node %q (%s)", path, a.GetName(), inner.GetName(), inner.GetOpType())
+				if d := inner.GetDomain(); d != "" && d != "ai.onnx" {
+					bad = append(bad, fmt.Sprintf("%s: op %s of domain %q is not supported", where, inner.GetOpType(), d))
+				} else if _, ok := reg[inner.GetOpType()]; !ok {
+					bad = append(bad, fmt.Sprintf("%s: op %s is not supported", where, inner.GetOpType()))
+				}
+				bad = append(bad, unsupportedInside(inner, reg, where)...)
+			}
+		}
+	}
+	return bad
 }

@@ -420,3 +420,46 @@ func TestShapeThroughFloatConstants(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildReportsUnsupportedInsideSubgraphs: a control-flow node's bodies are listed
+// with the path that leads to them (If's then_branch, a Loop nested in else_branch),
+// supported ops inside them are not, and the error stays one line.
+func TestBuildReportsUnsupportedInsideSubgraphs(t *testing.T) {
+	body := func(name string, nodes ...*onnxpb.NodeProto) *onnxpb.GraphProto {
+		return &onnxpb.GraphProto{Name: proto.String(name), Node: nodes}
+	}
+	graphAttr := func(name string, g *onnxpb.GraphProto) *onnxpb.AttributeProto {
+		return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_GRAPH.Enum(), G: g}
+	}
+	loop := gNode("Loop", []string{"", ""}, []string{"l"}, graphAttr("body", body("loop_body",
+		gNode("LSTM", []string{"x", "w", "r"}, []string{"h"}),
+		gNode("Relu", []string{"x"}, []string{"y"}),
+	)))
+	ifNode := gNode("If", []string{"x"}, []string{"d"},
+		graphAttr("then_branch", body("then", gNode("GRU", []string{"x", "w", "r"}, []string{"t"}), gNode("Neg", []string{"x"}, []string{"n"}))),
+		graphAttr("else_branch", body("else", loop)))
+	m := gModel(13, []*onnxpb.NodeProto{ifNode}, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, 2)}, []string{"d"})
+	_, err := Build(m, Options{})
+	if err == nil {
+		t.Fatal("Build accepted an If with unsupported bodies")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		`node "If_d" (If): op If is not supported`,
+		`then_branch: node "GRU_t" (GRU): op GRU is not supported`,
+		`else_branch: node "Loop_l" (Loop): op Loop is not supported`,
+		`else_branch: node "Loop_l" (Loop), body: node "LSTM_h" (LSTM): op LSTM is not supported`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not mention %q", msg, want)
+		}
+	}
+	for _, supported := range []string{"(Neg)", "(Relu)"} {
+		if strings.Contains(msg, supported) {
+			t.Errorf("error %q lists a supported op %s", msg, supported)
+		}
+	}
+	if strings.Contains(msg, "\n") {
+		t.Errorf("error spans several lines: %q", msg)
+	}
+}
