@@ -206,7 +206,15 @@ func fitArray(name string, dims []int, in Input, opts *Options, dt dtype) (plan,
 		if dataNHWC != mNHWC {
 			t, perm = transposed(s, dataNHWC)
 		}
-		if shapeFits(m, t) {
+		fits := shapeFits(m, t)
+		if !fits && perm != nil && shapeFits(m, s) {
+			// The samples already have the model's shape (say [76,32,1] for an input
+			// [-1,76,32,1]) while the conversion the layouts imply would not fit: the data
+			// are in the model's layout already, and Options.Layout describes a conversion
+			// the data do not need. Taking them as they are is the only reading that fits.
+			t, perm, fits = s, nil, true
+		}
+		if fits {
 			p.shape = toInt64(t)
 			p.perm = perm
 			if mNHWC {

@@ -2,6 +2,7 @@ package calib
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -152,6 +153,45 @@ func TestNpyLayouts(t *testing.T) {
 	_, err := openIn(pl, Input{Name: "input", Shape: shape(-1, c, h, w)}, Options{})
 	wantErr(t, err, "nhwc.npy", "[4 5 3]", `"input"`)
 	wantFix(t, err, Setting{"Layout", NHWC})
+}
+
+// TestNpyLayoutAsIs feeds samples that already have the model's shape: they are taken as
+// they are whatever Options.Layout says, and no layout is suggested for data that no
+// conversion makes fit.
+func TestNpyLayoutAsIs(t *testing.T) {
+	dir := t.TempDir()
+	// [2,76,32,1]: an OCR-style channels-last batch, element i holding i.
+	v := make([][][][]float32, 2)
+	var want []float32
+	for i := range v {
+		v[i] = make([][][]float32, 76)
+		for y := range v[i] {
+			v[i][y] = make([][]float32, 32)
+			for x := range v[i][y] {
+				f := float32(len(want))
+				v[i][y][x] = []float32{f}
+				want = append(want, f)
+			}
+		}
+	}
+	p := writeNpy(t, dir, "hwc.npy", v)
+	in := Input{Name: "x", Shape: shape(-1, 76, 32, 1)}
+	for _, l := range []Layout{NCHW, NHWC} {
+		for _, mem := range []int64{0, 1} {
+			d := mustOpen(t, p, in, Options{Layout: l, MaxMemory: mem})
+			x, _ := readAll(t, d)
+			if !slices.Equal(d.SampleShape(), []int64{76, 32, 1}) || !slices.Equal(x, want) {
+				t.Errorf("layout %v mem %d: shape %v, values changed", l, mem, d.SampleShape())
+			}
+		}
+	}
+	// Neither layout fits: the error suggests no layout.
+	_, err := openIn(p, Input{Name: "x", Shape: shape(-1, 76, 31, 1)}, Options{})
+	wantErr(t, err, "hwc.npy", "[76 32 1]")
+	var se *ShapeError
+	if !errors.As(err, &se) || len(se.Fix) != 0 {
+		t.Errorf("%v: want a *ShapeError with no fix", err)
+	}
 }
 
 func TestNpyReshapes(t *testing.T) {
