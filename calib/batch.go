@@ -41,6 +41,11 @@ type Batches struct {
 	y      []int64
 	shape  []int64
 	err    error
+	// The model's other inputs (Options.Inputs) for the current batch.
+	extras []*extra
+	ef     [][]float32
+	ei     [][]int64
+	eshape [][]int64
 }
 
 // NewBatches returns an iterator over d positioned before the first batch of epoch 0.
@@ -58,6 +63,18 @@ func NewBatches(d Dataset, o BatchOptions) (*Batches, error) {
 		b.y = make([]int64, o.Size)
 	}
 	b.shape = append([]int64{0}, d.SampleShape()...)
+	b.extras, _ = extrasOf(d, nil)
+	for _, e := range b.extras {
+		n := prod64(e.batchShape(o.Size))
+		var f []float32
+		var i []int64
+		if e.Int64 {
+			i = make([]int64, n)
+		} else {
+			f = make([]float32, n)
+		}
+		b.ef, b.ei, b.eshape = append(b.ef, f), append(b.ei, i), append(b.eshape, nil)
+	}
 	b.arrange()
 	return b, nil
 }
@@ -98,10 +115,34 @@ func (b *Batches) Next() bool {
 		b.n = 0
 		return false
 	}
+	if len(b.extras) > 0 {
+		_, at := extrasOf(b.d, idx)
+		for k, e := range b.extras {
+			b.eshape[k] = e.batchShape(n)
+			m := prod64(b.eshape[k])
+			if e.Int64 {
+				b.ei[k] = b.ei[k][:m]
+			} else {
+				b.ef[k] = b.ef[k][:m]
+			}
+			e.gather(at, b.ef[k], b.ei[k])
+		}
+	}
 	b.pos += n
 	b.n = n
 	b.shape[0] = int64(n)
 	return true
+}
+
+// ExtraInputs returns the number of model inputs a batch holds besides X (Options.Inputs).
+func (b *Batches) ExtraInputs() int { return len(b.extras) }
+
+// ExtraInput returns the model input k after X in the current batch: its name, shape,
+// batch axis (-1: none, the same values for every batch) and its float32 or int64
+// values. The slices are reused by the next call to Next.
+func (b *Batches) ExtraInput(k int) (name string, shape []int64, axis int, f []float32, i []int64) {
+	e := b.extras[k]
+	return e.Name, b.eshape[k], e.Axis, b.ef[k], b.ei[k]
 }
 
 // Reset starts the next epoch, with a new permutation when shuffling.

@@ -21,6 +21,13 @@ type Input struct {
 	// Classes is the number of classes the model outputs; 0 means unknown, and then labels are
 	// only checked to be non-negative.
 	Classes int
+	// Batch is the batch size the model declares for this input, 0 when it is free. It
+	// does not limit the data (qtool runs a fixed-batch model in chunks of it); it tells
+	// the batch axis of the other inputs (Options.Inputs) apart from their other axes.
+	Batch int64
+	// Int64 reports an input of int64 values (such as a sample rate); only the inputs of
+	// Options.Inputs may be int64.
+	Int64 bool
 }
 
 // Color selects the channels images are decoded to.
@@ -96,6 +103,15 @@ type Options struct {
 	// MaxMemory bounds, in bytes, the decoded data held in memory; larger data sets are read
 	// from disk batch by batch. 0 means DefaultMaxMemory.
 	MaxMemory int64
+
+	// Inputs are the model's inputs after Input, for models with several: each is read
+	// from the .npz array named after it (Input itself from the array named after it when
+	// there is one, else from XKey). Shape is the declared shape, batch included, -1 for
+	// symbolic dimensions. See ExtraInputs for the batch axis rule.
+	Inputs []Input
+	// BatchAxes overrides the batch axis of inputs of Inputs, by name; -1 means the input
+	// has no batch axis and goes unchanged to every batch.
+	BatchAxes map[string]int
 }
 
 func (o *Options) maxMemory() int64 {
@@ -189,6 +205,14 @@ func Open(path string, opts Options) (Dataset, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if len(opts.Inputs) > 0 && kind != kindNpz {
+		s.Close()
+		names := make([]string, len(opts.Inputs))
+		for i, in := range opts.Inputs {
+			names[i] = fmt.Sprintf("%q", in.Name)
+		}
+		return nil, &InputError{File: path, Input: opts.Inputs[0].Name, Reason: fmt.Sprintf("the model also takes %s: give the data as an .npz holding an array named after each input", strings.Join(names, ", "))}
 	}
 	if opts.Limit > 0 && opts.Limit < s.Len() {
 		return limit(s, opts.Limit, opts.Seed), nil

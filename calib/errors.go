@@ -92,6 +92,16 @@ func (e *OptionError) Error() string {
 
 func (e *OptionError) Unwrap() error { return e.Err }
 
+// An InputError reports a model input the data do not feed.
+type InputError struct {
+	// File is the data file and Input the model input's name.
+	File, Input string
+	// Reason says what is missing and how to provide it.
+	Reason string
+}
+
+func (e *InputError) Error() string { return e.File + ": " + e.Reason }
+
 // A LabelError reports a label outside the model's classes.
 type LabelError struct {
 	// File is the file holding the label and Where its place in it, such as "line 3,

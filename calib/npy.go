@@ -403,6 +403,9 @@ func openNpz(path string, in Input, o *Options) (*set, error) {
 		return nil
 	}
 	keys := strings.Join(z.Keys(), ", ")
+	if len(o.Inputs) > 0 && in.Name != "" && member(in.Name) != nil {
+		xk = in.Name // a model with several inputs: every array named after its input
+	}
 	xm := member(xk)
 	if xm == nil {
 		f.Close()
@@ -445,7 +448,19 @@ func openNpz(path string, in Input, o *Options) (*set, error) {
 		rec.close()
 		return nil, &OptionError{Option: "YKey", File: path, Reason: fmt.Sprintf("no array %q (it has %s): choose one with Options.YKey", yk, keys)}
 	}
-	return newArraySet(path, rec, xa.h.dt, xa.h.bo, xa.h.dims[1:], labels, in, o)
+	var extras []*extra
+	if len(o.Inputs) > 0 {
+		if extras, err = readExtras(f, path, member, keys, in, rec.n, o); err != nil {
+			rec.close()
+			return nil, err
+		}
+	}
+	s, err := newArraySet(path, rec, xa.h.dt, xa.h.bo, xa.h.dims[1:], labels, in, o)
+	if err != nil {
+		return nil, err
+	}
+	s.extras = extras
+	return s, nil
 }
 
 // npzArray opens one member of an .npz archive. Members stored without compression (np.savez)

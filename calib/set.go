@@ -26,6 +26,7 @@ type set struct {
 	dt     dtype
 	bo     binary.ByteOrder
 	labels []int64 // nil without labels
+	extras []*extra // the model's other inputs (Options.Inputs)
 	plan
 
 	raw    []byte
