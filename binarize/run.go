@@ -110,35 +110,66 @@ type ResumeError struct {
 func (e *ResumeError) Error() string { return "resuming: " + e.Err.Error() }
 func (e *ResumeError) Unwrap() error { return e.Err }
 
-// InputOf describes g's data input for calib: its declared shape with a free batch
-// dimension and, from the first output's last dimension, the number of classes that
-// labels must stay below.
+// InputOf describes g's data input (its first) for calib: its declared shape with a free
+// batch dimension, the batch it declares when fixed and, from the first output's last
+// dimension, the number of classes that labels must stay below.
 func InputOf(g *engine.Graph) calib.Input {
 	in := g.Inputs()[0]
 	shape := make([]int64, len(in.Shape))
 	for i, d := range in.Shape {
 		shape[i] = int64(d)
 	}
+	var batch int64
 	if len(shape) > 0 {
-		shape[0] = -1 // the batch dimension is always free for qtool
+		// The data may hold any number of samples: a model that declares a fixed batch
+		// runs in chunks of it (train.Feed).
+		batch = max(shape[0], 0)
+		shape[0] = -1
 	}
 	classes := 0
 	if out := g.Outputs()[0].Shape; len(out) > 0 && out[len(out)-1] > 0 {
 		classes = out[len(out)-1]
 	}
-	return calib.Input{Name: in.Name, Shape: shape, Classes: classes}
+	return calib.Input{Name: in.Name, Shape: shape, Classes: classes, Batch: batch}
 }
 
-// Build builds m's graph with o's engine options and checks that qtool can feed it:
-// exactly one input and at least one output.
+// InputsOf describes g's inputs after the first, for calib.Options.Inputs: their declared
+// shapes (nil when undeclared) and types. It is nil for a model with one input.
+func InputsOf(g *engine.Graph) []calib.Input {
+	var r []calib.Input
+	for _, in := range g.Inputs()[1:] {
+		var shape []int64
+		if in.Shape != nil {
+			shape = make([]int64, len(in.Shape))
+			for i, d := range in.Shape {
+				shape[i] = int64(d)
+			}
+		}
+		r = append(r, calib.Input{Name: in.Name, Shape: shape, Int64: in.DType == engine.Int64})
+	}
+	return r
+}
+
+// Build builds m's graph with o's engine options and checks that qtool can feed it: float
+// inputs for the data, float or int64 for the others (see InputsOf), and at least one
+// output.
 func Build(m *onnxio.Model, o Options) (*engine.Graph, error) {
 	o = o.withDefaults()
 	g, err := engine.Build(m, o.engine())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.Name, err)
 	}
-	if len(g.Inputs()) != 1 {
-		return nil, fmt.Errorf("%s: the model has %d inputs; qtool feeds calibration data to models with exactly one", m.Name, len(g.Inputs()))
+	ins := g.Inputs()
+	if len(ins) < 1 {
+		return nil, fmt.Errorf("%s: the model has no inputs", m.Name)
+	}
+	if ins[0].DType != engine.Float32 {
+		return nil, fmt.Errorf("%s: the model's first input %q takes %s values; qtool feeds float data to it", m.Name, ins[0].Name, ins[0].DType)
+	}
+	for _, in := range ins[1:] {
+		if in.DType != engine.Float32 && in.DType != engine.Int64 {
+			return nil, fmt.Errorf("%s: input %q takes %s values; qtool feeds float32 or int64 inputs", m.Name, in.Name, in.DType)
+		}
 	}
 	if len(g.Outputs()) < 1 {
 		return nil, fmt.Errorf("%s: the model has no outputs", m.Name)

@@ -92,25 +92,37 @@ func RecalibrateBN(ctx context.Context, g *engine.Graph, m *onnxio.Model, data B
 			restore()
 			return fmt.Errorf("recalibrate BatchNorm: %w", err)
 		}
-		x, _ := st.input(data)
-		for _, b := range nodes {
-			clear(b.mean.Value.F)
-			clear(b.vari.Value.F)
-		}
-		if _, err := g.Forward(&run, x); err != nil {
+		f, n, err := st.input(g, data)
+		if err != nil {
 			restore()
 			return fmt.Errorf("recalibrate BatchNorm: %w", err)
 		}
-		for _, b := range nodes {
-			k := 1 / (1 - float64(b.momentum))
-			for i, v := range b.mean.Value.F {
-				b.sumMean[i] += float64(v) * k
+		// A model declaring a fixed batch B is run on chunks of B, each a batch of the
+		// average; a last chunk shorter than B > 1 is left out, as padding it would repeat
+		// a sample in the batch statistics.
+		for _, c := range f.Chunks(g) {
+			if nc := c[1] - c[0]; nc != n && nc != DeclaredBatch(g) {
+				continue
 			}
-			for i, v := range b.vari.Value.F {
-				b.sumVar[i] += float64(v) * k
+			for _, b := range nodes {
+				clear(b.mean.Value.F)
+				clear(b.vari.Value.F)
 			}
+			if _, err := g.Forward(&run, f.Slice(c[0], c[1], c[1]-c[0])...); err != nil {
+				restore()
+				return fmt.Errorf("recalibrate BatchNorm: %w", err)
+			}
+			for _, b := range nodes {
+				k := 1 / (1 - float64(b.momentum))
+				for i, v := range b.mean.Value.F {
+					b.sumMean[i] += float64(v) * k
+				}
+				for i, v := range b.vari.Value.F {
+					b.sumVar[i] += float64(v) * k
+				}
+			}
+			batches++
 		}
-		batches++
 	}
 	if err := data.Err(); err != nil {
 		restore()

@@ -66,13 +66,19 @@ func Evaluate(ctx context.Context, g *engine.Graph, data Batcher, o EvalOptions)
 		if err := ctx.Err(); err != nil {
 			return m, fmt.Errorf("evaluate: %w", err)
 		}
-		x, n := st.input(data)
+		f, n, err := st.input(g, data)
+		if err != nil {
+			return m, fmt.Errorf("evaluate: %w", err)
+		}
 		labels := data.Y()
 		lab := len(labels) == n && labelled(labels)
 		labelledAll = labelledAll && lab
 		var ref []float32
 		if o.Reference != nil {
-			routs, err := o.Reference.Forward(&run, x)
+			if err := st.tfeed.Load(o.Reference, data); err != nil {
+				return m, fmt.Errorf("evaluate: reference: %w", err)
+			}
+			routs, err := st.tfeed.Forward(o.Reference, &run)
 			if err != nil {
 				return m, fmt.Errorf("evaluate: reference: %w", err)
 			}
@@ -82,7 +88,7 @@ func Evaluate(ctx context.Context, g *engine.Graph, data Batcher, o EvalOptions)
 			}
 			ref = r.F
 		}
-		outs, err := g.Forward(&run, x)
+		outs, err := f.Forward(g, &run)
 		if err != nil {
 			return m, fmt.Errorf("evaluate: %w", err)
 		}

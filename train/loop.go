@@ -204,28 +204,24 @@ func Fit(ctx context.Context, g *engine.Graph, data Batcher, o Options) (Result,
 
 // stepper holds the buffers one training step reuses.
 type stepper struct {
-	in    engine.Tensor
-	shape []int
+	feed  Feed
+	tfeed Feed // the teacher's inputs, which may be ordered differently
 	gout  engine.Tensor
 	gouts []*engine.Tensor
 }
 
 func (s *stepper) init(g *engine.Graph) {
-	s.in.DType = engine.Float32
 	s.gout.DType = engine.Float32
 	s.gouts = make([]*engine.Tensor, len(g.Outputs()))
 	s.gouts[0] = &s.gout
 }
 
-// input wraps the batcher's current batch as a tensor without copying.
-func (s *stepper) input(data Batcher) (*engine.Tensor, int) {
-	sh := data.Shape()
-	s.shape = s.shape[:0]
-	for _, d := range sh {
-		s.shape = append(s.shape, int(d))
+// input wraps the batcher's current batch as g's inputs without copying.
+func (s *stepper) input(g *engine.Graph, data Batcher) (*Feed, int, error) {
+	if err := s.feed.Load(g, data); err != nil {
+		return nil, 0, err
 	}
-	s.in.Shape, s.in.F = s.shape, data.X()
-	return &s.in, s.shape[0]
+	return &s.feed, s.feed.N, nil
 }
 
 // logits checks the model's first output is [batch, classes] and returns the classes.
@@ -241,43 +237,83 @@ func logits(g *engine.Graph, outs []*engine.Tensor, n int) (*engine.Tensor, int,
 }
 
 func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, data Batcher, step int, lr float64) (float64, int, error) {
-	x, n := s.input(data)
-	tg := Target{Labels: data.Y()}
+	f, n, err := s.input(g, data)
+	if err != nil {
+		return 0, 0, err
+	}
+	labels := data.Y()
 	if o.Loss.NeedsLabels() {
-		if len(tg.Labels) != n || !labelled(tg.Labels) {
+		if len(labels) != n || !labelled(labels) {
 			return 0, 0, fmt.Errorf("the %T loss needs labels, but the data has none: use a distillation loss with the full-precision model as teacher", o.Loss)
 		}
-	} else {
-		touts, err := o.Teacher.Forward(teach, x)
-		if err != nil {
-			return 0, 0, fmt.Errorf("teacher: %w", err)
+	} else if err := s.tfeed.Load(o.Teacher, data); err != nil {
+		return 0, 0, fmt.Errorf("teacher: %w", err)
+	}
+	// A model declaring a fixed batch B runs on chunks of B samples whose gradients add up
+	// before the one optimizer step, so that the step sees the whole batch. The samples of
+	// a last chunk shorter than B > 1 are left out of the step: padding would weigh the
+	// repeated sample twice in BatchNorm's batch statistics.
+	chunks := f.Chunks(g)
+	used := 0
+	for _, c := range chunks {
+		if c[1]-c[0] == n || c[1]-c[0] == DeclaredBatch(g) {
+			used += c[1] - c[0]
 		}
-		t, _, err := logits(o.Teacher, touts, n)
-		if err != nil {
-			return 0, 0, fmt.Errorf("teacher: %w", err)
-		}
-		tg.Teacher = t.F
+	}
+	if used == 0 {
+		return 0, 0, fmt.Errorf("the batch of %d samples is smaller than the batch of %d the model declares", n, DeclaredBatch(g))
 	}
 	g.ZeroGrad()
-	outs, err := g.Forward(run, x)
-	if err != nil {
-		return 0, 0, err
-	}
-	y, classes, err := logits(g, outs, n)
-	if err != nil {
-		return 0, 0, err
-	}
-	if cap(s.gout.F) < len(y.F) {
-		s.gout.F = make([]float32, len(y.F))
-	}
-	s.gout.F = s.gout.F[:len(y.F)]
-	s.gout.Shape = y.Shape
-	loss, err := o.Loss.Value(y.F, classes, tg, s.gout.F)
-	if err != nil {
-		return 0, 0, err
-	}
-	if err := g.Backward(run, s.gouts...); err != nil {
-		return 0, 0, err
+	var sum, last float64
+	for _, c := range chunks {
+		nc := c[1] - c[0]
+		if nc != n && nc != DeclaredBatch(g) {
+			continue
+		}
+		tg := Target{}
+		if labels != nil {
+			tg.Labels = labels[c[0]:c[1]]
+		}
+		if !o.Loss.NeedsLabels() {
+			touts, err := o.Teacher.Forward(teach, s.tfeed.Slice(c[0], c[1], nc)...)
+			if err != nil {
+				return 0, 0, fmt.Errorf("teacher: %w", err)
+			}
+			t, _, err := logits(o.Teacher, touts, nc)
+			if err != nil {
+				return 0, 0, fmt.Errorf("teacher: %w", err)
+			}
+			tg.Teacher = t.F
+		}
+		outs, err := g.Forward(run, f.Slice(c[0], c[1], nc)...)
+		if err != nil {
+			return 0, 0, err
+		}
+		y, classes, err := logits(g, outs, nc)
+		if err != nil {
+			return 0, 0, err
+		}
+		if cap(s.gout.F) < len(y.F) {
+			s.gout.F = make([]float32, len(y.F))
+		}
+		s.gout.F = s.gout.F[:len(y.F)]
+		s.gout.Shape = y.Shape
+		loss, err := o.Loss.Value(y.F, classes, tg, s.gout.F)
+		if err != nil {
+			return 0, 0, err
+		}
+		if nc != used {
+			// The chunk's mean gradient, weighted by its share of the batch.
+			w := float32(float64(nc) / float64(used))
+			for i := range s.gout.F {
+				s.gout.F[i] *= w
+			}
+		}
+		sum += loss * float64(nc)
+		last = loss
+		if err := g.Backward(run, s.gouts...); err != nil {
+			return 0, 0, err
+		}
 	}
 	if o.GradHook != nil {
 		if err := o.GradHook(step); err != nil {
@@ -287,7 +323,10 @@ func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, d
 	if err := o.Optimizer.Step(run, g.Params(), lr); err != nil {
 		return 0, 0, err
 	}
-	return loss, n, nil
+	if len(chunks) == 1 {
+		return last, used, nil // the loss itself: sum/n may differ from it in the last bit
+	}
+	return sum / float64(used), used, nil
 }
 
 // labelled reports whether every sample carries a label.

@@ -542,46 +542,60 @@ func (r *Run) criterion(ctx context.Context, rho float64, xprev [][]float32) (fl
 	r.g.ZeroGrad()
 	sub := &limit{b: r.data.Calib, n: r.stepsN}
 	total := min(r.stepsN*r.data.BatchSize, r.data.Samples)
-	var in engine.Tensor
-	in.DType = engine.Float32
 	var gout engine.Tensor
 	gout.DType = engine.Float32
+	var feed, tfeed train.Feed
 	for sub.Next() {
 		if err := ctx.Err(); err != nil {
 			return 0, false, err
 		}
-		shape := make([]int, len(sub.Shape()))
-		for i, d := range sub.Shape() {
-			shape[i] = int(d)
+		if err := feed.Load(r.g, sub); err != nil {
+			return 0, false, fmt.Errorf("network: %w", err)
 		}
-		in.Shape, in.F = shape, sub.X()
-		tg := train.Target{Labels: sub.Y()}
 		if !r.cfg.Loss.NeedsLabels() {
-			touts, err := r.data.Teacher.Forward(&tctx, &in)
-			if err != nil {
+			if err := tfeed.Load(r.data.Teacher, sub); err != nil {
 				return 0, false, fmt.Errorf("network: teacher: %w", err)
 			}
-			tg.Teacher = append([]float32(nil), touts[0].F...)
 		}
-		outs, err := r.g.Forward(&gctx, &in)
-		if err != nil {
-			return 0, false, fmt.Errorf("network: %w", err)
-		}
-		lg := outs[0]
-		classes := lg.Shape[len(lg.Shape)-1]
-		gout.Shape = lg.Shape
-		gout.F = make([]float32, len(lg.F))
-		if _, err := r.cfg.Loss.Value(lg.F, classes, tg, gout.F); err != nil {
-			return 0, false, fmt.Errorf("network: %w", err)
-		}
-		w := float32(float64(shape[0]) / float64(total))
-		for i := range gout.F {
-			gout.F[i] *= w
-		}
-		gouts := make([]*engine.Tensor, len(r.g.Outputs()))
-		gouts[0] = &gout
-		if err := r.g.Backward(&gctx, gouts...); err != nil {
-			return 0, false, fmt.Errorf("network: %w", err)
+		// A model declaring a fixed batch runs on chunks of it (train.Feed.Chunks); a
+		// last chunk shorter than a declared batch above 1 is left out, as in training.
+		n := feed.N
+		for _, c := range feed.Chunks(r.g) {
+			nc := c[1] - c[0]
+			if nc != n && nc != train.DeclaredBatch(r.g) {
+				continue
+			}
+			tg := train.Target{}
+			if y := sub.Y(); y != nil {
+				tg.Labels = y[c[0]:c[1]]
+			}
+			if !r.cfg.Loss.NeedsLabels() {
+				touts, err := r.data.Teacher.Forward(&tctx, tfeed.Slice(c[0], c[1], nc)...)
+				if err != nil {
+					return 0, false, fmt.Errorf("network: teacher: %w", err)
+				}
+				tg.Teacher = append([]float32(nil), touts[0].F...)
+			}
+			outs, err := r.g.Forward(&gctx, feed.Slice(c[0], c[1], nc)...)
+			if err != nil {
+				return 0, false, fmt.Errorf("network: %w", err)
+			}
+			lg := outs[0]
+			classes := lg.Shape[len(lg.Shape)-1]
+			gout.Shape = lg.Shape
+			gout.F = make([]float32, len(lg.F))
+			if _, err := r.cfg.Loss.Value(lg.F, classes, tg, gout.F); err != nil {
+				return 0, false, fmt.Errorf("network: %w", err)
+			}
+			w := float32(float64(nc) / float64(total))
+			for i := range gout.F {
+				gout.F[i] *= w
+			}
+			gouts := make([]*engine.Tensor, len(r.g.Outputs()))
+			gouts[0] = &gout
+			if err := r.g.Backward(&gctx, gouts...); err != nil {
+				return 0, false, fmt.Errorf("network: %w", err)
+			}
 		}
 	}
 	sub.Reset()
@@ -692,6 +706,23 @@ func (f *feed) Y() []int64           { return f.b.Y() }
 func (f *feed) Shape() []int64       { return f.b.Shape() }
 func (f *feed) Err() error           { return f.b.Err() }
 func (f *feed) position() (int, int) { return f.epoch, f.consumed }
+
+// The batches of a model with several inputs carry them through feed and limit.
+func (f *feed) ExtraInputs() int { return extraInputs(f.b) }
+func (f *feed) ExtraInput(k int) (string, []int64, int, []float32, []int64) {
+	return f.b.(train.MultiBatcher).ExtraInput(k)
+}
+func (l *limit) ExtraInputs() int { return extraInputs(l.b) }
+func (l *limit) ExtraInput(k int) (string, []int64, int, []float32, []int64) {
+	return l.b.(train.MultiBatcher).ExtraInput(k)
+}
+
+func extraInputs(b train.Batcher) int {
+	if m, ok := b.(train.MultiBatcher); ok {
+		return m.ExtraInputs()
+	}
+	return 0
+}
 
 // limit reads the first n batches of b (in the data's order) as one epoch.
 type limit struct {

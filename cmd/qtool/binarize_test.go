@@ -73,7 +73,7 @@ func engineLogits(t *testing.T, path, data string, n int) ([]float32, []int64, [
 		t.Fatal(err)
 	}
 	l := &loaded{Path: path, Model: m, Graph: g}
-	d, err := calib.Open(data, calib.Options{Input: l.input()})
+	d, err := calib.Open(data, calib.Options{Input: l.input().Input})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -134,10 +134,10 @@ func (d *dataSets) Close() error {
 	return err
 }
 
-// openData opens --data for the model input in, applying --limit and --split with seed (the
+// openData opens --data for the model inputs in, applying --limit and --split with seed (the
 // global --seed). Bad flag values are usage errors; unreadable or ill-fitting data are input
 // errors whose messages name the file and the flag that fixes them.
-func openData(c *cli.Context, in calib.Input, seed uint64) (*dataSets, error) {
+func openData(c *cli.Context, in modelInput, seed uint64) (*dataSets, error) {
 	path := c.String("data")
 	if path == "" {
 		return nil, usagef("--data FILE is required (see \"qtool help %s\" for the formats)", c.Command.Name)
@@ -157,7 +157,7 @@ func openData(c *cli.Context, in calib.Input, seed uint64) (*dataSets, error) {
 			return nil, usagef("--split: %v", err)
 		}
 	}
-	o.Input = in
+	in.setOn(&o)
 	d, err := calib.Open(path, o)
 	if err != nil {
 		return nil, cliError(err)

@@ -30,7 +30,7 @@ func runData(t *testing.T, in calib.Input, args ...string) (*dataSets, calib.Opt
 				if opts, err = dataOptions(c, 42); err != nil {
 					return err
 				}
-				ds, err = openData(c, in, 42)
+				ds, err = openData(c, modelInput{Input: in}, 42)
 				return err
 			},
 		}},

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 
 	gblas "gonum.org/v1/gonum/blas"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/qtool/qtool/engine/blas"
 	"github.com/qtool/qtool/onnxio"
 	"github.com/qtool/qtool/testmodels"
+	"github.com/qtool/qtool/train"
 	"github.com/urfave/cli/v2"
 )
 
@@ -83,8 +85,48 @@ func buildModel(m *onnxio.Model, path string, be backend, seed uint64) (*loaded,
 	return &loaded{Path: path, Model: m, Graph: g}, nil
 }
 
-// input describes the model's data input for calib (binarize.InputOf).
-func (l *loaded) input() calib.Input { return binarize.InputOf(l.Graph) }
+// modelInput is what calib needs to know of a model's inputs: the data input
+// (binarize.InputOf) and the others (binarize.InputsOf), read from .npz arrays named after
+// them.
+type modelInput struct {
+	calib.Input
+	Others []calib.Input
+}
+
+// input describes the model's inputs for calib.
+func (l *loaded) input() modelInput {
+	return modelInput{Input: binarize.InputOf(l.Graph), Others: binarize.InputsOf(l.Graph)}
+}
+
+// setOn makes o read the data for the inputs in.
+func (in modelInput) setOn(o *calib.Options) {
+	o.Input, o.Inputs = in.Input, in.Others
+}
+
+// declaredBatchNoted remembers the models whose declared batch was already reported.
+var declaredBatchNoted sync.Map
+
+// noteDeclaredBatch tells the user, once per model, that a model declaring a fixed batch
+// runs in chunks of it whatever --batch-size is.
+func noteDeclaredBatch(c *cli.Context, models ...*loaded) {
+	for _, m := range models {
+		if m == nil {
+			continue
+		}
+		b := train.DeclaredBatch(m.Graph)
+		if b == 0 {
+			continue
+		}
+		if _, seen := declaredBatchNoted.LoadOrStore(m.Path, true); seen {
+			continue
+		}
+		w := c.App.ErrWriter
+		if w == nil {
+			w = os.Stderr
+		}
+		fmt.Fprintf(w, "qtool: note: %s declares a fixed batch of %d: running it %d sample(s) at a time (--batch-size still sets the batch of each optimizer step)\n", m.Path, b, b)
+	}
+}
 
 // batchNeed is the memory a batch size takes: the batch buffer calib allocates (samples
 // and labels) plus the engine's plans, from plans(b) for the b samples a batch holds.
@@ -131,13 +173,44 @@ func (n batchNeed) largest(bs int, limit int64) (int, error) {
 	return lo, nil
 }
 
-// sampleInput is a shape-only model input for a batch of b samples of d.
-func sampleInput(d calib.Dataset, b int) *engine.Tensor {
+// sampleInputs are shape-only inputs of g for a batch of b samples of d: what one pass of
+// the engine sees, so at most the batch g declares when it is fixed (train.Feed runs it in
+// chunks of it).
+func sampleInputs(g *engine.Graph, d calib.Dataset, b int) []*engine.Tensor {
+	if db := train.DeclaredBatch(g); db > 0 {
+		b = db
+	}
 	shape := []int{b}
 	for _, s := range d.SampleShape() {
 		shape = append(shape, int(s))
 	}
-	return engine.NewFloat(shape, nil)
+	ins := []*engine.Tensor{engine.NewFloat(shape, nil)}
+	extras := calib.ExtraInputs(d)
+	for _, in := range g.Inputs()[1:] {
+		for _, e := range extras {
+			if e.Name != in.Name {
+				continue
+			}
+			sh := make([]int, len(e.Shape))
+			for i, v := range e.Shape {
+				sh[i] = int(v)
+			}
+			if e.Axis >= 0 {
+				sh[e.Axis] = b
+			}
+			if e.Int64 {
+				// int64 inputs may set shapes, so the planner needs values; zeros stand in.
+				n := 1
+				for _, v := range sh {
+					n *= v
+				}
+				ins = append(ins, engine.NewInt(sh, make([]int64, n)))
+			} else {
+				ins = append(ins, engine.NewFloat(sh, nil))
+			}
+		}
+	}
+	return ins
 }
 
 // fitEvalBatch lowers data.BatchSize for evaluating the models on data.Eval to the largest
@@ -145,6 +218,7 @@ func sampleInput(d calib.Dataset, b int) *engine.Tensor {
 // stderr. In inference each sample's outputs do not depend on the batch it is in, so only
 // the speed changes. A batch larger than the data set is lowered to it silently.
 func fitEvalBatch(c *cli.Context, data *dataSets, be backend, models ...*loaded) error {
+	noteDeclaredBatch(c, models...)
 	need := batchNeed{d: data.Eval, plans: func(b int) (int64, error) {
 		var sum int64
 		for _, m := range models {
@@ -152,7 +226,7 @@ func fitEvalBatch(c *cli.Context, data *dataSets, be backend, models ...*loaded)
 				continue
 			}
 			// Engine errors name the model file already.
-			n, err := m.Graph.PlanBytes(&engine.Context{NoGrad: true}, sampleInput(data.Eval, b))
+			n, err := m.Graph.PlanBytes(&engine.Context{NoGrad: true}, sampleInputs(m.Graph, data.Eval, b)...)
 			if err != nil {
 				return 0, err
 			}
@@ -191,15 +265,16 @@ func fitEvalBatch(c *cli.Context, data *dataSets, be backend, models ...*loaded)
 // teacher's inference plan do not fit in be.MaxMemory. It is a usage error naming the
 // largest batch that fits: unlike evaluation, the batch size changes the training.
 func checkTrainBatch(c *cli.Context, data *dataSets, teacher *loaded, be backend) error {
+	noteDeclaredBatch(c, teacher)
 	var student *engine.Graph
 	need := batchNeed{d: data.Calib, plans: func(b int) (int64, error) {
-		x := sampleInput(data.Calib, b)
+		x := sampleInputs(teacher.Graph, data.Calib, b)
 		// Engine errors name the model file already.
-		t, err := teacher.Graph.PlanBytes(&engine.Context{NoGrad: true}, x)
+		t, err := teacher.Graph.PlanBytes(&engine.Context{NoGrad: true}, x...)
 		if err != nil {
 			return 0, err
 		}
-		s, err := student.PlanBytes(&engine.Context{Training: true}, x)
+		s, err := student.PlanBytes(&engine.Context{Training: true}, x...)
 		return t + s, err
 	}}
 	// A graph of its own, so that the teacher stays frozen.
@@ -349,7 +424,7 @@ func setupBinarize(c *cli.Context, stderr io.Writer, method admmq.Method) (*binS
 		if err != nil {
 			return nil, err
 		}
-		o.Input = s.teacher.input()
+		s.teacher.input().setOn(&o)
 		if s.data.Eval, err = calib.Open(p, o); err != nil {
 			return nil, err
 		}
