@@ -25,7 +25,7 @@ type set struct {
 	sbytes int // bytes per stored sample
 	dt     dtype
 	bo     binary.ByteOrder
-	labels []int64 // nil without labels
+	labels []int64  // nil without labels
 	extras []*extra // the model's other inputs (Options.Inputs)
 	plan
 
