@@ -224,6 +224,13 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 			return nil, fmt.Errorf("%s: %w", model.Name, err)
 		}
 	}
+	if !o.AbsoluteLR {
+		f, err := gridMagnitudes(g, res.Targets)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", model.Name, err)
+		}
+		cfg.Optimizer = &gridLR{Optimizer: cfg.Optimizer, factor: f}
+	}
 	nd, err := networkData(data, o, teacher)
 	if err != nil {
 		return nil, err
