@@ -215,6 +215,11 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	}
 
 	m := model.Clone()
+	// Merged initializers reach BatchNorm's running statistics through Identity nodes;
+	// give each node its own so that training and re-estimation can write them.
+	if _, err := train.SeparateBNStats(m); err != nil {
+		return nil, fmt.Errorf("%s: %w", model.Name, err)
+	}
 	g, err := engine.Build(m, o.engine())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", model.Name, err)
