@@ -64,6 +64,16 @@ type Options struct {
 	// StartEpoch and StartStep number the first epoch and step, for a run that continues an
 	// earlier one (they feed the Schedule and the callbacks).
 	StartEpoch, StartStep int
+	// MicroBatch > 0 splits each batch larger than it into micro-batches of MicroBatch
+	// samples (the last may be smaller), whose forward and backward passes run one after
+	// the other, accumulating the gradients each weighted by its share of the batch: the
+	// optimizer takes one step per batch with the gradient of the batch's mean loss, up to
+	// float summation order, with the memory of a MicroBatch-sample pass. BatchNorm in
+	// training mode normalises each micro-batch by its own statistics and updates its
+	// running statistics once per micro-batch, as PyTorch's gradient accumulation does; so
+	// with BatchNorm the step is that of the micro-batches' statistics, not the batch's.
+	// Batches of at most MicroBatch samples run exactly as without it.
+	MicroBatch int
 }
 
 // EpochReport describes one finished epoch.
@@ -205,6 +215,7 @@ func Fit(ctx context.Context, g *engine.Graph, data Batcher, o Options) (Result,
 // stepper holds the buffers one training step reuses.
 type stepper struct {
 	in    engine.Tensor
+	micro engine.Tensor
 	shape []int
 	gout  engine.Tensor
 	gouts []*engine.Tensor
@@ -242,42 +253,41 @@ func logits(g *engine.Graph, outs []*engine.Tensor, n int) (*engine.Tensor, int,
 
 func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, data Batcher, step int, lr float64) (float64, int, error) {
 	x, n := s.input(data)
-	tg := Target{Labels: data.Y()}
+	labels := data.Y()
 	if o.Loss.NeedsLabels() {
-		if len(tg.Labels) != n || !labelled(tg.Labels) {
+		if len(labels) != n || !labelled(labels) {
 			return 0, 0, fmt.Errorf("the %T loss needs labels, but the data has none: use a distillation loss with the full-precision model as teacher", o.Loss)
 		}
-	} else {
-		touts, err := o.Teacher.Forward(teach, x)
-		if err != nil {
-			return 0, 0, fmt.Errorf("teacher: %w", err)
-		}
-		t, _, err := logits(o.Teacher, touts, n)
-		if err != nil {
-			return 0, 0, fmt.Errorf("teacher: %w", err)
-		}
-		tg.Teacher = t.F
 	}
 	g.ZeroGrad()
-	outs, err := g.Forward(run, x)
-	if err != nil {
-		return 0, 0, err
-	}
-	y, classes, err := logits(g, outs, n)
-	if err != nil {
-		return 0, 0, err
-	}
-	if cap(s.gout.F) < len(y.F) {
-		s.gout.F = make([]float32, len(y.F))
-	}
-	s.gout.F = s.gout.F[:len(y.F)]
-	s.gout.Shape = y.Shape
-	loss, err := o.Loss.Value(y.F, classes, tg, s.gout.F)
-	if err != nil {
-		return 0, 0, err
-	}
-	if err := g.Backward(run, s.gouts...); err != nil {
-		return 0, 0, err
+	var loss float64
+	if o.MicroBatch < 1 || n <= o.MicroBatch {
+		l, err := s.pass(run, teach, g, o, x, labels, n, 1)
+		if err != nil {
+			return 0, 0, err
+		}
+		loss = l
+	} else {
+		per := len(x.F) / n
+		full := x
+		for lo := 0; lo < n; lo += o.MicroBatch {
+			hi := min(lo+o.MicroBatch, n)
+			s.micro.DType = engine.Float32
+			s.micro.Shape = append(append(s.micro.Shape[:0], hi-lo), full.Shape[1:]...)
+			s.micro.F = full.F[lo*per : hi*per]
+			var ys []int64
+			if len(labels) == n {
+				ys = labels[lo:hi]
+			}
+			// Each micro-batch's loss is a mean over its samples: weighted by its share,
+			// the gradients add up to the gradient of the batch's mean.
+			w := float64(hi-lo) / float64(n)
+			l, err := s.pass(run, teach, g, o, &s.micro, ys, hi-lo, w)
+			if err != nil {
+				return 0, 0, err
+			}
+			loss += l * w
+		}
 	}
 	if o.GradHook != nil {
 		if err := o.GradHook(step); err != nil {
@@ -288,6 +298,51 @@ func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, d
 		return 0, 0, err
 	}
 	return loss, n, nil
+}
+
+// pass runs the forward and backward passes of n samples x, adding w times the gradient
+// of their mean loss into the parameters' gradients, and returns the mean loss. With
+// w = 1 the output gradient is the loss's own, bit for bit.
+func (s *stepper) pass(run, teach *engine.Context, g *engine.Graph, o Options, x *engine.Tensor, labels []int64, n int, w float64) (float64, error) {
+	tg := Target{Labels: labels}
+	if !o.Loss.NeedsLabels() {
+		touts, err := o.Teacher.Forward(teach, x)
+		if err != nil {
+			return 0, fmt.Errorf("teacher: %w", err)
+		}
+		t, _, err := logits(o.Teacher, touts, n)
+		if err != nil {
+			return 0, fmt.Errorf("teacher: %w", err)
+		}
+		tg.Teacher = t.F
+	}
+	outs, err := g.Forward(run, x)
+	if err != nil {
+		return 0, err
+	}
+	y, classes, err := logits(g, outs, n)
+	if err != nil {
+		return 0, err
+	}
+	if cap(s.gout.F) < len(y.F) {
+		s.gout.F = make([]float32, len(y.F))
+	}
+	s.gout.F = s.gout.F[:len(y.F)]
+	s.gout.Shape = y.Shape
+	loss, err := o.Loss.Value(y.F, classes, tg, s.gout.F)
+	if err != nil {
+		return 0, err
+	}
+	if w != 1 {
+		wf := float32(w)
+		for i := range s.gout.F {
+			s.gout.F[i] *= wf
+		}
+	}
+	if err := g.Backward(run, s.gouts...); err != nil {
+		return 0, err
+	}
+	return loss, nil
 }
 
 // labelled reports whether every sample carries a label.
