@@ -116,6 +116,10 @@ type Options struct {
 	StatSamples int
 	// BatchSize is the training and evaluation batch; zero means 512 (the paper's).
 	BatchSize int
+	// MicroBatch > 0 trains each batch in micro-batches of that many samples, accumulating
+	// their gradients into one optimizer step (train.Options.MicroBatch); zero chooses the
+	// largest that fits MaxMemory (MicroBatchFor), which is BatchSize when the batch fits.
+	MicroBatch int
 	// Seed drives the data order, Dropout and ADMM-R's masks.
 	Seed uint64
 
