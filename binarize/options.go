@@ -91,9 +91,15 @@ type Options struct {
 	// Epochs is GD+Proj's fine-tuning length; zero means Iters × InnerEpochs.
 	Epochs int
 	// Optimizer (zero: Adam), LR (zero: 1e-2, the paper's) and Schedule (zero: StepLR).
-	Optimizer Optimizer
-	LR        float64
-	Schedule  LRSchedule
+	// LR is the base rate: a target weight's rate is LR times the mean magnitude
+	// |level×scale| of its grid point at the start (1 on the binary grid, the channel
+	// scale α_c on binary-channel), so that a step is the same fraction of the distance
+	// between grid points on every grid; biases and normalisation parameters take LR.
+	// AbsoluteLR gives every parameter LR itself, the rate before grids were scaled.
+	Optimizer  Optimizer
+	LR         float64
+	Schedule   LRSchedule
+	AbsoluteLR bool
 	// Loss (zero: LossAuto) and the distillation Temperature (zero: 1).
 	Loss        Loss
 	Temperature float64
@@ -110,6 +116,10 @@ type Options struct {
 	StatSamples int
 	// BatchSize is the training and evaluation batch; zero means 512 (the paper's).
 	BatchSize int
+	// MicroBatch > 0 trains each batch in micro-batches of that many samples, accumulating
+	// their gradients into one optimizer step (train.Options.MicroBatch); zero chooses the
+	// largest that fits MaxMemory (MicroBatchFor), which is BatchSize when the batch fits.
+	MicroBatch int
 	// Seed drives the data order, Dropout and ADMM-R's masks.
 	Seed uint64
 

@@ -246,6 +246,11 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	}
 
 	m := model.Clone()
+	// Merged initializers reach BatchNorm's running statistics through Identity nodes;
+	// give each node its own so that training and re-estimation can write them.
+	if _, err := train.SeparateBNStats(m); err != nil {
+		return nil, fmt.Errorf("%s: %w", model.Name, err)
+	}
 	g, err := engine.Build(m, o.engine())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", model.Name, err)
@@ -254,6 +259,39 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 		if _, err := network.Precondition(g, res.Targets); err != nil {
 			return nil, fmt.Errorf("%s: %w", model.Name, err)
 		}
+	}
+	if o.MicroBatch == 0 {
+		// With every float parameter trainable, as the training plan will at most have.
+		var names []string
+		for _, p := range g.Params() {
+			if p.Value.DType == engine.Float32 {
+				names = append(names, p.Name)
+			}
+		}
+		if err := g.SetTrainable(names...); err != nil {
+			return nil, fmt.Errorf("%s: %w", model.Name, err)
+		}
+		var sample []int
+		for _, d := range data.Calib.SampleShape() {
+			sample = append(sample, int(d))
+		}
+		bs := min(o.BatchSize, max(data.Calib.Len(), 1))
+		micro, err := MicroBatchFor(g, teacher, sample, bs, o.MaxMemory, model.Name)
+		if err != nil {
+			return nil, err
+		}
+		if micro < bs {
+			cfg.MicroBatch, o.MicroBatch = micro, micro
+		}
+	} else if o.MicroBatch < o.BatchSize {
+		cfg.MicroBatch = o.MicroBatch
+	}
+	if !o.AbsoluteLR {
+		f, err := gridMagnitudes(g, res.Targets)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", model.Name, err)
+		}
+		cfg.Optimizer = &gridLR{Optimizer: cfg.Optimizer, factor: f}
 	}
 	nd, err := networkData(data, o, teacher)
 	if err != nil {
@@ -340,7 +378,13 @@ func networkData(data Data, o Options, teacher *engine.Graph) (network.Data, err
 
 // evaluate runs g over d in inference mode, against ref when given.
 func evaluate(ctx context.Context, g, ref *engine.Graph, d calib.Dataset, o Options) (train.Metrics, error) {
-	b, err := calib.NewBatches(d, calib.BatchOptions{Size: o.BatchSize})
+	size := o.BatchSize
+	if o.MicroBatch > 0 && o.MicroBatch < size {
+		// The batch trained in micro-batches does not fit in memory in one pass either;
+		// inference results do not depend on the batch.
+		size = o.MicroBatch
+	}
+	b, err := calib.NewBatches(d, calib.BatchOptions{Size: size})
 	if err != nil {
 		return train.Metrics{}, err
 	}

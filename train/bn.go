@@ -52,7 +52,8 @@ func RecalibrateBN(ctx context.Context, g *engine.Graph, m *onnxio.Model, data B
 			}
 		}
 		if b.mean == nil || b.vari == nil || b.mean.Value.DType != engine.Float32 || b.vari.Value.DType != engine.Float32 {
-			return fmt.Errorf("recalibrate BatchNorm: node %s: running statistics %s and %s are not float parameters of the graph", name, in[3], in[4])
+			// SeparateBNStats, run before the graph was built, resolves Identity aliases.
+			return &BNStatsError{Node: name, Mean: in[3], Var: in[4]}
 		}
 		if !(b.momentum < 1) {
 			return fmt.Errorf("recalibrate BatchNorm: node %s has momentum %v: its running statistics never take batch statistics", name, b.momentum)

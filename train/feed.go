@@ -91,9 +91,12 @@ func (f *Feed) Load(g *engine.Graph, data Batcher) error {
 // Chunks returns the sample ranges [lo,hi) g is run on: the whole batch, or, for a graph
 // whose first input declares a fixed batch B, consecutive chunks of B samples. The last
 // chunk may be shorter than B; Slice pads it.
-func (f *Feed) Chunks(g *engine.Graph) [][2]int {
-	b := DeclaredBatch(g)
-	if b == 0 || b == f.N {
+func (f *Feed) Chunks(g *engine.Graph) [][2]int { return f.ChunksOf(DeclaredBatch(g)) }
+
+// ChunksOf splits the batch into consecutive ranges of b samples, the last one possibly
+// shorter; b ≤ 0 or b ≥ N gives the whole batch.
+func (f *Feed) ChunksOf(b int) [][2]int {
+	if b <= 0 || b >= f.N {
 		return [][2]int{{0, f.N}}
 	}
 	var r [][2]int

@@ -64,6 +64,16 @@ type Options struct {
 	// StartEpoch and StartStep number the first epoch and step, for a run that continues an
 	// earlier one (they feed the Schedule and the callbacks).
 	StartEpoch, StartStep int
+	// MicroBatch > 0 splits each batch larger than it into micro-batches of MicroBatch
+	// samples (the last may be smaller), whose forward and backward passes run one after
+	// the other, accumulating the gradients each weighted by its share of the batch: the
+	// optimizer takes one step per batch with the gradient of the batch's mean loss, up to
+	// float summation order, with the memory of a MicroBatch-sample pass. BatchNorm in
+	// training mode normalises each micro-batch by its own statistics and updates its
+	// running statistics once per micro-batch, as PyTorch's gradient accumulation does; so
+	// with BatchNorm the step is that of the micro-batches' statistics, not the batch's.
+	// Batches of at most MicroBatch samples run exactly as without it.
+	MicroBatch int
 }
 
 // EpochReport describes one finished epoch.
@@ -253,10 +263,20 @@ func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, d
 	// before the one optimizer step, so that the step sees the whole batch. The samples of
 	// a last chunk shorter than B > 1 are left out of the step: padding would weigh the
 	// repeated sample twice in BatchNorm's batch statistics.
-	chunks := f.Chunks(g)
+	// Without a declared batch, a MicroBatch smaller than the batch splits it the same way
+	// (gradient accumulation); every chunk then counts, the last one shorter.
+	size, fixed := DeclaredBatch(g), true
+	if size == 0 {
+		size, fixed = n, false
+		if o.MicroBatch > 0 && o.MicroBatch < n {
+			size = o.MicroBatch
+		}
+	}
+	counts := func(nc int) bool { return !fixed || nc == n || nc == size }
+	chunks := f.ChunksOf(size)
 	used := 0
 	for _, c := range chunks {
-		if c[1]-c[0] == n || c[1]-c[0] == DeclaredBatch(g) {
+		if counts(c[1] - c[0]) {
 			used += c[1] - c[0]
 		}
 	}
@@ -267,7 +287,7 @@ func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, d
 	var sum, last float64
 	for _, c := range chunks {
 		nc := c[1] - c[0]
-		if nc != n && nc != DeclaredBatch(g) {
+		if !counts(nc) {
 			continue
 		}
 		tg := Target{}

@@ -73,6 +73,9 @@ type Config struct {
 	// StatSamples is how many calibration samples (rounded up to whole batches, in the
 	// data's order) f(x), f(y) and the criterion's gradient are measured over; 0 means 2048.
 	StatSamples int
+	// MicroBatch > 0 runs each training batch in micro-batches of that many samples with
+	// gradient accumulation (train.Options.MicroBatch), to bound the training plan's memory.
+	MicroBatch int
 	// BLAS and Workers are the engine's.
 	BLAS    gblas.Float32
 	Workers int
@@ -347,7 +350,7 @@ func (r *Run) iteration(ctx context.Context) error {
 		res, err := train.Fit(ctx, r.g, r.feed, train.Options{
 			Epochs: 1, Loss: r.cfg.Loss, Optimizer: r.cfg.Optimizer, Schedule: r.cfg.Schedule,
 			Teacher: r.data.Teacher, Engine: &r.eng, Seed: r.cfg.Seed, GradHook: hook,
-			StartEpoch: r.epoch, StartStep: r.step,
+			StartEpoch: r.epoch, StartStep: r.step, MicroBatch: r.cfg.MicroBatch,
 		})
 		if err != nil {
 			return fmt.Errorf("network: iteration %d: %w", it+1, err)
@@ -480,7 +483,7 @@ func (r *Run) withWeights(w [][]float32, fn func() error) error {
 
 // measure fills f(x), f(y), L, ‖x − y‖ and the held-out accuracy of y.
 func (r *Run) measure(ctx context.Context, st *IterStats, rho float64) error {
-	sub := &limit{b: r.data.Calib, n: r.stepsN}
+	sub := splitBy(&limit{b: r.data.Calib, n: r.stepsN}, r.cfg.MicroBatch)
 	evalCtx := r.eng
 	evalCtx.Rand = nil
 	eo := train.EvalOptions{Loss: r.cfg.Loss, Reference: r.data.Teacher, Engine: &evalCtx}
@@ -509,7 +512,7 @@ func (r *Run) measure(ctx context.Context, st *IterStats, rho float64) error {
 	st.Lagrangian = st.FX + pen
 	st.Residual = math.Sqrt(res2)
 	return r.withWeights(ys, func() error {
-		sub := &limit{b: r.data.Calib, n: r.stepsN}
+		sub := splitBy(&limit{b: r.data.Calib, n: r.stepsN}, r.cfg.MicroBatch)
 		my, err := train.Evaluate(ctx, r.g, sub, eo)
 		if err != nil {
 			return fmt.Errorf("network: measuring f(y): %w", err)
@@ -518,7 +521,7 @@ func (r *Run) measure(ctx context.Context, st *IterStats, rho float64) error {
 		if r.data.Eval == nil {
 			return nil
 		}
-		me, err := train.Evaluate(ctx, r.g, r.data.Eval, train.EvalOptions{Reference: r.data.Teacher, Engine: &evalCtx})
+		me, err := train.Evaluate(ctx, r.g, splitBy(r.data.Eval, r.cfg.MicroBatch), train.EvalOptions{Reference: r.data.Teacher, Engine: &evalCtx})
 		if err != nil {
 			return fmt.Errorf("network: evaluating y: %w", err)
 		}
@@ -540,7 +543,7 @@ func (r *Run) criterion(ctx context.Context, rho float64, xprev [][]float32) (fl
 	tctx := gctx
 	tctx.NoGrad = true
 	r.g.ZeroGrad()
-	sub := &limit{b: r.data.Calib, n: r.stepsN}
+	sub := splitBy(&limit{b: r.data.Calib, n: r.stepsN}, r.cfg.MicroBatch)
 	total := min(r.stepsN*r.data.BatchSize, r.data.Samples)
 	var gout engine.Tensor
 	gout.DType = engine.Float32
@@ -647,7 +650,7 @@ func (r *Run) Finish(ctx context.Context, m *onnxio.Model, grid Grid, recalib bo
 		rc := r.eng
 		rc.Rand = rand.New(rand.NewPCG(r.cfg.Seed, 0x626e)) // stream "bn"
 		r.data.Calib.Reset()
-		if err := train.RecalibrateBN(ctx, r.g, m, r.data.Calib, &rc); err != nil {
+		if err := train.RecalibrateBN(ctx, r.g, m, splitBy(r.data.Calib, r.cfg.MicroBatch), &rc); err != nil {
 			return nil, fmt.Errorf("network: re-estimating BatchNorm statistics: %w", err)
 		}
 	}
@@ -744,3 +747,53 @@ func (l *limit) X() []float32   { return l.b.X() }
 func (l *limit) Y() []int64     { return l.b.Y() }
 func (l *limit) Shape() []int64 { return l.b.Shape() }
 func (l *limit) Err() error     { return l.b.Err() }
+
+// split reads b's batches in pieces of at most k samples: the statistics and BatchNorm
+// re-estimation of a run whose batches are trained in micro-batches (Config.MicroBatch),
+// so that no pass needs more memory than a training micro-batch. Inference results do
+// not depend on the split (up to summation order); BatchNorm re-estimation averages the
+// statistics of the pieces, as training sees them. k < 1 passes b through unchanged.
+type split struct {
+	b     train.Batcher
+	k     int
+	lo, n int // the current piece starts at sample lo of b's batch of n
+	hi    int
+	shape []int64
+}
+
+func splitBy(b train.Batcher, k int) train.Batcher {
+	if k < 1 {
+		return b
+	}
+	return &split{b: b, k: k}
+}
+
+func (s *split) Next() bool {
+	if s.hi >= s.n {
+		if !s.b.Next() {
+			return false
+		}
+		s.n, s.lo, s.hi = int(s.b.Shape()[0]), 0, 0
+	}
+	s.lo, s.hi = s.hi, min(s.hi+s.k, s.n)
+	s.shape = append(append(s.shape[:0], int64(s.hi-s.lo)), s.b.Shape()[1:]...)
+	return true
+}
+
+func (s *split) X() []float32 {
+	x := s.b.X()
+	per := len(x) / s.n
+	return x[s.lo*per : s.hi*per]
+}
+
+func (s *split) Y() []int64 {
+	y := s.b.Y()
+	if len(y) != s.n {
+		return y
+	}
+	return y[s.lo:s.hi]
+}
+
+func (s *split) Shape() []int64 { return s.shape }
+func (s *split) Err() error     { return s.b.Err() }
+func (s *split) Reset()         { s.n, s.lo, s.hi = 0, 0, 0; s.b.Reset() }

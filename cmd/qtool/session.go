@@ -260,27 +260,26 @@ func fitEvalBatch(c *cli.Context, data *dataSets, be backend, models ...*loaded)
 	return nil
 }
 
-// checkTrainBatch refuses a batch size whose data, training plan (every float parameter
-// trainable, as binarization trains weights, biases and normalisation parameters) and the
-// teacher's inference plan do not fit in be.MaxMemory. It is a usage error naming the
-// largest batch that fits: unlike evaluation, the batch size changes the training.
-func checkTrainBatch(c *cli.Context, data *dataSets, teacher *loaded, be backend) error {
+// checkTrainBatch chooses the micro-batch binarize trains with: the batch size itself
+// when its data, training plan (every float parameter trainable, as binarization trains
+// weights, biases and normalisation parameters), gradients, optimizer state and the
+// teacher's inference plan fit in be.MaxMemory (binarize.TrainNeed), else the largest
+// micro-batch that does, with a one-line note on stderr. The optimizer still steps once
+// per batch on the gradient of its mean loss (gradient accumulation); only BatchNorm's
+// batch statistics become the micro-batches'. A model that does not fit one sample at a
+// time is a usage error.
+func checkTrainBatch(c *cli.Context, data *dataSets, teacher *loaded, be backend) (int, error) {
 	noteDeclaredBatch(c, teacher)
-	var student *engine.Graph
-	need := batchNeed{d: data.Calib, plans: func(b int) (int64, error) {
-		x := sampleInputs(teacher.Graph, data.Calib, b)
-		// Engine errors name the model file already.
-		t, err := teacher.Graph.PlanBytes(&engine.Context{NoGrad: true}, x...)
-		if err != nil {
-			return 0, err
-		}
-		s, err := student.PlanBytes(&engine.Context{Training: true}, x...)
-		return t + s, err
-	}}
+	if len(teacher.Graph.Inputs()) > 1 || train.DeclaredBatch(teacher.Graph) > 0 {
+		// binarize.TrainNeed plans the single data input at a free batch; a model with other
+		// inputs or a fixed batch runs in train.Feed's chunks of its declared batch, and the
+		// engine bounds each of its plans by --max-memory when it is made.
+		return 0, nil
+	}
 	// A graph of its own, so that the teacher stays frozen.
 	student, err := engine.Build(teacher.Model, be.options(0))
 	if err != nil {
-		return fmt.Errorf("%s: %w", teacher.Path, err)
+		return 0, fmt.Errorf("%s: %w", teacher.Path, err)
 	}
 	var names []string
 	for _, p := range student.Params() {
@@ -289,28 +288,30 @@ func checkTrainBatch(c *cli.Context, data *dataSets, teacher *loaded, be backend
 		}
 	}
 	if err := student.SetTrainable(names...); err != nil {
-		return fmt.Errorf("%s: %w", teacher.Path, err)
+		return 0, fmt.Errorf("%s: %w", teacher.Path, err)
 	}
-	bs := data.BatchSize
-	want, werr := need.bytes(bs)
-	var me *engine.MemoryError
-	if werr == nil && want <= be.MaxMemory {
-		return nil
+	var sample []int
+	for _, d := range data.Calib.SampleShape() {
+		sample = append(sample, int(d))
 	}
-	if werr != nil && !errors.As(werr, &me) {
-		return werr
+	bs := min(data.BatchSize, max(data.Calib.Len(), 1))
+	micro, err := binarize.MicroBatchFor(student, teacher.Graph, sample, bs, be.MaxMemory, teacher.Path)
+	var me *binarize.MemoryError
+	if errors.As(err, &me) {
+		return 0, usagef("--max-memory %s: training %s needs %s for a single sample; raise --max-memory", sizeString(be.MaxMemory), teacher.Path, sizeString(me.Need))
 	}
-	fit, err := need.largest(bs, be.MaxMemory)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if fit == 0 {
-		return usagef("--max-memory %s: training %s needs more for a single sample; raise --max-memory", sizeString(be.MaxMemory), teacher.Path)
+	if micro < bs {
+		w := c.App.ErrWriter
+		if w == nil {
+			w = os.Stderr
+		}
+		fmt.Fprintf(w, "qtool: note: --batch-size %d does not fit in --max-memory %s for training; training in micro-batches of %d with gradient accumulation (one optimizer step per batch of %d)\n", data.BatchSize, sizeString(be.MaxMemory), micro, data.BatchSize)
+		return micro, nil
 	}
-	if werr != nil { // a single tensor is over the limit: the plan stopped at it
-		return usagef("--batch-size %d: training %s on batches of %d needs a tensor larger than --max-memory %s; the largest batch that fits is %d", bs, teacher.Path, bs, sizeString(be.MaxMemory), fit)
-	}
-	return usagef("--batch-size %d: training %s on batches of %d needs %s for the data and the engine, over --max-memory %s; the largest batch that fits is %d", bs, teacher.Path, bs, sizeString(want), sizeString(be.MaxMemory), fit)
+	return 0, nil
 }
 
 // sizeString writes n in the largest binary unit that keeps it at or above one, in the
@@ -415,7 +416,7 @@ func setupBinarize(c *cli.Context, stderr io.Writer, method admmq.Method) (*binS
 		s.data.BatchSize = binarize.Defaults().BatchSize
 	}
 	s.opts.BatchSize = s.data.BatchSize
-	if err := checkTrainBatch(c, s.data, s.teacher, be); err != nil {
+	if s.opts.MicroBatch, err = checkTrainBatch(c, s.data, s.teacher, be); err != nil {
 		return nil, err
 	}
 	s.calibFrom, s.evalFrom = c.String("data"), c.String("data")
