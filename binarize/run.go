@@ -260,7 +260,10 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 			return nil, fmt.Errorf("%s: %w", model.Name, err)
 		}
 	}
-	if o.MicroBatch == 0 {
+	// MicroBatchFor plans the single data input at a free batch; a model with other inputs
+	// or a fixed batch runs in train.Feed's chunks of its declared batch instead, each plan
+	// bounded by the engine's memory limit.
+	if o.MicroBatch == 0 && len(teacher.Inputs()) == 1 && train.DeclaredBatch(teacher) == 0 {
 		// With every float parameter trainable, as the training plan will at most have.
 		var names []string
 		for _, p := range g.Params() {
