@@ -93,7 +93,8 @@ type Result struct {
 }
 
 // Fit trains g on data for o.Epochs epochs: for each batch a training-mode forward pass, the
-// loss on the first output (logits [batch, classes]), the backward pass, GradHook, and the
+// loss (a GraphLoss on every output, another Loss on the first, logits [batch, classes]),
+// the backward pass, GradHook, and the
 // optimizer step with the Schedule's learning rate.
 //
 // Cancelling ctx stops training between two steps, never during an update, so the
@@ -118,8 +119,8 @@ func Fit(ctx context.Context, g *engine.Graph, data Batcher, o Options) (Result,
 	if o.Schedule == nil {
 		o.Schedule = Constant{LR: 1e-3}
 	}
-	if !o.Loss.NeedsLabels() && o.Teacher == nil {
-		return res, fmt.Errorf("train: the %T loss compares with a teacher model's logits, but no teacher was given", o.Loss)
+	if NeedsTeacher(o.Loss) && o.Teacher == nil {
+		return res, fmt.Errorf("train: the %T loss compares with a teacher model's outputs, but no teacher was given", o.Loss)
 	}
 	if o.Teacher == g {
 		return res, fmt.Errorf("train: the teacher must be a separate graph from the one trained")
@@ -206,15 +207,11 @@ func Fit(ctx context.Context, g *engine.Graph, data Batcher, o Options) (Result,
 type stepper struct {
 	in    engine.Tensor
 	shape []int
-	gout  engine.Tensor
-	gouts []*engine.Tensor
+	grads Gradients
 }
 
 func (s *stepper) init(g *engine.Graph) {
 	s.in.DType = engine.Float32
-	s.gout.DType = engine.Float32
-	s.gouts = make([]*engine.Tensor, len(g.Outputs()))
-	s.gouts[0] = &s.gout
 }
 
 // input wraps the batcher's current batch as a tensor without copying.
@@ -242,41 +239,29 @@ func logits(g *engine.Graph, outs []*engine.Tensor, n int) (*engine.Tensor, int,
 
 func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, data Batcher, step int, lr float64) (float64, int, error) {
 	x, n := s.input(data)
-	tg := Target{Labels: data.Y()}
+	labels := data.Y()
 	if o.Loss.NeedsLabels() {
-		if len(tg.Labels) != n || !labelled(tg.Labels) {
+		if len(labels) != n || !labelled(labels) {
 			return 0, 0, fmt.Errorf("the %T loss needs labels, but the data has none: use a distillation loss with the full-precision model as teacher", o.Loss)
 		}
-	} else {
-		touts, err := o.Teacher.Forward(teach, x)
-		if err != nil {
+	}
+	var touts []*engine.Tensor
+	if NeedsTeacher(o.Loss) {
+		var err error
+		if touts, err = o.Teacher.Forward(teach, x); err != nil {
 			return 0, 0, fmt.Errorf("teacher: %w", err)
 		}
-		t, _, err := logits(o.Teacher, touts, n)
-		if err != nil {
-			return 0, 0, fmt.Errorf("teacher: %w", err)
-		}
-		tg.Teacher = t.F
 	}
 	g.ZeroGrad()
 	outs, err := g.Forward(run, x)
 	if err != nil {
 		return 0, 0, err
 	}
-	y, classes, err := logits(g, outs, n)
+	loss, err := ApplyLoss(o.Loss, g, outs, touts, labels, n, &s.grads)
 	if err != nil {
 		return 0, 0, err
 	}
-	if cap(s.gout.F) < len(y.F) {
-		s.gout.F = make([]float32, len(y.F))
-	}
-	s.gout.F = s.gout.F[:len(y.F)]
-	s.gout.Shape = y.Shape
-	loss, err := o.Loss.Value(y.F, classes, tg, s.gout.F)
-	if err != nil {
-		return 0, 0, err
-	}
-	if err := g.Backward(run, s.gouts...); err != nil {
+	if err := g.Backward(run, s.grads.Outputs()...); err != nil {
 		return 0, 0, err
 	}
 	if o.GradHook != nil {
