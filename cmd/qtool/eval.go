@@ -42,19 +42,19 @@ type evalResult struct {
 	AccuracyPct *float64 `json:"accuracy_pct,omitempty"`
 	Correct     int      `json:"correct,omitempty"`
 	// Ref, Agreement and MaxLogitDiff are set with --ref.
-	Ref           string   `json:"ref,omitempty"`
-	Agreement     *float64 `json:"-"`
-	AgreementPct  *float64 `json:"agreement_pct,omitempty"`
-	MaxLogitDiff  *float64 `json:"max_logit_diff,omitempty"`
+	Ref          string   `json:"ref,omitempty"`
+	Agreement    *float64 `json:"-"`
+	AgreementPct *float64 `json:"agreement_pct,omitempty"`
+	MaxLogitDiff *float64 `json:"max_logit_diff,omitempty"`
 	// AccuracyCI is the Wilson 95 % interval of the accuracy, in percent.
 	AccuracyCI *[2]float64 `json:"accuracy_ci95_pct,omitempty"`
 	// Outputs is every output's fidelity to Ref.
 	Outputs []outputRecord `json:"outputs,omitempty"`
 	// OutputsFile is the --outputs file written.
-	OutputsFile string `json:"outputs_file,omitempty"`
-	SamplesPerSec float64  `json:"samples_per_sec"`
-	positions     int      // the labelled positions Correct counts over (samples for [N, C])
-	BLAS          string   `json:"blas"`
+	OutputsFile   string  `json:"outputs_file,omitempty"`
+	SamplesPerSec float64 `json:"samples_per_sec"`
+	positions     int     // the labelled positions Correct counts over (samples for [N, C])
+	BLAS          string  `json:"blas"`
 }
 
 func runEval(c *cli.Context) error {

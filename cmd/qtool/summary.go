@@ -33,9 +33,9 @@ type binarizeSummary struct {
 	BinAccuracy *float64 `json:"binary_accuracy_pct,omitempty"`
 	Agreement   float64  `json:"agreement_pct"`
 	// DropPP is the accuracy drop in percentage points (with labels), or 100 − agreement.
-	DropPP      float64  `json:"drop_pct"`
-	MaxDropPP   *float64 `json:"max_drop_pct,omitempty"`
-	GatePassed  bool     `json:"gate_passed"`
+	DropPP     float64  `json:"drop_pct"`
+	MaxDropPP  *float64 `json:"max_drop_pct,omitempty"`
+	GatePassed bool     `json:"gate_passed"`
 	// Gates are the CI gates asked for, each with its verdict; FailedGates names the
 	// failed ones.
 	Gates       []gateRecord `json:"gates,omitempty"`
@@ -44,14 +44,14 @@ type binarizeSummary struct {
 	AccuracyCI *[2]float64 `json:"binary_accuracy_ci95_pct,omitempty"`
 	// Objective describes the objective per output when the loss is "objective"; Outputs
 	// is every output's fidelity to the full-precision model on the held-out data.
-	Objective string         `json:"objective,omitempty"`
-	Outputs   []outputRecord `json:"outputs,omitempty"`
-	InputBytes  int64    `json:"input_bytes"`
-	OutputBytes int64    `json:"output_bytes"`
-	BNRecalib   bool     `json:"bn_recalibrated"`
-	Seconds     float64  `json:"seconds"`
-	BLAS        string   `json:"blas"`
-	Warnings    []string `json:"warnings,omitempty"`
+	Objective   string         `json:"objective,omitempty"`
+	Outputs     []outputRecord `json:"outputs,omitempty"`
+	InputBytes  int64          `json:"input_bytes"`
+	OutputBytes int64          `json:"output_bytes"`
+	BNRecalib   bool           `json:"bn_recalibrated"`
+	Seconds     float64        `json:"seconds"`
+	BLAS        string         `json:"blas"`
+	Warnings    []string       `json:"warnings,omitempty"`
 	// Storage is export's storage report of the output against the input.
 	Storage *export.Report `json:"storage,omitempty"`
 	History []iterRecord   `json:"history"`
