@@ -2,6 +2,7 @@ package binarize
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -42,8 +43,9 @@ type Loss string
 
 // The losses.
 const (
-	// LossAuto is cross-entropy with labels, distillation from the full-precision model
-	// without.
+	// LossAuto is, for a model whose one output is logits [batch, classes],
+	// cross-entropy with labels and distillation from the full-precision model without;
+	// LossObjective for any other model.
 	LossAuto    Loss = "auto"
 	LossCE      Loss = "ce"
 	LossHinge   Loss = "hinge" // the paper's code's squared hinge
@@ -103,6 +105,12 @@ type Options struct {
 	// Loss (zero: LossAuto) and the distillation Temperature (zero: 1).
 	Loss        Loss
 	Temperature float64
+	// ClassAxis declares the class axis of outputs by name ("" for every output; negative
+	// counts from the end), overriding what is inferred from the graph; OutputWeights
+	// weighs outputs in the objective by name (others weigh 1, 0 leaves one out). Either
+	// makes LossAuto choose LossObjective. See train.DetectOutputs.
+	ClassAxis     map[string]int
+	OutputWeights map[string]float64
 	// Start is ADMM's starting point; zero means StartGrid.
 	Start Start
 	// NoRescale turns off the rescaling of binary-grid weights that BatchNorm follows
@@ -276,9 +284,14 @@ func (o Options) Validate() error {
 		return bad("Schedule", o.Schedule, "want step, constant or cosine")
 	}
 	switch o.Loss {
-	case LossAuto, LossCE, LossHinge, LossDistill, LossMSE:
+	case LossAuto, LossCE, LossHinge, LossDistill, LossMSE, LossObjective:
 	default:
-		return bad("Loss", o.Loss, "want auto, ce, hinge, distill or mse")
+		return bad("Loss", o.Loss, "want auto, objective, ce, hinge, distill or mse")
+	}
+	for _, name := range sortedKeys(o.OutputWeights) {
+		if w := o.OutputWeights[name]; !(w >= 0) || math.IsInf(w, 0) {
+			return bad("OutputWeights", fmt.Sprintf("%s=%v", name, w), "want a finite weight ≥ 0")
+		}
 	}
 	switch o.Start {
 	case StartGrid, StartPretrained:
@@ -387,4 +400,13 @@ func (o Options) TotalEpochs() int {
 		return o.Epochs
 	}
 	return o.Iters * o.InnerEpochs
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
 }

@@ -31,11 +31,16 @@ type Data struct {
 // Result is the outcome of Run.
 type Result struct {
 	// Method, Grid and Seed are the run's; Loss is the loss it trained with (LossAuto
-	// resolved to LossCE or LossDistill).
-	Method admmq.Method
-	Grid   network.Grid
-	Seed   uint64
-	Loss   Loss
+	// resolved to LossCE, LossDistill or LossObjective), and Objective describes it per
+	// output when it is LossObjective.
+	Method    admmq.Method
+	Grid      network.Grid
+	Seed      uint64
+	Loss      Loss
+	Objective string
+	// Outputs describes the model's outputs as the objective and the fidelity metrics
+	// (Binarized.Outputs) read them.
+	Outputs []train.OutputSpec
 	// Labelled reports whether the calibration data have labels; without them the
 	// accuracies below are agreements with the full-precision model.
 	Labelled bool
@@ -48,7 +53,8 @@ type Result struct {
 	// History holds one record per outer iteration.
 	History []network.IterStats
 	// FullPrecision and Binarized are measured on the held-out data: the model as given,
-	// and the exported file as read back, each against the full-precision model.
+	// and the exported file as read back against the full-precision model, with the
+	// fidelity of every output in Binarized.Outputs.
 	FullPrecision, Binarized train.Metrics
 	// Bytes is the exported file; Model is it parsed back. Output is the file written,
 	// or "".
@@ -129,6 +135,9 @@ func InputOf(g *engine.Graph) calib.Input {
 	classes := 0
 	if out := g.Outputs()[0].Shape; len(out) > 0 && out[len(out)-1] > 0 {
 		classes = out[len(out)-1]
+	}
+	if classes == 1 {
+		classes = 2 // a single-output binary head takes labels 0 and 1
 	}
 	return calib.Input{Name: in.Name, Shape: shape, Classes: classes, Batch: batch}
 }
@@ -229,21 +238,35 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	if res.Targets, res.Warnings, err = Targets(model, o); err != nil {
 		return nil, err
 	}
-	loss, lossName := o.loss(res.Labelled)
+	if res.Outputs, err = o.outputs(ctx, model, teacher, data.Calib, res.Labelled); err != nil {
+		return nil, err
+	}
+	var shapes [][]int
+	for _, v := range teacher.Outputs() {
+		shapes = append(shapes, v.Shape)
+	}
+	loss, lossName, err := o.objective(res.Outputs, shapes, res.Labelled)
+	if err != nil {
+		return nil, err
+	}
 	res.Loss = lossName
+	if obj, ok := loss.(*train.Objective); ok {
+		res.Objective = obj.String()
+	}
 	if loss.NeedsLabels() && !res.Labelled {
 		return nil, &LabelsError{Loss: lossName}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if res.FullPrecision, err = evaluate(ctx, teacher, nil, data.Eval, o); err != nil {
+	if res.FullPrecision, err = evaluate(ctx, teacher, nil, data.Eval, o, res.Outputs); err != nil {
 		return nil, fmt.Errorf("%s: evaluating the full-precision model: %w", model.Name, err)
 	}
 	cfg, err := o.config(loss)
 	if err != nil {
 		return nil, err
 	}
+	cfg.Outputs = res.Outputs
 
 	m := model.Clone()
 	// Merged initializers reach BatchNorm's running statistics through Identity nodes;
@@ -337,7 +360,7 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 		return nil, err
 	}
 	if o.Output == "" {
-		if res.Model, res.Binarized, err = check(ctx, res.Bytes, model.Name+" (binarized)", model.Dir, teacher, data.Eval, o); err != nil {
+		if res.Model, res.Binarized, err = check(ctx, res.Bytes, model.Name+" (binarized)", model.Dir, teacher, data.Eval, o, res.Outputs); err != nil {
 			return nil, err
 		}
 	} else if err := writeChecked(ctx, res, teacher, data.Eval, o); err != nil {
@@ -380,7 +403,7 @@ func networkData(data Data, o Options, teacher *engine.Graph) (network.Data, err
 }
 
 // evaluate runs g over d in inference mode, against ref when given.
-func evaluate(ctx context.Context, g, ref *engine.Graph, d calib.Dataset, o Options) (train.Metrics, error) {
+func evaluate(ctx context.Context, g, ref *engine.Graph, d calib.Dataset, o Options, specs []train.OutputSpec) (train.Metrics, error) {
 	size := o.BatchSize
 	if o.MicroBatch > 0 && o.MicroBatch < size {
 		// The batch trained in micro-batches does not fit in memory in one pass either;
@@ -391,12 +414,12 @@ func evaluate(ctx context.Context, g, ref *engine.Graph, d calib.Dataset, o Opti
 	if err != nil {
 		return train.Metrics{}, err
 	}
-	return train.Evaluate(ctx, g, b, train.EvalOptions{Reference: ref, Engine: &engine.Context{BLAS: o.BLAS, Workers: o.Workers}})
+	return train.Evaluate(ctx, g, b, train.EvalOptions{Reference: ref, Outputs: specs, Engine: &engine.Context{BLAS: o.BLAS, Workers: o.Workers}})
 }
 
 // check parses the exported bytes as a file named name, builds them and evaluates them
 // against the full-precision teacher: what is reported is the exported model itself.
-func check(ctx context.Context, b []byte, name, dir string, teacher *engine.Graph, eval calib.Dataset, o Options) (*onnxio.Model, train.Metrics, error) {
+func check(ctx context.Context, b []byte, name, dir string, teacher *engine.Graph, eval calib.Dataset, o Options, specs []train.OutputSpec) (*onnxio.Model, train.Metrics, error) {
 	pm, err := onnxio.Parse(b, name, dir)
 	if err != nil {
 		return nil, train.Metrics{}, err
@@ -405,7 +428,7 @@ func check(ctx context.Context, b []byte, name, dir string, teacher *engine.Grap
 	if err != nil {
 		return nil, train.Metrics{}, err
 	}
-	mt, err := evaluate(ctx, g, teacher, eval, o)
+	mt, err := evaluate(ctx, g, teacher, eval, o, specs)
 	if err != nil {
 		return nil, train.Metrics{}, fmt.Errorf("%s: evaluating the binarized model: %w", name, err)
 	}
@@ -441,7 +464,7 @@ func writeChecked(ctx context.Context, res *Result, teacher *engine.Graph, eval 
 	if err != nil {
 		return fmt.Errorf("%w (the previous %s, if any, is unchanged)", err, out)
 	}
-	if res.Binarized, err = evaluate(ctx, g, teacher, eval, o); err != nil {
+	if res.Binarized, err = evaluate(ctx, g, teacher, eval, o, res.Outputs); err != nil {
 		return fmt.Errorf("%s: evaluating the binarized model: %w", out, err)
 	}
 	// A cancellation during the checks above keeps the old file; past this point the

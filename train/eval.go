@@ -13,9 +13,12 @@ type EvalOptions struct {
 	// Loss, when set, is averaged over the data. A loss that needs labels is skipped on data
 	// without them; one that needs a teacher uses Reference.
 	Loss Loss
-	// Reference, when set, is the model whose top-1 predictions Agreement compares with (the
-	// full-precision model), and the teacher of Loss.
+	// Reference, when set, is the model the outputs are compared with (the full-precision
+	// model): top-1 agreement and the fidelity of every output; and the teacher of Loss.
 	Reference *engine.Graph
+	// Outputs describes the model's outputs (DetectOutputs); nil means DetectOutputs
+	// without the model file, from the shapes of the first batch's outputs.
+	Outputs []OutputSpec
 	// Engine carries the BLAS implementation and worker count; nil means the graphs' Options.
 	Engine *engine.Context
 }
@@ -26,17 +29,24 @@ type Metrics struct {
 	Samples int
 	// Labelled reports whether the data had labels, and so whether Accuracy is meaningful.
 	Labelled bool
-	// Accuracy is the fraction of samples whose top-1 class is the label.
-	Accuracy float64
-	// HasAgreement reports whether a Reference was given, and so whether Agreement is
-	// meaningful.
+	// Accuracy is the fraction of the labelled output's positions (samples for [N, C]
+	// logits) whose top-1 class, or decision for a binary head, is the label; Correct and
+	// Positions are its numerator and denominator.
+	Accuracy           float64
+	Correct, Positions int
+	// HasAgreement reports whether a Reference was given and an output has classes or
+	// decisions, and so whether Agreement is meaningful.
 	HasAgreement bool
-	// Agreement is the fraction of samples on which the model's top-1 class equals the
-	// Reference's.
+	// Agreement is the fraction of positions on which the model's top-1 class (or decision)
+	// equals the Reference's: of the labelled output when there is one (the first output
+	// with classes or decisions), else the lowest over the outputs.
 	Agreement float64
-	// MaxLogitDiff is the largest absolute difference between a logit of the model and the
-	// Reference's, when HasAgreement.
+	// MaxLogitDiff is the largest absolute difference between an output value of the model
+	// and the Reference's, when a Reference was given.
 	MaxLogitDiff float64
+	// Outputs holds the fidelity of every output to the Reference's, in graph order, when
+	// a Reference was given.
+	Outputs []Fidelity
 	// HasLoss reports whether Loss was computed.
 	HasLoss bool
 	// Loss is the mean of EvalOptions.Loss over the samples.
@@ -44,9 +54,9 @@ type Metrics struct {
 }
 
 // Evaluate runs g in inference mode over one epoch of data (which it then Resets) and
-// returns accuracy (with labels), agreement with the reference's top-1 (with a reference)
-// and the mean loss. Ties in the top-1 go to the lowest class index. Cancelling ctx stops
-// between batches with ctx's error.
+// returns accuracy (with labels), agreement and fidelity to the reference (with a
+// reference) and the mean loss. Ties in the top-1 go to the lowest class index. Cancelling
+// ctx stops between batches with ctx's error.
 func Evaluate(ctx context.Context, g *engine.Graph, data Batcher, o EvalOptions) (Metrics, error) {
 	var m Metrics
 	if o.Reference == g && g != nil {
@@ -59,7 +69,10 @@ func Evaluate(ctx context.Context, g *engine.Graph, data Batcher, o EvalOptions)
 	run.Training, run.NoGrad = false, true
 	var st stepper
 	st.init(g)
-	var correct, agree int
+	specs := o.Outputs
+	var fid []fidelityAcc
+	labelOut := -1
+	var correct, positions int
 	var lossSum float64
 	labelledAll, lossOK := true, o.Loss != nil
 	for data.Next() {
@@ -73,51 +86,60 @@ func Evaluate(ctx context.Context, g *engine.Graph, data Batcher, o EvalOptions)
 		labels := data.Y()
 		lab := len(labels) == n && labelled(labels)
 		labelledAll = labelledAll && lab
-		var ref []float32
+		var routs []*engine.Tensor
 		if o.Reference != nil {
 			if err := st.tfeed.Load(o.Reference, data); err != nil {
 				return m, fmt.Errorf("evaluate: reference: %w", err)
 			}
-			routs, err := st.tfeed.Forward(o.Reference, &run)
-			if err != nil {
+			var err error
+			if routs, err = st.tfeed.Forward(o.Reference, &run); err != nil {
 				return m, fmt.Errorf("evaluate: reference: %w", err)
 			}
-			r, _, err := logits(o.Reference, routs, n)
-			if err != nil {
-				return m, fmt.Errorf("evaluate: reference: %w", err)
-			}
-			ref = r.F
 		}
 		outs, err := f.Forward(g, &run)
 		if err != nil {
 			return m, fmt.Errorf("evaluate: %w", err)
 		}
-		y, classes, err := logits(g, outs, n)
-		if err != nil {
-			return m, fmt.Errorf("evaluate: %w", err)
+		if specs == nil {
+			if specs, err = DetectOutputs(nil, g, outs, DetectOptions{Labelled: lab}); err != nil {
+				return m, fmt.Errorf("evaluate: %w", err)
+			}
+		}
+		if len(specs) != len(outs) {
+			return m, fmt.Errorf("evaluate: %d output descriptions for %d outputs", len(specs), len(outs))
+		}
+		if fid == nil {
+			fid = make([]fidelityAcc, len(outs))
+			labelOut = LabelOutput(specs)
 		}
 		if lossOK {
-			if o.Loss.NeedsLabels() && !lab || !o.Loss.NeedsLabels() && ref == nil {
+			if o.Loss.NeedsLabels() && !lab || NeedsTeacher(o.Loss) && routs == nil {
 				lossOK = false
 			} else {
-				v, err := o.Loss.Value(y.F, classes, Target{Labels: labels, Teacher: ref}, nil)
+				v, err := ApplyLoss(o.Loss, g, outs, routs, labels, n, nil)
 				if err != nil {
 					return m, fmt.Errorf("evaluate: %w", err)
 				}
 				lossSum += v * float64(n)
 			}
 		}
-		for i := range n {
-			top := argmax(y.F[i*classes : (i+1)*classes])
-			if lab && int64(top) == labels[i] {
-				correct++
+		if lab && labelOut >= 0 {
+			c, p, err := labelHits(specs[labelOut], outs[labelOut], labels)
+			if err != nil {
+				return m, fmt.Errorf("evaluate: %w", err)
 			}
-			if ref != nil && top == argmax(ref[i*classes:(i+1)*classes]) {
-				agree++
-			}
+			correct += c
+			positions += p
 		}
-		for i, v := range ref {
-			m.MaxLogitDiff = math.Max(m.MaxLogitDiff, math.Abs(float64(y.F[i])-float64(v)))
+		if routs != nil {
+			for i, s := range specs {
+				if s.Kind == Ignored {
+					continue
+				}
+				if err := fid[i].add(s, outs[i], routs[i]); err != nil {
+					return m, fmt.Errorf("evaluate: output %s: %w", s.Name, err)
+				}
+			}
 		}
 		m.Samples += n
 	}
@@ -128,15 +150,29 @@ func Evaluate(ctx context.Context, g *engine.Graph, data Batcher, o EvalOptions)
 	if m.Samples == 0 {
 		return m, fmt.Errorf("evaluate: the data gave no batch")
 	}
-	total := float64(m.Samples)
-	if labelledAll {
-		m.Labelled, m.Accuracy = true, float64(correct)/total
+	if labelledAll && labelOut >= 0 && positions > 0 {
+		m.Labelled, m.Correct, m.Positions = true, correct, positions
+		m.Accuracy = float64(correct) / float64(positions)
 	}
 	if o.Reference != nil {
-		m.HasAgreement, m.Agreement = true, float64(agree)/total
+		agree := 2.0
+		for i, s := range specs {
+			if s.Kind == Ignored {
+				continue
+			}
+			f := fid[i].result(s)
+			m.Outputs = append(m.Outputs, f)
+			m.MaxLogitDiff = math.Max(m.MaxLogitDiff, f.MaxAbsErr)
+			if f.HasAgreement && (i == labelOut || labelOut < 0) {
+				agree = math.Min(agree, f.Agreement)
+			}
+		}
+		if agree <= 1 {
+			m.HasAgreement, m.Agreement = true, agree
+		}
 	}
 	if lossOK {
-		m.HasLoss, m.Loss = true, lossSum/total
+		m.HasLoss, m.Loss = true, lossSum/float64(m.Samples)
 	}
 	return m, nil
 }

@@ -128,8 +128,8 @@ func Fit(ctx context.Context, g *engine.Graph, data Batcher, o Options) (Result,
 	if o.Schedule == nil {
 		o.Schedule = Constant{LR: 1e-3}
 	}
-	if !o.Loss.NeedsLabels() && o.Teacher == nil {
-		return res, fmt.Errorf("train: the %T loss compares with a teacher model's logits, but no teacher was given", o.Loss)
+	if NeedsTeacher(o.Loss) && o.Teacher == nil {
+		return res, fmt.Errorf("train: the %T loss compares with a teacher model's outputs, but no teacher was given", o.Loss)
 	}
 	if o.Teacher == g {
 		return res, fmt.Errorf("train: the teacher must be a separate graph from the one trained")
@@ -216,15 +216,10 @@ func Fit(ctx context.Context, g *engine.Graph, data Batcher, o Options) (Result,
 type stepper struct {
 	feed  Feed
 	tfeed Feed // the teacher's inputs, which may be ordered differently
-	gout  engine.Tensor
-	gouts []*engine.Tensor
+	grads Gradients
 }
 
-func (s *stepper) init(g *engine.Graph) {
-	s.gout.DType = engine.Float32
-	s.gouts = make([]*engine.Tensor, len(g.Outputs()))
-	s.gouts[0] = &s.gout
-}
+func (s *stepper) init(g *engine.Graph) {}
 
 // input wraps the batcher's current batch as g's inputs without copying.
 func (s *stepper) input(g *engine.Graph, data Batcher) (*Feed, int, error) {
@@ -256,8 +251,11 @@ func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, d
 		if len(labels) != n || !labelled(labels) {
 			return 0, 0, fmt.Errorf("the %T loss needs labels, but the data has none: use a distillation loss with the full-precision model as teacher", o.Loss)
 		}
-	} else if err := s.tfeed.Load(o.Teacher, data); err != nil {
-		return 0, 0, fmt.Errorf("teacher: %w", err)
+	}
+	if NeedsTeacher(o.Loss) {
+		if err := s.tfeed.Load(o.Teacher, data); err != nil {
+			return 0, 0, fmt.Errorf("teacher: %w", err)
+		}
 	}
 	// A model declaring a fixed batch B runs on chunks of B samples whose gradients add up
 	// before the one optimizer step, so that the step sees the whole batch. The samples of
@@ -290,48 +288,40 @@ func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, d
 		if !counts(nc) {
 			continue
 		}
-		tg := Target{}
+		var ys []int64
 		if labels != nil {
-			tg.Labels = labels[c[0]:c[1]]
+			ys = labels[c[0]:c[1]]
 		}
-		if !o.Loss.NeedsLabels() {
-			touts, err := o.Teacher.Forward(teach, s.tfeed.Slice(c[0], c[1], nc)...)
-			if err != nil {
+		var touts []*engine.Tensor
+		if NeedsTeacher(o.Loss) {
+			var err error
+			if touts, err = o.Teacher.Forward(teach, s.tfeed.Slice(c[0], c[1], nc)...); err != nil {
 				return 0, 0, fmt.Errorf("teacher: %w", err)
 			}
-			t, _, err := logits(o.Teacher, touts, nc)
-			if err != nil {
-				return 0, 0, fmt.Errorf("teacher: %w", err)
-			}
-			tg.Teacher = t.F
 		}
 		outs, err := g.Forward(run, f.Slice(c[0], c[1], nc)...)
 		if err != nil {
 			return 0, 0, err
 		}
-		y, classes, err := logits(g, outs, nc)
-		if err != nil {
-			return 0, 0, err
-		}
-		if cap(s.gout.F) < len(y.F) {
-			s.gout.F = make([]float32, len(y.F))
-		}
-		s.gout.F = s.gout.F[:len(y.F)]
-		s.gout.Shape = y.Shape
-		loss, err := o.Loss.Value(y.F, classes, tg, s.gout.F)
+		loss, err := ApplyLoss(o.Loss, g, outs, touts, ys, nc, &s.grads)
 		if err != nil {
 			return 0, 0, err
 		}
 		if nc != used {
 			// The chunk's mean gradient, weighted by its share of the batch.
 			w := float32(float64(nc) / float64(used))
-			for i := range s.gout.F {
-				s.gout.F[i] *= w
+			for _, gt := range s.grads.Outputs() {
+				if gt == nil {
+					continue
+				}
+				for i := range gt.F {
+					gt.F[i] *= w
+				}
 			}
 		}
 		sum += loss * float64(nc)
 		last = loss
-		if err := g.Backward(run, s.gouts...); err != nil {
+		if err := g.Backward(run, s.grads.Outputs()...); err != nil {
 			return 0, 0, err
 		}
 	}

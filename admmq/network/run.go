@@ -61,8 +61,12 @@ type Config struct {
 	Optimizer train.Optimizer
 	// Schedule gives the learning rate of each step.
 	Schedule train.Schedule
-	// Loss is the training loss (CrossEntropy, SquaredHinge, Distillation, MSE).
+	// Loss is the training loss (CrossEntropy, SquaredHinge, Distillation, MSE, or a
+	// train.GraphLoss such as train.Objective over every output).
 	Loss train.Loss
+	// Outputs describes the graph's outputs for evaluation (train.DetectOutputs); nil
+	// means train.Evaluate's detection from the shapes.
+	Outputs []train.OutputSpec
 	// Seed drives the data order, Dropout and ADMM-R's masks.
 	Seed uint64
 	// StartOnGrid starts x at y⁰ = P_A(x⁰), as the paper's analysis does (x⁰ = y⁰ ∈ A),
@@ -223,7 +227,7 @@ func New(m *onnxio.Model, g *engine.Graph, targets []Target, cfg Config, data Da
 	if data.Train == nil || data.Calib == nil {
 		return nil, errors.New("network: Data needs the Train and Calib batches")
 	}
-	if !cfg.Loss.NeedsLabels() && data.Teacher == nil {
+	if train.NeedsTeacher(cfg.Loss) && data.Teacher == nil {
 		return nil, errors.New("network: the loss needs a teacher (the full-precision graph)")
 	}
 	if cfg.Loss.NeedsLabels() && !data.Labelled {
@@ -486,8 +490,8 @@ func (r *Run) measure(ctx context.Context, st *IterStats, rho float64) error {
 	sub := splitBy(&limit{b: r.data.Calib, n: r.stepsN}, r.cfg.MicroBatch)
 	evalCtx := r.eng
 	evalCtx.Rand = nil
-	eo := train.EvalOptions{Loss: r.cfg.Loss, Reference: r.data.Teacher, Engine: &evalCtx}
-	if r.cfg.Loss.NeedsLabels() {
+	eo := train.EvalOptions{Loss: r.cfg.Loss, Reference: r.data.Teacher, Engine: &evalCtx, Outputs: r.cfg.Outputs}
+	if !train.NeedsTeacher(r.cfg.Loss) {
 		eo.Reference = nil
 	}
 	mx, err := train.Evaluate(ctx, r.g, sub, eo)
@@ -521,14 +525,14 @@ func (r *Run) measure(ctx context.Context, st *IterStats, rho float64) error {
 		if r.data.Eval == nil {
 			return nil
 		}
-		me, err := train.Evaluate(ctx, r.g, splitBy(r.data.Eval, r.cfg.MicroBatch), train.EvalOptions{Reference: r.data.Teacher, Engine: &evalCtx})
+		me, err := train.Evaluate(ctx, r.g, splitBy(r.data.Eval, r.cfg.MicroBatch), train.EvalOptions{Reference: r.data.Teacher, Engine: &evalCtx, Outputs: r.cfg.Outputs})
 		if err != nil {
 			return fmt.Errorf("network: evaluating y: %w", err)
 		}
 		if me.Labelled {
 			st.Accuracy, st.HasAccuracy = me.Accuracy, true
 		} else {
-			st.Accuracy, st.HasAccuracy = me.Agreement, true
+			st.Accuracy, st.HasAccuracy = me.Agreement, me.HasAgreement
 		}
 		st.Agreement = me.Agreement
 		return nil
@@ -545,8 +549,7 @@ func (r *Run) criterion(ctx context.Context, rho float64, xprev [][]float32) (fl
 	r.g.ZeroGrad()
 	sub := splitBy(&limit{b: r.data.Calib, n: r.stepsN}, r.cfg.MicroBatch)
 	total := min(r.stepsN*r.data.BatchSize, r.data.Samples)
-	var gout engine.Tensor
-	gout.DType = engine.Float32
+	var grads train.Gradients
 	var feed, tfeed train.Feed
 	for sub.Next() {
 		if err := ctx.Err(); err != nil {
@@ -555,7 +558,7 @@ func (r *Run) criterion(ctx context.Context, rho float64, xprev [][]float32) (fl
 		if err := feed.Load(r.g, sub); err != nil {
 			return 0, false, fmt.Errorf("network: %w", err)
 		}
-		if !r.cfg.Loss.NeedsLabels() {
+		if train.NeedsTeacher(r.cfg.Loss) {
 			if err := tfeed.Load(r.data.Teacher, sub); err != nil {
 				return 0, false, fmt.Errorf("network: teacher: %w", err)
 			}
@@ -568,35 +571,34 @@ func (r *Run) criterion(ctx context.Context, rho float64, xprev [][]float32) (fl
 			if nc != n && nc != train.DeclaredBatch(r.g) {
 				continue
 			}
-			tg := train.Target{}
+			var ys []int64
 			if y := sub.Y(); y != nil {
-				tg.Labels = y[c[0]:c[1]]
+				ys = y[c[0]:c[1]]
 			}
-			if !r.cfg.Loss.NeedsLabels() {
-				touts, err := r.data.Teacher.Forward(&tctx, tfeed.Slice(c[0], c[1], nc)...)
-				if err != nil {
+			var touts []*engine.Tensor
+			if train.NeedsTeacher(r.cfg.Loss) {
+				var err error
+				if touts, err = r.data.Teacher.Forward(&tctx, tfeed.Slice(c[0], c[1], nc)...); err != nil {
 					return 0, false, fmt.Errorf("network: teacher: %w", err)
 				}
-				tg.Teacher = append([]float32(nil), touts[0].F...)
 			}
 			outs, err := r.g.Forward(&gctx, feed.Slice(c[0], c[1], nc)...)
 			if err != nil {
 				return 0, false, fmt.Errorf("network: %w", err)
 			}
-			lg := outs[0]
-			classes := lg.Shape[len(lg.Shape)-1]
-			gout.Shape = lg.Shape
-			gout.F = make([]float32, len(lg.F))
-			if _, err := r.cfg.Loss.Value(lg.F, classes, tg, gout.F); err != nil {
+			if _, err := train.ApplyLoss(r.cfg.Loss, r.g, outs, touts, ys, nc, &grads); err != nil {
 				return 0, false, fmt.Errorf("network: %w", err)
 			}
 			w := float32(float64(nc) / float64(total))
-			for i := range gout.F {
-				gout.F[i] *= w
+			for _, gout := range grads.Outputs() {
+				if gout == nil {
+					continue
+				}
+				for i := range gout.F {
+					gout.F[i] *= w
+				}
 			}
-			gouts := make([]*engine.Tensor, len(r.g.Outputs()))
-			gouts[0] = &gout
-			if err := r.g.Backward(&gctx, gouts...); err != nil {
+			if err := r.g.Backward(&gctx, grads.Outputs()...); err != nil {
 				return 0, false, fmt.Errorf("network: %w", err)
 			}
 		}

@@ -47,13 +47,18 @@ func algoFlags() []cli.Flag {
 		&cli.StringFlag{Name: "keep", Category: cat, Usage: "keep these weights in full precision: first, last, or parameter `NAME`s, comma-separated"},
 		&cli.StringFlag{Name: "only", Category: cat, Usage: "binarize only these weight `NAME`s, comma-separated"},
 		&cli.StringFlag{Name: "grid", Category: cat, Value: string(d.Grid), Usage: "binary (±1, no scale), binary-channel (±α per channel), ternary, int2, int4 or int8"},
-		&cli.StringFlag{Name: "loss", Category: cat, Value: string(d.Loss), Usage: "ce, hinge (the paper's code), distill, mse, or auto: ce with labels, distill without"},
+		&cli.StringFlag{Name: "loss", Category: cat, Value: string(d.Loss), Usage: "objective (every output matched with the full-precision model; labels supervise the classifier output), ce, hinge (the paper's code), distill, mse, or auto: for a single [batch, classes] output ce with labels and distill without, objective otherwise"},
 		&cli.Float64Flag{Name: "temperature", Category: cat, Value: d.Temperature, Usage: "distillation temperature T"},
 		&cli.BoolFlag{Name: "no-bn-recalib", Category: cat, Usage: "do not re-estimate BatchNorm statistics with the binary weights"},
 		&cli.BoolFlag{Name: "no-rescale", Category: cat, Usage: "binary grid: do not first rescale each weight followed by BatchNorm to mean |w| = 1 per channel (the function is unchanged; the paper's ±1 grid then sits far from the weights)"},
 		&cli.StringFlag{Name: "start", Category: cat, Value: string(d.Start), Usage: "ADMM's starting x: grid (x⁰ = y⁰ = P(pretrained), the paper's analysis; measured better with small calibration sets) or pretrained (the paper's code)"},
 		&cli.IntFlag{Name: "stat-samples", Category: cat, Value: d.StatSamples, Usage: "calibration samples f(x), f(y) and the criterion's gradient are measured on"},
 	}
+}
+
+// algoAndObjectiveFlags are algoFlags with the objective's.
+func algoAndObjectiveFlags() []cli.Flag {
+	return append(algoFlags(), objectiveFlags("Algorithm")...)
 }
 
 func binarizeCommand() *cli.Command {
@@ -85,7 +90,7 @@ Examples:
 			&cli.DurationFlag{Name: "log-every", Value: 10 * time.Second, Usage: "interval of progress lines when stderr is not a terminal"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
 			seedFlag(),
-		}, algoFlags()...), dataFlags()...),
+		}, append(gateFlags(), algoAndObjectiveFlags()...)...), dataFlags()...),
 		Action: runBinarize,
 	}
 }
@@ -142,6 +147,9 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 	method, err := binarize.ParseMethod(c.String("algo"))
 	if err != nil {
 		return flagError(err, c, "")
+	}
+	if c.IsSet("min-agreement") && !(c.Float64("min-agreement") >= 0 && c.Float64("min-agreement") <= 100) {
+		return usagef("--min-agreement %g: want a percentage between 0 and 100", c.Float64("min-agreement"))
 	}
 	if c.Float64("max-drop") < 0 && c.IsSet("max-drop") {
 		return usagef("--max-drop %g: want a non-negative number of percentage points", c.Float64("max-drop"))
@@ -204,6 +212,10 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 		CalibCount: s.data.Calib.Len(), EvalCount: s.data.Eval.Len(), FPAccuracy: accuracyPct(res.FullPrecision),
 		BinAccuracy: accuracyPct(res.Binarized), Agreement: toPct(res.Binarized.Agreement), OutputBytes: int64(len(res.Bytes)),
 		BNRecalib: !o.NoBNRecalib, BLAS: s.be.Info.Name, History: iterRecords(res.History),
+		Objective: res.Objective, Outputs: outputRecords(res.Binarized.Outputs),
+	}
+	if res.Binarized.Labelled {
+		sum.AccuracyCI = wilsonPct(res.Binarized.Correct, res.Binarized.Positions)
 	}
 	for _, w := range res.Warnings {
 		sum.Warnings = append(sum.Warnings, "warning: "+warningText(w))
@@ -223,16 +235,33 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 	if fi, err := os.Stat(s.path); err == nil {
 		sum.InputBytes = fi.Size()
 	}
+	measured := true
 	if res.FullPrecision.Labelled && res.Binarized.Labelled {
 		sum.DropPP = toPct(res.FullPrecision.Accuracy - res.Binarized.Accuracy)
-	} else {
+	} else if res.Binarized.HasAgreement {
 		sum.DropPP = toPct(1 - res.Binarized.Agreement)
+	} else {
+		measured = false // no class or decision output: nothing to drop
 	}
 	sum.GatePassed = true
 	if c.IsSet("max-drop") {
 		md := c.Float64("max-drop")
 		sum.MaxDropPP = &md
-		sum.GatePassed = sum.DropPP <= md
+		g := gateRecord{Gate: "--max-drop", Threshold: md, Passed: measured && sum.DropPP <= md}
+		if measured {
+			v := sum.DropPP
+			g.Value = &v
+		} else {
+			g.Reason = "no accuracy or agreement to measure: the model has no class or decision output (use --min-sqnr)"
+		}
+		sum.Gates = append(sum.Gates, g)
+	}
+	sum.Gates = append(sum.Gates, fidelityGates(c, res.Binarized.Outputs)...)
+	for _, g := range sum.Gates {
+		if !g.Passed {
+			sum.GatePassed = false
+			sum.FailedGates = append(sum.FailedGates, g.Gate)
+		}
 	}
 	sum.Seconds = roundTo(time.Since(start).Seconds(), 3)
 	if p := c.String("report"); p != "" {
@@ -254,7 +283,13 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 		}
 	}
 	if !sum.GatePassed {
-		return exitError{code: exitGateFail, err: fmt.Errorf("accuracy gate failed: drop %.2f pp > --max-drop %g pp (%s written)", sum.DropPP, *sum.MaxDropPP, out)}
+		var failed []string
+		for _, g := range sum.Gates {
+			if !g.Passed {
+				failed = append(failed, g.String())
+			}
+		}
+		return exitError{code: exitGateFail, err: fmt.Errorf("gate failed: %s (%s written)", strings.Join(failed, "; "), out)}
 	}
 	return nil
 }

@@ -46,7 +46,7 @@ Examples:
 			&cli.DurationFlag{Name: "log-every", Value: 30e9, Usage: "interval of progress lines when stderr is not a terminal"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
 			seedFlag(),
-		}, algoFlags()...), dataFlags()...),
+		}, algoAndObjectiveFlags()...), dataFlags()...),
 		Action: runCompare,
 	}
 }

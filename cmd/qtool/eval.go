@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/qtool/qtool/calib"
@@ -18,16 +17,17 @@ func evalCommand() *cli.Command {
 		Name:      "eval",
 		Usage:     "measure a model's top-1 accuracy, or its agreement with another model",
 		ArgsUsage: "MODEL.onnx",
-		UsageText: `qtool eval MODEL.onnx --data FILE [--ref OTHER.onnx] [--json]
+		UsageText: `qtool eval MODEL.onnx --data FILE [--reference FP.onnx] [--outputs OUT.npz] [--json]
 
 Examples:
    qtool eval testmodels/fmnist-cnn.onnx --data /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz
    qtool eval out.onnx --data testmodels/fmnist-calib.npz --ref testmodels/fmnist-mlp.onnx --json`,
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "ref", Usage: "reference `MODEL.onnx`: report top-1 agreement with it and the largest logit difference"},
+			&cli.StringFlag{Name: "ref", Aliases: []string{"reference"}, Usage: "reference `MODEL.onnx` (the full-precision model): report every output's fidelity to it (SQNR, cosine, max error, top-1 or decision agreement)"},
+			&cli.StringFlag{Name: "outputs", Usage: "write every output of MODEL on the data to `FILE.npz` (one float32 array per output, named after it, batches concatenated)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON on stdout"},
 			seedFlag(),
-		}, dataFlags()...),
+		}, append(objectiveFlags(""), dataFlags()...)...),
 		Action: runEval,
 	}
 }
@@ -42,12 +42,19 @@ type evalResult struct {
 	AccuracyPct *float64 `json:"accuracy_pct,omitempty"`
 	Correct     int      `json:"correct,omitempty"`
 	// Ref, Agreement and MaxLogitDiff are set with --ref.
-	Ref           string   `json:"ref,omitempty"`
-	Agreement     *float64 `json:"-"`
-	AgreementPct  *float64 `json:"agreement_pct,omitempty"`
-	MaxLogitDiff  *float64 `json:"max_logit_diff,omitempty"`
-	SamplesPerSec float64  `json:"samples_per_sec"`
-	BLAS          string   `json:"blas"`
+	Ref          string   `json:"ref,omitempty"`
+	Agreement    *float64 `json:"-"`
+	AgreementPct *float64 `json:"agreement_pct,omitempty"`
+	MaxLogitDiff *float64 `json:"max_logit_diff,omitempty"`
+	// AccuracyCI is the Wilson 95 % interval of the accuracy, in percent.
+	AccuracyCI *[2]float64 `json:"accuracy_ci95_pct,omitempty"`
+	// Outputs is every output's fidelity to Ref.
+	Outputs []outputRecord `json:"outputs,omitempty"`
+	// OutputsFile is the --outputs file written.
+	OutputsFile   string  `json:"outputs_file,omitempty"`
+	SamplesPerSec float64 `json:"samples_per_sec"`
+	positions     int     // the labelled positions Correct counts over (samples for [N, C])
+	BLAS          string  `json:"blas"`
 }
 
 func runEval(c *cli.Context) error {
@@ -86,9 +93,23 @@ func runEvalCtx(ctx context.Context, c *cli.Context) error {
 	if err := fitEvalBatch(c, data, be, m, ref); err != nil {
 		return err
 	}
-	ev, err := evaluate(ctx, m, ref, data.Eval, data.BatchSize, be)
+	ca, err := parseClassAxis(c.String("class-axis"))
 	if err != nil {
 		return err
+	}
+	specs, err := train.DetectOutputs(m.Model, m.Graph, nil, train.DetectOptions{ClassAxis: ca})
+	if err != nil {
+		return usagef("--class-axis: %v", err)
+	}
+	ev, err := evaluate(ctx, m, ref, data.Eval, data.BatchSize, be, specs)
+	if err != nil {
+		return err
+	}
+	if p := c.String("outputs"); p != "" {
+		if err := writeOutputs(ctx, m, data.Eval, data.BatchSize, be, p); err != nil {
+			return err
+		}
+		ev.OutputsFile = p
 	}
 	ev.BLAS = be.Info.Name
 	if c.Bool("json") {
@@ -99,12 +120,16 @@ func runEvalCtx(ctx context.Context, c *cli.Context) error {
 	w := c.App.Writer
 	fmt.Fprintf(w, "model      %s\nsamples    %d\n", ev.Model, ev.Samples)
 	if ev.Accuracy != nil {
-		fmt.Fprintf(w, "accuracy   %.2f %% (%d/%d)\n", 100**ev.Accuracy, ev.Correct, ev.Samples)
+		fmt.Fprintf(w, "accuracy   %.2f %% (%d/%d, 95 %% interval %.2f–%.2f %%)\n", 100**ev.Accuracy, ev.Correct, ev.positions, ev.AccuracyCI[0], ev.AccuracyCI[1])
 	} else {
 		fmt.Fprintln(w, "accuracy   n/a: the data have no labels")
 	}
 	if ev.Agreement != nil {
 		fmt.Fprintf(w, "agreement  %.2f %% top-1 with %s\nmax |Δlogit| %.6g\n", 100**ev.Agreement, ev.Ref, *ev.MaxLogitDiff)
+	}
+	writeFidelity(w, ev.Outputs)
+	if ev.OutputsFile != "" {
+		fmt.Fprintf(w, "outputs    written to %s\n", ev.OutputsFile)
 	}
 	fmt.Fprintf(w, "speed      %.0f samples/s (%s BLAS)\n", ev.SamplesPerSec, ev.BLAS)
 	return nil
@@ -112,12 +137,12 @@ func runEvalCtx(ctx context.Context, c *cli.Context) error {
 
 // evaluate runs m (and ref, when given) over d in inference mode, through train.Evaluate,
 // and measures the throughput.
-func evaluate(ctx context.Context, m, ref *loaded, d calib.Dataset, batchSize int, be backend) (*evalResult, error) {
+func evaluate(ctx context.Context, m, ref *loaded, d calib.Dataset, batchSize int, be backend, specs []train.OutputSpec) (*evalResult, error) {
 	b, err := calib.NewBatches(d, calib.BatchOptions{Size: batchSize})
 	if err != nil {
 		return nil, err
 	}
-	o := train.EvalOptions{Engine: &engine.Context{BLAS: be.BLAS, Workers: be.Workers}}
+	o := train.EvalOptions{Engine: &engine.Context{BLAS: be.BLAS, Workers: be.Workers}, Outputs: specs}
 	if ref != nil {
 		o.Reference = ref.Graph
 	}
@@ -130,11 +155,17 @@ func evaluate(ctx context.Context, m, ref *loaded, d calib.Dataset, batchSize in
 	if mt.Labelled {
 		acc := mt.Accuracy
 		res.Accuracy = &acc
-		res.Correct = int(math.Round(acc * float64(mt.Samples)))
+		res.Correct, res.positions = mt.Correct, mt.Positions
+		res.AccuracyCI = wilsonPct(mt.Correct, mt.Positions)
 	}
 	if ref != nil {
-		a, diff := mt.Agreement, mt.MaxLogitDiff
-		res.Ref, res.Agreement, res.MaxLogitDiff = ref.Path, &a, &diff
+		diff := mt.MaxLogitDiff
+		res.Ref, res.MaxLogitDiff = ref.Path, &diff
+		if mt.HasAgreement {
+			a := mt.Agreement
+			res.Agreement = &a
+		}
+		res.Outputs = outputRecords(mt.Outputs)
 	}
 	res.AccuracyPct, res.AgreementPct = pctOf(res.Accuracy), pctOf(res.Agreement)
 	if s := time.Since(start).Seconds(); s > 0 {

@@ -20,6 +20,7 @@ var optionFlags = map[string]string{
 	"Gamma": "--criterion", "LR": "--lr", "Temperature": "--temperature", "Optimizer": "--optimizer",
 	"Schedule": "--lr-schedule", "Loss": "--loss", "Start": "--start", "Format": "--format", "Opset": "--opset",
 	"StatSamples": "--stat-samples", "BatchSize": "--batch-size", "Workers": "--max-memory",
+	"ClassAxis": "--class-axis", "OutputWeights": "--output-weights",
 }
 
 // flagError turns the library's typed errors into flag advice: usage errors naming the
@@ -77,6 +78,13 @@ func binarizeOptions(c *cli.Context, be backend, method admmq.Method) (binarize.
 	}
 	if c.Command.Name == "binarize" {
 		o.Format, o.Opset = export.Format(c.String("format")), c.Int64("opset")
+	}
+	var err error
+	if o.ClassAxis, err = parseClassAxis(c.String("class-axis")); err != nil {
+		return o, err
+	}
+	if o.OutputWeights, err = parseWeights(c.String("output-weights")); err != nil {
+		return o, err
 	}
 	return o, flagError(o.Validate(), c, "")
 }

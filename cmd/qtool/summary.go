@@ -33,15 +33,25 @@ type binarizeSummary struct {
 	BinAccuracy *float64 `json:"binary_accuracy_pct,omitempty"`
 	Agreement   float64  `json:"agreement_pct"`
 	// DropPP is the accuracy drop in percentage points (with labels), or 100 − agreement.
-	DropPP      float64  `json:"drop_pct"`
-	MaxDropPP   *float64 `json:"max_drop_pct,omitempty"`
-	GatePassed  bool     `json:"gate_passed"`
-	InputBytes  int64    `json:"input_bytes"`
-	OutputBytes int64    `json:"output_bytes"`
-	BNRecalib   bool     `json:"bn_recalibrated"`
-	Seconds     float64  `json:"seconds"`
-	BLAS        string   `json:"blas"`
-	Warnings    []string `json:"warnings,omitempty"`
+	DropPP     float64  `json:"drop_pct"`
+	MaxDropPP  *float64 `json:"max_drop_pct,omitempty"`
+	GatePassed bool     `json:"gate_passed"`
+	// Gates are the CI gates asked for, each with its verdict; FailedGates names the
+	// failed ones.
+	Gates       []gateRecord `json:"gates,omitempty"`
+	FailedGates []string     `json:"failed_gates,omitempty"`
+	// AccuracyCI is the Wilson 95 % interval of the binarized accuracy, in percent.
+	AccuracyCI *[2]float64 `json:"binary_accuracy_ci95_pct,omitempty"`
+	// Objective describes the objective per output when the loss is "objective"; Outputs
+	// is every output's fidelity to the full-precision model on the held-out data.
+	Objective   string         `json:"objective,omitempty"`
+	Outputs     []outputRecord `json:"outputs,omitempty"`
+	InputBytes  int64          `json:"input_bytes"`
+	OutputBytes int64          `json:"output_bytes"`
+	BNRecalib   bool           `json:"bn_recalibrated"`
+	Seconds     float64        `json:"seconds"`
+	BLAS        string         `json:"blas"`
+	Warnings    []string       `json:"warnings,omitempty"`
 	// Storage is export's storage report of the output against the input.
 	Storage *export.Report `json:"storage,omitempty"`
 	History []iterRecord   `json:"history"`
@@ -117,6 +127,9 @@ func printSummary(w io.Writer, s *binarizeSummary) {
 	fmt.Fprintf(w, "model        %s\n", s.Model)
 	fmt.Fprintf(w, "output       %s (%s, %s grid)\n", s.Output, s.Format, s.Grid)
 	fmt.Fprintf(w, "algorithm    %s, loss %s, seed %d, %d weights binarized\n", s.Algo, s.Loss, s.Seed, len(s.Targets))
+	if s.Objective != "" {
+		fmt.Fprintf(w, "objective    %s\n", s.Objective)
+	}
 	fmt.Fprintf(w, "data         %d calibration / %d held-out samples\n", s.CalibCount, s.EvalCount)
 	if s.Labelled {
 		fmt.Fprintf(w, "accuracy     FP %s → binarized %s (drop %.2f pp), agreement %.2f %%\n", pctText(s.FPAccuracy), pctText(s.BinAccuracy), s.DropPP, s.Agreement)
@@ -129,13 +142,39 @@ func printSummary(w io.Writer, s *binarizeSummary) {
 	}
 	fmt.Fprintf(w, "size         %s → %s (%.1f× smaller on disk; runtimes unpack the weights at load)\n", humanBytes(s.InputBytes), humanBytes(s.OutputBytes), ratio)
 	fmt.Fprintf(w, "time         %.1f s (%s BLAS)\n", s.Seconds, s.BLAS)
-	if s.MaxDropPP != nil {
-		verdict := "passed"
-		if !s.GatePassed {
-			verdict = "FAILED"
-		}
-		fmt.Fprintf(w, "gate         --max-drop %g pp: %s\n", *s.MaxDropPP, verdict)
+	writeFidelity(w, s.Outputs)
+	for _, g := range s.Gates {
+		fmt.Fprintf(w, "gate         %s\n", g)
 	}
+}
+
+// writeFidelity prints each output's fidelity to the full-precision model.
+func writeFidelity(w io.Writer, outs []outputRecord) {
+	for _, o := range outs {
+		sq := "identical"
+		if o.SQNRdB != nil {
+			sq = fmt.Sprintf("SQNR %.2f dB", *o.SQNRdB)
+		}
+		fmt.Fprintf(w, "fidelity     %s (%s): %s, cosine %.6f, max |Δ| %.4g", o.Name, o.Kind, sq, o.Cosine, o.MaxAbsErr)
+		if o.AgreementPct != nil {
+			fmt.Fprintf(w, ", agreement %.2f %% of %d", *o.AgreementPct, o.Positions)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// wilsonPct is the Wilson score 95 % interval of k successes in n trials, in percent:
+// unlike the normal approximation it stays inside [0, 100] and is not empty at 0 % or 100 %.
+func wilsonPct(k, n int) *[2]float64 {
+	if n <= 0 {
+		return nil
+	}
+	const z = 1.959963984540054
+	p, nf := float64(k)/float64(n), float64(n)
+	den := 1 + z*z/nf
+	mid := (p + z*z/(2*nf)) / den
+	half := z * math.Sqrt(p*(1-p)/nf+z*z/(4*nf*nf)) / den
+	return &[2]float64{toPct(math.Max(0, mid-half)), toPct(math.Min(1, mid+half))}
 }
 
 func humanBytes(n int64) string {

@@ -1,0 +1,74 @@
+package train
+
+import (
+	"fmt"
+
+	"github.com/qtool/qtool/engine"
+)
+
+// Gradients holds the output gradients of a loss between batches, so that a training
+// loop allocates them once.
+type Gradients struct {
+	ts   []engine.Tensor
+	ptrs []*engine.Tensor
+	fs   [][]float32
+}
+
+// Outputs returns the gradient of each output for Graph.Backward, nil for the outputs the
+// loss gives none.
+func (gr *Gradients) Outputs() []*engine.Tensor { return gr.ptrs }
+
+// size prepares one gradient buffer per output: for the first only with a plain Loss, for
+// every float32 output with a GraphLoss.
+func (gr *Gradients) size(outs []*engine.Tensor, all bool) [][]float32 {
+	if len(gr.ts) != len(outs) {
+		gr.ts = make([]engine.Tensor, len(outs))
+		gr.ptrs = make([]*engine.Tensor, len(outs))
+		gr.fs = make([][]float32, len(outs))
+	}
+	for i, y := range outs {
+		gr.ptrs[i], gr.fs[i] = nil, nil
+		if (i > 0 && !all) || y.DType != engine.Float32 {
+			continue
+		}
+		t := &gr.ts[i]
+		if cap(t.F) < len(y.F) {
+			t.F = make([]float32, len(y.F))
+		}
+		t.DType, t.Shape, t.F = engine.Float32, y.Shape, t.F[:len(y.F)]
+		gr.ptrs[i], gr.fs[i] = t, t.F
+	}
+	return gr.fs
+}
+
+// ApplyLoss evaluates l on a batch of n samples: outs are g's outputs, teacher the teacher
+// model's on the same batch (nil when NeedsTeacher(l) is false) and labels the batch's
+// labels. A GraphLoss sees every output; a plain Loss the first, which must be logits
+// [batch, classes]. When gr is not nil it receives the gradient of every output, for
+// g.Backward(ctx, gr.Outputs()...).
+func ApplyLoss(l Loss, g *engine.Graph, outs, teacher []*engine.Tensor, labels []int64, n int, gr *Gradients) (float64, error) {
+	if gl, ok := l.(GraphLoss); ok {
+		var grads [][]float32
+		if gr != nil {
+			grads = gr.size(outs, true)
+		}
+		return gl.GraphValue(outs, teacher, labels, grads)
+	}
+	y, classes, err := logits(g, outs, n)
+	if err != nil {
+		return 0, err
+	}
+	t := Target{Labels: labels}
+	if teacher != nil {
+		ty, _, err := logits(g, teacher, n)
+		if err != nil {
+			return 0, fmt.Errorf("teacher: %w", err)
+		}
+		t.Teacher = ty.F
+	}
+	var grad []float32
+	if gr != nil {
+		grad = gr.size(outs, false)[0]
+	}
+	return l.Value(y.F, classes, t, grad)
+}
