@@ -17,11 +17,20 @@ import (
 // data have them. LossAuto chooses it for every model but a single-logits classifier.
 const LossObjective Loss = "objective"
 
+// detectSamples is the most calibration samples the outputs are told apart on.
+const detectSamples = 64
+
 // outputs describes the model's outputs for the objective and the fidelity metrics, from
 // the graph (producers, declared shapes) and the teacher's outputs on the first
 // calibration batch, with o's overrides. A name that is not an output is an *OptionError.
 func (o Options) outputs(ctx context.Context, m *onnxio.Model, teacher *engine.Graph, d calib.Dataset, labelled bool) ([]train.OutputSpec, error) {
-	b, err := calib.NewBatches(d, calib.BatchOptions{Size: o.BatchSize})
+	// A few samples tell the outputs apart; a whole training batch might not fit in memory
+	// in one pass (MicroBatch).
+	size := min(o.BatchSize, detectSamples)
+	if o.MicroBatch > 0 {
+		size = min(size, o.MicroBatch)
+	}
+	b, err := calib.NewBatches(d, calib.BatchOptions{Size: size})
 	if err != nil {
 		return nil, err
 	}
@@ -31,14 +40,16 @@ func (o Options) outputs(ctx context.Context, m *onnxio.Model, teacher *engine.G
 		}
 		return nil, errors.New("binarize: the calibration data gave no batch")
 	}
-	shape := make([]int, len(b.Shape()))
-	for i, v := range b.Shape() {
-		shape[i] = int(v)
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	outs, err := teacher.Forward(&engine.Context{BLAS: o.BLAS, Workers: o.Workers, NoGrad: true}, engine.NewFloat(shape, b.X()))
+	// Through a Feed, so that every input of the model is given, in chunks of a declared
+	// batch.
+	var f train.Feed
+	if err := f.Load(teacher, b); err != nil {
+		return nil, fmt.Errorf("%s: %w", m.Name, err)
+	}
+	outs, err := f.Forward(teacher, &engine.Context{BLAS: o.BLAS, Workers: o.Workers, NoGrad: true})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.Name, err)
 	}
