@@ -22,11 +22,11 @@ type plan struct {
 	// (expand.go); prod is the producer of each, nil for inputs, parameters and constants.
 	values []value
 	prod   []*gnode
-	outIDs []int // the graph outputs' values (an If's output is its branch's)
-	inVals   []*Tensor // vals of the graph inputs, whose data Forward sets per run
-	steps    []step    // nodes that run, in order
-	outs     []*Tensor // returned by Forward
-	bytes    int64     // what the plan allocated: buffers, folded values, integer inputs
+	outIDs []int     // the graph outputs' values (an If's output is its branch's)
+	inVals []*Tensor // vals of the graph inputs, whose data Forward sets per run
+	steps  []step    // nodes that run, in order
+	outs   []*Tensor // returned by Forward
+	bytes  int64     // what the plan allocated: buffers, folded values, integer inputs
 
 	// Recording plans only.
 	outGrads [][]*Tensor // per graph output: its gradient buffer, nil when none flows
