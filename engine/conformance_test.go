@@ -58,6 +58,8 @@ var skips = []struct {
 	}},
 	{reason: "float Range over graph inputs: its length depends on values qtool knows only at run time; TestConformanceInputsAsConstants runs it with the inputs as initializers, as exporters emit it",
 		name: regexp.MustCompile(`^test_range_float_type_positive_delta$`)},
+	{reason: "Loop whose trip count is computed from float graph inputs: qtool unrolls a Loop when planning, which needs its trip count known from shapes and constants",
+		name: regexp.MustCompile(`^test_range_float_type_positive_delta_expanded$`)},
 	{reason: "training-mode dropout with ratio > 0: the reference masks come from numpy's generator, qtool draws from its own seeded stream",
 		name: regexp.MustCompile(`^test_training_dropout(_default)?(_mask)?$`)},
 }

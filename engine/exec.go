@@ -58,6 +58,9 @@ func (g *Graph) Forward(ctx *Context, inputs ...*Tensor) (outs []*Tensor, err er
 	}()
 	for s := range p.steps {
 		cur = &p.steps[s]
+		if cur.on != nil && !*cur.on {
+			continue // a branch of an If that this run does not take
+		}
 		if err := cur.node.k.Forward(&g.ctx, cur.in, cur.out); err != nil {
 			return nil, g.nodeErr(cur.node, "forward", err)
 		}
@@ -132,6 +135,9 @@ func (g *Graph) Backward(ctx *Context, gradOutputs ...*Tensor) (err error) {
 		}
 		for _, t := range cur.zero {
 			clear(t.F)
+		}
+		if cur.on != nil && !*cur.on {
+			continue // an untaken branch adds nothing, but the buffers it starts are cleared
 		}
 		if err := cur.node.k.(Differentiable).Backward(&g.ctx, cur.in, cur.out, cur.gout, cur.gin); err != nil {
 			return g.nodeErr(cur.node, "backward", err)

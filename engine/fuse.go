@@ -105,7 +105,7 @@ func (k *convBNKernel) Forward(ctx *Context, in, out []*Tensor) error {
 // steps with one convBNKernel step, placed where the Conv ran: the
 // BatchNormalization's other inputs are parameters, available at any point.
 func (g *Graph) fuseConvBN(p *plan) {
-	uses := make([]int, len(g.values))
+	uses := make([]int, len(p.values))
 	for _, st := range p.steps {
 		for _, id := range st.node.in {
 			if id >= 0 {
@@ -113,14 +113,14 @@ func (g *Graph) fuseConvBN(p *plan) {
 			}
 		}
 	}
-	for _, id := range g.outIDs {
+	for _, id := range p.outIDs {
 		uses[id]++ // a graph output must keep its own buffer
 	}
 	frozen := func(id int) bool {
-		if id < 0 || g.values[id].kind != kindParam {
+		if id < 0 || p.values[id].kind != kindParam {
 			return false
 		}
-		par := g.params[g.values[id].index]
+		par := g.params[p.values[id].index]
 		return par.Value.DType == Float32 && !par.Trainable
 	}
 	drop := make([]bool, len(p.steps))
@@ -138,7 +138,7 @@ func (g *Graph) fuseConvBN(p *plan) {
 		t += s + 1
 		bs := p.steps[t].node
 		bn, ok := bs.k.(*batchNormKernel)
-		if !ok || bn.trainingMode || bn.outputs != 1 || len(bs.out) != 1 || len(bs.in) != 5 || bs.in[0] != c {
+		if !ok || bn.trainingMode || bn.outputs != 1 || len(bs.out) != 1 || len(bs.in) != 5 || bs.in[0] != c || p.steps[t].on != p.steps[s].on {
 			continue
 		}
 		if !frozen(cs.in[1]) || (len(cs.in) > 2 && cs.in[2] >= 0 && !frozen(cs.in[2])) {
@@ -190,7 +190,7 @@ func (g *Graph) fuseConvBN(p *plan) {
 				gn.out = []int{ms.out[0]}
 				drop[m] = true
 			}
-			p.steps[s] = step{node: gn}
+			p.steps[s] = step{node: gn, on: p.steps[s].on}
 		}
 	}
 	kept := p.steps[:0]
@@ -215,7 +215,7 @@ func (g *Graph) fusablePool(p *plan, id int, uses []int, t int) int {
 	m += t + 1
 	ms := p.steps[m].node
 	k, ok := ms.k.(*poolKernel)
-	if !ok || !k.max || k.wantIndices || len(ms.in) != 1 || ms.in[0] != id || len(ms.out) != 1 {
+	if !ok || !k.max || k.wantIndices || len(ms.in) != 1 || ms.in[0] != id || len(ms.out) != 1 || p.steps[m].on != p.steps[t].on {
 		return -1
 	}
 	return m
@@ -235,7 +235,7 @@ func (g *Graph) fusableAdd(p *plan, id int, uses []int, t, s int) (int, int) {
 	r += t + 1
 	rs := p.steps[r].node
 	k, ok := rs.k.(*binaryKernel)
-	if !ok || k.op.id != opAdd || len(rs.in) != 2 || len(rs.out) != 1 {
+	if !ok || k.op.id != opAdd || len(rs.in) != 2 || len(rs.out) != 1 || p.steps[r].on != p.steps[t].on {
 		return -1, -1
 	}
 	other := rs.in[0]
@@ -246,7 +246,7 @@ func (g *Graph) fusableAdd(p *plan, id int, uses []int, t, s int) (int, int) {
 		!nnShapeEq(p.vals[other].Shape, p.vals[id].Shape) {
 		return -1, -1
 	}
-	if g.values[other].kind == kindNode && !slices.ContainsFunc(p.steps[:s], func(st step) bool { return slices.Contains(st.node.out, other) }) {
+	if p.values[other].kind == kindNode && !slices.ContainsFunc(p.steps[:s], func(st step) bool { return slices.Contains(st.node.out, other) }) {
 		return -1, -1
 	}
 	return r, other
@@ -265,12 +265,12 @@ func (g *Graph) fusableAct(p *plan, id int, uses []int, t int) int {
 	a += t + 1
 	as := p.steps[a].node
 	k, ok := as.k.(*unaryKernel)
-	if !ok || (k.op.name != "Relu" && k.op.name != "Clip" && k.op.name != "HardSwish") || as.in[0] != id || len(as.out) != 1 {
+	if !ok || (k.op.name != "Relu" && k.op.name != "Clip" && k.op.name != "HardSwish") || as.in[0] != id || len(as.out) != 1 || p.steps[a].on != p.steps[t].on {
 		return -1
 	}
 	for _, b := range as.in[1:] {
 		// Clip's bounds must be available when the Conv runs, before the BN's position.
-		if b >= 0 && g.values[b].kind != kindParam {
+		if b >= 0 && p.values[b].kind != kindParam {
 			return -1
 		}
 	}

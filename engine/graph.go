@@ -69,12 +69,15 @@ const (
 	kindNode valueKind = iota
 	kindInput
 	kindParam
+	// kindConst is an initializer of a control-flow body: a constant of the graph that is
+	// no parameter, because onnxio reads and writes only the main graph's initializers.
+	kindConst
 )
 
 type value struct {
 	name  string
 	kind  valueKind
-	index int // graph input index, parameter index or producing node index
+	index int // graph input, parameter or constant index; producing node index (-1 in bodies)
 }
 
 type gnode struct {
@@ -94,6 +97,7 @@ type Graph struct {
 	values  []value
 	nodes   []gnode // in topological order
 	params  []*Param
+	consts  []*Tensor // initializers of control-flow bodies (kindConst)
 	inputs  []ValueInfo
 	inIDs   []int
 	outputs []ValueInfo
@@ -130,10 +134,8 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 		plans: map[string]*plan{},
 	}
 	ids := map[string]int{}
-	add := func(v value) int {
-		g.values = append(g.values, v)
-		return len(g.values) - 1
-	}
+	add := g.addValue
+	var err error
 
 	// Parameters come first, so that an input that is also an initializer (IR < 4 lists
 	// every initializer as an input) is a parameter.
@@ -169,8 +171,6 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 
 	// Every node is checked before anything fails, so that one error lists them all.
 	var bad []string
-	opset := m.Opset("")
-	reg := registry()
 	var nodes []*onnxpb.NodeProto
 	for _, np := range gp.GetNode() {
 		if lifted[np] {
@@ -178,62 +178,10 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 		}
 		nodes = append(nodes, np)
 	}
-	order, err := topoSort(nodes, ids)
-	if err != nil {
+	bc := &buildCtx{opset: m.Opset(""), reg: registry(), types: declaredTypes(g.params, gp), bad: &bad}
+	top := &nameScope{ids: ids}
+	if g.nodes, err = g.buildNodes(bc, nodes, top, ""); err != nil {
 		return nil, fmt.Errorf("engine: %s: %w", m.Name, err)
-	}
-	types := declaredTypes(g.params, gp)
-	for _, np := range order {
-		n := &Node{Proto: np, Opset: opset}
-		for _, in := range np.GetInput() {
-			n.InputTypes = append(n.InputTypes, types[in])
-		}
-		var k Kernel
-		if d := np.GetDomain(); d != "" && d != "ai.onnx" {
-			bad = append(bad, n.Errorf("op %s of domain %q is not supported", np.GetOpType(), d).Error())
-		} else if def, ok := reg[np.GetOpType()]; !ok {
-			bad = append(bad, n.Errorf("op %s is not supported", np.GetOpType()).Error())
-			// A control-flow node's bodies are listed too, so that one error says everything
-			// a model needs, not only the outermost op.
-			bad = append(bad, unsupportedInside(np, reg, n.Errorf("").Error())...)
-		} else if err := checkNodeInputs(n, def.inputs); err != nil {
-			bad = append(bad, err.Error())
-		} else if k, err = makeKernel(def.build, n); err != nil {
-			bad = append(bad, err.Error())
-		}
-		var outTypes []onnxpb.TensorProto_DataType
-		if t, ok := k.(outputTyper); ok {
-			outTypes = t.outputTypes()
-		} else if reg[np.GetOpType()].sameType && len(n.InputTypes) > 0 {
-			outTypes = slices.Repeat(n.InputTypes[:1], len(np.GetOutput()))
-		}
-		for i, dt := range outTypes {
-			if outs := np.GetOutput(); i < len(outs) && outs[i] != "" && dt != onnxpb.TensorProto_UNDEFINED {
-				if _, declared := types[outs[i]]; !declared {
-					types[outs[i]] = dt
-				}
-			}
-		}
-		gn := gnode{n: n, op: np.GetOpType(), k: k}
-		for _, in := range np.GetInput() {
-			if in == "" {
-				gn.in = append(gn.in, -1)
-				continue
-			}
-			gn.in = append(gn.in, ids[in]) // topoSort checked that it exists
-		}
-		for _, out := range np.GetOutput() {
-			if out == "" {
-				gn.out = append(gn.out, add(value{name: "", kind: kindNode, index: len(g.nodes)}))
-				continue
-			}
-			if _, dup := ids[out]; dup {
-				return nil, fmt.Errorf("engine: %s: %s", m.Name, n.Errorf("output %q is already defined elsewhere in the graph", out))
-			}
-			ids[out] = add(value{name: out, kind: kindNode, index: len(g.nodes)})
-			gn.out = append(gn.out, ids[out])
-		}
-		g.nodes = append(g.nodes, gn)
 	}
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("engine: %s: %d unsupported node(s): %s", m.Name, len(bad), strings.Join(bad, "; "))
@@ -251,6 +199,109 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 		g.outIDs = append(g.outIDs, id)
 	}
 	return g, nil
+}
+
+func (g *Graph) addValue(v value) int {
+	g.values = append(g.values, v)
+	return len(g.values) - 1
+}
+
+// nameScope resolves value names: a control-flow body sees its own values first, then
+// those of the graphs that enclose it.
+type nameScope struct {
+	parent *nameScope
+	ids    map[string]int
+}
+
+func (s *nameScope) lookup(name string) (int, bool) {
+	for ; s != nil; s = s.parent {
+		if id, ok := s.ids[name]; ok {
+			return id, true
+		}
+	}
+	return 0, false
+}
+
+// buildCtx is what building the nodes of the graph and of its bodies shares.
+type buildCtx struct {
+	opset int64
+	reg   map[string]opDef
+	types map[string]onnxpb.TensorProto_DataType
+	bad   *[]string // what is unsupported, collected across all bodies
+}
+
+// buildNodes orders nodes topologically, makes their kernels and value ids, and adds the
+// names they define to sc. path prefixes the errors of nodes inside a body. Unsupported
+// nodes are collected in bc.bad; the error is for a graph that cannot be read at all.
+func (g *Graph) buildNodes(bc *buildCtx, nodes []*onnxpb.NodeProto, sc *nameScope, path string) ([]gnode, error) {
+	order, err := topoSort(nodes, func(name string) bool { _, ok := sc.lookup(name); return ok })
+	if err != nil {
+		return nil, fmt.Errorf("%s%w", path, err)
+	}
+	var out []gnode
+	for _, np := range order {
+		n := &Node{Proto: np, Opset: bc.opset}
+		for _, in := range np.GetInput() {
+			n.InputTypes = append(n.InputTypes, bc.types[in])
+		}
+		var k Kernel
+		if d := np.GetDomain(); d != "" && d != "ai.onnx" {
+			*bc.bad = append(*bc.bad, path+n.Errorf("op %s of domain %q is not supported", np.GetOpType(), d).Error())
+		} else if def, ok := bc.reg[np.GetOpType()]; !ok {
+			*bc.bad = append(*bc.bad, path+n.Errorf("op %s is not supported", np.GetOpType()).Error())
+			// A control-flow node's bodies are listed too, so that one error says everything
+			// a model needs, not only the outermost op.
+			*bc.bad = append(*bc.bad, unsupportedInside(np, bc.reg, path+n.Errorf("").Error())...)
+		} else if err := checkNodeInputs(n, def.inputs); err != nil {
+			*bc.bad = append(*bc.bad, path+err.Error())
+		} else if isControl(np.GetOpType()) {
+			k, err = g.buildControl(bc, n, sc, path)
+			if err != nil {
+				return nil, err
+			}
+		} else if k, err = makeKernel(def.build, n); err != nil {
+			*bc.bad = append(*bc.bad, path+err.Error())
+		}
+		var outTypes []onnxpb.TensorProto_DataType
+		if t, ok := k.(outputTyper); ok {
+			outTypes = t.outputTypes()
+		} else if bc.reg[np.GetOpType()].sameType && len(n.InputTypes) > 0 {
+			outTypes = slices.Repeat(n.InputTypes[:1], len(np.GetOutput()))
+		}
+		for i, dt := range outTypes {
+			if outs := np.GetOutput(); i < len(outs) && outs[i] != "" && dt != onnxpb.TensorProto_UNDEFINED {
+				if _, declared := bc.types[outs[i]]; !declared {
+					bc.types[outs[i]] = dt
+				}
+			}
+		}
+		index := -1
+		if sc.parent == nil {
+			index = len(out)
+		}
+		gn := gnode{n: n, op: np.GetOpType(), k: k}
+		for _, in := range np.GetInput() {
+			if in == "" {
+				gn.in = append(gn.in, -1)
+				continue
+			}
+			id, _ := sc.lookup(in) // topoSort checked that it exists
+			gn.in = append(gn.in, id)
+		}
+		for _, o := range np.GetOutput() {
+			if o == "" {
+				gn.out = append(gn.out, g.addValue(value{name: "", kind: kindNode, index: index}))
+				continue
+			}
+			if _, dup := sc.ids[o]; dup {
+				return nil, fmt.Errorf("%s%s", path, n.Errorf("output %q is already defined elsewhere in the graph", o))
+			}
+			sc.ids[o] = g.addValue(value{name: o, kind: kindNode, index: index})
+			gn.out = append(gn.out, sc.ids[o])
+		}
+		out = append(out, gn)
+	}
+	return out, nil
 }
 
 // outputTyper is implemented by kernels whose output element types are fixed by their
@@ -306,9 +357,10 @@ func makeKernel(b Builder, n *Node) (k Kernel, err error) {
 }
 
 // topoSort orders nodes so that each comes after the producers of its inputs, keeping
-// the file order where it is already valid. known holds the names available before any
-// node runs (inputs and parameters).
-func topoSort(nodes []*onnxpb.NodeProto, known map[string]int) ([]*onnxpb.NodeProto, error) {
+// the file order where it is already valid. known reports the names available before any
+// node runs (inputs, parameters and the values of enclosing graphs). The values that a
+// control-flow node's bodies read from the graph count as its inputs.
+func topoSort(nodes []*onnxpb.NodeProto, known func(string) bool) ([]*onnxpb.NodeProto, error) {
 	producer := map[string]int{}
 	for i, n := range nodes {
 		for _, o := range n.GetOutput() {
@@ -321,11 +373,8 @@ func topoSort(nodes []*onnxpb.NodeProto, known map[string]int) ([]*onnxpb.NodePr
 	users := make([][]int, len(nodes))
 	for i, n := range nodes {
 		seen := map[int]bool{}
-		for _, in := range n.GetInput() {
-			if in == "" {
-				continue
-			}
-			if _, ok := known[in]; ok {
+		for _, in := range nodeRefs(n) {
+			if in == "" || known(in) {
 				continue
 			}
 			p, ok := producer[in]

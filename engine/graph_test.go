@@ -421,9 +421,9 @@ func TestShapeThroughFloatConstants(t *testing.T) {
 	}
 }
 
-// TestBuildReportsUnsupportedInsideSubgraphs: a control-flow node's bodies are listed
-// with the path that leads to them (If's then_branch, a Loop nested in else_branch),
-// supported ops inside them are not, and the error stays one line.
+// TestBuildReportsUnsupportedInsideSubgraphs: the unsupported nodes of control-flow
+// bodies are listed with the path that leads to them (If's then_branch, a Loop nested in
+// else_branch), supported ops inside them are not, and the error stays one line.
 func TestBuildReportsUnsupportedInsideSubgraphs(t *testing.T) {
 	body := func(name string, nodes ...*onnxpb.NodeProto) *onnxpb.GraphProto {
 		return &onnxpb.GraphProto{Name: proto.String(name), Node: nodes}
@@ -438,17 +438,16 @@ func TestBuildReportsUnsupportedInsideSubgraphs(t *testing.T) {
 	ifNode := gNode("If", []string{"x"}, []string{"d"},
 		graphAttr("then_branch", body("then", gNode("GRU", []string{"x", "w", "r"}, []string{"t"}), gNode("Neg", []string{"x"}, []string{"n"}))),
 		graphAttr("else_branch", body("else", loop)))
-	m := gModel(13, []*onnxpb.NodeProto{ifNode}, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, 2)}, []string{"d"})
+	m := gModel(13, []*onnxpb.NodeProto{ifNode}, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, 2),
+		gInput("w", onnxpb.TensorProto_FLOAT, 2), gInput("r", onnxpb.TensorProto_FLOAT, 2)}, []string{"d"})
 	_, err := Build(m, Options{})
 	if err == nil {
 		t.Fatal("Build accepted an If with unsupported bodies")
 	}
 	msg := err.Error()
 	for _, want := range []string{
-		`node "If_d" (If): op If is not supported`,
-		`then_branch: node "GRU_t" (GRU): op GRU is not supported`,
-		`else_branch: node "Loop_l" (Loop): op Loop is not supported`,
-		`else_branch: node "Loop_l" (Loop), body: node "LSTM_h" (LSTM): op LSTM is not supported`,
+		`node "If_d" (If), then_branch: node "GRU_t" (GRU): op GRU is not supported`,
+		`node "If_d" (If), else_branch: node "Loop_l" (Loop), body: node "LSTM_h" (LSTM): op LSTM is not supported`,
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q does not mention %q", msg, want)

@@ -72,5 +72,7 @@ func ortCoverageSources() []coverageSource {
 		{"TestBlockedInt4MatMulAgainstOnnxruntime", TestBlockedInt4MatMulAgainstOnnxruntime},
 		{"TestLogicAgainstOnnxruntime", TestLogicAgainstOnnxruntime},
 		{"TestMaskedAttentionExport", TestMaskedAttentionExport},
+		{"TestControlFlowAgainstOnnxruntime", TestControlFlowAgainstOnnxruntime},
+		{"TestScriptedExportAgainstOnnxruntime", TestScriptedExportAgainstOnnxruntime},
 	}
 }

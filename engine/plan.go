@@ -18,10 +18,15 @@ type plan struct {
 	record   bool      // keep what Backward needs; set when any parameter is trainable
 	shapes   [][]int   // input shapes the plan was made for
 	vals     []*Tensor // per value id
-	inVals   []*Tensor // vals of the graph inputs, whose data Forward sets per run
-	steps    []step    // nodes that run, in order
-	outs     []*Tensor // returned by Forward
-	bytes    int64     // what the plan allocated: buffers, folded values, integer inputs
+	// The plan's values: the graph's, then those of the copies of control-flow bodies
+	// (expand.go); prod is the producer of each, nil for inputs, parameters and constants.
+	values []value
+	prod   []*gnode
+	outIDs []int     // the graph outputs' values (an If's output is its branch's)
+	inVals []*Tensor // vals of the graph inputs, whose data Forward sets per run
+	steps  []step    // nodes that run, in order
+	outs   []*Tensor // returned by Forward
+	bytes  int64     // what the plan allocated: buffers, folded values, integer inputs
 
 	// Recording plans only.
 	outGrads [][]*Tensor // per graph output: its gradient buffer, nil when none flows
@@ -31,6 +36,9 @@ type plan struct {
 type step struct {
 	node    *gnode
 	in, out []*Tensor
+	// on, when not nil, is the flag of the If branch the step belongs to: the step runs
+	// (forward and backward) only while it is true.
+	on *bool
 	// Backward pass.
 	back      bool
 	gin, gout []*Tensor
@@ -126,10 +134,20 @@ func (p *bufPool) alloc() {
 // total are checked against the memory limit before they are allocated. With dry set it
 // stops short of allocating the buffers: the plan only serves its byte count.
 func (g *Graph) makePlan(inputs []*Tensor, training, record, dry bool) (p *plan, err error) {
-	p = &plan{training: training, record: record, vals: make([]*Tensor, len(g.values))}
+	p = &plan{training: training, record: record, vals: make([]*Tensor, len(g.values)),
+		values: slices.Clone(g.values), prod: make([]*gnode, len(g.values))}
+	for i := range g.nodes {
+		for _, id := range g.nodes[i].out {
+			p.prod[id] = &g.nodes[i]
+		}
+	}
 	b := &budget{model: g.name, limit: g.maxBytes()}
 	konst := make([]bool, len(g.values))
 	for id, v := range g.values {
+		if v.kind == kindConst {
+			// Initializers of bodies are no parameters: nothing trains them.
+			p.vals[id], konst[id] = g.consts[v.index], true
+		}
 		if v.kind == kindParam {
 			pv := g.params[v.index].Value
 			p.vals[id] = pv
@@ -158,111 +176,36 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record, dry bool) (p *plan,
 		p.shapes = append(p.shapes, t.Shape)
 	}
 
-	foldCtx := &Context{BLAS: g.opts.BLAS, Workers: g.opts.Workers, Rand: g.rand}
-	var cur *gnode
+	// Shape inference, constant folding and the expansion of control flow.
+	x := &expander{g: g, p: p, b: b, konst: konst, training: training,
+		ctx: &Context{BLAS: g.opts.BLAS, Workers: g.opts.Workers, Rand: g.rand}}
+	x.remap = make([]int, len(g.values))
+	for id := range x.remap {
+		x.remap[id] = id
+	}
 	defer func() {
 		if r := recover(); r != nil {
-			if cur == nil {
+			if x.cur == nil {
 				p, err = nil, fmt.Errorf("engine: %s: internal error while planning: %v", g.name, r)
 				return
 			}
-			p, err = nil, fmt.Errorf("engine: %s: %s", g.name, cur.n.Errorf("internal error while planning: %v", r))
+			p, err = nil, fmt.Errorf("engine: %s: %s", g.name, x.cur.n.Errorf("internal error while planning: %v", r))
 		}
 	}()
-
-	// Shape inference and constant folding.
-	var run []*gnode
-	in := make([]*Tensor, 0, 8)
 	for i := range g.nodes {
-		gn := &g.nodes[i]
-		cur = gn
-		in = in[:0]
-		all := !noFold(gn.op, training)
-		known := all
-		for _, id := range gn.in {
-			if id < 0 {
-				in = append(in, nil)
-				continue
-			}
-			in = append(in, p.vals[id])
-			all = all && konst[id]
-			known = known && p.vals[id].Known()
+		if err := x.node(&g.nodes[i], nil, nil); err != nil {
+			return nil, err
 		}
-		out, err := gn.k.Infer(slices.Clone(in))
-		if err != nil {
-			return nil, g.nodeErr(gn, "shape inference", err)
-		}
-		if len(out) > len(gn.out) {
-			return nil, g.nodeErr(gn, "shape inference", fmt.Errorf("kernel returned %d outputs, the node has %d", len(out), len(gn.out)))
-		}
-		for j := len(out); j < len(gn.out); j++ {
-			if g.values[gn.out[j]].name != "" {
-				return nil, g.nodeErr(gn, "shape inference", fmt.Errorf("kernel returned %d outputs, the node uses output %d", len(out), j))
-			}
-		}
-		gn.out = gn.out[:len(out)]
-		sizes := make([]int64, len(out))
-		for j, t := range out {
-			if t == nil || (t.DType != Float32 && t.DType != Int64) {
-				return nil, g.nodeErr(gn, "shape inference", fmt.Errorf("kernel returned an invalid output %d", j))
-			}
-			if slices.ContainsFunc(t.Shape, func(d int) bool { return d < 0 }) {
-				return nil, g.nodeErr(gn, "shape inference", fmt.Errorf("output %d has a negative dimension in shape %v; check the shape values the model computes", j, t.Shape))
-			}
-			// Checked here, before the folding below or the buffers allocate anything.
-			if sizes[j], err = b.tensor(gn, "", t.DType, t.Shape); err != nil {
-				return nil, err
-			}
-		}
-		if known {
-			// Every input's value is known: run the node now. When every input is a
-			// constant its outputs are constants and the node never runs again. When
-			// some input is a float parameter, which may change between runs, the node
-			// stays in the plan, and the values only serve the shape inference of its
-			// consumers (exporters compute shapes through float constants too).
-			outs := make([]*Tensor, len(out))
-			for j, t := range out {
-				if err := b.add(gn, "", t.Shape, sizes[j]); err != nil {
-					return nil, err
-				}
-				outs[j] = &Tensor{DType: t.DType, Shape: slices.Clone(t.Shape)}
-				if t.DType == Int64 {
-					outs[j].I = make([]int64, t.Len())
-				} else {
-					outs[j].F = make([]float32, t.Len())
-				}
-			}
-			if err := gn.k.Forward(foldCtx, slices.Clone(in), outs); err != nil {
-				return nil, g.nodeErr(gn, "constant folding", err)
-			}
-			for j, id := range gn.out {
-				p.vals[id], konst[id] = outs[j], all
-			}
-			if all {
-				continue
-			}
-			run = append(run, gn)
-			continue
-		}
-		for j, id := range gn.out {
-			t := out[j]
-			// Shape-derived integer values are constants whatever the inputs hold.
-			if t.DType == Int64 && t.Known() && len(t.I) == t.Len() {
-				if err := b.add(gn, "", t.Shape, sizes[j]); err != nil {
-					return nil, err
-				}
-				p.vals[id], konst[id] = &Tensor{DType: Int64, Shape: slices.Clone(t.Shape), I: slices.Clone(t.I)}, true
-				continue
-			}
-			p.vals[id] = &Tensor{DType: t.DType, Shape: slices.Clone(t.Shape)}
-		}
-		run = append(run, gn)
 	}
-	cur = nil
+	x.cur = nil
+	run, konst := x.run, x.konst
+	for _, id := range g.outIDs {
+		p.outIDs = append(p.outIDs, x.remap[id])
+	}
 
 	// Keep only the nodes that some graph output depends on.
-	needed := make([]bool, len(g.values))
-	for _, id := range g.outIDs {
+	needed := make([]bool, len(p.values))
+	for _, id := range p.outIDs {
 		needed[id] = true
 	}
 	live := make([]bool, len(run))
@@ -283,7 +226,7 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record, dry bool) (p *plan,
 	}
 	for s, gn := range run {
 		if live[s] {
-			p.steps = append(p.steps, step{node: gn})
+			p.steps = append(p.steps, step{node: gn, on: x.guards[s]})
 		}
 	}
 	if !training && !record && !g.noFuse {
@@ -301,11 +244,11 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record, dry bool) (p *plan,
 
 	// Forward buffers. A value's buffer returns to the pool after its last reader, except
 	// for graph outputs and, when recording, what the backward pass reads.
-	pinned := make([]bool, len(g.values))
-	for _, id := range g.outIDs {
+	pinned := make([]bool, len(p.values))
+	for _, id := range p.outIDs {
 		pinned[id] = true
 	}
-	lastUse := make([]int, len(g.values))
+	lastUse := make([]int, len(p.values))
 	for i := range lastUse {
 		lastUse[i] = -1
 	}
@@ -333,7 +276,7 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record, dry bool) (p *plan,
 			}
 		}
 	}
-	owned := func(id int) bool { return id >= 0 && g.values[id].kind == kindNode && !konst[id] }
+	owned := func(id int) bool { return id >= 0 && p.values[id].kind == kindNode && !konst[id] }
 	pool := bufPool{b: b}
 	for s := range p.steps {
 		st := &p.steps[s]
@@ -366,7 +309,7 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record, dry bool) (p *plan,
 			st.out[j] = p.vals[id]
 		}
 	}
-	for _, id := range g.outIDs {
+	for _, id := range p.outIDs {
 		p.outs = append(p.outs, p.vals[id])
 	}
 	if record {
@@ -401,8 +344,8 @@ func retains(k Kernel, nin, nout int) (in, out []bool) {
 // graphs where a gradient would have to cross a node without a backward pass.
 func (g *Graph) gradValues(p *plan, konst []bool) ([]bool, error) {
 	isFloat := func(id int) bool { return id >= 0 && p.vals[id].DType == Float32 && !konst[id] }
-	fromParam := make([]bool, len(g.values))
-	for id, v := range g.values {
+	fromParam := make([]bool, len(p.values))
+	for id, v := range p.values {
 		if v.kind == kindParam && g.params[v.index].Trainable {
 			fromParam[id] = true
 		}
@@ -415,8 +358,8 @@ func (g *Graph) gradValues(p *plan, konst []bool) ([]bool, error) {
 			}
 		}
 	}
-	toOut := make([]bool, len(g.values))
-	for _, id := range g.outIDs {
+	toOut := make([]bool, len(p.values))
+	for _, id := range p.outIDs {
 		toOut[id] = isFloat(id)
 	}
 	for s := len(p.steps) - 1; s >= 0; s-- {
@@ -438,7 +381,7 @@ func (g *Graph) gradValues(p *plan, konst []bool) ([]bool, error) {
 			}
 		}
 	}
-	need := make([]bool, len(g.values))
+	need := make([]bool, len(p.values))
 	for id := range need {
 		need[id] = fromParam[id] && toOut[id]
 	}
@@ -458,12 +401,12 @@ func (g *Graph) markBackward(st *step, need []bool) {
 // planBackward assigns gradient buffers in reverse order, reusing forward buffers that
 // are dead once the forward pass is over.
 func (g *Graph) planBackward(p *plan, need []bool, pool *bufPool) error {
-	grads := make([]*Tensor, len(g.values))
+	grads := make([]*Tensor, len(p.values))
 	alloc := func(gn *gnode, id int) (*Tensor, bool, error) {
 		if grads[id] != nil {
 			return grads[id], false, nil
 		}
-		if v := g.values[id]; v.kind == kindParam {
+		if v := p.values[id]; v.kind == kindParam {
 			grads[id] = g.params[v.index].Grad
 			return grads[id], false, nil
 		}
@@ -474,16 +417,12 @@ func (g *Graph) planBackward(p *plan, need []bool, pool *bufPool) error {
 		grads[id] = t
 		return t, true, nil
 	}
-	p.outGrads = make([][]*Tensor, len(g.outIDs))
-	for i, id := range g.outIDs {
+	p.outGrads = make([][]*Tensor, len(p.outIDs))
+	for i, id := range p.outIDs {
 		if !need[id] {
 			continue
 		}
-		var gn *gnode
-		if v := g.values[id]; v.kind == kindNode {
-			gn = &g.nodes[v.index]
-		}
-		t, fresh, err := alloc(gn, id)
+		t, fresh, err := alloc(p.prod[id], id)
 		if err != nil {
 			return err
 		}
@@ -519,7 +458,7 @@ func (g *Graph) planBackward(p *plan, need []bool, pool *bufPool) error {
 		}
 		// The outputs' gradients are complete and consumed once this step is done.
 		for j, id := range st.node.out {
-			if t := st.gout[j]; t != nil && g.values[id].kind == kindNode && !slices.Contains(st.gout[:j], t) {
+			if t := st.gout[j]; t != nil && p.values[id].kind == kindNode && !slices.Contains(st.gout[:j], t) {
 				pool.put(t)
 			}
 		}

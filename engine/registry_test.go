@@ -22,6 +22,7 @@ func coverageSources() []coverageSource {
 		{"TestOldOpsetConformanceData", TestOldOpsetConformanceData},
 		{"TestConformanceInputsAsConstants", TestConformanceInputsAsConstants},
 		{"TestShapeOpGradients", TestShapeOpGradients},
+		{"TestControlFlowGradients", TestControlFlowGradients},
 		{"TestElementwiseGradients", TestElementwiseGradients},
 		{"TestElementwiseGraphChain", TestElementwiseGraphChain},
 		{"TestConvGradient", TestConvGradient},

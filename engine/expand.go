@@ -1,0 +1,356 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+)
+
+// maxUnroll bounds the iterations of one unrolled Loop, so that a loop whose condition
+// stays true forever (or a huge trip count over an empty body) fails instead of hanging
+// the planner; the memory limit bounds every other loop.
+const maxUnroll = 1 << 16
+
+// unrollBytes is charged to the plan's memory budget for every node copied out of a
+// control-flow body: the step, node and tensor headers that the copy costs, so that
+// unrolling a Loop is bounded by Options.MaxBytes even when its buffers are reused.
+const unrollBytes = 512
+
+// scope maps the value ids of a body (as Build compiled it) to the plan's ids of one copy
+// of it; ids a body does not define resolve in the enclosing copy, and at the top level
+// through the plan's remap.
+type scope struct {
+	parent *scope
+	m      map[int]int
+}
+
+// expander makes the flat node list of a plan: it infers shapes and folds constants
+// node by node, and expands control flow as the conditions and trip counts become known.
+type expander struct {
+	g        *Graph
+	p        *plan
+	b        *budget
+	konst    []bool
+	training bool
+	ctx      *Context
+	remap    []int // top-level value id → plan value id (If outputs become their branch's)
+	run      []*gnode
+	guards   []*bool // per run entry: the flag that must be true for it to run, or nil
+	cur      *gnode  // the node being planned, for error messages
+}
+
+func (x *expander) resolve(env *scope, id int) int {
+	if id < 0 {
+		return id
+	}
+	for s := env; s != nil; s = s.parent {
+		if v, ok := s.m[id]; ok {
+			return v
+		}
+	}
+	return x.remap[id]
+}
+
+// newValue adds a plan value that copies body value tmpl.
+func (x *expander) newValue(tmpl int, prod *gnode) int {
+	name := ""
+	if tmpl >= 0 {
+		name = x.p.values[tmpl].name
+	}
+	x.p.values = append(x.p.values, value{name: name, kind: kindNode, index: -1})
+	x.p.vals = append(x.p.vals, nil)
+	x.p.prod = append(x.p.prod, prod)
+	x.konst = append(x.konst, false)
+	return len(x.p.values) - 1
+}
+
+// constValue adds a plan-time constant.
+func (x *expander) constValue(t *Tensor) int {
+	id := x.newValue(-1, nil)
+	x.p.vals[id], x.konst[id] = t, true
+	return id
+}
+
+// define gives body value tmpl its id in the copy env: the template's own at the top
+// level, a fresh one in a body.
+func (x *expander) define(env *scope, tmpl int, prod *gnode) int {
+	if env == nil {
+		return tmpl
+	}
+	id := x.newValue(tmpl, prod)
+	env.m[tmpl] = id
+	return id
+}
+
+// alias makes body value tmpl stand for plan value id in env (an If's output is its
+// taken branch's, a Loop's final value its last iteration's).
+func (x *expander) alias(env *scope, tmpl, id int) {
+	if env == nil {
+		x.remap[tmpl] = id
+		return
+	}
+	env.m[tmpl] = id
+}
+
+// node plans one node of the graph or of a copy of a body (env), whose steps run only
+// when on is nil or true.
+func (x *expander) node(gn *gnode, env *scope, on *bool) error {
+	inst := gn
+	remapped := env != nil || slices.ContainsFunc(gn.in, func(id int) bool { return id >= 0 && x.remap[id] != id })
+	if remapped {
+		inst = &gnode{n: gn.n, op: gn.op, k: gn.k, in: make([]int, len(gn.in)), out: slices.Clone(gn.out)}
+		for j, id := range gn.in {
+			inst.in[j] = x.resolve(env, id)
+		}
+	}
+	x.cur = inst
+	switch k := gn.k.(type) {
+	case *ifKernel:
+		return x.ifNode(inst, gn, k, env, on)
+	case *loopKernel:
+		return x.loopNode(inst, gn, k, env, on)
+	}
+	if env != nil {
+		if err := x.b.add(inst, "", nil, unrollBytes); err != nil {
+			return err
+		}
+		for j, id := range gn.out {
+			inst.out[j] = x.define(env, id, inst)
+		}
+	}
+	return x.plain(inst, on)
+}
+
+// body plans a copy of b whose formal inputs are the plan values formals, and returns the
+// plan values of its outputs.
+func (x *expander) body(b *body, env *scope, formals []int, on *bool) ([]int, error) {
+	s := &scope{parent: env, m: map[int]int{}}
+	for i, f := range b.in {
+		s.m[f] = formals[i]
+	}
+	for i := range b.nodes {
+		if err := x.node(&b.nodes[i], s, on); err != nil {
+			return nil, err
+		}
+	}
+	outs := make([]int, len(b.out))
+	for j, o := range b.out {
+		outs[j] = x.resolve(s, o)
+	}
+	return outs, nil
+}
+
+// ifNode plans an If: only the taken branch when the condition is a plan-time constant,
+// both branches behind a guard otherwise.
+func (x *expander) ifNode(inst, tmpl *gnode, k *ifKernel, env *scope, on *bool) error {
+	c := inst.in[0]
+	if x.p.vals[c].Len() != 1 {
+		return x.errorf(inst, "the condition has shape %v, want a single value", x.p.vals[c].Shape)
+	}
+	if x.konst[c] {
+		br := k.els
+		if truthy(x.p.vals[c]) {
+			br = k.then
+		}
+		outs, err := x.body(br, env, nil, on)
+		if err != nil {
+			return err
+		}
+		for j, o := range tmpl.out {
+			x.alias(env, o, outs[j])
+		}
+		return nil
+	}
+	// The condition is known only at run time (it depends on the data or on a float
+	// parameter): both branches are planned, and each step of a branch runs only when
+	// the guard's flag for it is set. Their outputs must agree in shape, because the
+	// plan's buffers and the consumers' shapes are fixed for the input signature.
+	guard := &guardKernel{parent: on}
+	gi := &gnode{n: inst.n, op: inst.op, k: guard, in: []int{c}}
+	gi.out = []int{x.newValue(-1, gi)}
+	if err := x.plain(gi, nil); err != nil {
+		return err
+	}
+	thenOuts, err := x.body(k.then, env, nil, &guard.flags[0])
+	if err != nil {
+		return err
+	}
+	elseOuts, err := x.body(k.els, env, nil, &guard.flags[1])
+	if err != nil {
+		return err
+	}
+	x.cur = inst
+	for j, o := range tmpl.out {
+		t, e := x.p.vals[thenOuts[j]], x.p.vals[elseOuts[j]]
+		if t.DType != e.DType || !slices.Equal(t.Shape, e.Shape) {
+			return x.errorf(inst, "the condition is known only at run time, and output %d is %s %v in then_branch but %s %v in else_branch; qtool needs both branches to give the same shapes", j, t.DType, t.Shape, e.DType, e.Shape)
+		}
+		sel := &gnode{n: inst.n, op: inst.op, k: selectKernel{}, in: []int{gi.out[0], thenOuts[j], elseOuts[j]}}
+		sel.out = []int{x.define(env, o, sel)}
+		if env == nil {
+			x.p.prod[o] = sel
+		}
+		if err := x.plain(sel, on); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loopNode unrolls a Loop whose trip count and condition are plan-time constants.
+func (x *expander) loopNode(inst, tmpl *gnode, k *loopKernel, env *scope, on *bool) error {
+	m := int64(-1) // no trip count: the condition alone ends the loop
+	if M := inst.in[0]; M >= 0 {
+		if x.p.vals[M].DType != Int64 || x.p.vals[M].Len() != 1 {
+			return x.errorf(inst, "the trip count is %s %v, want one integer", x.p.vals[M].DType, x.p.vals[M].Shape)
+		}
+		if !x.konst[M] {
+			return x.errorf(inst, "the trip count is computed at run time; qtool runs a Loop by unrolling it, which needs a trip count known from shapes and constants")
+		}
+		m = x.p.vals[M].I[0]
+	}
+	cond := -1
+	if len(inst.in) > 1 {
+		cond = inst.in[1]
+	}
+	if cond < 0 {
+		cond = x.constValue(NewInt([]int{}, []int64{1}))
+	}
+	if !x.konst[cond] {
+		return x.errorf(inst, "the loop condition is computed at run time; qtool runs a Loop by unrolling it, which needs a condition known from shapes and constants")
+	}
+	var carried []int
+	if len(inst.in) > 2 {
+		carried = slices.Clone(inst.in[2:])
+	}
+	nc := len(carried)
+	scans := make([][]int, len(k.body.out)-1-nc)
+	for i := int64(0); truthy(x.p.vals[cond]) && (m < 0 || i < m); i++ {
+		if i >= maxUnroll {
+			return x.errorf(inst, "runs more than %d iterations; qtool unrolls loops and refuses longer ones", maxUnroll)
+		}
+		iter := x.constValue(NewInt([]int{}, []int64{i}))
+		outs, err := x.body(k.body, env, append([]int{iter, cond}, carried...), on)
+		if err != nil {
+			return err
+		}
+		x.cur = inst
+		if cond = outs[0]; !x.konst[cond] || x.p.vals[cond].Len() != 1 {
+			return x.errorf(inst, "the body computes the loop condition at run time; qtool runs a Loop by unrolling it, which needs a condition known from shapes and constants")
+		}
+		carried = outs[1 : 1+nc]
+		for s := range scans {
+			scans[s] = append(scans[s], outs[1+nc+s])
+		}
+	}
+	for j, o := range tmpl.out {
+		if j < nc {
+			x.alias(env, o, carried[j])
+			continue
+		}
+		s := j - nc
+		if len(scans[s]) == 0 {
+			return x.errorf(inst, "runs no iteration but has scan outputs, whose shape qtool cannot know")
+		}
+		st := &gnode{n: inst.n, op: inst.op, k: stackKernel{n: len(scans[s])}, in: scans[s]}
+		st.out = []int{x.define(env, o, st)}
+		if env == nil {
+			x.p.prod[o] = st
+		}
+		if err := x.plain(st, on); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (x *expander) errorf(gn *gnode, format string, args ...any) error {
+	return fmt.Errorf("engine: %s: %s", x.g.name, gn.n.Errorf(format, args...))
+}
+
+// plain infers the shapes of a node that is no control flow, folds it when its inputs
+// are known, and otherwise adds it to the plan's steps.
+func (x *expander) plain(gn *gnode, on *bool) error {
+	g, p, b := x.g, x.p, x.b
+	x.cur = gn
+	in := make([]*Tensor, 0, len(gn.in))
+	all := !noFold(gn.op, x.training)
+	known := all
+	for _, id := range gn.in {
+		if id < 0 {
+			in = append(in, nil)
+			continue
+		}
+		in = append(in, p.vals[id])
+		all = all && x.konst[id]
+		known = known && p.vals[id].Known()
+	}
+	out, err := gn.k.Infer(slices.Clone(in))
+	if err != nil {
+		return g.nodeErr(gn, "shape inference", err)
+	}
+	if len(out) > len(gn.out) {
+		return g.nodeErr(gn, "shape inference", fmt.Errorf("kernel returned %d outputs, the node has %d", len(out), len(gn.out)))
+	}
+	for j := len(out); j < len(gn.out); j++ {
+		if p.values[gn.out[j]].name != "" {
+			return g.nodeErr(gn, "shape inference", fmt.Errorf("kernel returned %d outputs, the node uses output %d", len(out), j))
+		}
+	}
+	gn.out = gn.out[:len(out)]
+	sizes := make([]int64, len(out))
+	for j, t := range out {
+		if t == nil || (t.DType != Float32 && t.DType != Int64) {
+			return g.nodeErr(gn, "shape inference", fmt.Errorf("kernel returned an invalid output %d", j))
+		}
+		if slices.ContainsFunc(t.Shape, func(d int) bool { return d < 0 }) {
+			return g.nodeErr(gn, "shape inference", fmt.Errorf("output %d has a negative dimension in shape %v; check the shape values the model computes", j, t.Shape))
+		}
+		// Checked here, before the folding below or the buffers allocate anything.
+		if sizes[j], err = b.tensor(gn, "", t.DType, t.Shape); err != nil {
+			return err
+		}
+	}
+	if known {
+		// Every input's value is known: run the node now. When every input is a
+		// constant its outputs are constants and the node never runs again. When
+		// some input is a float parameter, which may change between runs, the node
+		// stays in the plan, and the values only serve the shape inference of its
+		// consumers (exporters compute shapes through float constants too).
+		outs := make([]*Tensor, len(out))
+		for j, t := range out {
+			if err := b.add(gn, "", t.Shape, sizes[j]); err != nil {
+				return err
+			}
+			outs[j] = &Tensor{DType: t.DType, Shape: slices.Clone(t.Shape)}
+			if t.DType == Int64 {
+				outs[j].I = make([]int64, t.Len())
+			} else {
+				outs[j].F = make([]float32, t.Len())
+			}
+		}
+		if err := gn.k.Forward(x.ctx, slices.Clone(in), outs); err != nil {
+			return g.nodeErr(gn, "constant folding", err)
+		}
+		for j, id := range gn.out {
+			p.vals[id], x.konst[id] = outs[j], all
+		}
+		if !all {
+			x.run, x.guards = append(x.run, gn), append(x.guards, on)
+		}
+		return nil
+	}
+	for j, id := range gn.out {
+		t := out[j]
+		// Shape-derived integer values are constants whatever the inputs hold.
+		if t.DType == Int64 && t.Known() && len(t.I) == t.Len() {
+			if err := b.add(gn, "", t.Shape, sizes[j]); err != nil {
+				return err
+			}
+			p.vals[id], x.konst[id] = &Tensor{DType: Int64, Shape: slices.Clone(t.Shape), I: slices.Clone(t.I)}, true
+			continue
+		}
+		p.vals[id] = &Tensor{DType: t.DType, Shape: slices.Clone(t.Shape)}
+	}
+	x.run, x.guards = append(x.run, gn), append(x.guards, on)
+	return nil
+}
