@@ -73,5 +73,6 @@ func ortCoverageSources() []coverageSource {
 		{"TestLogicAgainstOnnxruntime", TestLogicAgainstOnnxruntime},
 		{"TestMaskedAttentionExport", TestMaskedAttentionExport},
 		{"TestResizeAgainstOnnxruntime", TestResizeAgainstOnnxruntime},
+		{"TestEinsumAgainstOnnxruntime", TestEinsumAgainstOnnxruntime},
 	}
 }

@@ -36,6 +36,7 @@ func coverageSources() []coverageSource {
 		{"TestWhereGradient", TestWhereGradient},
 		{"TestNotConformanceData", TestNotConformanceData},
 		{"TestResizeGradient", TestResizeGradient},
+		{"TestEinsumGradient", TestEinsumGradient},
 	}, ortCoverageSources()...)
 }
 
