@@ -74,5 +74,6 @@ func ortCoverageSources() []coverageSource {
 		{"TestMaskedAttentionExport", TestMaskedAttentionExport},
 		{"TestResizeAgainstOnnxruntime", TestResizeAgainstOnnxruntime},
 		{"TestEinsumAgainstOnnxruntime", TestEinsumAgainstOnnxruntime},
+		{"TestResizeExportAgainstOnnxruntime", TestResizeExportAgainstOnnxruntime},
 	}
 }
