@@ -74,5 +74,8 @@ func ortCoverageSources() []coverageSource {
 		{"TestMaskedAttentionExport", TestMaskedAttentionExport},
 		{"TestControlFlowAgainstOnnxruntime", TestControlFlowAgainstOnnxruntime},
 		{"TestScriptedExportAgainstOnnxruntime", TestScriptedExportAgainstOnnxruntime},
+		{"TestResizeAgainstOnnxruntime", TestResizeAgainstOnnxruntime},
+		{"TestEinsumAgainstOnnxruntime", TestEinsumAgainstOnnxruntime},
+		{"TestResizeExportAgainstOnnxruntime", TestResizeExportAgainstOnnxruntime},
 	}
 }

@@ -41,7 +41,7 @@ func (a arity) at(opset int64) int {
 // a programming error that every test would hit.
 func registry() map[string]opDef {
 	m := map[string]opDef{}
-	for _, set := range [][]opDef{nnOpDefs(), elementwiseOpDefs(), logicOpDefs(), shapeOpDefs(), quantOpDefs(), controlOpDefs()} {
+	for _, set := range [][]opDef{nnOpDefs(), elementwiseOpDefs(), logicOpDefs(), shapeOpDefs(), quantOpDefs(), controlOpDefs(), resizeOpDefs(), einsumOpDefs()} {
 		for _, d := range set {
 			if _, dup := m[d.name]; dup {
 				panic("engine: op " + d.name + " is registered twice")

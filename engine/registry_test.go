@@ -36,6 +36,8 @@ func coverageSources() []coverageSource {
 		{"TestMLPGradients", TestMLPGradients},
 		{"TestWhereGradient", TestWhereGradient},
 		{"TestNotConformanceData", TestNotConformanceData},
+		{"TestResizeGradient", TestResizeGradient},
+		{"TestEinsumGradient", TestEinsumGradient},
 	}, ortCoverageSources()...)
 }
 

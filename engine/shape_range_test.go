@@ -17,7 +17,15 @@ import (
 // them as float graph inputs, which qtool knows only at run time. Exporters give such
 // ops constants, so the test turns each data set's inputs into initializers and checks
 // the suite's expected outputs through the whole executor.
-var constInputConformance = []string{"test_range_float_type_positive_delta"}
+var constInputConformance = []string{"test_range_float_type_positive_delta",
+	// Resize's and Upsample's output shape follows from their float scales.
+	"test_resize_downsample_scales_cubic", "test_resize_downsample_scales_cubic_A_n0p5_exclude_outside",
+	"test_resize_downsample_scales_cubic_align_corners", "test_resize_downsample_scales_linear",
+	"test_resize_downsample_scales_linear_align_corners", "test_resize_downsample_scales_nearest",
+	"test_resize_upsample_scales_cubic", "test_resize_upsample_scales_cubic_A_n0p5_exclude_outside",
+	"test_resize_upsample_scales_cubic_align_corners", "test_resize_upsample_scales_cubic_asymmetric",
+	"test_resize_upsample_scales_linear", "test_resize_upsample_scales_linear_align_corners",
+	"test_resize_upsample_scales_nearest", "test_upsample_nearest"}
 
 func TestConformanceInputsAsConstants(t *testing.T) {
 	requireAsset(t, conformanceDir, "apt-get install libonnx-testdata")
