@@ -35,6 +35,7 @@ func coverageSources() []coverageSource {
 		{"TestMLPGradients", TestMLPGradients},
 		{"TestWhereGradient", TestWhereGradient},
 		{"TestNotConformanceData", TestNotConformanceData},
+		{"TestRNNGradient", TestRNNGradient},
 	}, ortCoverageSources()...)
 }
 
