@@ -72,5 +72,6 @@ func ortCoverageSources() []coverageSource {
 		{"TestBlockedInt4MatMulAgainstOnnxruntime", TestBlockedInt4MatMulAgainstOnnxruntime},
 		{"TestLogicAgainstOnnxruntime", TestLogicAgainstOnnxruntime},
 		{"TestMaskedAttentionExport", TestMaskedAttentionExport},
+		{"TestRNNAgainstOnnxruntime", TestRNNAgainstOnnxruntime},
 	}
 }
