@@ -73,5 +73,6 @@ func ortCoverageSources() []coverageSource {
 		{"TestLogicAgainstOnnxruntime", TestLogicAgainstOnnxruntime},
 		{"TestMaskedAttentionExport", TestMaskedAttentionExport},
 		{"TestRNNAgainstOnnxruntime", TestRNNAgainstOnnxruntime},
+		{"TestRNNClassifierExports", TestRNNClassifierExports},
 	}
 }
