@@ -139,3 +139,44 @@ func TestRNNGradient(t *testing.T) {
 		})
 	}
 }
+
+// TestRNNNoSteadyStateAllocs: after the first call the kernels reuse their scratch, in
+// the forward and in the backward pass.
+func TestRNNNoSteadyStateAllocs(t *testing.T) {
+	for _, c := range []rnnCase{
+		{op: "LSTM", dir: "bidirectional", T: 4, N: 3, I: 3, H: 2, lens: []int64{4, 2, 3}, peephole: true},
+		{op: "GRU", dir: "reverse", layout: 1, T: 4, N: 3, I: 3, H: 2, lens: []int64{4, 2, 3}},
+		{op: "RNN", dir: "forward", T: 4, N: 3, I: 3, H: 2},
+	} {
+		r := rand.New(rand.NewPCG(1, 2))
+		nOut := 2
+		if c.op == "LSTM" {
+			nOut = 3
+		}
+		n := nntNode(c.op, 14, 0, nOut, c.node()...)
+		in := c.inputs(r)
+		for i := range in {
+			n.Proto.Input = append(n.Proto.Input, string(rune('a'+i)))
+		}
+		k := buildKernel(t, n)
+		ctx := nntGoCtx(1)
+		outs := nntRun(t, k, ctx, in)
+		gin := make([]*Tensor, len(in))
+		for i, x := range in {
+			if x != nil && x.DType == Float32 {
+				gin[i] = NewFloat(x.Shape, make([]float32, x.Len()))
+			}
+		}
+		allocs := testing.AllocsPerRun(5, func() {
+			if err := k.Forward(ctx, in, outs); err != nil {
+				t.Fatal(err)
+			}
+			if err := k.(Differentiable).Backward(ctx, in, outs, outs, gin); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %v allocations per forward and backward", c.name(), allocs)
+		}
+	}
+}
