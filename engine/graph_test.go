@@ -432,11 +432,11 @@ func TestBuildReportsUnsupportedInsideSubgraphs(t *testing.T) {
 		return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_GRAPH.Enum(), G: g}
 	}
 	loop := gNode("Loop", []string{"", ""}, []string{"l"}, graphAttr("body", body("loop_body",
-		gNode("LSTM", []string{"x", "w", "r"}, []string{"h"}),
+		gNode("TfIdfVectorizer", []string{"x"}, []string{"h"}),
 		gNode("Relu", []string{"x"}, []string{"y"}),
 	)))
 	ifNode := gNode("If", []string{"x"}, []string{"d"},
-		graphAttr("then_branch", body("then", gNode("GRU", []string{"x", "w", "r"}, []string{"t"}), gNode("Neg", []string{"x"}, []string{"n"}))),
+		graphAttr("then_branch", body("then", gNode("StringNormalizer", []string{"x"}, []string{"t"}), gNode("Neg", []string{"x"}, []string{"n"}))),
 		graphAttr("else_branch", body("else", loop)))
 	m := gModel(13, []*onnxpb.NodeProto{ifNode}, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, 2),
 		gInput("w", onnxpb.TensorProto_FLOAT, 2), gInput("r", onnxpb.TensorProto_FLOAT, 2)}, []string{"d"})
@@ -446,8 +446,8 @@ func TestBuildReportsUnsupportedInsideSubgraphs(t *testing.T) {
 	}
 	msg := err.Error()
 	for _, want := range []string{
-		`node "If_d" (If), then_branch: node "GRU_t" (GRU): op GRU is not supported`,
-		`node "If_d" (If), else_branch: node "Loop_l" (Loop), body: node "LSTM_h" (LSTM): op LSTM is not supported`,
+		`node "If_d" (If), then_branch: node "StringNormalizer_t" (StringNormalizer): op StringNormalizer is not supported`,
+		`node "If_d" (If), else_branch: node "Loop_l" (Loop), body: node "TfIdfVectorizer_h" (TfIdfVectorizer): op TfIdfVectorizer is not supported`,
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q does not mention %q", msg, want)

@@ -77,5 +77,7 @@ func ortCoverageSources() []coverageSource {
 		{"TestResizeAgainstOnnxruntime", TestResizeAgainstOnnxruntime},
 		{"TestEinsumAgainstOnnxruntime", TestEinsumAgainstOnnxruntime},
 		{"TestResizeExportAgainstOnnxruntime", TestResizeExportAgainstOnnxruntime},
+		{"TestRNNAgainstOnnxruntime", TestRNNAgainstOnnxruntime},
+		{"TestRNNClassifierExports", TestRNNClassifierExports},
 	}
 }

@@ -21,6 +21,9 @@ func nnOpDefs() []opDef {
 		{name: "BatchNormalization", build: buildBatchNorm, inputs: arity{n: 5}, grad: true},
 		{name: "LayerNormalization", build: buildLayerNorm, inputs: two, grad: true},
 		{name: "InstanceNormalization", build: buildInstanceNorm, inputs: arity{n: 3}, grad: true},
+		{name: "LSTM", build: buildRNNOp(cellLSTM), inputs: arity{n: 3}, grad: true},
+		{name: "GRU", build: buildRNNOp(cellGRU), inputs: arity{n: 3}, grad: true},
+		{name: "RNN", build: buildRNNOp(cellRNN), inputs: arity{n: 3}, grad: true},
 	}
 }
 

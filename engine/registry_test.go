@@ -38,6 +38,7 @@ func coverageSources() []coverageSource {
 		{"TestNotConformanceData", TestNotConformanceData},
 		{"TestResizeGradient", TestResizeGradient},
 		{"TestEinsumGradient", TestEinsumGradient},
+		{"TestRNNGradient", TestRNNGradient},
 	}, ortCoverageSources()...)
 }
 

@@ -73,4 +73,7 @@ func ExampleLayers() {
 	// ConvTranspose weights [1], bias [2]
 	// Gemm          weights [0 1], bias [2]
 	// MatMul        weights [0 1], bias []
+	// LSTM          weights [1 2], bias [3]
+	// GRU           weights [1 2], bias [3]
+	// RNN           weights [1 2], bias [3]
 }

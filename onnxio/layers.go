@@ -28,11 +28,21 @@ type Layer struct {
 //	ConvTranspose  X, W [C, M/group, k...], B [M]      axis 1 when group = 1
 //	Gemm           A [M, K], B [K, N], C               A: axis 0, B: axis 1 (swapped by transA, transB)
 //	MatMul         A [..., M, K], B [..., K, N]        A: axis rank−2, B: axis rank−1
+//	LSTM, GRU, RNN X, W [D, G·H, I], R [D, G·H, H],    axis 1 of W and R
+//	               B [D, 2·G·H], …
+//
+// A recurrent op's "output channel" is a row of W and R: one gate of one hidden unit
+// (G gates, H units, D directions), whose pre-activation that row alone computes. Per-row
+// scales along axis 1 are therefore the natural per-channel scales; with D = 2 the two
+// directions' row j share one scale, since one axis cannot also split axis 0.
 var layers = []Layer{
 	{Op: "Conv", roles: []Role{RoleOther, RoleWeight, RoleBias}, axis: convAxis},
 	{Op: "ConvTranspose", roles: []Role{RoleOther, RoleWeight, RoleBias}, axis: convTransposeAxis},
 	{Op: "Gemm", roles: []Role{RoleWeight, RoleWeight, RoleBias}, axis: gemmAxis},
 	{Op: "MatMul", roles: []Role{RoleWeight, RoleWeight}, axis: matMulAxis},
+	{Op: "LSTM", roles: []Role{RoleOther, RoleWeight, RoleWeight, RoleBias}, axis: recurrentAxis},
+	{Op: "GRU", roles: []Role{RoleOther, RoleWeight, RoleWeight, RoleBias}, axis: recurrentAxis},
+	{Op: "RNN", roles: []Role{RoleOther, RoleWeight, RoleWeight, RoleBias}, axis: recurrentAxis},
 	{Op: "BatchNormalization", roles: []Role{RoleOther, RoleNorm, RoleNorm, RoleNorm, RoleNorm}},
 	{Op: "InstanceNormalization", roles: []Role{RoleOther, RoleNorm, RoleNorm}},
 	{Op: "LayerNormalization", roles: []Role{RoleOther, RoleNorm, RoleNorm}},
@@ -40,7 +50,8 @@ var layers = []Layer{
 }
 
 // Layers returns the schema, one row per operator type: the linear operators Conv,
-// ConvTranspose, Gemm and MatMul, then the normalisations.
+// ConvTranspose, Gemm and MatMul, the recurrent LSTM, GRU and RNN, then the
+// normalisations.
 func Layers() []Layer { return slices.Clone(layers) }
 
 // LayerOf returns the schema of the default-domain operator type op, and false when
@@ -179,4 +190,11 @@ func matMulAxis(_ *onnxpb.NodeProto, input int, dims []int64) (int, string) {
 		return len(dims) - 2, ""
 	}
 	return len(dims) - 1, ""
+}
+
+func recurrentAxis(_ *onnxpb.NodeProto, _ int, dims []int64) (int, string) {
+	if len(dims) != 3 {
+		return 0, "a recurrent weight has shape [directions, gates·hidden, inputs]"
+	}
+	return 1, ""
 }

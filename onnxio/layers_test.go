@@ -43,6 +43,13 @@ func TestChannelAxis(t *testing.T) {
 		{"MatMul", 0, nil, []int64{5, 4}, 0},
 		{"MatMul", 0, nil, []int64{2, 5, 4}, 1},
 		{"MatMul", 1, nil, []int64{4}, -1},
+		{"LSTM", 1, nil, []int64{2, 32, 6}, 1},
+		{"LSTM", 2, nil, []int64{1, 32, 8}, 1},
+		{"GRU", 1, nil, []int64{2, 24, 6}, 1},
+		{"RNN", 2, nil, []int64{1, 8, 8}, 1},
+		{"LSTM", 3, nil, []int64{2, 64}, -1},
+		{"LSTM", 0, nil, []int64{5, 3, 6}, -1},
+		{"GRU", 1, nil, []int64{24, 6}, -1},
 		{"Conv", 0, nil, []int64{1, 3, 8, 8}, -1},
 		{"Conv", 2, nil, []int64{8}, -1},
 		{"Add", 1, nil, []int64{4, 7}, -1},
@@ -232,4 +239,61 @@ func numel(dims []int64) int64 {
 		n *= d
 	}
 	return n
+}
+
+// TestChannelAxisRecurrentPyTorch checks the LSTM, GRU and RNN rows of the schema against
+// PyTorch's export (recurrent.py), whose W and R rows each hold one value (1 + PyTorch's
+// row + 1000·direction): W and R are weights whose axis 1 runs over rows, every slice
+// along it is one whole row of one direction, and B is a bias.
+func TestChannelAxisRecurrentPyTorch(t *testing.T) {
+	m, err := Load(filepath.Join("testdata", "recurrent.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := m.ParamRoles()
+	weights := map[string]int{}
+	for _, n := range m.Proto.GetGraph().GetNode() {
+		op := n.GetOpType()
+		if op != "LSTM" && op != "GRU" && op != "RNN" {
+			continue
+		}
+		in := n.GetInput()
+		for i, want := range []Role{RoleWeight, RoleWeight, RoleBias} {
+			if got := roles[in[i+1]].Role; got != want {
+				t.Errorf("%s input %d (%s): role %v, want %v", op, i+1, in[i+1], got, want)
+			}
+		}
+		for _, name := range in[1:3] {
+			p, _ := m.Param(name)
+			tt, err := m.Tensor(p.Tensor)
+			if err != nil {
+				t.Fatal(err)
+			}
+			axis, err := roles[name].Use.ChannelAxis(tt.Dims)
+			if err != nil || axis != 1 {
+				t.Errorf("%s %s %v: axis %d, %v; want 1", op, name, tt.Dims, axis, err)
+				continue
+			}
+			// Slice [d, j, :] is constant, and no two slices hold the same row.
+			rows, cols := int(tt.Dims[0]*tt.Dims[1]), int(tt.Dims[2])
+			seen := map[float32]bool{}
+			for r := range rows {
+				v := tt.Float[r*cols]
+				for _, u := range tt.Float[r*cols : (r+1)*cols] {
+					if u != v {
+						t.Errorf("%s %s: slice %d along axis 1 mixes rows %v and %v", op, name, r, v, u)
+						break
+					}
+				}
+				if seen[v] {
+					t.Errorf("%s %s: row %v appears twice", op, name, v)
+				}
+				seen[v] = true
+			}
+			weights[op]++
+		}
+	}
+	if len(weights) != 3 || weights["LSTM"] != 2 || weights["GRU"] != 2 || weights["RNN"] != 2 {
+		t.Errorf("recurrent weights found: %v, want W and R of each of LSTM, GRU, RNN", weights)
+	}
 }
