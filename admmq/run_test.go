@@ -41,40 +41,28 @@ func randomQuadratic(t testing.TB, rng *rand.Rand, d int, sigma2 float64) *Quadr
 	return f
 }
 
-// paperStart returns x⁰ = y⁰ ∈ A and λ⁰ = −∇f(x⁰), the start under which Lemma 3.2 holds
-// from the first iteration.
+// paperStart returns x⁰ = y⁰ = P_A(10·N(0,1)) ∈ A and λ⁰ = −∇f(x⁰), the start under
+// which Lemma 3.2 holds from the first iteration.
 func paperStart(t testing.TB, rng *rand.Rand, f *Quadratic, s *Set) *State {
-	d := f.Dim()
-	x0 := make([]float64, d)
-	for i := range x0 {
-		x0[i] = 10 * rng.NormFloat64()
-	}
-	if err := s.Project64(x0, x0, Layout{}); err != nil {
-		t.Fatal(err)
-	}
-	lam := make([]float64, d)
-	f.Grad(lam, x0)
-	for i := range lam {
-		lam[i] = -lam[i]
-	}
-	st, err := NewState(s, x0, lam, Layout{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return startAt(t, rng, f, s, 10, true)
 }
 
 // farStart returns x⁰ = y⁰ = P_A(100·N(0,1)), far from the minimizer, so that the
 // iterates travel across many grid points and y changes on many iterations: near
-// paperStart's x⁰ (10·N(0,1)) y almost never moves, and a lemma checked there is checked
-// on steps where nothing happens. λ⁰ is −∇f(x⁰) when gradLambda is set (Lemma 3.2's start),
-// else 0 (allowed by Alg. 2, and what makes the first x-update of I-ADMM-Q non-trivial:
-// with λ⁰ = −∇f(x⁰) and x⁰ = y¹ the gradient of L at x⁰ is zero and no inner step runs).
+// paperStart's x⁰ y almost never moves, and a lemma checked there is checked on steps
+// where nothing happens. λ⁰ is −∇f(x⁰) when gradLambda is set (Lemma 3.2's start), else 0
+// (allowed by Alg. 2, and what makes the first x-update of I-ADMM-Q non-trivial: with
+// λ⁰ = −∇f(x⁰) and x⁰ = y¹ the gradient of L at x⁰ is zero and no inner step runs).
 func farStart(t testing.TB, rng *rand.Rand, f *Quadratic, s *Set, gradLambda bool) *State {
+	return startAt(t, rng, f, s, 100, gradLambda)
+}
+
+// startAt returns x⁰ = y⁰ = P_A(scale·N(0,1)) and λ⁰ = −∇f(x⁰) (gradLambda) or 0.
+func startAt(t testing.TB, rng *rand.Rand, f *Quadratic, s *Set, scale float64, gradLambda bool) *State {
 	d := f.Dim()
 	x0 := make([]float64, d)
 	for i := range x0 {
-		x0[i] = 100 * rng.NormFloat64()
+		x0[i] = scale * rng.NormFloat64()
 	}
 	if err := s.Project64(x0, x0, Layout{}); err != nil {
 		t.Fatal(err)
