@@ -2,12 +2,12 @@
 // 1.13 (torchvision classifiers, a TransformerEncoder, a ViT-style block, recurrent, CTC,
 // U-Net, control-flow, sigmoid, fixed-batch, two-input and channels-last models), generated
 // by make.py in this folder, and the tests that check qtool's engine against onnxruntime on
-// each of them and binarize the ones qtool supports end to end.
+// each of them, binarize every one end to end, and check the binarized file's fidelity.
 //
 // Nothing generated is committed (ResNet-18 alone is 45 MB): Ensure runs make.py into
 // .cache/corpus/ under the module root when that folder is missing or was written by another
 // version of make.py. The manifest there lists every model, its inputs and outputs, its kind
-// and what it needs that qtool does not support yet (see make.py).
+// and the known engine defects that still affect it (see make.py).
 package corpus
 
 import (
@@ -58,10 +58,14 @@ type Model struct {
 	Ops []string `json:"ops"`
 	// Features are the ops and qtool features the model exercises beyond a plain classifier.
 	Features []string `json:"features"`
-	// Needs maps each op or feature that qtool's main branch does not support yet to the
-	// reason; the tests assert that exactly these block the model.
+	// Needs maps each known engine defect that still affects the model to the reason; the
+	// tests assert that exactly these show, so that a fix flips the expectation.
 	Needs   map[string]string `json:"needs"`
 	Samples int               `json:"samples"`
+	// Heldout is an npz of HeldoutSamples other samples of the same distribution, never
+	// given to binarize for training: the data its fidelity is measured on.
+	Heldout        string `json:"heldout"`
+	HeldoutSamples int    `json:"heldout_samples"`
 }
 
 // Manifest is manifest.json.

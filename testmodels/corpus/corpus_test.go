@@ -5,7 +5,6 @@ package corpus
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -155,39 +153,25 @@ func readNPZ(path string) (map[string]array, error) {
 	return out, nil
 }
 
-// opNeeds splits a model's needs into ONNX ops of its graph and qtool features.
-func opNeeds(m Model) (ops, features []string) {
-	for k := range m.Needs {
-		if slices.Contains(m.Ops, k) {
-			ops = append(ops, k)
-		} else {
-			features = append(features, k)
-		}
-	}
-	sort.Strings(ops)
-	sort.Strings(features)
-	return ops, features
-}
-
-// unsupportedOp matches the engine's report of an unsupported op, at top level or inside
-// a subgraph.
-var unsupportedOp = regexp.MustCompile(`op (\w+) is not supported`)
-
 // batches returns the input sets to run: all samples at once, or one sample per run for a
 // model that declares a fixed batch of 1 on its first input.
 func batches(m Model, data map[string]array) ([][]ortref.Tensor, error) {
-	fixed := len(m.Inputs[0].Shape) > 0 && m.Inputs[0].Shape[0] == 1
+	fixed := fixedBatch(m)
 	var runs [][]ortref.Tensor
 	n := 1
 	if fixed {
-		n = m.Samples
+		first, ok := data[m.Inputs[0].Name]
+		if !ok || len(first.shape) == 0 {
+			return nil, fmt.Errorf("no batched array %q for the first input", m.Inputs[0].Name)
+		}
+		n = first.shape[0]
 	}
 	for s := range n {
 		var run []ortref.Tensor
 		for _, in := range m.Inputs {
 			a, ok := data[in.Name]
 			if !ok {
-				return nil, fmt.Errorf("%s has no array %q for input %q", m.Data, in.Name, in.Name)
+				return nil, fmt.Errorf("no array %q for input %q", in.Name, in.Name)
 			}
 			t := ortref.Tensor{Name: in.Name, Data: a.data}
 			for _, d := range a.shape {
@@ -240,20 +224,41 @@ type comparison struct {
 	total    int
 }
 
-// compare runs the model file in the engine and in onnxruntime on the same inputs and checks
-// every output: max |engine − ort| ≤ 1e-4 × the output's scale (its largest |ort| value), and
-// top-1 agreement on every position where the model has a class axis.
-// With strict unset it only reports the problems in the result.
-func compare(t *testing.T, m Model, path string, data map[string]array, torch map[string]array, strict bool) comparison {
+// outputs are one model's outputs over a data set, in the model's output order: values and
+// shape, batches concatenated.
+type outputs struct {
+	vals   [][]float32
+	shapes [][]int
+}
+
+// collect runs every input set of runs through run and concatenates the outputs; a model
+// run one sample at a time gets batch = samples on the first axis.
+func collect(m Model, runs [][]ortref.Tensor, run func([]ortref.Tensor) ([][]float32, [][]int, error)) (outputs, error) {
+	o := outputs{vals: make([][]float32, len(m.Outputs)), shapes: make([][]int, len(m.Outputs))}
+	for _, r := range runs {
+		vals, shapes, err := run(r)
+		if err != nil {
+			return o, err
+		}
+		if len(vals) != len(m.Outputs) {
+			return o, fmt.Errorf("%d outputs, the manifest lists %d", len(vals), len(m.Outputs))
+		}
+		for i := range vals {
+			o.vals[i] = append(o.vals[i], vals[i]...)
+			o.shapes[i] = shapes[i]
+		}
+	}
+	if len(runs) > 1 {
+		for i := range o.shapes {
+			o.shapes[i] = append([]int{len(runs)}, o.shapes[i][1:]...)
+		}
+	}
+	return o, nil
+}
+
+// ortOutputs runs the model file in onnxruntime (one thread) on data.
+func ortOutputs(t *testing.T, m Model, path string, data map[string]array) outputs {
 	t.Helper()
-	model, err := onnxio.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := engine.Build(model, engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	sess, err := ortref.NewSessionFile(path, ortref.Options{IntraOpThreads: 1, NoSpinning: true})
 	if err != nil {
 		t.Fatal(err)
@@ -263,36 +268,67 @@ func compare(t *testing.T, m Model, path string, data map[string]array, torch ma
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make([][]float32, len(m.Outputs))
-	want := make([][]float32, len(m.Outputs))
-	shapes := make([][]int, len(m.Outputs))
-	for _, run := range runs {
-		outs, err := runEngine(g, run)
+	o, err := collect(m, runs, func(r []ortref.Tensor) ([][]float32, [][]int, error) {
+		ref, err := sess.Run(r)
 		if err != nil {
-			t.Fatalf("engine: %v", err)
+			return nil, nil, err
 		}
-		ref, err := sess.Run(run)
+		var vals [][]float32
+		var shapes [][]int
+		for _, y := range ref {
+			s := make([]int, len(y.Shape))
+			for j, d := range y.Shape {
+				s[j] = int(d)
+			}
+			vals, shapes = append(vals, y.Data), append(shapes, s)
+		}
+		return vals, shapes, nil
+	})
+	if err != nil {
+		t.Fatalf("onnxruntime on %s: %v", filepath.Base(path), err)
+	}
+	return o
+}
+
+// engineOutputs runs the model file in qtool's engine, in this process, on data.
+func engineOutputs(t *testing.T, m Model, path string, data map[string]array) outputs {
+	t.Helper()
+	model, err := onnxio.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := engine.Build(model, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := batches(m, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := collect(m, runs, func(r []ortref.Tensor) ([][]float32, [][]int, error) {
+		outs, err := runEngine(g, r)
 		if err != nil {
-			t.Fatalf("onnxruntime: %v", err)
+			return nil, nil, err
 		}
-		for i := range m.Outputs {
-			rs := make([]int, len(ref[i].Shape))
-			for j, d := range ref[i].Shape {
-				rs[j] = int(d)
-			}
-			if !slices.Equal(outs[i].Shape, rs) {
-				t.Fatalf("output %q: engine shape %v, onnxruntime %v", m.Outputs[i].Name, outs[i].Shape, rs)
-			}
-			got[i] = append(got[i], outs[i].F...)
-			want[i] = append(want[i], ref[i].Data...)
-			shapes[i] = rs
+		var vals [][]float32
+		var shapes [][]int
+		for _, y := range outs {
+			vals, shapes = append(vals, y.F), append(shapes, y.Shape)
 		}
+		return vals, shapes, nil
+	})
+	if err != nil {
+		t.Fatalf("engine on %s: %v", filepath.Base(path), err)
 	}
-	if len(runs) > 1 { // one sample per run: the concatenation has batch = samples
-		for i := range shapes {
-			shapes[i] = append([]int{len(runs)}, shapes[i][1:]...)
-		}
-	}
+	return o
+}
+
+// compare checks the engine's outputs got against onnxruntime's want on every output: max
+// |engine − ort| ≤ 1e-4 × the output's scale (its largest |ort| value), and top-1 agreement
+// on every position where the model has a class axis. With strict unset it only reports the
+// problems in the result.
+func compare(t *testing.T, m Model, got, want outputs, torch map[string]array, strict bool) comparison {
+	t.Helper()
 	var c comparison
 	defer func() {
 		for _, p := range c.problems {
@@ -302,18 +338,23 @@ func compare(t *testing.T, m Model, path string, data map[string]array, torch ma
 		}
 	}()
 	for i, out := range m.Outputs {
-		e, at := scaledMaxErr(got[i], want[i])
+		if !slices.Equal(got.shapes[i], want.shapes[i]) {
+			c.problems = append(c.problems, fmt.Sprintf("output %q: engine shape %v, onnxruntime %v", out.Name, got.shapes[i], want.shapes[i]))
+			c.maxErr = math.Inf(1)
+			continue
+		}
+		e, at := scaledMaxErr(got.vals[i], want.vals[i])
 		if e > 1e-4 {
 			c.problems = append(c.problems, fmt.Sprintf("output %q: engine and onnxruntime differ by %.3g of the output's scale at element %d (%g vs %g); want ≤ 1e-4",
-				out.Name, e, at, got[i][at], want[i][at]))
+				out.Name, e, at, got.vals[i][at], want.vals[i][at]))
 		}
 		c.maxErr = max(c.maxErr, e)
-		if tv, ok := torch[out.Name]; ok && len(tv.data) == len(want[i]) {
-			te, _ := scaledMaxErr(want[i], tv.data)
+		if tv, ok := torch[out.Name]; ok && len(tv.data) == len(want.vals[i]) {
+			te, _ := scaledMaxErr(want.vals[i], tv.data)
 			c.torchErr = max(c.torchErr, te)
 		}
-		if axis, ok := classAxis(m, i, len(shapes[i])); ok {
-			a, n := top1Agreement(got[i], want[i], shapes[i], axis)
+		if axis, ok := classAxis(m, i, len(want.shapes[i])); ok {
+			a, n := top1Agreement(got.vals[i], want.vals[i], want.shapes[i], axis)
 			c.agree += a
 			c.total += n
 			if a != n {
@@ -398,7 +439,7 @@ func top1Agreement(got, want []float32, shape []int, axis int) (agree, total int
 
 // statusRow is one line of the corpus status table.
 type statusRow struct {
-	model, params, ops, engine, binarize string
+	model, params, engine, binarize, reported, measured string
 }
 
 var status struct {
@@ -414,50 +455,31 @@ func row(m Model) *statusRow {
 	}
 	r, ok := status.rows[m.Name]
 	if !ok {
-		r = &statusRow{model: m.Name, params: fmt.Sprintf("%d", m.Params), ops: fmt.Sprintf("%d", len(m.Ops)), engine: "-", binarize: "-"}
+		r = &statusRow{model: m.Name, params: fmt.Sprintf("%d", m.Params), engine: "-", binarize: "-", reported: "-", measured: "-"}
 		status.rows[m.Name] = r
 	}
 	return r
 }
 
 // TestCorpusForward checks every model of the corpus in qtool's engine against onnxruntime
-// on its input set. A model whose needs name ops must fail to build with one error naming
-// exactly those ops (and nothing else), so that it cannot silently pass before the ops land
-// and is checked numerically as soon as its needs entry is removed from make.py.
+// on its input set, every output. A model with a crash in its needs must crash with that
+// signature (in a child process), so that it is checked numerically as soon as the fix
+// lands and the need is removed from make.py.
 func TestCorpusForward(t *testing.T) {
 	man, dir := corpus(t)
 	for _, m := range man.Models {
 		t.Run(m.Name, func(t *testing.T) {
 			r := row(m)
-			ops, features := opNeeds(m)
-			path := filepath.Join(dir, m.File)
-			if bug := crashNeed(features); bug != "" {
+			knownNeeds(t, m)
+			if bug := crashNeed(m); bug != "" {
 				expectCrash(t, bug, probe(t, m.Name))
 				r.engine = "crashes: " + bug
 				return
 			}
-			if len(ops) > 0 {
-				model, err := onnxio.Load(path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, err = engine.Build(model, engine.Options{})
-				if err == nil {
-					t.Fatalf("engine.Build succeeded, but make.py says the model needs %v: the op landed, so remove it from the model's needs in make.py", ops)
-				}
-				checkUnsupported(t, err.Error(), ops)
-				r.engine = "blocked: " + strings.Join(ops, ", ")
-				return
-			}
-			data, err := readNPZ(filepath.Join(dir, m.Data))
-			if err != nil {
-				t.Fatal(err)
-			}
-			torch, err := readNPZ(filepath.Join(dir, m.TorchOutputs))
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := compare(t, m, path, data, torch, true)
+			path := filepath.Join(dir, m.File)
+			data := load(t, filepath.Join(dir, m.Data))
+			torch := load(t, filepath.Join(dir, m.TorchOutputs))
+			c := compare(t, m, engineOutputs(t, m, path, data), ortOutputs(t, m, path, data), torch, true)
 			r.engine = fmt.Sprintf("%.1e (ort vs torch %.1e)", c.maxErr, c.torchErr)
 			if c.total > 0 {
 				r.engine += fmt.Sprintf(", top-1 %d/%d", c.agree, c.total)
@@ -466,31 +488,13 @@ func TestCorpusForward(t *testing.T) {
 	}
 }
 
-// checkUnsupported asserts that msg is one line naming exactly the ops want as unsupported.
-func checkUnsupported(t *testing.T, msg string, want []string) {
+func load(t *testing.T, path string) map[string]array {
 	t.Helper()
-	if strings.Contains(msg, "\n") {
-		t.Errorf("the unsupported-op error is not one line: %q", msg)
+	a, err := readNPZ(path)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var named []string
-	for _, sm := range unsupportedOp.FindAllStringSubmatch(msg, -1) {
-		if !slices.Contains(named, sm[1]) {
-			named = append(named, sm[1])
-		}
-	}
-	sort.Strings(named)
-	if !slices.Equal(named, want) {
-		t.Errorf("the error names unsupported ops %v, make.py expects %v: %s", named, want, msg)
-	}
-}
-
-// featureBlock is how each qtool feature that main lacks shows today, in `qtool binarize`:
-// its one-line error. sigmoid-output has no error: its run "succeeds" (see sigmoidDefect).
-var featureBlock = map[string]*regexp.Regexp{
-	"sequence-output": regexp.MustCompile(`training needs logits \[batch=\d+, classes\]`),
-	"fixed-batch":     regexp.MustCompile(`the model declares \[1 .*dimension 0 is \d+, want 1`),
-	"multi-input":     regexp.MustCompile(`the model has \d+ inputs; qtool feeds calibration data to models with exactly one`),
-	"layout":          regexp.MustCompile(`do not fit model input .*use --layout`),
+	return a
 }
 
 // crashBlock are engine bugs that the corpus found and that crash the process (a panic in
@@ -500,11 +504,26 @@ var crashBlock = map[string]*regexp.Regexp{
 	"depthwise-small-map": regexp.MustCompile(`panic: runtime error: slice bounds out of range \[:-\d+\](?s:.*)nnDepthwiseRow`),
 }
 
+// binarizedMismatch is the need of a model whose binarized file computes differently in
+// qtool's engine and in onnxruntime (the full-precision file agrees).
+const binarizedMismatch = "binarized-mismatch"
+
+// knownNeeds fails on a need this test cannot check: every need must show as a crash or a
+// binarized-file mismatch, or it would silently excuse the model.
+func knownNeeds(t *testing.T, m Model) {
+	t.Helper()
+	for k := range m.Needs {
+		if crashBlock[k] == nil && k != binarizedMismatch {
+			t.Fatalf("make.py lists need %q, which this test does not know how to recognise", k)
+		}
+	}
+}
+
 // crashNeed returns the model's crash need, if any.
-func crashNeed(features []string) string {
-	for _, f := range features {
-		if crashBlock[f] != nil {
-			return f
+func crashNeed(m Model) string {
+	for k := range m.Needs {
+		if crashBlock[k] != nil {
+			return k
 		}
 	}
 	return ""
@@ -544,39 +563,56 @@ func TestCorpusProbe(t *testing.T) {
 		t.Fatalf("no model %q in the corpus", name)
 	}
 	m := man.Models[i]
-	data, err := readNPZ(filepath.Join(dir, m.Data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := compare(t, m, filepath.Join(dir, m.File), data, nil, true)
+	path := filepath.Join(dir, m.File)
+	data := load(t, filepath.Join(dir, m.Data))
+	c := compare(t, m, engineOutputs(t, m, path, data), ortOutputs(t, m, path, data), nil, true)
 	t.Logf("max error %.2g of scale, top-1 %d/%d", c.maxErr, c.agree, c.total)
 }
 
-// e2e are the models binarized end to end on every run; the others that qtool supports
-// are binarized too unless -short.
-var e2e = []string{"mobilenet_v2", "transformer", "vit_block"}
+// heavy are the models binarized only without -short: their binarization takes most of the
+// run's time and exercises nothing the others do not.
+var heavy = []string{"resnet18"}
 
-// TestCorpusBinarize runs `qtool binarize` with a tiny budget on every model. A model with
-// needs must fail with a one-line error naming its first blocker (an unsupported op, or a
-// feature's known message); sigmoid-output must show its known defect. Every other model must
-// complete, and its written file must compute the same in onnxruntime as in qtool's engine
-// (1e-4 of the output's scale, top-1 on every position): the export is faithful. Fidelity
-// to the full-precision model is the objectives' concern, not checked here.
+// fidelityRecord is one output of `qtool binarize --json`'s "outputs".
+type fidelityRecord struct {
+	Name         string   `json:"name"`
+	Kind         string   `json:"kind"`
+	SQNRdB       *float64 `json:"sqnr_db"`
+	Identical    bool     `json:"identical"`
+	AgreementPct *float64 `json:"agreement_pct"`
+	Positions    int      `json:"positions"`
+}
+
+// TestCorpusBinarize runs `qtool binarize` with a tiny budget on every model (the heavy ones
+// only without -short), holding out the model's held-out set as --eval-data, and checks:
+//   - the run succeeds (a model with a crash need must crash with its signature instead);
+//   - faithfulness: the written file computes the same in qtool's engine (`qtool eval
+//     --outputs` where it can feed the model, else the engine in process) as in onnxruntime,
+//     within the forward check's bounds;
+//   - fidelity is reported truthfully: per output, the SQNR and agreement that qtool reports
+//     against the full-precision model equal those computed from onnxruntime runs of both
+//     files on the held-out set, within what the engine-vs-onnxruntime bound allows. Their
+//     values depend on ADMM's defaults and the tiny budget, so they are logged, not gated.
 func TestCorpusBinarize(t *testing.T) {
 	man, dir := corpus(t)
 	qtool := qtoolBinary(t)
 	for _, m := range man.Models {
 		t.Run(m.Name, func(t *testing.T) {
-			if testing.Short() && !slices.Contains(e2e, m.Name) && len(m.Needs) == 0 && !slices.Contains(e2e, m.Name) {
-				t.Skip("-short: only " + strings.Join(e2e, ", ") + " are binarized")
+			if testing.Short() && slices.Contains(heavy, m.Name) {
+				t.Skip("-short: " + strings.Join(heavy, ", ") + " are binarized only in the full run")
 			}
+			knownNeeds(t, m)
 			r := row(m)
+			fp := filepath.Join(dir, m.File)
+			heldoutPath := filepath.Join(dir, m.Heldout)
 			out := filepath.Join(t.TempDir(), m.Name+"-1bit.onnx")
-			args := []string{"binarize", filepath.Join(dir, m.File), "--data", filepath.Join(dir, m.Data),
+			args := []string{"binarize", fp, "--data", filepath.Join(dir, m.Data), "--eval-data", heldoutPath,
 				"--iters", "1", "--inner-steps", "2", "--limit", "64", "--seed", "1", "-o", out, "--json"}
-			if len(m.Inputs) == 1 {
-				// npz keys are named after the inputs; main's default key is "x".
-				args = append(args, "--x-key", m.Inputs[0].Name)
+			args = append(args, dataFlags(m)...)
+			if m.ClassAxis != nil && !slices.Contains(m.Ops, "Softmax") && !slices.Contains(m.Ops, "LogSoftmax") {
+				// No Softmax marks the class axis of per-pixel logits (the U-Net): declare
+				// it, as a user would, so that qtool reports per-position agreement.
+				args = append(args, "--class-axis", fmt.Sprintf("%s=%d", m.Outputs[0].Name, *m.ClassAxis))
 			}
 			start := time.Now()
 			cmd := exec.Command(qtool, args...)
@@ -584,132 +620,272 @@ func TestCorpusBinarize(t *testing.T) {
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			err := cmd.Run()
 			took := time.Since(start)
-			ops, features := opNeeds(m)
-			if bug := crashNeed(features); bug != "" {
+			if bug := crashNeed(m); bug != "" {
 				expectCrash(t, bug, stderr.String())
 				r.binarize = "crashes: " + bug
 				return
 			}
-			blockers := slices.DeleteFunc(slices.Clone(features), func(f string) bool {
-				// Neither stops the run: both are checked on the written file below.
-				return f == "sigmoid-output" || f == "binarized-mismatch"
-			})
-			if len(ops) > 0 || len(blockers) > 0 {
-				line := errorLine(t, err, stderr.String())
-				var hit []string
-				for _, op := range ops {
-					if regexp.MustCompile(`op ` + op + ` is not supported`).MatchString(line) {
-						hit = append(hit, op)
-					}
-				}
-				for _, f := range blockers {
-					if featureBlock[f] == nil {
-						t.Fatalf("make.py lists need %q, which this test does not know how to recognise", f)
-					}
-					if featureBlock[f].MatchString(line) {
-						hit = append(hit, f)
-					}
-				}
-				if len(hit) == 0 {
-					t.Fatalf("qtool binarize failed, but not with the error of any need %v: %s", slices.Concat(ops, blockers), line)
-				}
-				r.binarize = "blocked: " + strings.Join(hit, ", ")
-				return
-			}
 			if err != nil {
-				t.Fatalf("qtool binarize: %v\n%s", err, stderr.String())
+				t.Fatalf("qtool %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 			}
 			var sum struct {
-				Targets      []string `json:"targets"`
-				AgreementPct *float64 `json:"agreement_pct"`
+				Targets []string         `json:"targets"`
+				Outputs []fidelityRecord `json:"outputs"`
 			}
 			if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
 				t.Fatalf("qtool binarize --json: %v\n%s", err, stdout.String())
 			}
-			data, err := readNPZ(filepath.Join(dir, m.Data))
-			if err != nil {
-				t.Fatal(err)
+			heldout := load(t, heldoutPath)
+			binOrt := ortOutputs(t, m, out, heldout)
+
+			// Faithfulness of the written file.
+			_, mismatch := m.Needs[binarizedMismatch]
+			c := compare(t, m, qtoolOutputs(t, qtool, m, out, heldoutPath), binOrt, nil, !mismatch)
+			if mismatch && len(c.problems) == 0 {
+				t.Fatalf("make.py says the binarized file computes differently in onnxruntime and the engine, but they agree within 1e-4 (%.2g of scale): remove %s from the model's needs in make.py", c.maxErr, binarizedMismatch)
 			}
-			if _, ok := m.Needs["sigmoid-output"]; ok {
-				r.binarize = sigmoidDefect(t, m, filepath.Join(dir, m.File), out, data, sum.AgreementPct)
-				return
-			}
-			_, mismatch := m.Needs["binarized-mismatch"]
-			c := compare(t, m, out, data, nil, !mismatch)
-			if mismatch {
-				if len(c.problems) == 0 {
-					t.Fatalf("make.py says the binarized file computes differently in onnxruntime and the engine, but they agree within 1e-4 (%.2g of scale): remove binarized-mismatch from the model's needs in make.py", c.maxErr)
+
+			// Fidelity: qtool's report against onnxruntime's runs of both files.
+			fpOrt := ortOutputs(t, m, fp, heldout)
+			var reported, measured []string
+			for i, o := range m.Outputs {
+				j := slices.IndexFunc(sum.Outputs, func(f fidelityRecord) bool { return f.Name == o.Name })
+				if j < 0 {
+					t.Fatalf("qtool binarize --json reports no fidelity for output %q", o.Name)
 				}
-				r.binarize = fmt.Sprintf("mismatch: binarized file ort vs engine %.2f of scale, top-1 %d/%d", c.maxErr, c.agree, c.total)
-				t.Logf("known mismatch (binarized-mismatch in make.py): %s", strings.Join(c.problems, "; "))
-				return
+				rec := sum.Outputs[j]
+				f := measure(m, i, fpOrt.vals[i], binOrt.vals[i], fpOrt.shapes[i])
+				reported = append(reported, rec.String())
+				measured = append(measured, f.String())
+				if !mismatch {
+					checkFidelity(t, m, i, rec, f)
+				}
+				if m.Kind == "sigmoid" && i == 0 {
+					checkSigmoid(t, o.Name, rec, fpOrt.vals[i], binOrt.vals[i])
+				}
 			}
-			r.binarize = fmt.Sprintf("ok in %.1f s, %d targets; file ort vs engine %.1e", took.Seconds(), len(sum.Targets), c.maxErr)
-			t.Logf("binarized %d targets in %.1f s; the written file: onnxruntime vs engine %.2g of scale, top-1 %d/%d",
-				len(sum.Targets), took.Seconds(), c.maxErr, c.agree, c.total)
+			r.binarize = fmt.Sprintf("%.0f s, %d targets, file ort vs engine %.1e", took.Seconds(), len(sum.Targets), c.maxErr)
+			if mismatch {
+				r.binarize = fmt.Sprintf("**file ort vs engine %.2f of scale** (%s), top-1 %d/%d", c.maxErr, binarizedMismatch, c.agree, c.total)
+				t.Logf("known mismatch (%s in make.py): %s", binarizedMismatch, strings.Join(c.problems, "; "))
+			}
+			r.reported, r.measured = strings.Join(reported, "; "), strings.Join(measured, "; ")
+			t.Logf("binarized %d targets in %.1f s; file: onnxruntime vs engine %.2g of scale; fidelity on %d held-out samples: qtool %s, onnxruntime %s",
+				len(sum.Targets), took.Seconds(), c.maxErr, m.HeldoutSamples, r.reported, r.measured)
 		})
 	}
 }
 
-// errorLine checks that qtool failed with exit code 1 and one error line on stderr (other
-// lines may only be warnings), and returns that line.
-func errorLine(t *testing.T, err error, stderr string) string {
-	t.Helper()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("qtool binarize: %v, want exit code 1 for an unsupported model; stderr:\n%s", err, stderr)
+// dataFlags are the data flags a model's npz files need. qtool reads a multi-input model's
+// arrays by input name, but a single-input model's from --x-key (default "x"), so the
+// corpus's arrays, named after the input, need the key.
+func dataFlags(m Model) []string {
+	if len(m.Inputs) == 1 {
+		return []string{"--x-key", m.Inputs[0].Name}
 	}
-	var errs []string
-	for _, l := range strings.Split(strings.TrimRight(stderr, "\n"), "\n") {
-		if !strings.HasPrefix(l, "qtool: warning:") {
-			errs = append(errs, l)
-		}
-	}
-	if len(errs) != 1 || !strings.HasPrefix(errs[0], "qtool: ") {
-		t.Fatalf("qtool binarize wrote %d non-warning lines on stderr, want one \"qtool: ...\" error:\n%s", len(errs), stderr)
-	}
-	return errs[0]
+	return nil
 }
 
-// sigmoidDefect asserts issue 14's single-sigmoid defect: distillation through a 1-class
-// softmax has zero loss, so the weights are only rounded, yet qtool reports 100 % agreement
-// while onnxruntime shows the probability moved. When the objectives land, the run must
-// report something other than a perfect agreement for a visibly changed output, this
-// assertion fails, and the need is removed from make.py.
-func sigmoidDefect(t *testing.T, m Model, fp, bin string, data map[string]array, agreement *float64) string {
+// qtoolOutputs returns the model file's outputs on the npz at data as qtool's engine computes
+// them: through `qtool eval --outputs`, the path users compare runtimes with, for models
+// with one input and a free batch; in this process for the others, which eval --outputs
+// cannot feed yet (it gives the graph only the first input, at --batch-size).
+func qtoolOutputs(t *testing.T, qtool string, m Model, path, data string) outputs {
 	t.Helper()
-	runs, err := batches(m, data)
-	if err != nil {
-		t.Fatal(err)
+	if len(m.Inputs) != 1 || fixedBatch(m) {
+		return engineOutputs(t, m, path, load(t, data))
 	}
-	outs := map[string][]ortref.Tensor{}
-	for _, p := range []string{fp, bin} {
-		sess, err := ortref.NewSessionFile(p, ortref.Options{IntraOpThreads: 1, NoSpinning: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		o, err := sess.Run(runs[0])
-		sess.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		outs[p] = o
+	npzPath := filepath.Join(t.TempDir(), "outputs.npz")
+	args := append([]string{"eval", path, "--data", data, "--outputs", npzPath}, dataFlags(m)...)
+	if b, err := exec.Command(qtool, args...).CombinedOutput(); err != nil {
+		t.Fatalf("qtool %s: %v\n%s", strings.Join(args, " "), err, b)
 	}
+	got := load(t, npzPath)
+	var o outputs
+	for _, out := range m.Outputs {
+		a, ok := got[out.Name]
+		if !ok {
+			t.Fatalf("qtool eval --outputs wrote no array %q", out.Name)
+		}
+		o.vals, o.shapes = append(o.vals, a.data), append(o.shapes, a.shape)
+	}
+	return o
+}
+
+func fixedBatch(m Model) bool {
+	return len(m.Inputs[0].Shape) > 0 && m.Inputs[0].Shape[0] == 1
+}
+
+// fidelity is one output's fidelity of the binarized model to the full-precision one,
+// computed here from onnxruntime's outputs, with the bounds that an engine within 1e-4 of
+// the output's scale per element (the forward check's bound) could report.
+type fidelity struct {
+	sqnr, sqnrLo, sqnrHi float64 // the SQNR, and its range under the engine's error bound
+	hasAgreement         bool
+	agree, positions     int
+	ties                 int // positions whose decision the engine's error bound could flip
+}
+
+func (f fidelity) String() string {
+	s := fmt.Sprintf("%.2f dB", f.sqnr)
+	if math.IsInf(f.sqnr, 1) {
+		s = "identical"
+	}
+	if f.hasAgreement {
+		s += fmt.Sprintf(", %.1f %%", 100*float64(f.agree)/float64(f.positions))
+	}
+	return s
+}
+
+func (r fidelityRecord) String() string {
+	s := "identical"
+	if r.SQNRdB != nil {
+		s = fmt.Sprintf("%.2f dB", *r.SQNRdB)
+	}
+	if r.AgreementPct != nil {
+		s += fmt.Sprintf(", %.1f %%", *r.AgreementPct)
+	}
+	return s
+}
+
+// engineTol is the forward check's bound: the engine may differ from onnxruntime by this
+// fraction of an output's scale per element.
+const engineTol = 1e-4
+
+// measure computes output i's fidelity from onnxruntime's full-precision outputs fp and
+// binarized outputs bin: SQNR 10·log10(Σt²/Σ(t−s)²) and the agreement qtool defines, with
+// the output's kind from the manifest, not from qtool: top-1 along the class axis, or the
+// decision at probability 0.5 for a sigmoid model's first output.
+func measure(m Model, i int, fp, bin []float32, shape []int) fidelity {
+	scale := 0.0
+	for _, v := range fp {
+		scale = max(scale, math.Abs(float64(v)))
+	}
+	var tt, dd float64
+	for k, v := range fp {
+		d := float64(bin[k]) - float64(v)
+		tt += float64(v) * float64(v)
+		dd += d * d
+	}
+	f := fidelity{sqnr: 10 * math.Log10(tt/dd)}
+	// qtool's engine computes t and s each within engineTol·scale per element (of their own
+	// scales; the binarized file's is taken as the same, its outputs are compared to t's),
+	// so ‖t‖ may be off by δ and ‖t − s‖ by 2δ, δ = engineTol·scale·√n.
+	delta := engineTol * scale * math.Sqrt(float64(len(fp)))
+	sig, noise := math.Sqrt(tt), math.Sqrt(dd)
+	f.sqnrLo = 20 * math.Log10(max(sig-delta, 0)/(noise+2*delta))
+	f.sqnrHi = math.Inf(1)
+	if noise > 2*delta {
+		f.sqnrHi = 20 * math.Log10((sig+delta)/(noise-2*delta))
+	}
+	switch {
+	case m.Kind == "sigmoid" && i == 0:
+		const at = 0.5
+		f.hasAgreement = true
+		for k, v := range fp {
+			f.positions++
+			if (float64(v) >= at) == (float64(bin[k]) >= at) {
+				f.agree++
+			}
+			if math.Abs(float64(v)-at) <= engineTol*scale || math.Abs(float64(bin[k])-at) <= engineTol*scale {
+				f.ties++
+			}
+		}
+	default:
+		axis, ok := classAxis(m, i, len(shape))
+		if !ok {
+			break
+		}
+		f.hasAgreement = true
+		f.agree, f.positions = top1Agreement(bin, fp, shape, axis)
+		f.ties = nearTies(fp, shape, axis, engineTol*scale) + nearTies(bin, shape, axis, engineTol*scale)
+	}
+	return f
+}
+
+// nearTies counts the positions whose top-1 class leads the runner-up by at most tol.
+func nearTies(x []float32, shape []int, axis int, tol float64) int {
+	outer, inner := 1, 1
+	for _, d := range shape[:axis] {
+		outer *= d
+	}
+	for _, d := range shape[axis+1:] {
+		inner *= d
+	}
+	c, n := shape[axis], 0
+	for o := range outer {
+		for in := range inner {
+			first, second := math.Inf(-1), math.Inf(-1)
+			for k := range c {
+				v := float64(x[(o*c+k)*inner+in])
+				if v > first {
+					first, second = v, first
+				} else if v > second {
+					second = v
+				}
+			}
+			if first-second <= 2*tol { // each of the two may be off by tol
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// checkFidelity asserts that qtool's report rec for output i is what onnxruntime measured.
+func checkFidelity(t *testing.T, m Model, i int, rec fidelityRecord, f fidelity) {
+	t.Helper()
+	name := m.Outputs[i].Name
+	// The JSON rounds the SQNR to 3 decimals.
+	const rounding = 5e-4
+	switch {
+	case rec.SQNRdB == nil:
+		if !rec.Identical {
+			t.Errorf("output %q: qtool reports no SQNR and does not say the outputs are identical", name)
+		}
+		if !math.IsInf(f.sqnrHi, 1) {
+			t.Errorf("output %q: qtool reports the binarized output identical to the full-precision one, onnxruntime measures %.3f dB (at most %.3f dB within the engine's error bound)", name, f.sqnr, f.sqnrHi)
+		}
+	case *rec.SQNRdB < f.sqnrLo-rounding || *rec.SQNRdB > f.sqnrHi+rounding:
+		t.Errorf("output %q: qtool reports SQNR %.3f dB, onnxruntime measures %.3f dB (%.3f to %.3f within the engine's error bound)", name, *rec.SQNRdB, f.sqnr, f.sqnrLo, f.sqnrHi)
+	}
+	if !f.hasAgreement {
+		if rec.AgreementPct != nil {
+			t.Errorf("output %q (%s): qtool reports an agreement, but the manifest gives it no class axis or decision", name, rec.Kind)
+		}
+		return
+	}
+	if rec.AgreementPct == nil {
+		t.Errorf("output %q (%s): qtool reports no agreement; onnxruntime measures %d/%d", name, rec.Kind, f.agree, f.positions)
+		return
+	}
+	if rec.Positions != f.positions {
+		t.Errorf("output %q: qtool counts %d positions, onnxruntime's outputs have %d", name, rec.Positions, f.positions)
+		return
+	}
+	got := int(math.Round(*rec.AgreementPct / 100 * float64(rec.Positions)))
+	if d := got - f.agree; d < -f.ties || d > f.ties {
+		t.Errorf("output %q: qtool reports agreement %d/%d, onnxruntime measures %d/%d (%d near ties)", name, got, rec.Positions, f.agree, f.positions, f.ties)
+	}
+}
+
+// checkSigmoid guards against issue 14's sigmoid defect, where distillation through a
+// 1-class softmax was identically 0 and qtool reported "agreement 100 %" however far the
+// probability moved: the probability must have moved in onnxruntime (else this check would
+// be vacuous), and qtool must then report a finite SQNR (checkFidelity has matched it with
+// onnxruntime's).
+func checkSigmoid(t *testing.T, name string, rec fidelityRecord, fp, bin []float32) {
+	t.Helper()
 	moved := 0.0
-	for i, v := range outs[fp][0].Data {
-		moved = max(moved, math.Abs(float64(v-outs[bin][0].Data[i])))
+	for k, v := range fp {
+		moved = max(moved, math.Abs(float64(bin[k])-float64(v)))
 	}
-	if agreement == nil || *agreement != 100 || moved < 0.01 {
-		t.Fatalf("the sigmoid-output defect is gone (agreement %v %%, probability moved by up to %.3g in onnxruntime): remove sigmoid-output from the needs in make.py and check the model's fidelity instead", deref(agreement), moved)
+	if moved <= engineTol {
+		t.Fatalf("output %q: the binarized probability moved by only %.2g in onnxruntime: the sigmoid check is vacuous", name, moved)
 	}
-	return fmt.Sprintf("defect: reports 100 %% agreement, probability moved %.2f", moved)
-}
-
-func deref(p *float64) any {
-	if p == nil {
-		return "none"
+	if rec.SQNRdB == nil || math.IsInf(*rec.SQNRdB, 0) {
+		t.Errorf("output %q: the probability moved by up to %.3g in onnxruntime, yet qtool reports no finite SQNR (%s)", name, moved, rec)
 	}
-	return *p
 }
 
 // TestZCorpusStatus logs the corpus status table after the other tests (Go runs tests in
@@ -717,10 +893,10 @@ func deref(p *float64) any {
 func TestZCorpusStatus(t *testing.T) {
 	man, _ := corpus(t)
 	var b strings.Builder
-	b.WriteString("\n| model | params | ops | engine vs onnxruntime (max err / scale) | qtool binarize |\n|---|---:|---:|---|---|\n")
+	b.WriteString("\n| model | params | engine vs onnxruntime (max err / scale) | qtool binarize | fidelity reported by qtool (SQNR, agreement per output) | measured with onnxruntime |\n|---|---:|---|---|---|---|\n")
 	for _, m := range man.Models {
 		r := row(m)
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.model, r.params, r.ops, r.engine, r.binarize)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", r.model, r.params, r.engine, r.binarize, r.reported, r.measured)
 	}
 	t.Log(b.String())
 }
