@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"image/color"
 	"io"
 	"math"
 	"os"
@@ -14,11 +15,16 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/qtool/qtool/admmq"
 	"github.com/qtool/qtool/admmq/network"
 	"github.com/qtool/qtool/binarize"
+	"github.com/qtool/qtool/calib"
 	"github.com/qtool/qtool/internal/atomicfile"
+	"github.com/qtool/qtool/onnxio"
+	"github.com/qtool/qtool/train"
 	"github.com/urfave/cli/v2"
 )
 
@@ -66,12 +72,21 @@ type algoResult struct {
 	History      []network.IterStats `json:"-"`
 	Iterations   []iterRecord        `json:"history"`
 	Bytes        int64               `json:"output_bytes"`
+	// WeightsSHA256 digests the exported binarized weights (weightsDigest) and
+	// NetworkSHA256 the whole exported graph (networkDigest): equal digests across
+	// algorithms of one seed mean the same weights, or the same network.
+	WeightsSHA256 string `json:"weights_sha256"`
+	NetworkSHA256 string `json:"network_sha256,omitempty"`
+	// correct holds, per held-out position, whether the exported model got it right (or
+	// agreed with the full-precision model without labels); nil when unavailable.
+	correct []bool
 }
 
 func newAlgoResult(r *binarize.Result) *algoResult {
 	a := &algoResult{Algo: string(r.Method), Seed: r.Seed, Accuracy: r.Accuracy(), Agree: r.Binarized.Agreement,
 		AgreementPct: toPct(r.Binarized.Agreement), History: r.History, Iterations: iterRecords(r.History),
-		Bytes: int64(len(r.Bytes)), Seconds: roundTo(r.Seconds, 3)}
+		Bytes: int64(len(r.Bytes)), Seconds: roundTo(r.Seconds, 3),
+		WeightsSHA256: weightsDigest(r), NetworkSHA256: networkDigest(r)}
 	a.AccuracyPct = pctOf(a.Accuracy)
 	if h := r.History; len(h) > 0 {
 		a.Loss, a.FY = h[len(h)-1].TrainLoss, h[len(h)-1].FY
@@ -84,16 +99,19 @@ type compareRow struct {
 	Algo string `json:"algo"`
 	// Accuracy (or agreement without labels) over seeds, in [0,1]; JSON has them in
 	// percent, rounded (the _pct fields).
-	AccMean      float64       `json:"-"`
-	AccStd       float64       `json:"-"`
-	AgreeMean    float64       `json:"-"`
-	AccMeanPct   float64       `json:"accuracy_mean_pct"`
-	AccStdPct    float64       `json:"accuracy_std_pct"`
-	AgreeMeanPct float64       `json:"agreement_mean_pct"`
-	LossMean     float64       `json:"final_train_loss_mean"`
-	FYMean       float64       `json:"final_f_y_mean"`
-	SecMean      float64       `json:"seconds_mean"`
-	Runs         []*algoResult `json:"runs"`
+	AccMean      float64 `json:"-"`
+	AccStd       float64 `json:"-"`
+	AgreeMean    float64 `json:"-"`
+	AccMeanPct   float64 `json:"accuracy_mean_pct"`
+	AccStdPct    float64 `json:"accuracy_std_pct"`
+	AgreeMeanPct float64 `json:"agreement_mean_pct"`
+	LossMean     float64 `json:"final_train_loss_mean"`
+	FYMean       float64 `json:"final_f_y_mean"`
+	SecMean      float64 `json:"seconds_mean"`
+	// IdenticalTo names the earlier row whose runs exported the same binary weights on
+	// every seed; the two rows are then one result.
+	IdenticalTo string        `json:"identical_to,omitempty"`
+	Runs        []*algoResult `json:"runs"`
 }
 
 // compareResult is compare's output; its JSON form is part of qtool's CLI interface.
@@ -107,6 +125,18 @@ type compareResult struct {
 	Loss       string        `json:"loss"`
 	Seeds      []uint64      `json:"seeds"`
 	Rows       []*compareRow `json:"rows"`
+	// Pairs compares every two rows seed by seed: paired differences with a t interval and
+	// McNemar's test per seed (comparestats.go).
+	Pairs []*pairStat `json:"pairs"`
+	// Identical lists the algorithms that exported the same binary weights, and Warnings
+	// says so in words, once per group.
+	Identical []identicalGroup `json:"identical_weights,omitempty"`
+	Warnings  []string         `json:"warnings,omitempty"`
+	// BNRecalibrated reports whether the exported models' BatchNorm statistics were
+	// re-estimated (the table's accuracies) while the per-iteration accuracies, measured
+	// during training, were not: AccuracyCurve says how accuracy.png measures.
+	BNRecalibrated bool   `json:"bn_recalibrated"`
+	AccuracyCurve  string `json:"accuracy_curve"`
 }
 
 func runCompare(c *cli.Context) error {
@@ -155,6 +185,12 @@ func compare(ctx context.Context, c *cli.Context) error {
 	for i := range c.Int("seeds") {
 		res.Seeds = append(res.Seeds, base+uint64(i))
 	}
+	res.BNRecalibrated = !s.opts.NoBNRecalib
+	evalSet := s.data.Eval
+	if evalSet == nil {
+		evalSet = s.data.Calib
+	}
+	var fpPred []int64 // the full-precision model's, for agreement without labels
 	for _, algo := range algos {
 		row := &compareRow{Algo: string(algo)}
 		for _, seed := range res.Seeds {
@@ -170,6 +206,9 @@ func compare(ctx context.Context, c *cli.Context) error {
 			// Every run measures the same full-precision model on the same data.
 			res.Labelled, res.FPAccuracy, res.Loss = r.Labelled, accuracyPct(r.FullPrecision), string(r.Loss)
 			a := newAlgoResult(r)
+			if a.correct, fpPred, err = correctness(ctx, r, evalSet, o, s.teacher.Model, fpPred); err != nil {
+				return err
+			}
 			if !c.Bool("quiet") {
 				fmt.Fprintf(stderr, "compare: %s seed %d: accuracy %s, agreement %.2f %%, %.1f s\n", algo, seed, pct(a.Accuracy), 100*a.Agree, a.Seconds)
 			}
@@ -178,6 +217,15 @@ func compare(ctx context.Context, c *cli.Context) error {
 		row.summarise(res.Labelled)
 		res.Rows = append(res.Rows, row)
 	}
+	res.Identical = identicalGroups(res.Rows)
+	for _, g := range res.Identical {
+		res.Warnings = append(res.Warnings, g.warning())
+		if !c.Bool("quiet") {
+			fmt.Fprintf(stderr, "compare: warning: %s\n", g.warning())
+		}
+	}
+	res.Pairs = pairStats(res.Rows, res.Labelled)
+	res.AccuracyCurve = accuracyCurveNote(res.BNRecalibrated)
 	if err := res.write(dir); err != nil {
 		return err
 	}
@@ -226,9 +274,48 @@ func (res *compareResult) markdown(w io.Writer) error {
 	if res.FPAccuracy != nil {
 		fmt.Fprintf(w, "Full precision: %.2f %%.\n", *res.FPAccuracy)
 	}
-	fmt.Fprintf(w, "\n| algorithm | %s (mean ± std) | agreement with FP | final train loss | final f(y) | time (s) |\n|---|---:|---:|---:|---:|---:|\n", what)
+	fmt.Fprintf(w, "\n| algorithm | %s (mean ± std) | agreement with FP | final train loss | final f(y) | time (s) | same weights as |\n|---|---:|---:|---:|---:|---:|---|\n", what)
 	for _, r := range res.Rows {
-		fmt.Fprintf(w, "| %s | %.2f ± %.2f %% | %.2f %% | %.4f | %.4f | %.1f |\n", r.Algo, 100*r.AccMean, 100*r.AccStd, 100*r.AgreeMean, r.LossMean, r.FYMean, r.SecMean)
+		same := ""
+		if r.IdenticalTo != "" {
+			same = "**" + r.IdenticalTo + "** (every seed)"
+		}
+		fmt.Fprintf(w, "| %s | %.2f ± %.2f %% | %.2f %% | %.4f | %.4f | %.1f | %s |\n", r.Algo, 100*r.AccMean, 100*r.AccStd, 100*r.AgreeMean, r.LossMean, r.FYMean, r.SecMean, same)
+	}
+	for _, warn := range res.Warnings {
+		fmt.Fprintf(w, "\n**Warning:** %s.\n", warn)
+	}
+	if len(res.Pairs) == 0 {
+		return nil
+	}
+	n := len(res.Seeds)
+	interval := fmt.Sprintf("95 %% interval: paired t interval over the %d seeds, mean ± t(0.975; %d)·s/√%d", n, n-1, n)
+	if n < 2 {
+		interval = "95 % interval: unavailable with one seed (no spread to estimate)"
+	}
+	fmt.Fprintf(w, "\nPaired differences A − B of %s in percentage points, seed by seed on the same held-out samples; %s. "+
+		"McNemar per seed: samples only A / only B gets right, and the two-sided p-value that both are equally accurate "+
+		"(exact binomial below %d discordant samples, else χ² with continuity correction); no correction for the number of pairs.\n\n",
+		what, interval, mcnemarExactBelow)
+	fmt.Fprintf(w, "| A − B | mean (pp) | 95 %% interval (pp) | seeds A > / < / = B | McNemar per seed: only A / only B, p |\n|---|---:|---:|---:|---|\n")
+	for _, p := range res.Pairs {
+		name := p.A + " − " + p.B
+		if p.Identical {
+			name += " (identical weights)"
+		}
+		ci := "unavailable (1 seed)"
+		if p.CI95Pct != nil {
+			ci = fmt.Sprintf("[%+.2f, %+.2f]", p.CI95Pct[0], p.CI95Pct[1])
+		}
+		mc := "unavailable"
+		if len(p.McNemar) > 0 {
+			var parts []string
+			for _, m := range p.McNemar {
+				parts = append(parts, fmt.Sprintf("%d/%d, p = %s", m.AOnly, m.BOnly, fmtP(m.P)))
+			}
+			mc = strings.Join(parts, "; ")
+		}
+		fmt.Fprintf(w, "| %s | %+.2f | %s | %d / %d / %d | %s |\n", name, p.MeanPct, ci, p.Wins, p.Losses, p.Ties, mc)
 	}
 	return nil
 }
@@ -239,19 +326,19 @@ func (res *compareResult) write(dir string) error {
 	if err := res.markdown(&md); err != nil {
 		return err
 	}
-	md.WriteString("\n![accuracy per iteration](accuracy.png)\n\n![augmented Lagrangian](lagrangian.png)\n\n![residual](residual.png)\n")
+	fmt.Fprintf(&md, "\n![accuracy per iteration](accuracy.png)\n\n%s.\n\n![augmented Lagrangian](lagrangian.png)\n\n![residual](residual.png)\n", res.AccuracyCurve)
 	if err := atomicfile.WriteBytes(filepath.Join(dir, "compare.md"), []byte(md.String())); err != nil {
 		return err
 	}
 	var csv strings.Builder
-	csv.WriteString("algo,seed,accuracy_pct,agreement_pct,final_train_loss,final_f_y,seconds\n")
+	csv.WriteString("algo,seed,accuracy_pct,agreement_pct,final_train_loss,final_f_y,seconds,identical_to,weights_sha256\n")
 	for _, r := range res.Rows {
 		for _, run := range r.Runs {
 			acc := ""
 			if run.AccuracyPct != nil {
 				acc = fmt.Sprintf("%.4f", *run.AccuracyPct)
 			}
-			fmt.Fprintf(&csv, "%s,%d,%s,%.4f,%.6f,%.6f,%.3f\n", r.Algo, run.Seed, acc, run.AgreementPct, run.Loss, run.FY, run.Seconds)
+			fmt.Fprintf(&csv, "%s,%d,%s,%.4f,%.6f,%.6f,%.3f,%s,%s\n", r.Algo, run.Seed, acc, run.AgreementPct, run.Loss, run.FY, run.Seconds, r.IdenticalTo, run.WeightsSHA256)
 		}
 	}
 	if err := atomicfile.WriteBytes(filepath.Join(dir, "compare.csv"), []byte(csv.String())); err != nil {
@@ -264,46 +351,231 @@ func (res *compareResult) write(dir string) error {
 	if err := atomicfile.WriteBytes(filepath.Join(dir, "compare.json"), append(js, '\n')); err != nil {
 		return err
 	}
-	plots := []struct {
-		file, title, y string
-		admmOnly       bool
-		value          func(network.IterStats) float64
-	}{
-		{"accuracy.png", "held-out accuracy of y", "accuracy (%)", false, func(s network.IterStats) float64 { return 100 * s.Accuracy }},
-		{"lagrangian.png", "augmented Lagrangian L(x, y, λ)", "L", true, func(s network.IterStats) float64 { return s.Lagrangian }},
-		{"residual.png", "‖x − y‖", "‖x − y‖", true, func(s network.IterStats) float64 { return s.Residual }},
-	}
-	for _, pl := range plots {
-		p := plot.New()
-		p.Title.Text = pl.title + " (mean over seeds)"
-		p.X.Label.Text = "outer iteration"
-		p.Y.Label.Text = pl.y
-		var lines []any
-		for _, r := range res.Rows {
-			if pl.admmOnly && !network.IsADMM(admmq.Method(r.Algo)) {
-				continue
-			}
-			pts := meanCurve(r.Runs, pl.value)
-			if len(pts) == 0 {
-				continue
-			}
-			lines = append(lines, r.Algo, pts)
-		}
-		if len(lines) == 0 {
+	for _, f := range res.figures() {
+		if len(f.curves) == 0 {
 			continue
 		}
-		if err := plotutil.AddLinePoints(p, lines...); err != nil {
-			return err
-		}
-		wt, err := p.WriterTo(7*vg.Inch, 4.5*vg.Inch, "png")
-		if err != nil {
-			return err
-		}
-		if err := atomicfile.Write(filepath.Join(dir, pl.file), func(w io.Writer) error { _, err := wt.WriteTo(w); return err }); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, f.file), f.render); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// correctness runs r's exported model once over the held-out data and returns, per
+// position, whether it was right: its class equals the label, or without labels the
+// full-precision model's class (fp's predictions, computed on first need and returned for
+// the next run). McNemar's test needs these per-sample results, which Result does not
+// keep. A model without a class or decision output has none (nil).
+func correctness(ctx context.Context, r *binarize.Result, eval calib.Dataset, o binarize.Options, fp *onnxio.Model, fpPred []int64) ([]bool, []int64, error) {
+	if r.Model == nil || train.LabelOutput(r.Outputs) < 0 {
+		return nil, fpPred, nil
+	}
+	pred, ref, err := binarize.Predictions(ctx, r.Model, eval, o, r.Outputs)
+	if err != nil {
+		return nil, fpPred, err
+	}
+	labelled := r.Labelled && r.Binarized.Labelled // as the table's value (algoResult.value)
+	if !labelled {
+		if fpPred == nil {
+			if fpPred, _, err = binarize.Predictions(ctx, fp, eval, o, r.Outputs); err != nil {
+				return nil, nil, err
+			}
+		}
+		ref = fpPred
+	}
+	if len(ref) != len(pred) {
+		return nil, fpPred, nil
+	}
+	ok := make([]bool, len(pred))
+	hits := 0
+	for i := range pred {
+		ok[i] = pred[i] == ref[i]
+		if ok[i] {
+			hits++
+		}
+	}
+	// The test must be about the numbers in the table; binarize's tests check that
+	// Predictions counts as Evaluate does, and this guards the wiring.
+	if labelled && hits != r.Binarized.Correct || !labelled && r.Binarized.HasAgreement &&
+		math.Abs(float64(hits)/float64(len(ok))-r.Binarized.Agreement) > 1e-9 {
+		return nil, fpPred, fmt.Errorf("compare: %s seed %d: per-sample results count %d of %d right, which is not the accuracy measured (internal error)", r.Method, r.Seed, hits, len(ok))
+	}
+	return ok, fpPred, nil
+}
+
+// accuracyCurveNote says how accuracy.png measures, against the table.
+func accuracyCurveNote(bnRecalibrated bool) string {
+	if bnRecalibrated {
+		return "Lines in accuracy.png: held-out accuracy of y at each outer iteration with the BatchNorm statistics as training left them, " +
+			"before their re-estimation; large marks at the last iteration: the exported models after re-estimation, as in the table"
+	}
+	return "Lines in accuracy.png: held-out accuracy of y at each outer iteration; BatchNorm statistics are not re-estimated " +
+		"(--no-bn-recalib), as in the table; large marks at the last iteration: the exported models, as in the table"
+}
+
+// curve is one algorithm's line in a figure, with the style that tells it apart.
+type curve struct {
+	algo, label string
+	pts         plotter.XYs
+	line        draw.LineStyle
+	glyph       draw.GlyphStyle
+	// identicalTo names an earlier curve with exactly the same points.
+	identicalTo string
+}
+
+// figure is one of compare's plots, kept as data so that tests can inspect its structure.
+type figure struct {
+	file, title, xLabel, yLabel string
+	curves                      []curve
+	// marks are the exported models' values (the table's), one per algorithm, drawn
+	// large at the last iteration in the algorithm's colour and glyph.
+	marks     []curve
+	marksNote string
+}
+
+// curveStyle gives row i its own colour, dash pattern and glyph, so that lines stay
+// apart in grey print and when they overlap. Earlier rows are drawn wider: a later line
+// with the same points (an identical result) then shows on top of the earlier one
+// instead of hiding it.
+func curveStyle(i, rows int) (draw.LineStyle, draw.GlyphStyle) {
+	c := plotutil.DarkColors[i%len(plotutil.DarkColors)]
+	width := vg.Points(1.2 + 2.4*float64(rows-1-i)/float64(max(rows-1, 1)))
+	return draw.LineStyle{Color: c, Width: width, Dashes: plotutil.Dashes(i)},
+		draw.GlyphStyle{Color: c, Radius: vg.Points(2.5), Shape: plotutil.Shape(i)}
+}
+
+func (res *compareResult) figures() []figure {
+	specs := []struct {
+		file, title, y string
+		admmOnly       bool
+		value          func(network.IterStats) float64
+	}{
+		{"accuracy.png", "held-out accuracy of y per outer iteration (mean over seeds)", "accuracy (%)", false, func(s network.IterStats) float64 { return 100 * s.Accuracy }},
+		{"lagrangian.png", "augmented Lagrangian L(x, y, λ) (mean over seeds)", "L", true, func(s network.IterStats) float64 { return s.Lagrangian }},
+		{"residual.png", "‖x − y‖ (mean over seeds)", "‖x − y‖", true, func(s network.IterStats) float64 { return s.Residual }},
+	}
+	if !res.Labelled {
+		specs[0].title, specs[0].y = "held-out agreement of y with full precision per outer iteration (mean over seeds)", "agreement (%)"
+	}
+	var figs []figure
+	for _, sp := range specs {
+		f := figure{file: sp.file, title: sp.title, xLabel: "outer iteration", yLabel: sp.y}
+		for i, r := range res.Rows {
+			if sp.admmOnly && !network.IsADMM(admmq.Method(r.Algo)) {
+				continue
+			}
+			pts := meanCurve(r.Runs, sp.value)
+			if len(pts) == 0 {
+				continue
+			}
+			c := curve{algo: r.Algo, label: r.Algo, pts: pts}
+			c.line, c.glyph = curveStyle(i, len(res.Rows))
+			for _, prev := range f.curves {
+				if sameXYs(prev.pts, pts) {
+					c.identicalTo = prev.algo
+					c.label = fmt.Sprintf("%s (identical to %s)", r.Algo, prev.algo)
+					break
+				}
+			}
+			f.curves = append(f.curves, c)
+			if sp.file == "accuracy.png" {
+				m := c
+				m.pts = plotter.XYs{{X: pts[len(pts)-1].X, Y: 100 * r.AccMean}}
+				m.glyph.Radius = vg.Points(6)
+				f.marks = append(f.marks, m)
+			}
+		}
+		if len(f.marks) > 0 {
+			if res.BNRecalibrated {
+				f.title += "\nlines: before BatchNorm re-estimation; large marks: exported models, as in the table"
+			} else {
+				f.title += "\nlines: BatchNorm as trained (--no-bn-recalib); large marks: exported models, as in the table"
+			}
+			f.marksNote = "exported model (table)"
+		}
+		figs = append(figs, f)
+	}
+	return figs
+}
+
+func sameXYs(a, b plotter.XYs) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// figureWidth and figureHeight are the size of compare's PNGs.
+const figureWidth, figureHeight = 9 * vg.Inch, 4.5 * vg.Inch
+
+// layout splits the canvas into the plot's area and a strip on its right for the legend,
+// as wide as the legend needs, so that the legend never covers data.
+func layout(dc draw.Canvas, leg *plot.Legend) (plotArea, legendArea draw.Canvas) {
+	r := leg.Rectangle(dc)
+	w := r.Max.X - r.Min.X + vg.Points(12)
+	return draw.Crop(dc, 0, -w, 0, 0), draw.Crop(dc, dc.Max.X-dc.Min.X-w+vg.Points(6), 0, 0, -vg.Points(36))
+}
+
+// plot builds the gonum plot and, apart from it for layout, its legend.
+func (f figure) plot() (*plot.Plot, *plot.Legend, error) {
+	p := plot.New()
+	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = f.title, f.xLabel, f.yLabel
+	leg := plot.NewLegend()
+	leg.Top, leg.Left = true, true
+	leg.ThumbnailWidth = vg.Points(36) // long enough to show the dash pattern
+	leg.Padding = vg.Points(4)
+	for _, c := range f.curves {
+		l, err := plotter.NewLine(c.pts)
+		if err != nil {
+			return nil, nil, err
+		}
+		l.LineStyle = c.line
+		s, err := plotter.NewScatter(c.pts)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.GlyphStyle = c.glyph
+		p.Add(l, s)
+		leg.Add(c.label, l, s)
+	}
+	for _, m := range f.marks {
+		s, err := plotter.NewScatter(m.pts)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.GlyphStyle = m.glyph
+		p.Add(s)
+	}
+	if f.marksNote != "" {
+		s, err := plotter.NewScatter(plotter.XYs{{}})
+		if err != nil {
+			return nil, nil, err
+		}
+		s.GlyphStyle = draw.GlyphStyle{Color: color.Gray{Y: 80}, Radius: vg.Points(6), Shape: draw.RingGlyph{}}
+		leg.Add("large marks: "+f.marksNote, s)
+	}
+	return p, &leg, nil
+}
+
+// render writes the figure as a PNG.
+func (f figure) render(w io.Writer) error {
+	p, leg, err := f.plot()
+	if err != nil {
+		return err
+	}
+	img := vgimg.New(figureWidth, figureHeight)
+	dc := draw.New(img)
+	plotArea, legendArea := layout(dc, leg)
+	p.Draw(plotArea)
+	leg.Draw(legendArea)
+	_, err = vgimg.PngCanvas{Canvas: img}.WriteTo(w)
+	return err
 }
 
 // meanCurve averages a per-iteration value over runs.

@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -55,6 +57,82 @@ func TestCompareADMMBeatsGDProj(t *testing.T) {
 	csv, _ := os.ReadFile(filepath.Join(dir, "compare.csv"))
 	if lines := strings.Count(string(csv), "\n"); lines != 1+4 {
 		t.Errorf("compare.csv has %d lines, want a header and 4 runs", lines)
+	}
+	// The two algorithms differ: no warning, and one pair with an interval over the two
+	// seeds and McNemar's test per seed.
+	if len(res.Warnings) != 0 || len(res.Identical) != 0 || admm.IdenticalTo != "" {
+		t.Errorf("different algorithms reported identical: %q %+v", res.Warnings, res.Identical)
+	}
+	if len(res.Pairs) != 1 {
+		t.Fatalf("%d pairs, want 1", len(res.Pairs))
+	}
+	checkPair(t, res.Pairs[0], gd, admm, res.EvalCount)
+	if p := res.Pairs[0]; p.CI95Pct == nil || p.CI95Pct[0] > p.MeanPct || p.CI95Pct[1] < p.MeanPct || p.Identical {
+		t.Errorf("pair %+v: want an interval around the mean, not identical", p)
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "compare.md"))
+	if !strings.Contains(string(md), "paired t interval over the 2 seeds") || strings.Contains(string(md), "Warning") {
+		t.Errorf("compare.md:\n%s", md)
+	}
+}
+
+// checkPair checks a pair's statistics against its rows: the differences are the rows'
+// accuracies seed by seed, and on each seed McNemar's discordant counts differ by
+// exactly the difference in correct samples, so the per-sample results are those of the
+// models the table reports.
+func checkPair(t *testing.T, p *pairStat, a, b *compareRow, n int) {
+	t.Helper()
+	if p.A != a.Algo || p.B != b.Algo || len(p.DiffsPct) != len(a.Runs) || len(p.McNemar) != len(a.Runs) {
+		t.Fatalf("pair %+v for %s − %s over %d seeds", p, a.Algo, b.Algo, len(a.Runs))
+	}
+	for k, m := range p.McNemar {
+		ra, rb := a.Runs[k], b.Runs[k]
+		if d := *ra.AccuracyPct - *rb.AccuracyPct; math.Abs(d-p.DiffsPct[k]) > 1e-3 {
+			t.Errorf("seed %d: difference %.4f, rows give %.4f", ra.Seed, p.DiffsPct[k], d)
+		}
+		if want := math.Round((*ra.AccuracyPct - *rb.AccuracyPct) / 100 * float64(n)); float64(m.AOnly-m.BOnly) != want {
+			t.Errorf("seed %d: McNemar %d/%d, but the accuracies differ by %v samples", ra.Seed, m.AOnly, m.BOnly, want)
+		}
+		if wp, _ := mcnemar(m.AOnly, m.BOnly); m.P != wp || m.Seed != ra.Seed {
+			t.Errorf("seed %d: %+v", ra.Seed, m)
+		}
+	}
+}
+
+// TestCompareWarnsOnIdenticalWeights: at the default ρ on the embedded fmnist-mlp, PGD
+// and ADMM-Q export the same binary weights (issue 15); compare says so once, in the
+// table, the JSON and stderr, and the pair's statistics show no difference. With one seed
+// the interval is unavailable, and says so.
+func TestCompareWarnsOnIdenticalWeights(t *testing.T) {
+	dir := t.TempDir()
+	out, code, err := runArgs(t, "compare", "--algos", "pgd,admm-q", "--seeds", "1", "--iters", "2", "--inner-epochs", "1", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %v\n%s", code, err, out)
+	}
+	if n := strings.Count(out, "exported the same binary weights on every seed"); n != 2 { // stderr and the table
+		t.Errorf("the warning appears %d times in the output, want twice (stderr, table):\n%s", n, out)
+	}
+	if !strings.Contains(out, "| i-admm-q |") || !strings.Contains(out, "**pgd** (every seed)") || !strings.Contains(out, "unavailable (1 seed)") {
+		t.Errorf("table:\n%s", out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "compare.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res compareResult
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Warnings) != 1 || len(res.Identical) != 1 || !slices.Equal(res.Identical[0].Algos, []string{"pgd", "i-admm-q"}) || res.Rows[1].IdenticalTo != "pgd" {
+		t.Fatalf("warnings %q, groups %+v", res.Warnings, res.Identical)
+	}
+	if res.Rows[0].Runs[0].WeightsSHA256 != res.Rows[1].Runs[0].WeightsSHA256 || res.Rows[0].Runs[0].WeightsSHA256 == "" {
+		t.Error("the runs' weight digests differ")
+	}
+	p := res.Pairs[0]
+	checkPair(t, p, res.Rows[0], res.Rows[1], res.EvalCount)
+	if !p.Identical || p.MeanPct != 0 || p.CI95Pct != nil || p.McNemar[0].AOnly != 0 || p.McNemar[0].BOnly != 0 || p.McNemar[0].P != 1 {
+		t.Errorf("pair of identical networks: %+v", p)
 	}
 }
 
