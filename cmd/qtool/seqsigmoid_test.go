@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -286,4 +288,23 @@ func argmax(v []float32) int {
 		}
 	}
 	return best
+}
+
+// TestIgnoreLabelFlag: --ignore-label sets calib.Options.IgnoreLabels; "none" makes the
+// tagger's −1 padding an error naming its place.
+func TestIgnoreLabelFlag(t *testing.T) {
+	in := calib.Input{Name: "x", Shape: []int64{-1, 4, 16}, Classes: 4}
+	data := "testdata/seq/heldout.npz"
+	ds, o, err := runData(t, in, "--data", data, "--ignore-label", "-1, 7")
+	if err != nil || !slices.Equal(o.IgnoreLabels, []int64{-1, 7}) || calib.LabelsPerSample(ds.Calib) != 16 {
+		t.Fatalf("--ignore-label -1,7: %v, options %v", err, o.IgnoreLabels)
+	}
+	_, _, err = runData(t, in, "--data", data, "--ignore-label", "none")
+	var le *calib.LabelError
+	if !errors.As(err, &le) || le.Label != -1 || !strings.Contains(err.Error(), "position") {
+		t.Errorf("--ignore-label none: %v, want a label error for the −1 padding", err)
+	}
+	if _, _, err = runData(t, in, "--data", data, "--ignore-label", "pad"); exitCode(err) != exitUsage {
+		t.Errorf("--ignore-label pad: exit %d (%v), want %d", exitCode(err), err, exitUsage)
+	}
 }
