@@ -1,6 +1,7 @@
 package train
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/qtool/qtool/calib"
@@ -60,5 +61,15 @@ func TestIgnoreLabel(t *testing.T) {
 	}
 	if !labelled([]int64{0, IgnoreLabel}) || labelled([]int64{-1, -1}) {
 		t.Error("labelled: padding must count as labelled data, -1 (no labels) must not")
+	}
+}
+
+// TestIgnoredLabelInPlainLosses: CrossEntropy keeps PyTorch's mean over every sample, so
+// it refuses an ignored label with a typed error rather than miscount.
+func TestIgnoredLabelInPlainLosses(t *testing.T) {
+	_, err := CrossEntropy{}.Value([]float32{1, 2, 3, 4}, 2, Target{Labels: []int64{0, IgnoreLabel}}, nil)
+	var ie *IgnoredLabelError
+	if !errors.As(err, &ie) || ie.Sample != 1 {
+		t.Errorf("cross-entropy with an ignored label: %v, want an *IgnoredLabelError for sample 1", err)
 	}
 }

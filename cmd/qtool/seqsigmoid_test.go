@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/qtool/qtool/calib"
 	"github.com/qtool/qtool/internal/ortref"
 	"github.com/qtool/qtool/onnxio"
+	"github.com/qtool/qtool/train"
 	"github.com/sbinet/npyio/npz"
 )
 
@@ -306,5 +308,17 @@ func TestIgnoreLabelFlag(t *testing.T) {
 	}
 	if _, _, err = runData(t, in, "--data", data, "--ignore-label", "pad"); exitCode(err) != exitUsage {
 		t.Errorf("--ignore-label pad: exit %d (%v), want %d", exitCode(err), err, exitUsage)
+	}
+}
+
+// TestIgnoredLabelAdvice: the plain losses' refusal of ignored labels names the flag.
+func TestIgnoredLabelAdvice(t *testing.T) {
+	err := cliError(fmt.Errorf("step 3: %w", &train.IgnoredLabelError{Loss: "cross-entropy loss", Sample: 2}))
+	if !strings.Contains(err.Error(), "use --loss objective") || !strings.HasPrefix(err.Error(), "step 3: ") {
+		t.Errorf("advice %q", err)
+	}
+	var ie *train.IgnoredLabelError
+	if !errors.As(err, &ie) {
+		t.Errorf("the advice lost the library error: %v", err)
 	}
 }
