@@ -117,8 +117,8 @@ func (e *ResumeError) Error() string { return "resuming: " + e.Err.Error() }
 func (e *ResumeError) Unwrap() error { return e.Err }
 
 // InputOf describes g's data input (its first) for calib: its declared shape with a free
-// batch dimension, the batch it declares when fixed and, from the first output's last
-// dimension, the number of classes that labels must stay below.
+// batch dimension, the batch it declares when fixed and, from the first output when it is
+// [N, C], the number of classes that labels must stay below (0, unknown, otherwise).
 func InputOf(g *engine.Graph) calib.Input {
 	in := g.Inputs()[0]
 	shape := make([]int64, len(in.Shape))
@@ -133,8 +133,11 @@ func InputOf(g *engine.Graph) calib.Input {
 		shape[0] = -1
 	}
 	classes := 0
-	if out := g.Outputs()[0].Shape; len(out) > 0 && out[len(out)-1] > 0 {
-		classes = out[len(out)-1]
+	// Only an [N, C] output says its classes by its shape: a sequence output may be
+	// [N, T, C] or [N, C, T], its class axis detected later (DetectOutputs, --class-axis),
+	// and the objective checks the labels against that axis.
+	if out := g.Outputs()[0].Shape; len(out) == 2 && out[1] > 0 {
+		classes = out[1]
 	}
 	if classes == 1 {
 		classes = 2 // a single-output binary head takes labels 0 and 1

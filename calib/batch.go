@@ -33,6 +33,7 @@ type Batches struct {
 	d      Dataset
 	opt    BatchOptions
 	sample int
+	lw     int // labels per sample
 	epoch  int
 	order  []int
 	pos    int
@@ -56,11 +57,11 @@ func NewBatches(d Dataset, o BatchOptions) (*Batches, error) {
 	if d.Len() == 0 {
 		return nil, fmt.Errorf("empty data set")
 	}
-	b := &Batches{d: d, opt: o, sample: SampleSize(d)}
+	b := &Batches{d: d, opt: o, sample: SampleSize(d), lw: LabelsPerSample(d)}
 	b.order = make([]int, d.Len())
 	b.x = make([]float32, o.Size*b.sample)
 	if d.HasLabels() {
-		b.y = make([]int64, o.Size)
+		b.y = make([]int64, o.Size*b.lw)
 	}
 	b.shape = append([]int64{0}, d.SampleShape()...)
 	b.extras, _ = extrasOf(d, nil)
@@ -108,7 +109,7 @@ func (b *Batches) Next() bool {
 	idx := b.order[b.pos : b.pos+n]
 	var y []int64
 	if b.y != nil {
-		y = b.y[:n]
+		y = b.y[:n*b.lw]
 	}
 	if err := b.d.Read(idx, b.x[:n*b.sample], y); err != nil {
 		b.err = err
@@ -161,12 +162,13 @@ func (b *Batches) Len() int { return b.n }
 // the next call to Next.
 func (b *Batches) X() []float32 { return b.x[:b.n*b.sample] }
 
-// Y returns the labels of the current batch, or nil without labels.
+// Y returns the labels of the current batch, LabelsPerSample of the data set per sample
+// (IgnoredLabel for ignored positions), or nil without labels.
 func (b *Batches) Y() []int64 {
 	if b.y == nil {
 		return nil
 	}
-	return b.y[:b.n]
+	return b.y[:b.n*b.lw]
 }
 
 // Shape returns the shape of X: the batch size, then the sample shape.

@@ -76,6 +76,12 @@ type Options struct {
 	// XKey and YKey name the arrays of a .npz archive; empty means "x" and "y". A missing
 	// YKey array means no labels.
 	XKey, YKey string
+	// IgnoreLabels are the label values that mark a position to leave out of the loss and
+	// the accuracy, such as the padding of variable-length sequences; they are read as
+	// IgnoredLabel. nil means −1 and −100 (PyTorch's ignore_index) in [N, T] labels and
+	// nothing in [N] labels, where a negative label is an error; a non-nil empty slice
+	// ignores nothing. The values apply to .npy and .npz labels.
+	IgnoreLabels []int64
 	// LabelColumn names the CSV label column: a header name, or, for files without a header,
 	// a 0-based column index or "last". Empty means the column named "label" if the header
 	// has one, else no labels.
@@ -153,12 +159,38 @@ type Dataset interface {
 	// must not modify it.
 	SampleShape() []int64
 	// Read stores samples idx[0], idx[1], ... into x, one after the other, and their labels
-	// into y. x must hold len(idx) samples; y must hold len(idx) labels, or be nil; without
-	// labels y is filled with -1. Reading indices in increasing order is fastest for data read
+	// into y. x must hold len(idx) samples; y must hold len(idx)·LabelsPerSample(d) labels,
+	// or be nil; without labels y is filled with -1. Reading indices in increasing order is fastest for data read
 	// from disk.
 	Read(idx []int, x []float32, y []int64) error
 	// Close releases the files behind the data set.
 	Close() error
+}
+
+// IgnoredLabel is the label a Dataset gives a position to leave out of the loss and the
+// accuracy (Options.IgnoreLabels): train.IgnoreLabel, PyTorch's ignore_index.
+const IgnoredLabel = -100
+
+// ignored returns the label values read as IgnoredLabel, for sequence labels ([N, T]) or
+// one label per sample.
+func (o *Options) ignored(sequence bool) []int64 {
+	switch {
+	case o.IgnoreLabels != nil:
+		return o.IgnoreLabels
+	case sequence:
+		return []int64{-1, IgnoredLabel}
+	}
+	return nil
+}
+
+// LabelsPerSample returns the number of labels each sample of d carries: T for labels of
+// shape [N, T], one per position of a sequence model's [N, T, C] output, and 1 otherwise
+// (also for data sets that do not say). Read and Batches.Y give that many per sample.
+func LabelsPerSample(d Dataset) int {
+	if l, ok := d.(interface{ LabelsPerSample() int }); ok {
+		return max(l.LabelsPerSample(), 1)
+	}
+	return 1
 }
 
 // SampleSize returns the number of float32 values in one sample of d.

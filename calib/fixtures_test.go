@@ -25,8 +25,17 @@ func TestNumPyFixtures(t *testing.T) {
 			t.Errorf("%s: x %v labels %v", name, x, l)
 		}
 	}
-	_, err := openIn("testdata/numpy/x_be.npy", Input{Shape: shape(-1, 6)}, Options{Labels: "testdata/numpy/y_onehot.npy"})
+	_, err := openIn("testdata/numpy/x_be.npy", Input{Shape: shape(-1, 6), Classes: 4}, Options{Labels: "testdata/numpy/y_onehot.npy"})
 	wantErr(t, err, "y_onehot.npy", "(N,)", "argmax")
+	// Without the classes, (N, T) labels are one label per position of a sequence.
+	d, err := openIn("testdata/numpy/x_be.npy", Input{Shape: shape(-1, 6)}, Options{Labels: "testdata/numpy/y_onehot.npy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := LabelsPerSample(d); w != 4 {
+		t.Errorf("(4, 4) labels: %d per sample, want 4", w)
+	}
+	d.Close()
 	_, err = openIn("testdata/numpy/x_fortran.npy", Input{Shape: shape(-1, 6)}, Options{MaxMemory: 10})
 	wantErr(t, err, "x_fortran.npy", "Fortran", "ascontiguousarray")
 

@@ -50,7 +50,7 @@ func readAll(t testing.TB, d Dataset) ([]float32, []int64) {
 	x := make([]float32, d.Len()*SampleSize(d))
 	var y []int64
 	if d.HasLabels() {
-		y = make([]int64, d.Len())
+		y = make([]int64, d.Len()*LabelsPerSample(d))
 	}
 	if err := d.Read(idx, x, y); err != nil {
 		t.Fatal(err)

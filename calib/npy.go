@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -292,32 +293,73 @@ func fortranToC(src []byte, dims []int, es int) []byte {
 	return dst
 }
 
-// labels reads the array as one integer label per sample.
-func (a *npyArray) labels(n, classes int) ([]int64, error) {
+// labels reads the array as integer labels: one per sample from (N,) or (N,1), or one per
+// position from (N,T), T > 1, for a sequence model (the second return value is T, 1 for
+// the others). Labels o.ignored marks are stored as IgnoredLabel.
+func (a *npyArray) labels(n, classes int, o *Options) ([]int64, int, error) {
 	h := a.h
-	if len(h.dims) == 0 || (len(h.dims) == 2 && h.dims[1] != 1) || len(h.dims) > 2 {
-		return nil, fmt.Errorf("%s: labels must have shape (N,) or (N,1), not %v (one-hot labels: save y.argmax(1))", a.name, h.dims)
+	if len(h.dims) == 0 || len(h.dims) > 2 {
+		return nil, 0, fmt.Errorf("%s: labels must have shape (N,), (N,1) or, one per position of a sequence, (N,T), not %v (one-hot labels: save y.argmax(-1))", a.name, h.dims)
 	}
 	if h.dims[0] != n {
-		return nil, fmt.Errorf("%s has %d labels for %d samples", a.name, h.dims[0], n)
+		return nil, 0, fmt.Errorf("%s has %d labels for %d samples", a.name, h.dims[0], n)
+	}
+	width := 1
+	if len(h.dims) == 2 {
+		width = h.dims[1]
+	}
+	if width < 1 {
+		return nil, 0, fmt.Errorf("%s: labels of shape %v hold no label per sample", a.name, h.dims)
 	}
 	rec, err := a.samples(math.MaxInt64, nil)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	es := h.dt.size()
-	labels := make([]int64, n)
+	ignore := o.ignored(width > 1)
+	labels := make([]int64, n*width)
 	for i := range labels {
 		v, ok := decodeInt(rec.mem[i*es:], h.dt, h.bo)
 		if !ok {
-			return nil, fmt.Errorf("%s: entry %d (offset %d) is not an integer label", a.name, i, h.length+int64(i*es))
+			return nil, 0, fmt.Errorf("%s: entry %d (offset %d) is not an integer label", a.name, i, h.length+int64(i*es))
+		}
+		if slices.Contains(ignore, v) {
+			v = IgnoredLabel
 		}
 		labels[i] = v
 	}
+	if width > 1 && width == classes && oneHot(labels, width) {
+		// [N, C] one-hot rows look like sequences of C labels 0/1 of a model with C classes:
+		// refuse them rather than train every position of a sequence the model has not.
+		return nil, 0, fmt.Errorf("%s: labels of shape %v are one-hot rows of the model's %d classes, not one label per position of a sequence: save y.argmax(-1) for shape (N,)", a.name, h.dims, classes)
+	}
 	err = checkLabels(labels, classes, a.name, func(i int) string {
+		if width > 1 {
+			return fmt.Sprintf("sample %d, position %d (offset %d)", i/width, i%width, h.length+int64(i*es))
+		}
 		return fmt.Sprintf("entry %d (offset %d)", i, h.length+int64(i*es))
 	})
-	return labels, err
+	return labels, width, err
+}
+
+// oneHot reports whether every row of width labels holds one 1 and zeros.
+func oneHot(labels []int64, width int) bool {
+	for r := 0; r < len(labels); r += width {
+		ones := 0
+		for _, v := range labels[r : r+width] {
+			switch v {
+			case 0:
+			case 1:
+				ones++
+			default:
+				return false
+			}
+		}
+		if ones != 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // openNpyFile opens a .npy file for reading its array.
@@ -351,20 +393,26 @@ func openNpy(path string, in Input, o *Options) (*set, error) {
 		return nil, err
 	}
 	var labels []int64
+	width := 1
 	if o.Labels != "" {
 		la, lf, err := openNpyFile(o.Labels)
 		if err != nil {
 			rec.close()
 			return nil, fmt.Errorf("labels: %w", err)
 		}
-		labels, err = la.labels(rec.n, in.Classes)
+		labels, width, err = la.labels(rec.n, in.Classes, o)
 		lf.Close()
 		if err != nil {
 			rec.close()
 			return nil, err
 		}
 	}
-	return newArraySet(path, rec, a.h.dt, a.h.bo, a.h.dims[1:], labels, in, o)
+	s, err := newArraySet(path, rec, a.h.dt, a.h.bo, a.h.dims[1:], labels, in, o)
+	if err != nil {
+		return nil, err
+	}
+	s.lwidth = width
+	return s, nil
 }
 
 func openNpz(path string, in Input, o *Options) (*set, error) {
@@ -432,10 +480,11 @@ func openNpz(path string, in Input, o *Options) (*set, error) {
 		defer f.Close()
 	}
 	var labels []int64
+	width := 1
 	if ym := member(yk); ym != nil {
 		ya, yc, err := npzArray(f, path, ym)
 		if err == nil {
-			labels, err = ya.labels(rec.n, in.Classes)
+			labels, width, err = ya.labels(rec.n, in.Classes, o)
 		}
 		if yc != nil {
 			yc.Close()
@@ -459,7 +508,7 @@ func openNpz(path string, in Input, o *Options) (*set, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.extras = extras
+	s.extras, s.lwidth = extras, width
 	return s, nil
 }
 

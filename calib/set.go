@@ -25,7 +25,8 @@ type set struct {
 	sbytes int // bytes per stored sample
 	dt     dtype
 	bo     binary.ByteOrder
-	labels []int64  // nil without labels
+	labels []int64  // nil without labels; lwidth per sample
+	lwidth int      // labels per sample: T for [N, T] sequence labels; 0 means 1
 	extras []*extra // the model's other inputs (Options.Inputs)
 	plan
 
@@ -48,6 +49,7 @@ type plan struct {
 
 func (s *set) Len() int             { return s.n }
 func (s *set) HasLabels() bool      { return s.labels != nil }
+func (s *set) LabelsPerSample() int { return max(s.lwidth, 1) }
 func (s *set) SampleShape() []int64 { return s.shape }
 func (s *set) sampleSize() int      { return prod64(s.shape) }
 func (s *set) Close() error         { s.closed = true; return s.src.close() }
@@ -68,8 +70,9 @@ func (s *set) Read(idx []int, x []float32, y []int64) error {
 	if len(x) < len(idx)*size {
 		return fmt.Errorf("%s: x holds %d values, %d samples need %d", s.name, len(x), len(idx), len(idx)*size)
 	}
-	if y != nil && len(y) < len(idx) {
-		return fmt.Errorf("%s: y holds %d labels, want %d", s.name, len(y), len(idx))
+	w := s.LabelsPerSample()
+	if y != nil && len(y) < len(idx)*w {
+		return fmt.Errorf("%s: y holds %d labels, want %d (%d per sample)", s.name, len(y), len(idx)*w, w)
 	}
 	if s.raw == nil {
 		s.raw = make([]byte, s.sbytes)
@@ -89,7 +92,7 @@ func (s *set) Read(idx []int, x []float32, y []int64) error {
 		}
 		if y != nil {
 			if s.labels != nil {
-				y[k] = s.labels[i]
+				copy(y[k*w:(k+1)*w], s.labels[i*w:(i+1)*w])
 			} else {
 				y[k] = -1
 			}
@@ -178,10 +181,13 @@ func (s *set) checkFinite(mem []byte, stride, skip int) error {
 	return nil
 }
 
-// checkLabels reports the first label outside [0, classes) as a *LabelError; where(i)
-// places label i in file.
+// checkLabels reports the first label outside [0, classes), other than IgnoredLabel, as a
+// *LabelError; where(i) places label i in file.
 func checkLabels(labels []int64, classes int, file string, where func(i int) string) error {
 	for i, l := range labels {
+		if l == IgnoredLabel {
+			continue
+		}
 		if l < 0 || (classes > 0 && l >= int64(classes)) {
 			return &LabelError{File: file, Where: where(i), Label: l, Classes: classes}
 		}
@@ -206,6 +212,7 @@ type owner struct {
 
 func (v *view) Len() int             { return len(v.idx) }
 func (v *view) HasLabels() bool      { return v.d.HasLabels() }
+func (v *view) LabelsPerSample() int { return LabelsPerSample(v.d) }
 func (v *view) SampleShape() []int64 { return v.d.SampleShape() }
 
 func (v *view) Read(idx []int, x []float32, y []int64) error {

@@ -247,8 +247,9 @@ func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, d
 		return 0, 0, err
 	}
 	labels := data.Y()
+	per := labelsPer(labels, n)
 	if o.Loss.NeedsLabels() {
-		if len(labels) != n || !labelled(labels) {
+		if per == 0 || !labelled(labels) {
 			return 0, 0, fmt.Errorf("the %T loss needs labels, but the data has none: use a distillation loss with the full-precision model as teacher", o.Loss)
 		}
 	}
@@ -289,8 +290,8 @@ func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, d
 			continue
 		}
 		var ys []int64
-		if labels != nil {
-			ys = labels[c[0]:c[1]]
+		if per > 0 {
+			ys = labels[c[0]*per : c[1]*per]
 		}
 		var touts []*engine.Tensor
 		if NeedsTeacher(o.Loss) {
@@ -342,9 +343,19 @@ func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, d
 // labelled reports whether every sample carries a label.
 func labelled(y []int64) bool {
 	for _, v := range y {
-		if v < 0 {
+		if v < 0 && v != IgnoreLabel {
 			return false
 		}
 	}
 	return len(y) > 0
+}
+
+// labelsPer returns the labels per sample of a batch of n samples: 1 for one label per
+// sample, T for [N, T] sequence labels (one per position), 0 when labels do not split
+// evenly into n samples (or there are none).
+func labelsPer(labels []int64, n int) int {
+	if n <= 0 || len(labels) == 0 || len(labels)%n != 0 {
+		return 0
+	}
+	return len(labels) / n
 }

@@ -40,11 +40,27 @@ func checkShape(name string, logits []float32, classes int, grad []float32) (int
 	return len(logits) / classes, nil
 }
 
+// IgnoredLabelError reports a label IgnoreLabel given to a loss that needs a label for
+// every sample (CrossEntropy, SquaredHinge); an Objective leaves such labels out.
+type IgnoredLabelError struct {
+	Loss   string
+	Sample int
+}
+
+func (e *IgnoredLabelError) Error() string {
+	return fmt.Sprintf("%s: sample %d has the ignored label %d, but this loss takes a label for every sample: train with an Objective, which leaves ignored labels out", e.Loss, e.Sample, IgnoreLabel)
+}
+
 func checkLabels(name string, labels []int64, n, classes int) error {
 	if len(labels) != n {
 		return fmt.Errorf("%s: %d labels for a batch of %d: the loss needs labelled data", name, len(labels), n)
 	}
 	for i, y := range labels {
+		if y == IgnoreLabel {
+			// Only Objective's cross-entropies skip positions; this loss would have to
+			// change its mean, which its bit-for-bit PyTorch equivalence rules out.
+			return &IgnoredLabelError{Loss: name, Sample: i}
+		}
 		if y < 0 || y >= int64(classes) {
 			return fmt.Errorf("%s: label %d of sample %d is outside the model's %d classes", name, y, i, classes)
 		}

@@ -119,7 +119,8 @@ func decision(k Kind, v float32) bool {
 	return v >= 0.5
 }
 
-// labelHits counts the positions of output y whose top-1 class (or decision) is the label.
+// labelHits counts the positions of output y whose top-1 class (or decision) is the label,
+// and the positions counted: those labelled IgnoreLabel are left out.
 func labelHits(s OutputSpec, y *engine.Tensor, labels []int64) (int, int, error) {
 	switch {
 	case s.Kind.HasClassAxis():
@@ -138,18 +139,18 @@ func labelHits(s OutputSpec, y *engine.Tensor, labels []int64) (int, int, error)
 				}
 			}
 		}
-		return hits, outer * inner, nil
+		return hits, countLabelled(labels), nil
 	case s.Kind.Binary():
 		if len(labels) != len(y.F) {
 			return 0, 0, fmt.Errorf("output %s: %d labels for %d outputs", s.Name, len(labels), len(y.F))
 		}
 		hits := 0
 		for i, v := range y.F {
-			if decision(s.Kind, v) == (labels[i] == 1) {
+			if labels[i] != IgnoreLabel && decision(s.Kind, v) == (labels[i] == 1) {
 				hits++
 			}
 		}
-		return hits, len(y.F), nil
+		return hits, countLabelled(labels), nil
 	}
 	return 0, 0, nil
 }

@@ -368,11 +368,17 @@ func ClassKL(k Kind, s, t []float32, shape []int, axis int, temp float64, grad [
 	return total, notFinite("class KL", total)
 }
 
+// IgnoreLabel is the label of a position left out of the cross-entropies and the accuracy:
+// the padding of variable-length sequences (PyTorch's ignore_index; calib.IgnoredLabel).
+const IgnoreLabel = -100
+
 // ClassCE is the cross-entropy −log q[label] of each position along axis, averaged over
 // the positions: PyTorch's nn.CrossEntropyLoss for Logits (with the class axis 1 and the
 // positions after it), nn.NLLLoss for LogProbs, and nn.NLLLoss on log q for Probs. labels
 // has one class per position, in the order of the shape without its class axis ([N] for
-// [N, C], [N, T] for [N, T, C]).
+// [N, C], [N, T] for [N, T, C]). Positions labelled IgnoreLabel are left out, of the mean
+// too, as PyTorch's ignore_index does; their gradient is 0, and a batch of ignored
+// positions only has loss 0.
 func ClassCE(k Kind, s []float32, shape []int, axis int, labels []int64, grad []float32) (float64, error) {
 	if !k.HasClassAxis() {
 		return 0, fmt.Errorf("cross-entropy of a %s output", k)
@@ -385,12 +391,22 @@ func ClassCE(k Kind, s []float32, shape []int, axis int, labels []int64, grad []
 	if len(labels) != positions {
 		return 0, fmt.Errorf("%d labels for %d positions (shape %v, classes on axis %d): give one label per position", len(labels), positions, shape, axis)
 	}
-	inv := 1 / float64(positions)
+	counted := countLabelled(labels)
+	if grad != nil && counted < positions {
+		clear(grad)
+	}
+	if counted == 0 {
+		return 0, nil
+	}
+	inv := 1 / float64(counted)
 	ls := make([]float64, classes)
 	var total float64
 	for o := range outer {
 		for i := range inner {
 			y := labels[o*inner+i]
+			if y == IgnoreLabel {
+				continue
+			}
 			if y < 0 || y >= int64(classes) {
 				return 0, fmt.Errorf("label %d of position %d is outside the output's %d classes", y, o*inner+i, classes)
 			}
@@ -488,9 +504,21 @@ func BernoulliKL(k Kind, s, t []float32, grad []float32) (float64, error) {
 	return total, notFinite("Bernoulli KL", total)
 }
 
+// countLabelled is the number of labels other than IgnoreLabel.
+func countLabelled(labels []int64) int {
+	n := 0
+	for _, y := range labels {
+		if y != IgnoreLabel {
+			n++
+		}
+	}
+	return n
+}
+
 // BinaryCE is binary cross-entropy −y log q − (1−y) log(1−q) against labels 0 or 1, one
 // per element, averaged: nn.BCELoss for Sigmoid outputs (q is the output) and
-// nn.BCEWithLogitsLoss for BinaryLogit (q = σ(output)).
+// nn.BCEWithLogitsLoss for BinaryLogit (q = σ(output)). Elements labelled IgnoreLabel are
+// left out, as in ClassCE.
 func BinaryCE(k Kind, s []float32, labels []int64, grad []float32) (float64, error) {
 	if !k.Binary() {
 		return 0, fmt.Errorf("binary cross-entropy of a %s output", k)
@@ -498,9 +526,19 @@ func BinaryCE(k Kind, s []float32, labels []int64, grad []float32) (float64, err
 	if len(labels) != len(s) || len(s) == 0 {
 		return 0, fmt.Errorf("%d labels for %d outputs: a binary head takes one label 0 or 1 per output", len(labels), len(s))
 	}
-	inv := 1 / float64(len(s))
+	counted := countLabelled(labels)
+	if grad != nil && counted < len(s) {
+		clear(grad)
+	}
+	if counted == 0 {
+		return 0, nil
+	}
+	inv := 1 / float64(counted)
 	var total float64
 	for i, y := range labels {
+		if y == IgnoreLabel {
+			continue
+		}
 		if y != 0 && y != 1 {
 			return 0, fmt.Errorf("label %d of sample %d: a binary head takes labels 0 and 1", y, i)
 		}

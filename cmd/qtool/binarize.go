@@ -216,6 +216,10 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 	}
 	if res.Binarized.Labelled {
 		sum.AccuracyCI = wilsonPct(res.Binarized.Correct, res.Binarized.Positions)
+		sum.BinCorrect, sum.Positions = res.Binarized.Correct, res.Binarized.Positions
+	}
+	if res.FullPrecision.Labelled {
+		sum.FPCorrect = res.FullPrecision.Correct
 	}
 	for _, w := range res.Warnings {
 		sum.Warnings = append(sum.Warnings, "warning: "+warningText(w))

@@ -22,6 +22,7 @@ func dataFlags() []cli.Flag {
 		&cli.StringFlag{Name: "labels", Category: cat, Usage: "labels `FILE` for .npy or idx data (idx default: the labels-idx1 file next to the images-idx3 file)"},
 		&cli.StringFlag{Name: "x-key", Category: cat, Value: "x", Usage: "`NAME` of the input array in a .npz file"},
 		&cli.StringFlag{Name: "y-key", Category: cat, Value: "y", Usage: "`NAME` of the labels array in a .npz file; without it the data have no labels"},
+		&cli.StringFlag{Name: "ignore-label", Category: cat, Usage: "label `VALUES` (comma-separated) that mark positions left out of the loss and the accuracy, such as sequence padding (default: -1 and -100 in [N, T] labels, none in [N] labels; \"none\": ignore nothing)"},
 		&cli.StringFlag{Name: "label-column", Category: cat, Usage: "CSV label column: a header `NAME`, or a 0-based index or \"last\" without header (default: the column named label, if any)"},
 		&cli.IntFlag{Name: "limit", Category: cat, Usage: "use a seeded random subset of `N` samples (0: all)"},
 		&cli.StringFlag{Name: "split", Category: cat, Usage: "hold out an evaluation set: `CALIB:EVAL` proportions of the data, such as 0.8:0.2 (seeded by --seed)"},
@@ -53,6 +54,19 @@ func dataOptions(c *cli.Context, seed uint64) (calib.Options, error) {
 	// An explicit --y-key must exist; the default y is optional.
 	if c.IsSet("y-key") {
 		o.YKey = c.String("y-key")
+	}
+	if c.IsSet("ignore-label") {
+		v := strings.TrimSpace(c.String("ignore-label"))
+		o.IgnoreLabels = []int64{}
+		if !strings.EqualFold(v, "none") {
+			for _, f := range strings.Split(v, ",") {
+				l, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+				if err != nil {
+					return o, usagef("--ignore-label %s: want integer labels, comma-separated, or none", v)
+				}
+				o.IgnoreLabels = append(o.IgnoreLabels, l)
+			}
+		}
 	}
 	if o.Limit < 0 {
 		return o, usagef("--limit %d: want 0 (all) or a positive count", o.Limit)

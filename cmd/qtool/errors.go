@@ -10,6 +10,7 @@ import (
 	"github.com/qtool/qtool/calib"
 	"github.com/qtool/qtool/engine"
 	"github.com/qtool/qtool/export"
+	"github.com/qtool/qtool/train"
 )
 
 // The libraries' errors name the Options fields that fix them; qtool's users know flags.
@@ -18,20 +19,21 @@ import (
 
 // calibFlags maps calib.Options fields to the data flags that set them.
 var calibFlags = map[string]string{
-	"Labels":      "--labels",
-	"XKey":        "--x-key",
-	"YKey":        "--y-key",
-	"LabelColumn": "--label-column",
-	"Limit":       "--limit",
-	"Seed":        "--seed",
-	"Resize":      "--resize",
-	"Stretch":     "--stretch",
-	"Color":       "--grayscale/--rgb",
-	"NoScale":     "--no-scale",
-	"Mean":        "--mean",
-	"Std":         "--std",
-	"Layout":      "--layout",
-	"MaxMemory":   "--max-memory",
+	"Labels":       "--labels",
+	"XKey":         "--x-key",
+	"YKey":         "--y-key",
+	"LabelColumn":  "--label-column",
+	"IgnoreLabels": "--ignore-label",
+	"Limit":        "--limit",
+	"Seed":         "--seed",
+	"Resize":       "--resize",
+	"Stretch":      "--stretch",
+	"Color":        "--grayscale/--rgb",
+	"NoScale":      "--no-scale",
+	"Mean":         "--mean",
+	"Std":          "--std",
+	"Layout":       "--layout",
+	"MaxMemory":    "--max-memory",
 }
 
 // runFlags maps the run settings a checkpoint records (network.Config fields) to flags.
@@ -103,6 +105,10 @@ func cliError(err error) error {
 	}
 	if errors.Is(err, network.ErrCorrupt) {
 		rewrite(network.ErrCorrupt, strings.Replace(network.ErrCorrupt.Error(), "start a new run", "run again without --resume", 1))
+	}
+	var ile *train.IgnoredLabelError
+	if errors.As(err, &ile) {
+		rewrite(ile, strings.Replace(ile.Error(), "train with an Objective", "use --loss objective", 1))
 	}
 	var out error = err
 	if msg != err.Error() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/qtool/qtool/calib"
@@ -17,7 +18,7 @@ func evalCommand() *cli.Command {
 		Name:      "eval",
 		Usage:     "measure a model's top-1 accuracy, or its agreement with another model",
 		ArgsUsage: "MODEL.onnx",
-		UsageText: `qtool eval MODEL.onnx --data FILE [--reference FP.onnx] [--outputs OUT.npz] [--json]
+		UsageText: `qtool eval MODEL.onnx --data FILE [--reference FP.onnx [--min-sqnr DB] [--min-agreement PCT]] [--outputs OUT.npz] [--json]
 
 Examples:
    qtool eval testmodels/fmnist-cnn.onnx --data /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz
@@ -27,7 +28,7 @@ Examples:
 			&cli.StringFlag{Name: "outputs", Usage: "write every output of MODEL on the data to `FILE.npz` (one float32 array per output, named after it, batches concatenated)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON on stdout"},
 			seedFlag(),
-		}, append(objectiveFlags(""), dataFlags()...)...),
+		}, append(gateFlags(), append(objectiveFlags(""), dataFlags()...)...)...),
 		Action: runEval,
 	}
 }
@@ -53,8 +54,14 @@ type evalResult struct {
 	// OutputsFile is the --outputs file written.
 	OutputsFile   string  `json:"outputs_file,omitempty"`
 	SamplesPerSec float64 `json:"samples_per_sec"`
-	positions     int     // the labelled positions Correct counts over (samples for [N, C])
-	BLAS          string  `json:"blas"`
+	// Gates are --min-sqnr and --min-agreement with their verdicts, as binarize reports
+	// them; FailedGates names the failed ones, and eval then exits with code 3.
+	Gates       []gateRecord `json:"gates,omitempty"`
+	GatePassed  *bool        `json:"gate_passed,omitempty"`
+	FailedGates []string     `json:"failed_gates,omitempty"`
+	fidelity    []train.Fidelity
+	positions   int    // the labelled positions Correct counts over (samples for [N, C])
+	BLAS        string `json:"blas"`
 }
 
 func runEval(c *cli.Context) error {
@@ -75,6 +82,10 @@ func runEvalCtx(ctx context.Context, c *cli.Context) error {
 	m, err := loadModel(c.Args().First(), be, seed)
 	if err != nil {
 		return err
+	}
+	if (c.IsSet("min-sqnr") || c.IsSet("min-agreement")) && c.String("ref") == "" {
+		// The gates compare with the reference; without it they could never be measured.
+		return usagef("--min-sqnr and --min-agreement compare with the full-precision model: add --ref FP.onnx")
 	}
 	var ref *loaded
 	if p := c.String("ref"); p != "" {
@@ -112,10 +123,16 @@ func runEvalCtx(ctx context.Context, c *cli.Context) error {
 		ev.OutputsFile = p
 	}
 	ev.BLAS = be.Info.Name
+	if err := ev.gate(c); err != nil {
+		return err
+	}
 	if c.Bool("json") {
 		enc := json.NewEncoder(c.App.Writer)
 		enc.SetIndent("", "  ")
-		return enc.Encode(ev)
+		if err := enc.Encode(ev); err != nil {
+			return err
+		}
+		return ev.gateError()
 	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "model      %s\nsamples    %d\n", ev.Model, ev.Samples)
@@ -132,7 +149,42 @@ func runEvalCtx(ctx context.Context, c *cli.Context) error {
 		fmt.Fprintf(w, "outputs    written to %s\n", ev.OutputsFile)
 	}
 	fmt.Fprintf(w, "speed      %.0f samples/s (%s BLAS)\n", ev.SamplesPerSec, ev.BLAS)
+	for _, g := range ev.Gates {
+		fmt.Fprintf(w, "gate       %s\n", g)
+	}
+	return ev.gateError()
+}
+
+// gate evaluates --min-sqnr and --min-agreement on the fidelity to --ref, as binarize
+// does on its result.
+func (ev *evalResult) gate(c *cli.Context) error {
+	if !c.IsSet("min-sqnr") && !c.IsSet("min-agreement") {
+		return nil
+	}
+	ev.Gates = fidelityGates(c, ev.fidelity)
+	passed := true
+	for _, g := range ev.Gates {
+		if !g.Passed {
+			passed = false
+			ev.FailedGates = append(ev.FailedGates, g.Gate)
+		}
+	}
+	ev.GatePassed = &passed
 	return nil
+}
+
+// gateError is the exit-code-3 error of failed gates, nil when they passed.
+func (ev *evalResult) gateError() error {
+	if ev.GatePassed == nil || *ev.GatePassed {
+		return nil
+	}
+	var failed []string
+	for _, g := range ev.Gates {
+		if !g.Passed {
+			failed = append(failed, g.String())
+		}
+	}
+	return exitError{code: exitGateFail, err: fmt.Errorf("gate failed: %s", strings.Join(failed, "; "))}
 }
 
 // evaluate runs m (and ref, when given) over d in inference mode, through train.Evaluate,
@@ -165,7 +217,7 @@ func evaluate(ctx context.Context, m, ref *loaded, d calib.Dataset, batchSize in
 			a := mt.Agreement
 			res.Agreement = &a
 		}
-		res.Outputs = outputRecords(mt.Outputs)
+		res.Outputs, res.fidelity = outputRecords(mt.Outputs), mt.Outputs
 	}
 	res.AccuracyPct, res.AgreementPct = pctOf(res.Accuracy), pctOf(res.Agreement)
 	if s := time.Since(start).Seconds(); s > 0 {

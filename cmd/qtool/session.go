@@ -138,7 +138,7 @@ type batchNeed struct {
 func (n batchNeed) bytes(bs int) (int64, error) {
 	data := int64(bs) * int64(calib.SampleSize(n.d)) * 4
 	if n.d.HasLabels() {
-		data += int64(bs) * 8
+		data += int64(bs) * 8 * int64(calib.LabelsPerSample(n.d))
 	}
 	p, err := n.plans(min(bs, n.d.Len()))
 	return data + p, err

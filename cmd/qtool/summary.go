@@ -31,7 +31,13 @@ type binarizeSummary struct {
 	EvalCount   int      `json:"eval_samples"`
 	FPAccuracy  *float64 `json:"fp_accuracy_pct,omitempty"`
 	BinAccuracy *float64 `json:"binary_accuracy_pct,omitempty"`
-	Agreement   float64  `json:"agreement_pct"`
+	// FPCorrect and BinCorrect count the labelled positions the accuracies hold over
+	// Positions (samples for [N, C] outputs, the non-padding steps of [N, T] labels), so
+	// that a user can check them exactly against another runtime.
+	FPCorrect  int     `json:"fp_correct,omitempty"`
+	BinCorrect int     `json:"binary_correct,omitempty"`
+	Positions  int     `json:"accuracy_positions,omitempty"`
+	Agreement  float64 `json:"agreement_pct"`
 	// DropPP is the accuracy drop in percentage points (with labels), or 100 − agreement.
 	DropPP     float64  `json:"drop_pct"`
 	MaxDropPP  *float64 `json:"max_drop_pct,omitempty"`
