@@ -235,6 +235,11 @@ func (f *Feed) Forward(g *engine.Graph, run *engine.Context) ([]*engine.Tensor, 
 
 // outputAxis is the batch axis of output k of a graph run on chunks of b samples: the
 // first axis the model declares symbolic or b that holds b values, or -1.
+// OutputAxis returns the batch axis of g's output k, computed as o on a batch of b
+// samples: the first axis of size b that the model declares symbolic or b, or -1 when
+// the output has none (a value shared by every sample).
+func OutputAxis(g *engine.Graph, k int, o *engine.Tensor, b int) int { return outputAxis(g, k, o, b) }
+
 func outputAxis(g *engine.Graph, k int, o *engine.Tensor, b int) int {
 	decl := g.Outputs()[k].Shape
 	for a, d := range o.Shape {

@@ -12,11 +12,12 @@ import (
 	"github.com/qtool/qtool/calib"
 	"github.com/qtool/qtool/engine"
 	"github.com/qtool/qtool/internal/atomicfile"
+	"github.com/qtool/qtool/train"
 )
 
 // writeOutputs runs m over d in inference mode and writes every float32 output to path as
 // an .npz archive: one array per output, named after it, the batches concatenated along
-// the first axis. The npy headers are written here because npyio's writer only knows 1-D
+// each output's batch axis. The npy headers are written here because npyio's writer only knows 1-D
 // slices and 2-D matrices; the files are plain NumPy v1.0 arrays (np.load reads them).
 func writeOutputs(ctx context.Context, m *loaded, d calib.Dataset, batchSize int, be backend, path string) error {
 	b, err := calib.NewBatches(d, calib.BatchOptions{Size: batchSize})
@@ -24,18 +25,22 @@ func writeOutputs(ctx context.Context, m *loaded, d calib.Dataset, batchSize int
 		return err
 	}
 	outs := m.Graph.Outputs()
-	vals := make([][]float32, len(outs))
-	shapes := make([][]int, len(outs))
+	// Each output's batches, concatenated at the end along the output's own batch axis
+	// (a recurrent state [layers, N, H] has it on axis 1).
+	parts := make([][]*engine.Tensor, len(outs))
+	axes := make([]int, len(outs))
 	run := &engine.Context{BLAS: be.BLAS, Workers: be.Workers, NoGrad: true}
+	// Through a Feed: every input of the model is given, and a fixed-batch model runs in
+	// chunks of its declared batch.
+	var f train.Feed
 	for b.Next() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		shape := make([]int, len(b.Shape()))
-		for i, v := range b.Shape() {
-			shape[i] = int(v)
+		if err := f.Load(m.Graph, b); err != nil {
+			return fmt.Errorf("%s: %w", m.Path, err)
 		}
-		ys, err := m.Graph.Forward(run, engine.NewFloat(shape, b.X()))
+		ys, err := f.Forward(m.Graph, run)
 		if err != nil {
 			return fmt.Errorf("%s: %w", m.Path, err)
 		}
@@ -43,18 +48,18 @@ func writeOutputs(ctx context.Context, m *loaded, d calib.Dataset, batchSize int
 			if y.DType != engine.Float32 {
 				continue
 			}
-			if shapes[i] == nil {
-				shapes[i] = append([]int(nil), y.Shape...)
-				if len(shapes[i]) == 0 {
-					return fmt.Errorf("%s: output %s is a scalar: --outputs concatenates outputs along their batch axis", m.Path, outs[i].Name)
-				}
-			} else {
-				if len(y.Shape) != len(shapes[i]) || !equalInts(y.Shape[1:], shapes[i][1:]) {
-					return fmt.Errorf("%s: output %s has shape %v after %v: its batches cannot be concatenated", m.Path, outs[i].Name, y.Shape, shapes[i])
-				}
-				shapes[i][0] += y.Shape[0]
+			a := train.OutputAxis(m.Graph, i, y, f.N)
+			if a < 0 {
+				return fmt.Errorf("%s: output %s has no batch axis of size %d: --outputs concatenates outputs along their batch axis", m.Path, outs[i].Name, f.N)
 			}
-			vals[i] = append(vals[i], y.F...)
+			if parts[i] != nil {
+				p := parts[i][0]
+				if a != axes[i] || len(y.Shape) != len(p.Shape) || !equalInts(y.Shape[:a], p.Shape[:a]) || !equalInts(y.Shape[a+1:], p.Shape[a+1:]) {
+					return fmt.Errorf("%s: output %s has shape %v after %v: its batches cannot be concatenated", m.Path, outs[i].Name, y.Shape, p.Shape)
+				}
+			}
+			axes[i] = a
+			parts[i] = append(parts[i], &engine.Tensor{DType: engine.Float32, Shape: append([]int(nil), y.Shape...), F: append([]float32(nil), y.F...)})
 		}
 	}
 	if err := b.Err(); err != nil {
@@ -63,19 +68,41 @@ func writeOutputs(ctx context.Context, m *loaded, d calib.Dataset, batchSize int
 	return atomicfile.Write(path, func(w io.Writer) error {
 		z := zip.NewWriter(w)
 		for i, o := range outs {
-			if shapes[i] == nil {
+			if parts[i] == nil {
 				continue
 			}
+			shape, vals := concatAlong(parts[i], axes[i])
 			f, err := z.Create(o.Name + ".npy")
 			if err != nil {
 				return err
 			}
-			if err := writeNpy(f, shapes[i], vals[i]); err != nil {
+			if err := writeNpy(f, shape, vals); err != nil {
 				return err
 			}
 		}
 		return z.Close()
 	})
+}
+
+// concatAlong concatenates ts, equal in shape but along axis a, along a.
+func concatAlong(ts []*engine.Tensor, a int) ([]int, []float32) {
+	shape := append([]int(nil), ts[0].Shape...)
+	shape[a] = 0
+	for _, t := range ts {
+		shape[a] += t.Shape[a]
+	}
+	outer := 1
+	for _, d := range shape[:a] {
+		outer *= d
+	}
+	vals := make([]float32, 0, outer*len(ts)*len(ts[0].F)/max(outer, 1))
+	for o := 0; o < outer; o++ {
+		for _, t := range ts {
+			slab := len(t.F) / max(outer, 1)
+			vals = append(vals, t.F[o*slab:(o+1)*slab]...)
+		}
+	}
+	return shape, vals
 }
 
 func equalInts(a, b []int) bool {
