@@ -3,6 +3,10 @@ package engine
 import (
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
 	"sync"
 
 	"gonum.org/v1/gonum/blas"
@@ -255,6 +259,11 @@ type Context struct {
 // waits for all of them. Chunks are never smaller than grain elements, so that small
 // tensors are not split at a loss. The split depends only on n, grain and Workers, so
 // results are deterministic for a fixed Workers value.
+//
+// A panic in fn does not take the process down from a worker goroutine, where nothing
+// could recover it: Parallel waits for every chunk and then panics in the calling
+// goroutine with a *WorkerPanic holding the first one, which Graph.Forward and
+// Graph.Backward turn into an error naming the node.
 func (ctx *Context) Parallel(n, grain int, fn func(lo, hi int)) {
 	w := ctx.Workers
 	if grain < 1 {
@@ -269,15 +278,75 @@ func (ctx *Context) Parallel(n, grain int, fn func(lo, hi int)) {
 		}
 		return
 	}
-	var wg sync.WaitGroup
+	// One allocation holds the wait group and the panic slot that the goroutines share.
+	st := &struct {
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		err *WorkerPanic
+	}{}
 	chunk := (n + w - 1) / w
 	for lo := 0; lo < n; lo += chunk {
 		hi := min(lo+chunk, n)
-		wg.Add(1)
+		st.wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer st.wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					p := newWorkerPanic(r)
+					st.mu.Lock()
+					if st.err == nil {
+						st.err = p
+					}
+					st.mu.Unlock()
+				}
+			}()
 			fn(lo, hi)
 		}()
 	}
-	wg.Wait()
+	st.wg.Wait()
+	if st.err != nil {
+		panic(st.err)
+	}
+}
+
+// WorkerPanic is a panic raised in one of Context.Parallel's worker goroutines, carried
+// to the goroutine that called Parallel: the panic's value and where it happened.
+type WorkerPanic struct {
+	Value any    // what the worker panicked with
+	Where string // the innermost function outside the runtime, with file and line
+	Stack []byte // the worker's stack trace at the panic
+}
+
+func (p *WorkerPanic) Error() string {
+	if p.Where == "" {
+		return fmt.Sprintf("%v (in a worker goroutine)", p.Value)
+	}
+	return fmt.Sprintf("%v (in a worker goroutine, at %s)", p.Value, p.Where)
+}
+
+// newWorkerPanic records the panic r from inside the deferred function that recovered
+// it, while the panicking frames are still on the stack.
+func newWorkerPanic(r any) *WorkerPanic {
+	if p, ok := r.(*WorkerPanic); ok {
+		return p // a nested Parallel's panic, already located
+	}
+	p := &WorkerPanic{Value: r, Stack: debug.Stack()}
+	var pcs [32]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
+	// Below the deferred function: runtime.gopanic, then the runtime's own helpers for
+	// a failed check (panicIndex, …), then the function that panicked.
+	inPanic := false
+	for {
+		f, more := frames.Next()
+		if f.Function == "runtime.gopanic" {
+			inPanic = true
+		} else if inPanic && !strings.HasPrefix(f.Function, "runtime.") {
+			p.Where = fmt.Sprintf("%s (%s:%d)", strings.TrimPrefix(f.Function, "github.com/qtool/qtool/"), filepath.Base(f.File), f.Line)
+			break
+		}
+		if !more {
+			break
+		}
+	}
+	return p
 }

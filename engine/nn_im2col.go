@@ -58,6 +58,12 @@ func nnIm2col2D(g *nnGeom, C int, x, col []float32, ld int) {
 						}
 						continue
 					}
+					if lo2 >= hi2 {
+						// No window column under this offset reaches the image (a kernel
+						// wider than the input): lo2+off2 may lie outside the row.
+						clear(seg)
+						continue
+					}
 					i1 := o1*s1 + off1
 					row := xc[i1*W : (i1+1)*W]
 					for j := 0; j < lo2; j++ {
@@ -92,6 +98,13 @@ func nnGatherRow(g *nnGeom, xc, dst []float32, k0, k1, k2 int) {
 	out1, out2 := g.out[1], g.out[2]
 	in1, in2 := g.in[1], g.in[2]
 	s2 := g.s[2]
+	if lo0 >= hi0 || lo1 >= hi1 || lo2 >= hi2 {
+		// The offset reaches no image value from any window (a kernel larger than the
+		// input): the row is all padding, and the start index i2 below may lie outside
+		// the image row.
+		clear(dst)
+		return
+	}
 	plane := out1 * out2
 	p := 0
 	for o0 := 0; o0 < g.out[0]; o0++ {
@@ -182,6 +195,10 @@ func nnScatterRow(g *nnGeom, src, xc []float32, k0, k1, k2 int) {
 	out1, out2 := g.out[1], g.out[2]
 	in1, in2 := g.in[1], g.in[2]
 	s2 := g.s[2]
+	if lo0 >= hi0 || lo1 >= hi1 || lo2 >= hi2 {
+		// Nothing under this offset lies in the image (see nnGatherRow).
+		return
+	}
 	for o0 := lo0; o0 < hi0; o0++ {
 		i0 := o0*g.s[0] - g.pb[0] + k0*g.d[0]
 		for o1 := lo1; o1 < hi1; o1++ {
@@ -214,6 +231,10 @@ func nnDepthwiseRow(g *nnGeom, w float32, xc, y []float32, k0, k1, k2 int) {
 	out1, out2 := g.out[1], g.out[2]
 	in1, in2 := g.in[1], g.in[2]
 	s2 := g.s[2]
+	if lo0 >= hi0 || lo1 >= hi1 || lo2 >= hi2 {
+		// Nothing under this offset lies in the image (see nnGatherRow).
+		return
+	}
 	for o0 := lo0; o0 < hi0; o0++ {
 		i0 := o0*g.s[0] - g.pb[0] + k0*g.d[0]
 		for o1 := lo1; o1 < hi1; o1++ {
@@ -245,6 +266,10 @@ func nnDepthwiseBackRow(g *nnGeom, w float32, xc, gy, gx []float32, k0, k1, k2 i
 	out1, out2 := g.out[1], g.out[2]
 	in1, in2 := g.in[1], g.in[2]
 	s2 := g.s[2]
+	if lo0 >= hi0 || lo1 >= hi1 || lo2 >= hi2 {
+		// Nothing under this offset lies in the image (see nnGatherRow).
+		return 0
+	}
 	var gw float32
 	for o0 := lo0; o0 < hi0; o0++ {
 		i0 := o0*g.s[0] - g.pb[0] + k0*g.d[0]
