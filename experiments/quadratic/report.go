@@ -108,6 +108,14 @@ func (r *Results) renameOldMethods() {
 				for gi := range mr.Grid {
 					rename(&mr.Grid[gi].Method)
 				}
+				for _, rs := range [][]RhoResult{mr.PerRho, mr.PerRhoNoAlias} {
+					for k := range rs {
+						rename(&rs[k].Method)
+					}
+				}
+			}
+			for ti := range in.Theory {
+				rename(&in.Theory[ti].Method)
 			}
 			for di := range in.Diffs {
 				rename(&in.Diffs[di].Method)
