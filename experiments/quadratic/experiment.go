@@ -34,6 +34,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 
@@ -68,14 +69,23 @@ func (p Pair) String() string { return fmt.Sprintf("v=%g, d=%d, σ²=%g", p.V, p
 type Config struct {
 	Pairs     []Pair `json:"pairs"`
 	Instances int    `json:"instances"`
-	Starts    int    `json:"starts"`
-	Iters     int    `json:"iters"`     // ADMM-Q/S/R and GD+Proj
-	PGDIters  int    `json:"pgd_iters"` // PGD
-	Last      int    `json:"last"`      // score = best objective over the last Last iterates
+	// Starts are the reporting starts: every reported number comes from them.
+	Starts int `json:"starts"`
+	// SelectStarts are further starts of each instance, drawn from the same stream after the
+	// reporting ones, on which the hyper-parameters are chosen. Choosing on the starts that
+	// are then reported would favour the methods with larger grids (ADMM-S has 189 settings,
+	// ADMM-Q 9): the best of many medians of the same 50 numbers is biased low.
+	SelectStarts int `json:"select_starts"`
+	Iters        int `json:"iters"`     // ADMM-Q/S/R and GD+Proj
+	PGDIters     int `json:"pgd_iters"` // PGD
+	Last         int `json:"last"`      // score = best objective over the last Last iterates
 	// RhoBars are the ρ values in units of λ_max(Q): ρ = ρ̄·λ_max(Q), as the reference code does.
 	RhoBars []float64 `json:"rho_bars"`
 	Betas   []float64 `json:"betas"` // ADMM-S
 	Ps      []float64 `json:"ps"`    // ADMM-R
+	// TheoryC are the c of the extra runs of ADMM-Q and PGD at ρ = c·L_f, L_f = λ_max(Q):
+	// Lemma 3.2 and Theorem 3.4 need ρ > √2·L_f, above most of the ρ̄ grid.
+	TheoryC []float64 `json:"theory_c"`
 	Seed    uint64    `json:"seed"`
 }
 
@@ -94,22 +104,26 @@ func powers(lo, hi, step float64) []float64 {
 
 // PaperConfig is the full protocol of design.md §2: the 7 pairs, 5 instances, 50 starts,
 // 30 000 iterations (PGD 100 000), best of the last 50 iterates, ρ̄ ∈ 10^{−6..2},
-// β ∈ 10^{−5..5} in half decades, p ∈ {0.01, 0.1, 0.3, 0.5, 0.7, 0.9, 0.99}.
+// β ∈ 10^{−5..5} in half decades, p ∈ {0.01, 0.1, 0.3, 0.5, 0.7, 0.9, 0.99}; plus 25
+// selection starts per instance (the grid search runs on them, which costs half of what
+// the search on 50 did, so the whole protocol still fits the 2-core machine) and ADMM-Q
+// and PGD at ρ = 1.5·L_f (just above √2·L_f) and 6·L_f.
 func PaperConfig(seed uint64) Config {
 	return Config{
 		Pairs:     []Pair{{8, 8, 30}, {8, 16, 30}, {8, 32, 30}, {8, 64, 30}, {8, 16, 10}, {8, 16, 50}, {8, 16, 70}},
-		Instances: 5, Starts: 50, Iters: 30000, PGDIters: 100000, Last: 50,
+		Instances: 5, Starts: 50, SelectStarts: 25, Iters: 30000, PGDIters: 100000, Last: 50,
 		RhoBars: powers(-6, 2, 1), Betas: powers(-5, 5, 0.5),
-		Ps:   []float64{0.01, 0.1, 0.3, 0.5, 0.7, 0.9, 0.99},
-		Seed: seed,
+		Ps:      []float64{0.01, 0.1, 0.3, 0.5, 0.7, 0.9, 0.99},
+		TheoryC: []float64{1.5, 6},
+		Seed:    seed,
 	}
 }
 
 // QuickConfig is a reduced protocol for smoke runs: same pairs and grids, 2 instances,
-// 10 starts, 1 000 iterations (PGD 3 000).
+// 10 reporting and 10 selection starts, 1 000 iterations (PGD 3 000).
 func QuickConfig(seed uint64) Config {
 	c := PaperConfig(seed)
-	c.Instances, c.Starts, c.Iters, c.PGDIters = 2, 10, 1000, 3000
+	c.Instances, c.Starts, c.SelectStarts, c.Iters, c.PGDIters = 2, 10, 10, 1000, 3000
 	return c
 }
 
@@ -118,8 +132,8 @@ func (c Config) Validate() error {
 	switch {
 	case len(c.Pairs) == 0:
 		return errors.New("quadratic: no parameter pairs")
-	case c.Instances < 1 || c.Starts < 1:
-		return fmt.Errorf("quadratic: %d instances × %d starts, want at least 1 of each", c.Instances, c.Starts)
+	case c.Instances < 1 || c.Starts < 1 || c.SelectStarts < 1:
+		return fmt.Errorf("quadratic: %d instances × %d reporting + %d selection starts, want at least 1 of each", c.Instances, c.Starts, c.SelectStarts)
 	case c.Last < 1 || c.Iters < c.Last || c.PGDIters < c.Last:
 		return fmt.Errorf("quadratic: iterations (%d, PGD %d) must be at least last = %d ≥ 1", c.Iters, c.PGDIters, c.Last)
 	case len(c.RhoBars) == 0 || len(c.Betas) == 0 || len(c.Ps) == 0:
@@ -132,6 +146,11 @@ func (c Config) Validate() error {
 		if frac, _ := math.Frexp(p.V); frac != 0.5 {
 			// x·(1/v) must equal x/v exactly for the fused projection to match admmq's.
 			return fmt.Errorf("quadratic: pair %v: v must be a power of two", p)
+		}
+	}
+	for _, k := range c.TheoryC {
+		if !(k > math.Sqrt2) || math.IsInf(k, 0) {
+			return fmt.Errorf("quadratic: theory-valid ρ = %v·L_f, want c > √2 (Lemma 3.2)", k)
 		}
 	}
 	for _, p := range c.Ps {
@@ -148,7 +167,8 @@ type Instance struct {
 	Index int
 	Q     []float64   // d×d row-major
 	B     []float64   // d
-	X0    [][]float64 // Starts × d
+	X0    [][]float64 // Starts × d: the reporting starts
+	XSel  [][]float64 // SelectStarts × d: the selection starts, none equal to a reporting one
 	LMax  float64     // λ_max(Q) = L_f
 	LMin  float64
 }
@@ -170,11 +190,26 @@ func NewInstance(cfg Config, pairIdx, idx int) (*Instance, error) {
 	for i := range b {
 		b[i] = 20 * rng.NormFloat64()
 	}
-	x0 := make([][]float64, cfg.Starts)
-	for s := range x0 {
-		x0[s] = make([]float64, d)
-		for i := range x0[s] {
-			x0[s][i] = 10 * rng.NormFloat64()
+	// The reporting starts are drawn first, so they are the starts of the earlier protocol
+	// that selected on them too; the selection starts follow in the same stream.
+	draw := func(n int) [][]float64 {
+		x := make([][]float64, n)
+		for s := range x {
+			x[s] = make([]float64, d)
+			for i := range x[s] {
+				x[s][i] = 10 * rng.NormFloat64()
+			}
+		}
+		return x
+	}
+	x0, xsel := draw(cfg.Starts), draw(cfg.SelectStarts)
+	// Successive draws of one stream do not repeat in practice; this makes "disjoint" a
+	// checked property rather than a probable one.
+	for _, a := range xsel {
+		for _, r := range x0 {
+			if slices.Equal(a, r) {
+				return nil, fmt.Errorf("quadratic: %v instance %d: a selection start equals a reporting start", p, idx)
+			}
 		}
 	}
 	q := make([]float64, d*d)
@@ -193,7 +228,7 @@ func NewInstance(cfg Config, pairIdx, idx int) (*Instance, error) {
 		return nil, fmt.Errorf("quadratic: %v instance %d: eigen-decomposition failed", p, idx)
 	}
 	vals := eig.Values(nil)
-	return &Instance{Pair: p, Index: idx, Q: q, B: b, X0: x0, LMin: vals[0], LMax: vals[d-1]}, nil
+	return &Instance{Pair: p, Index: idx, Q: q, B: b, X0: x0, XSel: xsel, LMin: vals[0], LMax: vals[d-1]}, nil
 }
 
 // Value returns f(x).
@@ -253,8 +288,12 @@ type Setting struct {
 type job struct {
 	pair, inst int
 	method     admmq.Method
-	rhoIdx     int
-	subs       []float64 // β or p per group of Starts rows; {0} otherwise
+	// rhoIdx indexes cfg.RhoBars; the theory-valid runs use len(RhoBars)+k for TheoryC[k],
+	// so that every ρ has its own index in the ADMM-R mask seed.
+	rhoIdx int
+	// sel runs the selection starts (Instance.XSel) instead of the reporting ones (X0).
+	sel  bool
+	subs []float64 // β or p per group of starts; {0} otherwise
 	// aliasQ are the β of ADMM-S with β/ρ ≥ sup‖z − P_A(z)‖ = v√d/2: there ADMM-S is ADMM-Q
 	// iterate by iterate (appendix D; admmq's TestADMMSEqualsADMMQForLargeBeta), so they are
 	// not simulated again but take the ADMM-Q job's scores.
@@ -262,11 +301,37 @@ type job struct {
 	cost   float64
 	// final keeps the batch after the run, for tests that compare states.
 	final  *batch
-	scores []float64 // filled by the worker: len(subs)·Starts
+	scores []float64 // filled by the worker: len(subs)·starts
+}
+
+// rhoBar returns the job's ρ in units of λ_max(Q).
+func (j *job) rhoBar(cfg Config) float64 {
+	if j.rhoIdx < len(cfg.RhoBars) {
+		return cfg.RhoBars[j.rhoIdx]
+	}
+	return cfg.TheoryC[j.rhoIdx-len(cfg.RhoBars)]
+}
+
+// starts returns the starting points the job runs.
+func (j *job) starts(in *Instance) [][]float64 {
+	if j.sel {
+		return in.XSel
+	}
+	return in.X0
 }
 
 func (j *job) seed(cfg Config) uint64 {
-	return cfg.Seed ^ splitmix(cfg.Pairs[j.pair].key()^uint64(j.inst)<<32|uint64(j.rhoIdx))
+	s := cfg.Seed ^ splitmix(cfg.Pairs[j.pair].key()^uint64(j.inst)<<32|uint64(j.rhoIdx))
+	if j.sel { // ADMM-R's masks on the selection starts are not those of the reporting runs
+		s = splitmix(s ^ 0x5e1ec7)
+	}
+	return s
+}
+
+// isAlias reports whether ADMM-S with this β at this ρ̄ is ADMM-Q: β/ρ ≥ v√d/2 bounds
+// ‖z − P_A(z)‖ for every z, so the soft projection's factor is 1 (appendix D).
+func isAlias(p Pair, lmax, rhoBar, beta float64) bool {
+	return beta/(rhoBar*lmax) >= p.V*math.Sqrt(float64(p.D))/2
 }
 
 // Options controls how Run executes; none of it changes the results.
@@ -304,14 +369,18 @@ func chooseKernels(pureGo bool) (newKernels func() kernels, name string) {
 	return func() kernels { return kernels{gemm: gemmFMA} }, "Go"
 }
 
-// Run executes the protocol and returns its results.
+// Run executes the protocol and returns its results, in two phases. Phase 1 runs every
+// setting of every method's grid on the selection starts and picks, per instance and
+// method, the best sub-setting (β or p) at each ρ̄ and the best setting overall, by median.
+// Phase 2 runs those picks on the reporting starts, plus ADMM-Q and PGD at ρ = c·L_f for
+// each c of TheoryC; every reported number comes from phase 2.
 func Run(ctx context.Context, cfg Config, opt Options) (*Results, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	newKernels, backend := chooseKernels(opt.PureGo)
 	insts := make([][]*Instance, len(cfg.Pairs))
-	var jobs []*job
+	var sel []*job
 	for pi, p := range cfg.Pairs {
 		for ii := 0; ii < cfg.Instances; ii++ {
 			in, err := NewInstance(cfg, pi, ii)
@@ -319,16 +388,14 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Results, error) {
 				return nil, err
 			}
 			insts[pi] = append(insts[pi], in)
-			for ri := range cfg.RhoBars {
+			for ri, rb := range cfg.RhoBars {
 				for _, m := range Methods() {
-					j := &job{pair: pi, inst: ii, method: m, rhoIdx: ri, subs: []float64{0}}
-					iters := cfg.Iters
+					j := &job{pair: pi, inst: ii, method: m, rhoIdx: ri, sel: true, subs: []float64{0}}
 					switch m {
 					case admmq.ADMMS:
 						j.subs = nil
-						sup := p.V * math.Sqrt(float64(p.D)) / 2
 						for _, beta := range cfg.Betas {
-							if beta/(cfg.RhoBars[ri]*in.LMax) >= sup {
+							if isAlias(p, in.LMax, rb, beta) {
 								j.aliasQ = append(j.aliasQ, beta)
 							} else {
 								j.subs = append(j.subs, beta)
@@ -336,22 +403,68 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Results, error) {
 						}
 					case admmq.ADMMR:
 						j.subs = cfg.Ps
-					case admmq.PGD:
-						iters = cfg.PGDIters
 					}
-					rows := len(j.subs) * cfg.Starts
-					j.cost = float64(iters) * float64(rows) * float64(p.D) * float64(p.D+8)
-					jobs = append(jobs, j)
+					sel = append(sel, j)
 				}
 			}
 		}
 	}
-	// Longest jobs first keeps both cores busy to the end; the order does not affect results.
-	order := make([]*job, len(jobs))
-	copy(order, jobs)
-	sort.SliceStable(order, func(a, b int) bool { return order[a].cost > order[b].cost })
+	// Phase 2 has one job per (instance, method, ρ̄), ADMM-S's only where some β is not an
+	// alias, and 2·len(TheoryC) more: known before phase 1, so progress has one total.
+	nRep := 0
+	for _, j := range sel {
+		if j.method != admmq.ADMMS || len(j.subs) > 0 {
+			nRep++
+		}
+	}
+	nRep += len(cfg.Pairs) * cfg.Instances * 2 * len(cfg.TheoryC)
+	total := len(sel) + nRep
+	done := 0
+	progress := func() {
+		done++
+		if opt.Progress != nil {
+			opt.Progress(done, total)
+		}
+	}
+	if err := runJobs(ctx, cfg, insts, sel, opt.Workers, newKernels, progress); err != nil {
+		return nil, err
+	}
+	picks := selectSettings(cfg, insts, sel)
+	var rep []*job
+	for _, pk := range picks {
+		rep = append(rep, pk.jobs...)
+	}
+	for pi := range cfg.Pairs {
+		for ii := 0; ii < cfg.Instances; ii++ {
+			for k := range cfg.TheoryC {
+				for _, m := range []admmq.Method{admmq.ADMMQ, admmq.PGD} {
+					rep = append(rep, &job{pair: pi, inst: ii, method: m, rhoIdx: len(cfg.RhoBars) + k, subs: []float64{0}})
+				}
+			}
+		}
+	}
+	if err := runJobs(ctx, cfg, insts, rep, opt.Workers, newKernels, progress); err != nil {
+		return nil, err
+	}
+	res := assemble(cfg, insts, picks, rep, Arithmetic)
+	res.Kernels = backend
+	return res, nil
+}
 
-	workers := opt.Workers
+// runJobs runs jobs on workers goroutines, longest first, calling progress after each.
+func runJobs(ctx context.Context, cfg Config, insts [][]*Instance, jobs []*job, workers int, newKernels func() kernels, progress func()) error {
+	for _, j := range jobs {
+		iters := cfg.Iters
+		if j.method == admmq.PGD {
+			iters = cfg.PGDIters
+		}
+		d := cfg.Pairs[j.pair].D
+		rows := len(j.subs) * len(j.starts(insts[j.pair][j.inst]))
+		j.cost = float64(iters) * float64(rows) * float64(d) * float64(d+8)
+	}
+	// Longest jobs first keeps both cores busy to the end; the order does not affect results.
+	order := slices.Clone(jobs)
+	sort.SliceStable(order, func(a, b int) bool { return order[a].cost > order[b].cost })
 	if workers <= 0 {
 		workers = runtime.NumCPU()
 	}
@@ -361,7 +474,6 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Results, error) {
 	var (
 		mu       sync.Mutex
 		firstErr error
-		done     int
 		wg       sync.WaitGroup
 	)
 	for w := 0; w < workers; w++ {
@@ -376,9 +488,8 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Results, error) {
 					firstErr = err
 					cancel()
 				}
-				done++
-				if opt.Progress != nil && err == nil {
-					opt.Progress(done, len(jobs))
+				if err == nil {
+					progress()
 				}
 				mu.Unlock()
 			}
@@ -395,14 +506,9 @@ feed:
 	close(next)
 	wg.Wait()
 	if firstErr != nil {
-		return nil, firstErr
+		return firstErr
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	res := assemble(cfg, insts, jobs, Arithmetic)
-	res.Kernels = backend
-	return res, nil
+	return ctx.Err()
 }
 
 // regionElems bounds, in matrix elements, the rows that go through all iterations together.
@@ -425,10 +531,11 @@ const regionElems = 4096
 // frozen row's objective is constant, so it is scored once, when scoring starts.
 func runJob(ctx context.Context, cfg Config, in *Instance, j *job, k kernels) error {
 	d := in.Pair.D
-	S := cfg.Starts
+	x0 := j.starts(in)
+	S := len(x0)
 	n := len(j.subs) * S
-	rho := cfg.RhoBars[j.rhoIdx] * in.LMax
-	b := newBatch(in, n, S, k, rho)
+	rho := j.rhoBar(cfg) * in.LMax
+	b := newBatch(in, x0, n, k, rho)
 	j.scores = b.best
 	j.final = b
 	if n == 0 {
@@ -526,15 +633,16 @@ type batch struct {
 	best      []float64 // per run
 }
 
-func newBatch(in *Instance, n, starts int, k kernels, rho float64) *batch {
+func newBatch(in *Instance, x0 [][]float64, n int, k kernels, rho float64) *batch {
 	d := in.Pair.D
+	starts := len(x0)
 	b := &batch{in: in, n: n, d: d, starts: starts, k: k, simd: k.simd && d%8 == 0, nAct: n,
 		c: passConsts{inv: 1 / rho, iv: 1 / in.Pair.V, v: in.Pair.V, rho: rho}}
 	for _, p := range []*[]float64{&b.X, &b.Xprev, &b.Y, &b.L, &b.Z, &b.ZT, &b.W, &b.G} {
 		*p = make([]float64, n*d)
 	}
 	for r := 0; r < n; r++ {
-		copy(b.X[r*d:(r+1)*d], in.X0[r%starts])
+		copy(b.X[r*d:(r+1)*d], x0[r%starts])
 	}
 	copy(b.Xprev, b.X)
 	b.perm = make([]int, n)

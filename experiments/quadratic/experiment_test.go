@@ -15,10 +15,11 @@ import (
 func tinyConfig() Config {
 	return Config{
 		Pairs:     []Pair{{8, 4, 30}, {8, 8, 10}},
-		Instances: 2, Starts: 3, Iters: 200, PGDIters: 300, Last: 50,
+		Instances: 2, Starts: 3, SelectStarts: 4, Iters: 200, PGDIters: 300, Last: 50,
 		RhoBars: []float64{1e-3, 1e-1, 1, 10},
 		Betas:   []float64{1e-2, 1, 1e2, 1e4},
 		Ps:      []float64{0.3, 0.9},
+		TheoryC: []float64{1.5, 6},
 		Seed:    7,
 	}
 }
@@ -185,11 +186,15 @@ func TestResultsAndFiles(t *testing.T) {
 				if !(m.Q25 <= m.Median && m.Median <= m.Q75) {
 					t.Fatalf("%s quartiles out of order: %v %v %v", m.Method, m.Q25, m.Median, m.Q75)
 				}
-				// The chosen setting is the one with the lowest median of the grid.
+				// The chosen setting is the one with the lowest median of the grid on the
+				// selection starts.
 				for _, gp := range m.Grid {
-					if gp.Median < m.Median {
-						t.Fatalf("%s: grid point %+v has a lower median than the chosen %v", m.Method, gp, m.Median)
+					if gp.Median < m.SelectMedian {
+						t.Fatalf("%s: grid point %+v has a lower selection median than the chosen %v", m.Method, gp, m.SelectMedian)
 					}
+				}
+				if bp := AtRho(m.PerRho, m.Best.RhoBar); bp == nil || bp.Setting != m.Best || bp.Median != m.Median {
+					t.Fatalf("%s: the per-ρ̄ entry at the chosen ρ̄ %+v is not the chosen setting %+v, median %v", m.Method, bp, m.Best, m.Median)
 				}
 				// Every score is the objective of a lattice point, so it is ≥ the relaxed minimum.
 				for _, s := range m.Scores {

@@ -40,7 +40,7 @@ func fmtScore(s Score) string {
 func WriteCSV(w io.Writer, r *Results) error {
 	cw := csv.NewWriter(w)
 	if err := cw.Write([]string{"v", "d", "sigma2", "instance", "method", "rho_bar", "beta", "p",
-		"q25", "median", "q75", "min", "max", "diverged", "f_relaxed", "f_rounded", "lambda_max"}); err != nil {
+		"select_median", "q25", "median", "q75", "min", "max", "diverged", "f_relaxed", "f_rounded", "lambda_max"}); err != nil {
 		return err
 	}
 	for _, pr := range r.Pairs {
@@ -48,7 +48,7 @@ func WriteCSV(w io.Writer, r *Results) error {
 			for _, m := range in.Methods {
 				rec := []string{fmtG(pr.Pair.V), strconv.Itoa(pr.Pair.D), fmtG(pr.Pair.Sigma2), strconv.Itoa(in.Index),
 					Label(m.Method), fmtG(m.Best.RhoBar), fmtOpt(m.Best.Beta), fmtOpt(m.Best.P),
-					fmtScore(m.Q25), fmtScore(m.Median), fmtScore(m.Q75), fmtScore(m.Min), fmtScore(m.Max),
+					fmtScore(m.SelectMedian), fmtScore(m.Q25), fmtScore(m.Median), fmtScore(m.Q75), fmtScore(m.Min), fmtScore(m.Max),
 					strconv.Itoa(m.Diverged), fmtScore(in.FRelaxed), fmtScore(in.FRounded), fmtG(in.LMax)}
 				if err := cw.Write(rec); err != nil {
 					return err
@@ -108,6 +108,14 @@ func (r *Results) renameOldMethods() {
 				for gi := range mr.Grid {
 					rename(&mr.Grid[gi].Method)
 				}
+				for _, rs := range [][]RhoResult{mr.PerRho, mr.PerRhoNoAlias} {
+					for k := range rs {
+						rename(&rs[k].Method)
+					}
+				}
+			}
+			for ti := range in.Theory {
+				rename(&in.Theory[ti].Method)
 			}
 			for di := range in.Diffs {
 				rename(&in.Diffs[di].Method)
@@ -298,12 +306,22 @@ func WriteSummary(w io.Writer, r *Results, meta Meta) error {
 	c := r.Config
 	fmt.Fprintf(b, "# Quadratic experiment of the ADMM-Q paper (section 6.1, appendix F), reproduced\n\n")
 	fmt.Fprintf(b, "min ½xᵀQx + bᵀx over x ∈ vℤ^d with Q = Q̃ᵀQ̃ + q̃q̃ᵀ, Q̃_ij ~ N(0,1), q̃_i ~ N(0,σ²), b = 20·N(0,1), "+
-		"starts x⁰ = 10·N(0,1), λ⁰ = 0. %d instances per pair, %d starts per instance, %d iterations (PGD %d); "+
+		"starts x⁰ = 10·N(0,1), λ⁰ = 0. %d instances per pair, %d iterations (PGD %d); "+
 		"a run's score is the best objective over its last %d iterates (ADMM-S is scored at P_A(z), the feasible point of its iteration). "+
-		"Each method's hyper-parameters are chosen per instance by the median over the starts: ρ = ρ̄·λ_max(Q) with ρ̄ ∈ {%s}, "+
-		"ADMM-S β ∈ 10^{−5..5} in half decades (%d values), ADMM-R p ∈ {%s}; PGD and GD+Proj use step 1/ρ over the same ρ̄ grid. "+
+		"ρ = ρ̄·λ_max(Q) = ρ̄·L_f with ρ̄ ∈ {%s}, "+
+		"ADMM-S β ∈ 10^{−5..5} in half decades (%d values, %d settings with ρ̄), ADMM-R p ∈ {%s}; PGD and GD+Proj use step 1/ρ over the same ρ̄ grid. "+
 		"Seed %d; BLAS: %s.\n\n",
-		c.Instances, c.Starts, c.Iters, c.PGDIters, c.Last, joinG(c.RhoBars), len(c.Betas), joinG(c.Ps), c.Seed, r.BLAS)
+		c.Instances, c.Iters, c.PGDIters, c.Last, joinG(c.RhoBars), len(c.Betas), len(c.Betas)*len(c.RhoBars), joinG(c.Ps), c.Seed, r.BLAS)
+	fmt.Fprintf(b, "**Selection and reporting use different starts.** Each instance has %d selection starts and %d reporting starts, "+
+		"drawn from the instance's random stream (the reporting starts first), and checked to share no point. Each method's hyper-parameters "+
+		"(ρ̄, and β or p) are chosen per instance by the median over the selection starts only; every number below (quartiles, paired differences, "+
+		"figures) comes from the reporting starts, at the chosen setting. Choosing on the reported starts would favour the method with the larger grid "+
+		"(ADMM-S has %d settings, ADMM-R %d, ADMM-Q, PGD and GD+Proj %d each).\n\n",
+		c.SelectStarts, c.Starts, len(c.Betas)*len(c.RhoBars), len(c.Ps)*len(c.RhoBars), len(c.RhoBars))
+	fmt.Fprintf(b, "**The variance of q̃.** q̃_i ~ N(0, σ²), as the paper's text says (appendix F); the reference code draws q̃ with variance v² instead. "+
+		"With v = 8 that is 64 for every pair, so there σ² would not vary the instances at all; here σ² ∈ {10, 30, 50, 70} sets the strength of the rank-one term.\n\n")
+	fmt.Fprintf(b, "**Theory-valid ρ.** Lemma 3.2 and Theorem 3.4 assume ρ > √2·L_f; of the grid only ρ̄ ∈ {%s} satisfy it. ADMM-Q and PGD (step 1/ρ) are also run, "+
+		"without selection, at ρ = c·L_f for c ∈ {%s}.\n\n", joinG(theoryValid(c.RhoBars)), joinG(c.TheoryC))
 	switch {
 	case meta.Command != "" && meta.Elapsed > 0:
 		fmt.Fprintf(b, "Made with `%s` in %s of wall time with %d workers.\n\n", meta.Command, meta.Elapsed.Round(time.Second), meta.Workers)
@@ -378,13 +396,38 @@ func WriteSummary(w io.Writer, r *Results, meta Meta) error {
 	}
 	b.WriteString("\n")
 
+	// Where each claim holds.
+	var all []*InstanceResult
+	for pi := range r.Pairs {
+		for i := range r.Pairs[pi].Instances {
+			all = append(all, &r.Pairs[pi].Instances[i])
+		}
+	}
+	fmt.Fprintf(b, "## Where each claim holds, by ρ̄\n\n")
+	fmt.Fprintf(b, "Instances (of %d, all pairs) where the first method's median over the reporting starts is lower / equal / higher, at each ρ̄ of the grid and at the theory-valid ρ. "+
+		"At a given ρ̄ each method uses its best β or p there, chosen on the selection starts. \"PGD selected\" is PGD at its own selected step. "+
+		"ADMM-S is compared with ADMM-Q at the same ρ̄ twice: with every β of its grid (\"alias\" counts the instances where the chosen β is an exact ADMM-Q alias, "+
+		"β/ρ ≥ v√d/2, whose result is ADMM-Q's by construction), and with those aliases excluded (\"n/a\": every β is an alias at this ρ̄). "+
+		"The exclusion uses the worst case v√d/2 of ‖z − P_A(z)‖; a smaller β still gives ADMM-Q's trajectory on a run where ‖z − P_A(z)‖ stays below β/ρ, "+
+		"so ties remain without the aliases.\n\n", len(all))
+	claimTable(b, c, all)
+	theorySection(b, r)
+
 	// Per pair.
 	fmt.Fprintf(b, "## Results per parameter pair\n\n")
-	fmt.Fprintf(b, "Median [q25, q75] of the score at each method's best setting (ρ̄, and β or p). "+
+	fmt.Fprintf(b, "Median [q25, q75] over the reporting starts of the score at each method's setting (ρ̄, and β or p) selected on the selection starts. "+
 		"f_relaxed is min f over ℝ^d (a lower bound); f_rounded is f at the rounded relaxed minimiser.\n\n")
 	for _, pr := range r.Pairs {
 		slug := pairSlug(pr.Pair)
 		fmt.Fprintf(b, "### %s\n\n![quartiles](quartiles_%s.png)\n\n![paired differences](differences_%s.png)\n\n", pr.Pair, slug, slug)
+		var ins []*InstanceResult
+		for i := range pr.Instances {
+			ins = append(ins, &pr.Instances[i])
+		}
+		fmt.Fprintf(b, "Where each claim holds on this pair's %d instances (as in the table above):\n\n", len(ins))
+		claimTable(b, c, ins)
+		theoryInstances(b, c, ins)
+		b.WriteString("At each method's selected setting:\n\n")
 		fmt.Fprintf(b, "| instance | f_relaxed | f_rounded |")
 		for _, m := range Methods() {
 			fmt.Fprintf(b, " %s |", Label(m))
@@ -436,4 +479,132 @@ func joinG(v []float64) string {
 		s[i] = strconv.FormatFloat(x, 'g', 3, 64)
 	}
 	return strings.Join(s, ", ")
+}
+
+// theoryValid returns the ρ̄ of the grid with ρ > √2·L_f.
+func theoryValid(rhoBars []float64) []float64 {
+	var out []float64
+	for _, rb := range rhoBars {
+		if rb > math.Sqrt2 {
+			out = append(out, rb)
+		}
+	}
+	return out
+}
+
+// cmp3 counts a < b, a = b and a > b (a comparison with NaN counts as neither < nor >).
+type cmp3 struct{ lt, eq, gt int }
+
+func (c *cmp3) add(a, b float64) {
+	switch {
+	case a < b:
+		c.lt++
+	case a > b:
+		c.gt++
+	default:
+		c.eq++
+	}
+}
+
+func (c cmp3) String() string { return fmt.Sprintf("%d / %d / %d", c.lt, c.eq, c.gt) }
+
+// claimTable writes, for each ρ̄ of the grid and each theory-valid c, on how many of ins
+// ADMM-Q beats PGD and ADMM-S beats ADMM-Q, by reporting median.
+func claimTable(b *strings.Builder, c Config, ins []*InstanceResult) {
+	fmt.Fprintf(b, "| ρ̄ | ρ > √2·L_f | ADMM-Q vs PGD, same ρ̄ | ADMM-Q vs PGD selected | ADMM-S vs ADMM-Q (alias) | ADMM-S vs ADMM-Q without aliases (n/a) |\n|---|---|---|---|---|---|\n")
+	for _, rb := range c.RhoBars {
+		var qp, qps, sq, sqna cmp3
+		var alias, na int
+		for _, in := range ins {
+			q := AtRho(in.Method(admmq.ADMMQ).PerRho, rb)
+			pg := AtRho(in.Method(admmq.PGD).PerRho, rb)
+			qp.add(float64(q.Median), float64(pg.Median))
+			qps.add(float64(q.Median), med(in, admmq.PGD))
+			ms := in.Method(admmq.ADMMS)
+			sa := AtRho(ms.PerRho, rb)
+			sq.add(float64(sa.Median), float64(q.Median))
+			if sa.Alias {
+				alias++
+			}
+			if s := AtRho(ms.PerRhoNoAlias, rb); s != nil {
+				sqna.add(float64(s.Median), float64(q.Median))
+			} else {
+				na++
+			}
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s (%d) | %s (%d) |\n", fmtG(rb), yesNo(rb > math.Sqrt2), qp, qps, sq, alias, sqna, na)
+	}
+	for _, k := range c.TheoryC {
+		var qp, qps cmp3
+		for _, in := range ins {
+			q, pg := in.TheoryAt(admmq.ADMMQ, k), in.TheoryAt(admmq.PGD, k)
+			qp.add(float64(q.Median), float64(pg.Median))
+			qps.add(float64(q.Median), med(in, admmq.PGD))
+		}
+		fmt.Fprintf(b, "| %s (ρ = %s·L_f) | yes | %s | %s | — | — |\n", fmtG(k), fmtG(k), qp, qps)
+	}
+	b.WriteString("\n")
+}
+
+func yesNo(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "no"
+}
+
+// theorySection writes, per pair, ADMM-Q against PGD at ρ = c·L_f, and ADMM-Q at c·L_f
+// against ADMM-Q at its selected ρ̄.
+func theorySection(b *strings.Builder, r *Results) {
+	c := r.Config
+	if len(c.TheoryC) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "## ADMM-Q and PGD at the theory-valid ρ = c·L_f\n\n")
+	fmt.Fprintf(b, "Instances (of %d) where ADMM-Q's reporting median at ρ = c·L_f is lower / equal / higher than PGD's at the same ρ (step 1/ρ), "+
+		"than PGD's at its selected step, and than ADMM-Q's own at its selected ρ̄; and the median over the pair's instances of each median.\n\n", c.Instances)
+	fmt.Fprintf(b, "| pair | c | ADMM-Q vs PGD, same ρ | ADMM-Q vs PGD selected | ADMM-Q at c·L_f vs ADMM-Q selected | ADMM-Q at c·L_f | PGD at c·L_f | ADMM-Q selected |\n|---|---|---|---|---|---|---|---|\n")
+	for _, pr := range r.Pairs {
+		for _, k := range c.TheoryC {
+			var qp, qps, qq cmp3
+			var mq, mp, ms []float64
+			for i := range pr.Instances {
+				in := &pr.Instances[i]
+				q, pg := float64(in.TheoryAt(admmq.ADMMQ, k).Median), float64(in.TheoryAt(admmq.PGD, k).Median)
+				qp.add(q, pg)
+				qps.add(q, med(in, admmq.PGD))
+				qq.add(q, med(in, admmq.ADMMQ))
+				mq, mp, ms = append(mq, q), append(mp, pg), append(ms, med(in, admmq.ADMMQ))
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", pr.Pair, fmtG(k), qp, qps, qq, fmtF(medianOf(mq)), fmtF(medianOf(mp)), fmtF(medianOf(ms)))
+		}
+	}
+	b.WriteString("\n")
+}
+
+// theoryInstances writes the per-instance quartiles of ADMM-Q and PGD at ρ = c·L_f.
+func theoryInstances(b *strings.Builder, c Config, ins []*InstanceResult) {
+	if len(c.TheoryC) == 0 {
+		return
+	}
+	b.WriteString("ADMM-Q and PGD at the theory-valid ρ = c·L_f, median [q25, q75] over the reporting starts:\n\n| instance | L_f = λ_max(Q) |")
+	for _, k := range c.TheoryC {
+		fmt.Fprintf(b, " ADMM-Q, ρ = %s·L_f | PGD, ρ = %s·L_f |", fmtG(k), fmtG(k))
+	}
+	b.WriteString("\n|---|---|")
+	for range c.TheoryC {
+		b.WriteString("---|---|")
+	}
+	b.WriteString("\n")
+	for _, in := range ins {
+		fmt.Fprintf(b, "| %d | %s |", in.Index, fmtF(in.LMax))
+		for _, k := range c.TheoryC {
+			for _, m := range []admmq.Method{admmq.ADMMQ, admmq.PGD} {
+				t := in.TheoryAt(m, k)
+				fmt.Fprintf(b, " %s [%s, %s] |", fmtScore(t.Median), fmtScore(t.Q25), fmtScore(t.Q75))
+			}
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
 }
