@@ -152,6 +152,11 @@ type IterStats struct {
 	InnerEpochs int     `json:"inner_epochs"`
 	GradNorm    float64 `json:"grad_norm,omitempty"`
 	Seconds     float64 `json:"seconds"`
+	// TrainSeconds is the wall time of the iteration's inner epochs (optimizer steps),
+	// StatSeconds that of the statistics around them: f(x), f(y), the held-out accuracy
+	// and the criterion's gradient. The statistics are meant to cost less than one epoch.
+	TrainSeconds float64 `json:"train_seconds"`
+	StatSeconds  float64 `json:"stat_seconds"`
 }
 
 // Run is one algorithm run on a graph. It is not safe for concurrent use.
@@ -351,6 +356,7 @@ func (r *Run) iteration(ctx context.Context) error {
 		}
 	}
 	for k := range epochs {
+		t0 := time.Now()
 		res, err := train.Fit(ctx, r.g, r.feed, train.Options{
 			Epochs: 1, Loss: r.cfg.Loss, Optimizer: r.cfg.Optimizer, Schedule: r.cfg.Schedule,
 			Teacher: r.data.Teacher, Engine: &r.eng, Seed: r.cfg.Seed, GradHook: hook,
@@ -359,6 +365,7 @@ func (r *Run) iteration(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("network: iteration %d: %w", it+1, err)
 		}
+		st.TrainSeconds += time.Since(t0).Seconds()
 		r.epoch++
 		r.step += res.Steps
 		st.TrainLoss = res.Last.Loss
@@ -367,7 +374,9 @@ func (r *Run) iteration(ctx context.Context) error {
 			r.cfg.Progress(Progress{Iter: it + 1, Iters: r.cfg.Iters, Epoch: k + 1, Of: epochs, Loss: res.Last.Loss})
 		}
 		if r.cfg.Gamma > 0 && admm {
+			t1 := time.Now()
 			gn, ok, err := r.criterion(ctx, rho, xprev)
+			st.StatSeconds += time.Since(t1).Seconds()
 			if err != nil {
 				return err
 			}
@@ -399,9 +408,11 @@ func (r *Run) iteration(ctx context.Context) error {
 		}
 		st.Changed = float64(changed) / float64(total)
 	}
+	t1 := time.Now()
 	if err := r.measure(ctx, &st, rho); err != nil {
 		return err
 	}
+	st.StatSeconds += time.Since(t1).Seconds()
 	st.Seconds = time.Since(start).Seconds()
 	r.history = append(r.history, st)
 	r.iter++
