@@ -788,7 +788,8 @@ func (s *split) Next() bool {
 		}
 		s.n, s.lo, s.hi = int(s.b.Shape()[0]), 0, 0
 	}
-	s.lo, s.hi = s.hi, min(s.hi+s.k, s.n)
+	// The pieces of train.Fit's micro-batches, so that the statistics reuse its plans.
+	s.lo, s.hi = s.hi, min(s.hi+train.MicroSize(s.n, s.k), s.n)
 	s.shape = append(append(s.shape[:0], int64(s.hi-s.lo)), s.b.Shape()[1:]...)
 	return true
 }
