@@ -179,7 +179,14 @@ type Run struct {
 	feed   *feed
 	stepsN int // batches in the stat subset
 	lastY  [][]float32
+	// The teacher's outputs on the stat subset and on the held-out set: it is frozen,
+	// so each iteration's statistics need only the trained graph's forward passes.
+	subRef, evalRef train.RefCache
 }
+
+// refCacheBytes bounds each of a run's caches of teacher outputs: classifier outputs of
+// thousands of samples fit many times over; large feature maps are recomputed instead.
+const refCacheBytes = 32 << 20
 
 // New prepares a run of cfg on g: targets become trainable (with every bias and
 // normalisation scale and shift), y⁰ = P_A(x⁰) and λ⁰ = 0.
@@ -280,6 +287,7 @@ func New(m *onnxio.Model, g *engine.Graph, targets []Target, cfg Config, data Da
 		r.feed.before = r.projectX
 	}
 	r.stepsN = (min(cfg.StatSamples, data.Samples) + data.BatchSize - 1) / data.BatchSize
+	r.subRef.Max, r.evalRef.Max = refCacheBytes, refCacheBytes
 	return r, nil
 }
 
@@ -501,7 +509,7 @@ func (r *Run) measure(ctx context.Context, st *IterStats, rho float64) error {
 	sub := splitBy(&limit{b: r.data.Calib, n: r.stepsN}, r.cfg.MicroBatch)
 	evalCtx := r.eng
 	evalCtx.Rand = nil
-	eo := train.EvalOptions{Loss: r.cfg.Loss, Reference: r.data.Teacher, Engine: &evalCtx, Outputs: r.cfg.Outputs}
+	eo := train.EvalOptions{Loss: r.cfg.Loss, Reference: r.data.Teacher, Engine: &evalCtx, Outputs: r.cfg.Outputs, ReferenceCache: &r.subRef}
 	if !train.NeedsTeacher(r.cfg.Loss) {
 		eo.Reference = nil
 	}
@@ -536,7 +544,7 @@ func (r *Run) measure(ctx context.Context, st *IterStats, rho float64) error {
 		if r.data.Eval == nil {
 			return nil
 		}
-		me, err := train.Evaluate(ctx, r.g, splitBy(r.data.Eval, r.cfg.MicroBatch), train.EvalOptions{Reference: r.data.Teacher, Engine: &evalCtx, Outputs: r.cfg.Outputs})
+		me, err := train.Evaluate(ctx, r.g, splitBy(r.data.Eval, r.cfg.MicroBatch), train.EvalOptions{Reference: r.data.Teacher, Engine: &evalCtx, Outputs: r.cfg.Outputs, ReferenceCache: &r.evalRef})
 		if err != nil {
 			return fmt.Errorf("network: evaluating y: %w", err)
 		}
