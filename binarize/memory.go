@@ -59,6 +59,17 @@ type Need struct {
 	Data int64
 }
 
+// limits returns the bounds of the trained graph's and the teacher's plan caches in a
+// run that needs n within budget. The student's is what the budget leaves it: its
+// training plans at the shape's sizes fit, and so do the statistics' and the criterion's,
+// which are no larger. The teacher's is twice its need: its inference plans are small
+// next to the training ones, and the engine's dry-run count (PlanBytes) of an inference
+// plan can be below what the plan allocates (on fmnist-cnn a fused Conv→Relu→MaxPool
+// counted without the Conv's output, which the real plan holds).
+func (n Need) limits(budget int64) (student, teacher int64) {
+	return max(n.Student, budget-n.Teacher-n.Params-n.Data), 2 * n.Teacher
+}
+
 // Total is the sum of the parts.
 func (n Need) Total() int64 { return n.Student + n.Teacher + n.Params + n.Data }
 

@@ -396,11 +396,9 @@ func (o *Options) fitMemory(name string, g, teacher *engine.Graph, data Data, cf
 	if sh.Micro < bs {
 		cfg.MicroBatch, o.MicroBatch = sh.Micro, sh.Micro
 	}
-	// The student's share is what the budget leaves: its plans at the shape's sizes fit,
-	// and so do the statistics' and the criterion's, which are no larger.
-	budget := int64(accountShare * float64(o.MaxMemory))
-	g.SetMaxBytes(max(need.Student, budget-need.Teacher-need.Params-need.Data))
-	teacher.SetMaxBytes(need.Teacher)
+	sl, tl := need.limits(int64(accountShare * float64(o.MaxMemory)))
+	g.SetMaxBytes(sl)
+	teacher.SetMaxBytes(tl)
 	restore = func() { teacher.SetMaxBytes(o.MaxMemory) }
 	if os.Getenv("GOMEMLIMIT") == "" {
 		old := debug.SetMemoryLimit(int64(gcShare * float64(o.MaxMemory)))
