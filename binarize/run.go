@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	"github.com/qtool/qtool/admmq"
@@ -262,9 +263,6 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if res.FullPrecision, err = evaluate(ctx, teacher, nil, data.Eval, o, res.Outputs); err != nil {
-		return nil, fmt.Errorf("%s: evaluating the full-precision model: %w", model.Name, err)
-	}
 	cfg, err := o.config(loss)
 	if err != nil {
 		return nil, err
@@ -289,31 +287,19 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	// MicroBatchFor plans the single data input at a free batch; a model with other inputs
 	// or a fixed batch runs in train.Feed's chunks of its declared batch instead, each plan
 	// bounded by the engine's memory limit.
-	if o.MicroBatch == 0 && len(teacher.Inputs()) == 1 && train.DeclaredBatch(teacher) == 0 {
-		// With every float parameter trainable, as the training plan will at most have.
-		var names []string
-		for _, p := range g.Params() {
-			if p.Value.DType == engine.Float32 {
-				names = append(names, p.Name)
-			}
-		}
-		if err := g.SetTrainable(names...); err != nil {
-			return nil, fmt.Errorf("%s: %w", model.Name, err)
-		}
-		var sample []int
-		for _, d := range data.Calib.SampleShape() {
-			sample = append(sample, int(d))
-		}
-		bs := min(o.BatchSize, max(data.Calib.Len(), 1))
-		micro, err := MicroBatchFor(g, teacher, sample, bs, o.MaxMemory, model.Name)
+	if len(teacher.Inputs()) == 1 && train.DeclaredBatch(teacher) == 0 {
+		restore, err := o.fitMemory(model.Name, g, teacher, data, &cfg)
 		if err != nil {
 			return nil, err
 		}
-		if micro < bs {
-			cfg.MicroBatch, o.MicroBatch = micro, micro
-		}
+		defer restore()
 	} else if o.MicroBatch < o.BatchSize {
 		cfg.MicroBatch = o.MicroBatch
+	}
+	// After fitMemory: the full-precision model is evaluated in the pieces training uses,
+	// within the teacher's share of the memory.
+	if res.FullPrecision, err = evaluate(ctx, teacher, nil, data.Eval, o, res.Outputs); err != nil {
+		return nil, fmt.Errorf("%s: evaluating the full-precision model: %w", model.Name, err)
 	}
 	if !o.AbsoluteLR {
 		f, err := gridMagnitudes(g, res.Targets)
@@ -372,6 +358,64 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	res.Seconds = time.Since(start).Seconds()
 	return res, nil
 }
+
+// fitMemory chooses the micro-batch of a run on g and its teacher (o.MicroBatch when the
+// caller chose it, else MicroBatchFor's) and holds the run to o.MaxMemory: each graph's
+// plan cache is bounded by its share (engine.Graph.SetMaxBytes), so that the plans of
+// the statistics and of the last, shorter batch replace the training plans instead of
+// adding to them, and the Go runtime's soft memory limit is set for the run's duration
+// (unless GOMEMLIMIT is set), so that the plans dropped are collected before the heap
+// grows past the limit rather than at twice the live heap. restore undoes the latter.
+func (o *Options) fitMemory(name string, g, teacher *engine.Graph, data Data, cfg *network.Config) (restore func(), err error) {
+	// With every float parameter trainable, as the training plan will at most have.
+	var names []string
+	for _, p := range g.Params() {
+		if p.Value.DType == engine.Float32 {
+			names = append(names, p.Name)
+		}
+	}
+	if err := g.SetTrainable(names...); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	var sample []int
+	for _, d := range data.Calib.SampleShape() {
+		sample = append(sample, int(d))
+	}
+	samples := max(data.Calib.Len(), 1)
+	bs := min(o.BatchSize, samples)
+	resident := ResidentBytes(data.Calib, data.Eval, o.MaxMemory)
+	var sh Shape
+	var need Need
+	if o.MicroBatch == 0 {
+		if sh, need, err = MicroBatchFor(g, teacher, sample, bs, samples, resident, o.MaxMemory, name); err != nil {
+			return nil, err
+		}
+	} else {
+		sh = split(bs, samples, o.MicroBatch)
+		if need, err = TrainNeed(g, teacher, sample, sh, resident); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	if sh.Micro < bs {
+		cfg.MicroBatch, o.MicroBatch = sh.Micro, sh.Micro
+	}
+	sl, tl := need.limits(int64(accountShare * float64(o.MaxMemory)))
+	g.SetMaxBytes(sl)
+	teacher.SetMaxBytes(tl)
+	restore = func() { teacher.SetMaxBytes(o.MaxMemory) }
+	if os.Getenv("GOMEMLIMIT") == "" {
+		old := debug.SetMemoryLimit(int64(gcShare * float64(o.MaxMemory)))
+		restore = func() {
+			debug.SetMemoryLimit(old)
+			teacher.SetMaxBytes(o.MaxMemory)
+		}
+	}
+	return restore, nil
+}
+
+// gcShare is the part of the memory limit the Go runtime's soft limit is set to during a
+// run: the rest is for what the runtime does not manage (the binary, the BLAS's buffers).
+const gcShare = 0.9
 
 // fileName is the algorithm's name in the exported file's metadata (qtool.algorithm).
 // It stays the command-line name files were written with before the names were unified,

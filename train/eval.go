@@ -16,6 +16,11 @@ type EvalOptions struct {
 	// Reference, when set, is the model the outputs are compared with (the full-precision
 	// model): top-1 agreement and the fidelity of every output; and the teacher of Loss.
 	Reference *engine.Graph
+	// ReferenceCache, when set, keeps the Reference's outputs of each batch, so that a
+	// later Evaluate with the same cache over the same batches in the same order (the
+	// statistics of an optimisation, measured each iteration with new weights against a
+	// frozen teacher) skips the Reference's forward passes. See RefCache.
+	ReferenceCache *RefCache
 	// Outputs describes the model's outputs (DetectOutputs); nil means DetectOutputs
 	// without the model file, from the shapes of the first batch's outputs.
 	Outputs []OutputSpec
@@ -74,6 +79,7 @@ func Evaluate(ctx context.Context, g *engine.Graph, data Batcher, o EvalOptions)
 	labelOut := -1
 	var correct, positions int
 	var lossSum float64
+	batch := 0
 	labelledAll, lossOK := true, o.Loss != nil
 	for data.Next() {
 		if err := ctx.Err(); err != nil {
@@ -87,7 +93,10 @@ func Evaluate(ctx context.Context, g *engine.Graph, data Batcher, o EvalOptions)
 		lab := labelsPer(labels, n) > 0 && labelled(labels)
 		labelledAll = labelledAll && lab
 		var routs []*engine.Tensor
-		if o.Reference != nil {
+		if o.Reference != nil && o.ReferenceCache != nil {
+			routs = o.ReferenceCache.get(batch, n)
+		}
+		if o.Reference != nil && routs == nil {
 			if err := st.tfeed.Load(o.Reference, data); err != nil {
 				return m, fmt.Errorf("evaluate: reference: %w", err)
 			}
@@ -95,7 +104,11 @@ func Evaluate(ctx context.Context, g *engine.Graph, data Batcher, o EvalOptions)
 			if routs, err = st.tfeed.Forward(o.Reference, &run); err != nil {
 				return m, fmt.Errorf("evaluate: reference: %w", err)
 			}
+			if o.ReferenceCache != nil {
+				o.ReferenceCache.put(batch, n, routs)
+			}
 		}
+		batch++
 		outs, err := f.Forward(g, &run)
 		if err != nil {
 			return m, fmt.Errorf("evaluate: %w", err)
@@ -146,6 +159,9 @@ func Evaluate(ctx context.Context, g *engine.Graph, data Batcher, o EvalOptions)
 	if err := data.Err(); err != nil {
 		return m, fmt.Errorf("evaluate: reading data: %w", err)
 	}
+	if o.ReferenceCache != nil {
+		o.ReferenceCache.done(batch)
+	}
 	data.Reset()
 	if m.Samples == 0 {
 		return m, fmt.Errorf("evaluate: the data gave no batch")
@@ -186,4 +202,73 @@ func argmax(x []float32) int {
 		}
 	}
 	return best
+}
+
+// RefCache holds a reference model's outputs, batch by batch, for Evaluate
+// (EvalOptions.ReferenceCache). The first complete pass fills it; later passes read it.
+// It is only correct when every pass reads the same samples in the same order and the
+// reference does not change; a pass whose batches differ in number or size from the
+// cached ones runs the reference. When the outputs would take more than Max bytes the
+// cache gives up and holds nothing, so that it never costs more than Max.
+type RefCache struct {
+	// Max bounds the bytes held; 0 means no bound.
+	Max int64
+
+	outs     [][]*engine.Tensor
+	bytes    int64
+	complete bool // a whole pass is cached
+	off      bool // over Max: not caching
+}
+
+// Bytes returns the bytes the cache holds.
+func (c *RefCache) Bytes() int64 { return c.bytes }
+
+// get returns batch i's cached outputs, nil when the cache has none of n samples.
+func (c *RefCache) get(i, n int) []*engine.Tensor {
+	if !c.complete || i >= len(c.outs) {
+		return nil
+	}
+	outs := c.outs[i]
+	if len(outs) == 0 || len(outs[0].Shape) == 0 || outs[0].Shape[0] != n {
+		return nil
+	}
+	return outs
+}
+
+// put copies batch i's outputs (the engine's buffers are reused by the next forward pass)
+// while the first pass fills the cache.
+func (c *RefCache) put(i, n int, outs []*engine.Tensor) {
+	if c.complete || c.off || i != len(c.outs) {
+		return
+	}
+	cp := make([]*engine.Tensor, len(outs))
+	for k, t := range outs {
+		if len(t.Shape) == 0 || t.Shape[0] != n {
+			c.drop() // an output without the batch axis first: not cacheable by batch
+			return
+		}
+		cp[k] = &engine.Tensor{DType: t.DType, Shape: append([]int(nil), t.Shape...),
+			F: append([]float32(nil), t.F...), I: append([]int64(nil), t.I...)}
+		c.bytes += 4*int64(len(t.F)) + 8*int64(len(t.I))
+	}
+	if c.Max > 0 && c.bytes > c.Max {
+		c.drop()
+		return
+	}
+	c.outs = append(c.outs, cp)
+}
+
+// done ends a pass of n batches: the cache is complete when it holds all of them.
+func (c *RefCache) done(n int) {
+	if !c.off && !c.complete {
+		if len(c.outs) == n {
+			c.complete = true
+		} else {
+			c.outs, c.bytes = nil, 0
+		}
+	}
+}
+
+func (c *RefCache) drop() {
+	c.outs, c.bytes, c.off = nil, 0, true
 }

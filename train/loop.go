@@ -64,8 +64,9 @@ type Options struct {
 	// StartEpoch and StartStep number the first epoch and step, for a run that continues an
 	// earlier one (they feed the Schedule and the callbacks).
 	StartEpoch, StartStep int
-	// MicroBatch > 0 splits each batch larger than it into micro-batches of MicroBatch
-	// samples (the last may be smaller), whose forward and backward passes run one after
+	// MicroBatch > 0 splits each batch larger than it into the fewest micro-batches of at
+	// most MicroBatch samples, of equal size (MicroSize; the last up to a few samples
+	// shorter), whose forward and backward passes run one after
 	// the other, accumulating the gradients each weighted by its share of the batch: the
 	// optimizer takes one step per batch with the gradient of the batch's mean loss, up to
 	// float summation order, with the memory of a MicroBatch-sample pass. BatchNorm in
@@ -268,7 +269,7 @@ func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, d
 	if size == 0 {
 		size, fixed = n, false
 		if o.MicroBatch > 0 && o.MicroBatch < n {
-			size = o.MicroBatch
+			size = MicroSize(n, o.MicroBatch)
 		}
 	}
 	counts := func(nc int) bool { return !fixed || nc == n || nc == size }
@@ -358,4 +359,17 @@ func labelsPer(labels []int64, n int) int {
 		return 0
 	}
 	return len(labels) / n
+}
+
+// MicroSize returns the size of the micro-batches a batch of n samples is split into when
+// no micro-batch may exceed micro: the fewest pieces, of equal size (the last one up to
+// a few samples shorter). Equal pieces keep the number of distinct batch sizes, and so of
+// the engine plans a run caches, at one per batch size, and give BatchNorm's training
+// statistics no tiny remainder micro-batch.
+func MicroSize(n, micro int) int {
+	if micro < 1 || micro >= n {
+		return n
+	}
+	k := (n + micro - 1) / micro
+	return (n + k - 1) / k
 }

@@ -59,7 +59,7 @@ func (r *Run) Checkpoint() ([]byte, error) {
 	// Wall-clock times would make two checkpoints of the same run differ; a resumed run
 	// reports 0 s for the iterations it restored.
 	for _, h := range r.history {
-		h.Seconds = 0
+		h.Seconds, h.TrainSeconds, h.StatSeconds = 0, 0, 0
 		c.History = append(c.History, h)
 	}
 	for i, t := range r.targets {

@@ -152,6 +152,11 @@ type IterStats struct {
 	InnerEpochs int     `json:"inner_epochs"`
 	GradNorm    float64 `json:"grad_norm,omitempty"`
 	Seconds     float64 `json:"seconds"`
+	// TrainSeconds is the wall time of the iteration's inner epochs (optimizer steps),
+	// StatSeconds that of the statistics around them: f(x), f(y), the held-out accuracy
+	// and the criterion's gradient. The statistics are meant to cost less than one epoch.
+	TrainSeconds float64 `json:"train_seconds"`
+	StatSeconds  float64 `json:"stat_seconds"`
 }
 
 // Run is one algorithm run on a graph. It is not safe for concurrent use.
@@ -174,7 +179,14 @@ type Run struct {
 	feed   *feed
 	stepsN int // batches in the stat subset
 	lastY  [][]float32
+	// The teacher's outputs on the stat subset and on the held-out set: it is frozen,
+	// so each iteration's statistics need only the trained graph's forward passes.
+	subRef, evalRef train.RefCache
 }
+
+// refCacheBytes bounds each of a run's caches of teacher outputs: classifier outputs of
+// thousands of samples fit many times over; large feature maps are recomputed instead.
+const refCacheBytes = 32 << 20
 
 // New prepares a run of cfg on g: targets become trainable (with every bias and
 // normalisation scale and shift), y⁰ = P_A(x⁰) and λ⁰ = 0.
@@ -275,6 +287,7 @@ func New(m *onnxio.Model, g *engine.Graph, targets []Target, cfg Config, data Da
 		r.feed.before = r.projectX
 	}
 	r.stepsN = (min(cfg.StatSamples, data.Samples) + data.BatchSize - 1) / data.BatchSize
+	r.subRef.Max, r.evalRef.Max = refCacheBytes, refCacheBytes
 	return r, nil
 }
 
@@ -351,6 +364,7 @@ func (r *Run) iteration(ctx context.Context) error {
 		}
 	}
 	for k := range epochs {
+		t0 := time.Now()
 		res, err := train.Fit(ctx, r.g, r.feed, train.Options{
 			Epochs: 1, Loss: r.cfg.Loss, Optimizer: r.cfg.Optimizer, Schedule: r.cfg.Schedule,
 			Teacher: r.data.Teacher, Engine: &r.eng, Seed: r.cfg.Seed, GradHook: hook,
@@ -359,6 +373,7 @@ func (r *Run) iteration(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("network: iteration %d: %w", it+1, err)
 		}
+		st.TrainSeconds += time.Since(t0).Seconds()
 		r.epoch++
 		r.step += res.Steps
 		st.TrainLoss = res.Last.Loss
@@ -367,7 +382,9 @@ func (r *Run) iteration(ctx context.Context) error {
 			r.cfg.Progress(Progress{Iter: it + 1, Iters: r.cfg.Iters, Epoch: k + 1, Of: epochs, Loss: res.Last.Loss})
 		}
 		if r.cfg.Gamma > 0 && admm {
+			t1 := time.Now()
 			gn, ok, err := r.criterion(ctx, rho, xprev)
+			st.StatSeconds += time.Since(t1).Seconds()
 			if err != nil {
 				return err
 			}
@@ -399,9 +416,11 @@ func (r *Run) iteration(ctx context.Context) error {
 		}
 		st.Changed = float64(changed) / float64(total)
 	}
+	t1 := time.Now()
 	if err := r.measure(ctx, &st, rho); err != nil {
 		return err
 	}
+	st.StatSeconds += time.Since(t1).Seconds()
 	st.Seconds = time.Since(start).Seconds()
 	r.history = append(r.history, st)
 	r.iter++
@@ -490,7 +509,7 @@ func (r *Run) measure(ctx context.Context, st *IterStats, rho float64) error {
 	sub := splitBy(&limit{b: r.data.Calib, n: r.stepsN}, r.cfg.MicroBatch)
 	evalCtx := r.eng
 	evalCtx.Rand = nil
-	eo := train.EvalOptions{Loss: r.cfg.Loss, Reference: r.data.Teacher, Engine: &evalCtx, Outputs: r.cfg.Outputs}
+	eo := train.EvalOptions{Loss: r.cfg.Loss, Reference: r.data.Teacher, Engine: &evalCtx, Outputs: r.cfg.Outputs, ReferenceCache: &r.subRef}
 	if !train.NeedsTeacher(r.cfg.Loss) {
 		eo.Reference = nil
 	}
@@ -525,7 +544,7 @@ func (r *Run) measure(ctx context.Context, st *IterStats, rho float64) error {
 		if r.data.Eval == nil {
 			return nil
 		}
-		me, err := train.Evaluate(ctx, r.g, splitBy(r.data.Eval, r.cfg.MicroBatch), train.EvalOptions{Reference: r.data.Teacher, Engine: &evalCtx, Outputs: r.cfg.Outputs})
+		me, err := train.Evaluate(ctx, r.g, splitBy(r.data.Eval, r.cfg.MicroBatch), train.EvalOptions{Reference: r.data.Teacher, Engine: &evalCtx, Outputs: r.cfg.Outputs, ReferenceCache: &r.evalRef})
 		if err != nil {
 			return fmt.Errorf("network: evaluating y: %w", err)
 		}
@@ -777,7 +796,8 @@ func (s *split) Next() bool {
 		}
 		s.n, s.lo, s.hi = int(s.b.Shape()[0]), 0, 0
 	}
-	s.lo, s.hi = s.hi, min(s.hi+s.k, s.n)
+	// The pieces of train.Fit's micro-batches, so that the statistics reuse its plans.
+	s.lo, s.hi = s.hi, min(s.hi+train.MicroSize(s.n, s.k), s.n)
 	s.shape = append(append(s.shape[:0], int64(s.hi-s.lo)), s.b.Shape()[1:]...)
 	return true
 }

@@ -295,7 +295,9 @@ func checkTrainBatch(c *cli.Context, data *dataSets, teacher *loaded, be backend
 		sample = append(sample, int(d))
 	}
 	bs := min(data.BatchSize, max(data.Calib.Len(), 1))
-	micro, err := binarize.MicroBatchFor(student, teacher.Graph, sample, bs, be.MaxMemory, teacher.Path)
+	resident := binarize.ResidentBytes(data.Calib, data.Eval, be.MaxMemory)
+	sh, _, err := binarize.MicroBatchFor(student, teacher.Graph, sample, bs, max(data.Calib.Len(), 1), resident, be.MaxMemory, teacher.Path)
+	micro := sh.Micro
 	var me *binarize.MemoryError
 	if errors.As(err, &me) {
 		return 0, usagef("--max-memory %s: training %s needs %s for a single sample; raise --max-memory", sizeString(be.MaxMemory), teacher.Path, sizeString(me.Need))

@@ -79,6 +79,10 @@ type iterRecord struct {
 	InnerEpochs  int      `json:"inner_epochs"`
 	GradNorm     float64  `json:"grad_norm,omitempty"`
 	Seconds      float64  `json:"seconds"`
+	// TrainSeconds and StatSeconds split Seconds between the optimizer's epochs and the
+	// statistics measured around them.
+	TrainSeconds float64 `json:"train_seconds"`
+	StatSeconds  float64 `json:"stat_seconds"`
 }
 
 func iterRecords(h []network.IterStats) []iterRecord {
@@ -86,7 +90,8 @@ func iterRecords(h []network.IterStats) []iterRecord {
 	for _, s := range h {
 		r := iterRecord{Iter: s.Iter, Rho: s.Rho, TrainLoss: s.TrainLoss, FX: s.FX, FY: s.FY, Lagrangian: s.Lagrangian,
 			Residual: s.Residual, ChangedPct: toPct(s.Changed), AgreementPct: toPct(s.Agreement),
-			InnerEpochs: s.InnerEpochs, GradNorm: s.GradNorm, Seconds: roundTo(s.Seconds, 3)}
+			InnerEpochs: s.InnerEpochs, GradNorm: s.GradNorm, Seconds: roundTo(s.Seconds, 3),
+			TrainSeconds: roundTo(s.TrainSeconds, 3), StatSeconds: roundTo(s.StatSeconds, 3)}
 		if s.HasAccuracy {
 			a := toPct(s.Accuracy)
 			r.AccuracyPct = &a
