@@ -2,7 +2,8 @@
 // sets, from T. Huang, P. Singhania, M. Sanjabi, P. Mitra and M. Razaviyayn, "Alternating
 // Direction Method of Multipliers for Quantization", AISTATS 2021: ADMM-Q (Alg. 1), the
 // inexact I-ADMM-Q (Alg. 2), ADMM-R with random masks (Alg. 3), ADMM-S with soft projection
-// (Alg. 4), and the baselines PGD and GD+Proj ("gd-proj", the name used across qtool).
+// (Alg. 4), and the baselines PGD, GD+Proj ("gd-proj", the name used across qtool) and
+// BinaryConnect's straight-through estimator ("ste").
 //
 // The package is pure math over float vectors and tensors: it knows nothing of ONNX or of
 // the engine, so that the algorithms can be tested and reused apart from any model format.
@@ -24,7 +25,7 @@
 // in float32 or float64, so that an external training loop (K inner Adam epochs per ADMM
 // iteration) can drive ADMM on network weights without this package owning the loop.
 //
-// Drivers. [Run] drives any of the six methods over a [Problem] on float64 vectors,
+// Drivers. [Run] drives any of the seven methods over a [Problem] on float64 vectors,
 // built from the same steps, and records [Stats] per iteration. The whole state is the
 // exported [State] plus the [Options]: random masks are derived from (seed, iteration),
 // never from a hidden stream, so a run resumed from a serialized State is bit-identical

@@ -38,6 +38,10 @@ const (
 	ADMMS  Method = "admm-s"   // Alg. 4, soft projection
 	PGD    Method = "pgd"      // x = P_A(x − ∇f(x)/ρ)
 	GDProj Method = "gd-proj"  // x = x − ∇f(x)/ρ, y = P_A(x); the name admmq/network and the CLI use
+	// STE is BinaryConnect's straight-through estimator: x = x − ∇f(P_A(x))/ρ, y = P_A(x).
+	// The gradient is taken at the projection and applied to the latent x unchanged
+	// (the derivative of P_A, zero almost everywhere, is replaced by the identity).
+	STE Method = "ste"
 )
 
 // Options configures Run.
@@ -117,7 +121,7 @@ func Run(ctx context.Context, prob Problem, proj Projector, st *State, opt Optio
 		if opt.Gamma < 0 {
 			return fmt.Errorf("admmq: γ = %v, want γ ≥ 0", opt.Gamma)
 		}
-	case PGD, GDProj:
+	case PGD, GDProj, STE:
 	default:
 		return fmt.Errorf("admmq: unknown method %q", opt.Method)
 	}
@@ -151,6 +155,19 @@ func Run(ctx context.Context, prob Problem, proj Projector, st *State, opt Optio
 			}
 		case GDProj:
 			prob.Grad(g, st.X)
+			for i := range g {
+				st.X[i] -= g[i] / rho
+			}
+			if err = proj.Project64(zt, st.X, l); err == nil {
+				changed = copyCount(st.Y, zt)
+			}
+		case STE:
+			// Projected afresh rather than read from y, so that a state left by another
+			// method (y ≠ P_A(x)) still gets the gradient at P_A(x).
+			if err = proj.Project64(zt, st.X, l); err != nil {
+				break
+			}
+			prob.Grad(g, zt)
 			for i := range g {
 				st.X[i] -= g[i] / rho
 			}
@@ -203,7 +220,7 @@ func Run(ctx context.Context, prob Problem, proj Projector, st *State, opt Optio
 			}
 			s.Residual = math.Sqrt(res2)
 			switch opt.Method {
-			case PGD, GDProj:
+			case PGD, GDProj, STE:
 				s.Lagrangian = prob.Value(st.X)
 			default:
 				s.Lagrangian = prob.Value(st.X) + Penalty(st.X, st.Y, st.Lambda, rho)

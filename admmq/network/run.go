@@ -20,7 +20,7 @@ import (
 // among them: its x-update is an exact minimisation, which no network has, so what users
 // call ADMM-Q on a network is admmq.IADMMQ (Alg. 2) with K inner epochs of the optimizer.
 func Methods() []admmq.Method {
-	return []admmq.Method{admmq.GDProj, admmq.PGD, admmq.IADMMQ, admmq.ADMMR, admmq.ADMMS}
+	return []admmq.Method{admmq.GDProj, admmq.PGD, admmq.STE, admmq.IADMMQ, admmq.ADMMR, admmq.ADMMS}
 }
 
 // IsADMM reports whether m is one of the ADMM variants, which keep y and λ between
@@ -77,6 +77,9 @@ type Config struct {
 	// StatSamples is how many calibration samples (rounded up to whole batches, in the
 	// data's order) f(x), f(y) and the criterion's gradient are measured over; 0 means 2048.
 	StatSamples int
+	// STEClip clips STE's latent weights to the grid's range, as BinaryConnect clips to
+	// [−1, 1] (see ste.go; grids with a fitted scale have no range and are not clipped).
+	STEClip bool
 	// MicroBatch > 0 runs each training batch in micro-batches of that many samples with
 	// gradient accumulation (train.Options.MicroBatch), to bound the training plan's memory.
 	MicroBatch int
@@ -179,6 +182,10 @@ type Run struct {
 	feed   *feed
 	stepsN int // batches in the stat subset
 	lastY  [][]float32
+	// STE: the latent x while the parameters hold P_A(x), and each target's clip range.
+	latent         [][]float32
+	clipLo, clipHi []float32
+	swapped        bool
 	// The teacher's outputs on the stat subset and on the held-out set: it is frozen,
 	// so each iteration's statistics need only the trained graph's forward passes.
 	subRef, evalRef train.RefCache
@@ -286,6 +293,9 @@ func New(m *onnxio.Model, g *engine.Graph, targets []Target, cfg Config, data Da
 	if cfg.Method == admmq.PGD {
 		r.feed.before = r.projectX
 	}
+	if cfg.Method == admmq.STE {
+		r.steInit()
+	}
 	r.stepsN = (min(cfg.StatSamples, data.Samples) + data.BatchSize - 1) / data.BatchSize
 	r.subRef.Max, r.evalRef.Max = refCacheBytes, refCacheBytes
 	return r, nil
@@ -355,6 +365,9 @@ func (r *Run) iteration(ctx context.Context) error {
 		epochs = r.cfg.Epochs - it*r.cfg.InnerEpochs
 	}
 	var hook func(int) error
+	if r.cfg.Method == admmq.STE {
+		hook = r.steRestore
+	}
 	if admm {
 		hook = func(int) error {
 			for i, p := range r.params {
@@ -370,6 +383,9 @@ func (r *Run) iteration(ctx context.Context) error {
 			Teacher: r.data.Teacher, Engine: &r.eng, Seed: r.cfg.Seed, GradHook: hook,
 			StartEpoch: r.epoch, StartStep: r.step, MicroBatch: r.cfg.MicroBatch,
 		})
+		if r.cfg.Method == admmq.STE {
+			r.steEpochEnd()
+		}
 		if err != nil {
 			return fmt.Errorf("network: iteration %d: %w", it+1, err)
 		}
@@ -399,7 +415,8 @@ func (r *Run) iteration(ctx context.Context) error {
 			admmq.UpdateDual(r.lambda[i], p.Value.F, r.y[i], rho)
 		}
 	} else {
-		// PGD's x is on the grid after its last step; GD+Proj's y is the projection of x.
+		// PGD's x is on the grid after its last step; GD+Proj's and STE's y is the
+		// projection of x.
 		changed := 0
 		total := 0
 		for i, p := range r.params {
