@@ -364,6 +364,8 @@ func (o Options) config(loss train.Loss) (network.Config, error) {
 		Iters: o.Iters, InnerEpochs: o.InnerEpochs, InnerSteps: o.InnerSteps, Gamma: o.Gamma, Epochs: o.Epochs,
 		Loss: loss, Seed: o.Seed, StatSamples: o.StatSamples, StartOnGrid: o.Start == StartGrid,
 		BLAS: o.BLAS, Workers: o.Workers, Progress: o.Progress, Checkpoint: o.Checkpoint,
+		// BinaryConnect's clip, the baseline the paper measures itself against (STE only).
+		STEClip: true,
 	}
 	total := o.Iters * o.InnerEpochs
 	if o.InnerSteps > 0 {

@@ -64,7 +64,7 @@ func algoAndObjectiveFlags() []cli.Flag {
 func binarizeCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "binarize",
-		Usage:     "fine-tune a model's weights onto {-1,+1} with ADMM-Q (or ADMM-R, ADMM-S, PGD, GD+Proj) and export it",
+		Usage:     "fine-tune a model's weights onto {-1,+1} with ADMM-Q (or ADMM-R, ADMM-S, PGD, GD+Proj, STE) and export it",
 		ArgsUsage: "[MODEL.onnx]",
 		UsageText: `qtool binarize [MODEL.onnx --data CALIB] [-o OUT.onnx] [flags]
 
@@ -78,7 +78,7 @@ Examples:
    qtool binarize testmodels/fmnist-cnn.onnx --data testmodels/fmnist-calib.npz --grid binary-channel --algo admm-r --p 0.3`,
 		Flags: append(append([]cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output `FILE` (default: NAME-binary.onnx in the current folder)"},
-			&cli.StringFlag{Name: "algo", Value: string(admmq.IADMMQ), Usage: "i-admm-q (alias admm-q: on a network ADMM-Q is I-ADMM-Q), admm-r, admm-s, pgd or gd-proj"},
+			&cli.StringFlag{Name: "algo", Value: string(admmq.IADMMQ), Usage: "i-admm-q (alias admm-q: on a network ADMM-Q is I-ADMM-Q), admm-r, admm-s, pgd, gd-proj or ste (BinaryConnect: straight-through gradient at the projection, latent weights clipped to the grid's range)"},
 			&cli.StringFlag{Name: "eval-data", Usage: "held-out evaluation `FILE` (same formats and flags as --data); without it --split defaults to " + defaultSplit},
 			&cli.StringFlag{Name: "format", Value: "packed", Usage: "packed (1 bit per weight), qdq (int8/int4 + DequantizeLinear) or float"},
 			&cli.Int64Flag{Name: "opset", Usage: "raise the output's opset to `N` (0: keep the model's)"},

@@ -44,7 +44,7 @@ Examples:
    qtool compare --seeds 2
    qtool compare testmodels/fmnist-mlp.onnx --data /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz --limit 10000 --eval-data /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz --seeds 5 --out results`,
 		Flags: append(append([]cli.Flag{
-			&cli.StringFlag{Name: "algos", Value: "gd-proj,pgd,i-admm-q,admm-r,admm-s", Usage: "comma-separated `LIST` of algorithms (admm-q is i-admm-q)"},
+			&cli.StringFlag{Name: "algos", Value: "gd-proj,pgd,ste,i-admm-q,admm-r,admm-s", Usage: "comma-separated `LIST` of algorithms (admm-q is i-admm-q)"},
 			&cli.IntFlag{Name: "seeds", Value: 5, Usage: "runs per algorithm, with seeds --seed … --seed+N−1"},
 			&cli.StringFlag{Name: "out", Value: "compare-out", Usage: "output `DIR` for the table and plots"},
 			&cli.StringFlag{Name: "eval-data", Usage: "held-out evaluation `FILE`; without it --split defaults to " + defaultSplit},
