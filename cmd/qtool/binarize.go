@@ -53,6 +53,7 @@ func algoFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "no-rescale", Category: cat, Usage: "binary grid: do not first rescale each weight followed by BatchNorm to mean |w| = 1 per channel (the function is unchanged; the paper's ±1 grid then sits far from the weights)"},
 		&cli.StringFlag{Name: "start", Category: cat, Value: string(d.Start), Usage: "ADMM's starting x: grid (x⁰ = y⁰ = P(pretrained), the paper's analysis; measured better with small calibration sets) or pretrained (the paper's code)"},
 		&cli.IntFlag{Name: "stat-samples", Category: cat, Value: d.StatSamples, Usage: "calibration samples f(x), f(y) and the criterion's gradient are measured on"},
+		&cli.StringFlag{Name: "init", Category: cat, Value: string(binarize.InitModel), Usage: "model (the model's weights) or random (re-initialise them as PyTorch's defaults do, seeded by --seed: the paper's experiments without pre-training; the full-precision reference is then the random network)"},
 	}
 }
 

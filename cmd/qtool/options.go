@@ -88,3 +88,19 @@ func binarizeOptions(c *cli.Context, be backend, method admmq.Method) (binarize.
 	}
 	return o, flagError(o.Validate(), c, "")
 }
+
+// initModel applies --init: the model as loaded, or re-initialised by binarize.RandomInit
+// with --seed (compare's runs then share the one random network of its first seed).
+func initModel(c *cli.Context, l *loaded, be backend, seed uint64) (*loaded, error) {
+	switch binarize.Init(strings.ToLower(c.String("init"))) {
+	case binarize.InitModel, "":
+		return l, nil
+	case binarize.InitRandom:
+		m, _, err := binarize.RandomInit(l.Model, seed)
+		if err != nil {
+			return nil, err
+		}
+		return buildModel(m, l.Path, be, seed)
+	}
+	return nil, usagef("--init %s: want model or random", c.String("init"))
+}

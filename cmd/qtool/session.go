@@ -408,6 +408,9 @@ func setupBinarize(c *cli.Context, stderr io.Writer, method admmq.Method) (*binS
 	if s.teacher, err = loadModel(s.path, be, seed); err != nil {
 		return nil, err
 	}
+	if s.teacher, err = initModel(c, s.teacher, be, seed); err != nil {
+		return nil, err
+	}
 	if o := opts.Opset; o != 0 && o < s.teacher.Model.Opset("") {
 		return nil, flagError(&binarize.OpsetError{Want: o, Has: s.teacher.Model.Opset("")}, c, s.path)
 	}
