@@ -53,6 +53,7 @@ func algoFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "no-rescale", Category: cat, Usage: "binary grid: do not first rescale each weight followed by BatchNorm to mean |w| = 1 per channel (the function is unchanged; the paper's ±1 grid then sits far from the weights)"},
 		&cli.StringFlag{Name: "start", Category: cat, Value: string(d.Start), Usage: "ADMM's starting x: grid (x⁰ = y⁰ = P(pretrained), the paper's analysis; measured better with small calibration sets) or pretrained (the paper's code)"},
 		&cli.IntFlag{Name: "stat-samples", Category: cat, Value: d.StatSamples, Usage: "calibration samples f(x), f(y) and the criterion's gradient are measured on"},
+		&cli.Float64Flag{Name: "validation", Category: cat, Value: d.Validation, Usage: fmt.Sprintf("`FRACTION` of the calibration data (after --split) set apart as the validation split that the in-loop accuracy and every automatic choice are measured on (raised to %d samples while 3/4 of the data remain for training); 0: none, training on all of it", binarize.MinValidation)},
 	}
 }
 
@@ -210,18 +211,28 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 		Model: modelName, Output: out, Algo: string(method), Grid: string(res.Grid), Format: string(o.Format), Loss: string(res.Loss),
 		Seed: res.Seed, Labelled: res.Labelled, CalibData: s.calibFrom, EvalData: s.evalFrom,
 		CalibCount: s.data.Calib.Len(), EvalCount: s.data.Eval.Len(), FPAccuracy: accuracyPct(res.FullPrecision),
+		Splits:        splitCounts{Train: res.TrainSamples, Validation: res.ValidationSamples, HeldOut: res.HeldOutSamples},
+		AccuracySplit: string(res.ReportSplit), HistorySplit: historySplit(res),
 		BinAccuracy: accuracyPct(res.Binarized), Agreement: toPct(res.Binarized.Agreement), OutputBytes: int64(len(res.Bytes)),
-		BNRecalib: !o.NoBNRecalib, BLAS: s.be.Info.Name, History: iterRecords(res.History),
+		BNRecalib: !o.NoBNRecalib, BLAS: s.be.Info.Name, History: iterRecords(res.History, perSample(res)),
 		Objective: res.Objective, Outputs: outputRecords(res.Binarized.Outputs),
 	}
 	if res.Binarized.Labelled {
 		sum.AccuracyCI = wilsonPct(res.Binarized.Correct, res.Binarized.Positions)
+		if res.FullPrecision.Labelled {
+			sum.FPAccuracyCI = wilsonPct(res.FullPrecision.Correct, res.FullPrecision.Positions)
+		}
 		sum.BinCorrect, sum.Positions = res.Binarized.Correct, res.Binarized.Positions
 	}
 	if res.FullPrecision.Labelled {
 		sum.FPCorrect = res.FullPrecision.Correct
 	}
 	for _, w := range res.Warnings {
+		// The weights' warnings were printed before the run (binSetup); the splits' are
+		// known only now, and --json carries them in its warnings.
+		if _, ok := w.(binarize.SmallSplit); ok && !c.Bool("json") {
+			fmt.Fprintln(stderr, "qtool:", "warning: "+warningText(w))
+		}
 		sum.Warnings = append(sum.Warnings, "warning: "+warningText(w))
 	}
 	// The sizes are of the files on disk (the embedded model's temporary copy); the
