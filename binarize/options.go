@@ -73,6 +73,8 @@ type Options struct {
 	// network has no exact x-update, so admmq.ADMMQ itself is refused).
 	Method admmq.Method
 	// Grid is the set the weights are put on; zero means network.Binary (±1, no scale).
+	// network.Auto chooses per weight: Binary where a normalisation follows,
+	// BinaryChannel elsewhere. Any other grid is used for every weight.
 	Grid network.Grid
 	// Selection chooses the targeted weights; zero means every Conv, ConvTranspose,
 	// Gemm and MatMul weight.

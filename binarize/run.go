@@ -241,11 +241,9 @@ func Targets(m *onnxio.Model, o Options) ([]network.Target, []Warning, error) {
 		return nil, nil, err
 	}
 	var ws []Warning
-	if o.Grid == network.Binary {
-		for _, t := range ts {
-			if !t.Normalized {
-				ws = append(ws, UnnormalizedWeight{Weight: t.Name, Node: t.Node})
-			}
+	for _, t := range ts {
+		if t.Grid == network.Binary && !t.Normalized {
+			ws = append(ws, UnnormalizedWeight{Weight: t.Name, Node: t.Node})
 		}
 	}
 	return ts, ws, nil
@@ -345,9 +343,19 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", model.Name, err)
 	}
-	if o.Grid == network.Binary && !o.NoRescale {
-		if _, err := network.Precondition(g, res.Targets); err != nil {
-			return nil, fmt.Errorf("%s: %w", model.Name, err)
+	if !o.NoRescale {
+		// The weights on the unscaled binary grid (all with --grid binary, the normalised
+		// ones with auto); a scaled grid fits its own scale.
+		var bin []network.Target
+		for _, t := range res.Targets {
+			if t.Grid == network.Binary {
+				bin = append(bin, t)
+			}
+		}
+		if len(bin) > 0 {
+			if _, err := network.Precondition(g, bin); err != nil {
+				return nil, fmt.Errorf("%s: %w", model.Name, err)
+			}
 		}
 	}
 	// MicroBatchFor plans the single data input at a free batch; a model with other inputs

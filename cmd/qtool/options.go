@@ -80,6 +80,10 @@ func binarizeOptions(c *cli.Context, be backend, method admmq.Method) (binarize.
 	if o.Validation = c.Float64("validation"); o.Validation == 0 {
 		o.Validation = -1
 	}
+	// --keep none: every weight, the paper's setting (the default today).
+	if k := o.Selection.Keep; len(k) == 1 && strings.EqualFold(k[0], "none") {
+		o.Selection = network.Selection{}
+	}
 	if c.Command.Name == "binarize" {
 		o.Format, o.Opset = export.Format(c.String("format")), c.Int64("opset")
 	}
