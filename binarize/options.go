@@ -73,6 +73,8 @@ type Options struct {
 	// network has no exact x-update, so admmq.ADMMQ itself is refused).
 	Method admmq.Method
 	// Grid is the set the weights are put on; zero means network.Binary (±1, no scale).
+	// network.Auto chooses per weight: Binary where a normalisation follows,
+	// BinaryChannel elsewhere. Any other grid is used for every weight.
 	Grid network.Grid
 	// Selection chooses the targeted weights; zero means every Conv, ConvTranspose,
 	// Gemm and MatMul weight.
@@ -128,8 +130,13 @@ type Options struct {
 	// their gradients into one optimizer step (train.Options.MicroBatch); zero chooses the
 	// largest that fits MaxMemory (MicroBatchFor), which is BatchSize when the batch fits.
 	MicroBatch int
-	// Seed drives the data order, Dropout and ADMM-R's masks.
+	// Seed drives the data order, Dropout, ADMM-R's masks and the validation split.
 	Seed uint64
+	// Validation is the fraction of the calibration data Run sets apart as the
+	// validation split when Data.Validation is nil (see ValidationSize); zero means
+	// DefaultValidation, a negative value none (training on every calibration sample,
+	// with no in-loop accuracy: the runs before validation splits existed).
+	Validation float64
 
 	// Format and Opset are export's (zero: packed, the model's opset); Version is
 	// recorded in the file's metadata.
@@ -201,6 +208,7 @@ func (o Options) withDefaults() Options {
 	if o.Start == "" {
 		o.Start = StartGrid
 	}
+	set(&o.Validation, DefaultValidation)
 	seti(&o.StatSamples, 2048)
 	seti(&o.BatchSize, 512)
 	if o.Format == "" {
@@ -211,6 +219,33 @@ func (o Options) withDefaults() Options {
 		o.MaxMemory = calib.DefaultMaxMemory
 	}
 	return o
+}
+
+// DefaultValidation is the default fraction of the calibration data held out for
+// validation. A tenth costs the training little; ValidationSize raises it on small sets
+// so that the split can tell iterates apart.
+const DefaultValidation = 0.1
+
+// MinValidation is the validation split's size below which Run warns (SmallSplit): at
+// 1000 samples the Wilson 95 % interval of an accuracy near 90 % is already ±1.9 pp,
+// wider than most differences between iterates.
+const MinValidation = 1000
+
+// ValidationSize is how many of n calibration samples a run with fraction frac (after
+// defaults; negative: none) sets apart for validation: frac·n rounded, raised to
+// MinValidation as long as that leaves three quarters of the data for training (a
+// quarter of the data otherwise), and 0 when fewer than 2 samples would remain on either
+// side.
+func ValidationSize(n int, frac float64) int {
+	if frac <= 0 || n < 4 {
+		return 0
+	}
+	v := int(math.Round(frac * float64(n)))
+	v = max(v, min(MinValidation, n/4))
+	if v < 1 || n-v < 2 {
+		return 0
+	}
+	return v
 }
 
 // OptionError reports an Options field with a value Run cannot use.
@@ -263,6 +298,9 @@ func (o Options) Validate() error {
 	}
 	if o.InnerSteps < 0 || o.Epochs < 0 {
 		return bad("InnerSteps", fmt.Sprintf("%d (Epochs %d)", o.InnerSteps, o.Epochs), "InnerSteps and Epochs must not be negative")
+	}
+	if !(o.Validation < 1) || math.IsNaN(o.Validation) {
+		return bad("Validation", o.Validation, "want a fraction below 1 (negative: no validation split)")
 	}
 	if !(o.Gamma >= 0) {
 		return bad("Gamma", o.Gamma, "want γ ≥ 0")

@@ -14,6 +14,7 @@ import (
 // (compare's McNemar) describe the reported numbers.
 func TestPredictionsCountTheReportedAccuracy(t *testing.T) {
 	m, data, o := small(t)
+	data.Eval = data.Calib // the set the predictions are taken on below
 	res, err := Run(context.Background(), m, data, o)
 	if err != nil {
 		t.Fatal(err)

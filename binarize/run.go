@@ -20,13 +20,43 @@ import (
 	"github.com/qtool/qtool/train"
 )
 
-// Data is what a run trains and measures on, both read for the model's input (see
+// Data is what a run trains and measures on, all read for the model's input (see
 // InputOf).
 type Data struct {
-	// Calib is the calibration set the weights are trained on.
+	// Calib is the calibration set: the weights are trained on it, less the validation
+	// split when that is carved from it.
 	Calib calib.Dataset
-	// Eval is the held-out set accuracy is reported on; nil means Calib.
+	// Validation is what the run's automatic choices and its in-loop accuracy are
+	// measured on (network.Data.Eval). Nil means a split of Calib set apart at random
+	// by the seed (Options.Validation, ValidationSize), the rest of Calib being trained
+	// on; the views are Run's and Calib stays the caller's to close.
+	Validation calib.Dataset
+	// Eval is the held-out set the result's accuracies are reported on, measured once
+	// at the end and never used for a choice. Nil means the validation split (or the
+	// training samples without one), which Result.ReportSplit then says.
 	Eval calib.Dataset
+}
+
+// Split names a part of the data a figure is measured on.
+type Split string
+
+// The splits.
+const (
+	SplitTrain      Split = "train"      // the samples trained on
+	SplitValidation Split = "validation" // the automatic choices' and the in-loop accuracy's
+	SplitHeldOut    Split = "held-out"   // the report's, used for nothing else
+)
+
+// SmallSplit warns that a split measures accuracy on fewer than MinValidation samples:
+// its accuracies have wide intervals and differences between runs or iterates below a
+// few points are noise.
+type SmallSplit struct {
+	Split   Split
+	Samples int
+}
+
+func (w SmallSplit) String() string {
+	return fmt.Sprintf("the %s split has %d samples, fewer than %d: its accuracies' 95 %% intervals span several points", w.Split, w.Samples, MinValidation)
 }
 
 // Result is the outcome of Run.
@@ -51,9 +81,17 @@ type Result struct {
 	Warnings []Warning
 	// Weights are the trained weights, exactly on the grid, as exported.
 	Weights []export.Weight
-	// History holds one record per outer iteration.
+	// History holds one record per outer iteration; its accuracies are measured on the
+	// validation split (absent without one), its losses on the training samples.
 	History []network.IterStats
-	// FullPrecision and Binarized are measured on the held-out data: the model as given,
+	// TrainSamples, ValidationSamples and HeldOutSamples count the samples of each split
+	// (HeldOutSamples is 0 when Data.Eval was nil).
+	TrainSamples, ValidationSamples, HeldOutSamples int
+	// ReportSplit is the split FullPrecision and Binarized are measured on:
+	// SplitHeldOut, or, when Data.Eval was nil, SplitValidation (SplitTrain without a
+	// validation split), which the run's choices have seen.
+	ReportSplit Split
+	// FullPrecision and Binarized are measured on ReportSplit: the model as given,
 	// and the exported file as read back against the full-precision model, with the
 	// fidelity of every output in Binarized.Outputs.
 	FullPrecision, Binarized train.Metrics
@@ -203,11 +241,9 @@ func Targets(m *onnxio.Model, o Options) ([]network.Target, []Warning, error) {
 		return nil, nil, err
 	}
 	var ws []Warning
-	if o.Grid == network.Binary {
-		for _, t := range ts {
-			if !t.Normalized {
-				ws = append(ws, UnnormalizedWeight{Weight: t.Name, Node: t.Node})
-			}
+	for _, t := range ts {
+		if t.Grid == network.Binary && !t.Normalized {
+			ws = append(ws, UnnormalizedWeight{Weight: t.Name, Node: t.Node})
 		}
 	}
 	return ts, ws, nil
@@ -223,8 +259,23 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	if data.Calib == nil {
 		return nil, errors.New("binarize: no calibration data")
 	}
+	// trainSet is what the weights are trained on: Calib less the validation split when
+	// the split is carved from it. The carved views need no closing (calib.Hold).
+	trainSet, valid := data.Calib, data.Validation
+	if valid == nil {
+		if n := ValidationSize(data.Calib.Len(), o.Validation); n > 0 {
+			var err error
+			if trainSet, valid, err = calib.Hold(data.Calib, n, o.Seed); err != nil {
+				return nil, err
+			}
+		}
+	}
+	report := SplitHeldOut
 	if data.Eval == nil {
-		data.Eval = data.Calib
+		data.Eval, report = valid, SplitValidation
+		if valid == nil {
+			data.Eval, report = trainSet, SplitTrain
+		}
 	}
 	if o.Opset != 0 && o.Opset < model.Opset("") {
 		return nil, &OpsetError{Model: model.Name, Want: o.Opset, Has: model.Opset("")}
@@ -238,9 +289,22 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Method: o.Method, Grid: o.Grid, Seed: o.Seed, Labelled: data.Calib.HasLabels()}
+	res := &Result{Method: o.Method, Grid: o.Grid, Seed: o.Seed, Labelled: data.Calib.HasLabels(),
+		TrainSamples: trainSet.Len(), ReportSplit: report}
 	if res.Targets, res.Warnings, err = Targets(model, o); err != nil {
 		return nil, err
+	}
+	if valid != nil {
+		res.ValidationSamples = valid.Len()
+		if res.ValidationSamples < MinValidation {
+			res.Warnings = append(res.Warnings, SmallSplit{Split: SplitValidation, Samples: res.ValidationSamples})
+		}
+	}
+	if report == SplitHeldOut {
+		res.HeldOutSamples = data.Eval.Len()
+		if res.HeldOutSamples < MinValidation {
+			res.Warnings = append(res.Warnings, SmallSplit{Split: SplitHeldOut, Samples: res.HeldOutSamples})
+		}
 	}
 	if res.Outputs, err = o.outputs(ctx, model, teacher, data.Calib, res.Labelled); err != nil {
 		return nil, err
@@ -279,16 +343,31 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", model.Name, err)
 	}
-	if o.Grid == network.Binary && !o.NoRescale {
-		if _, err := network.Precondition(g, res.Targets); err != nil {
-			return nil, fmt.Errorf("%s: %w", model.Name, err)
+	if !o.NoRescale {
+		// The weights on the unscaled binary grid (all with --grid binary, the normalised
+		// ones with auto); a scaled grid fits its own scale.
+		var bin []network.Target
+		for _, t := range res.Targets {
+			if t.Grid == network.Binary {
+				bin = append(bin, t)
+			}
+		}
+		if len(bin) > 0 {
+			if _, err := network.Precondition(g, bin); err != nil {
+				return nil, fmt.Errorf("%s: %w", model.Name, err)
+			}
 		}
 	}
 	// MicroBatchFor plans the single data input at a free batch; a model with other inputs
 	// or a fixed batch runs in train.Feed's chunks of its declared batch instead, each plan
 	// bounded by the engine's memory limit.
 	if len(teacher.Inputs()) == 1 && train.DeclaredBatch(teacher) == 0 {
-		restore, err := o.fitMemory(model.Name, g, teacher, data, &cfg)
+		// The validation split carved from Calib is resident with it: counted once.
+		mem := data
+		if report != SplitHeldOut {
+			mem.Eval = nil
+		}
+		restore, err := o.fitMemory(model.Name, g, teacher, mem, trainSet.Len(), &cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -308,7 +387,7 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 		}
 		cfg.Optimizer = &gridLR{Optimizer: cfg.Optimizer, factor: f}
 	}
-	nd, err := networkData(data, o, teacher)
+	nd, err := networkData(trainSet, valid, o, teacher)
 	if err != nil {
 		return nil, err
 	}
@@ -366,7 +445,8 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 // adding to them, and the Go runtime's soft memory limit is set for the run's duration
 // (unless GOMEMLIMIT is set), so that the plans dropped are collected before the heap
 // grows past the limit rather than at twice the live heap. restore undoes the latter.
-func (o *Options) fitMemory(name string, g, teacher *engine.Graph, data Data, cfg *network.Config) (restore func(), err error) {
+// trained is the number of samples trained on.
+func (o *Options) fitMemory(name string, g, teacher *engine.Graph, data Data, trained int, cfg *network.Config) (restore func(), err error) {
 	// With every float parameter trainable, as the training plan will at most have.
 	var names []string
 	for _, p := range g.Params() {
@@ -381,7 +461,7 @@ func (o *Options) fitMemory(name string, g, teacher *engine.Graph, data Data, cf
 	for _, d := range data.Calib.SampleShape() {
 		sample = append(sample, int(d))
 	}
-	samples := max(data.Calib.Len(), 1)
+	samples := max(trained, 1)
 	bs := min(o.BatchSize, samples)
 	resident := ResidentBytes(data.Calib, data.Eval, o.MaxMemory)
 	var sh Shape
@@ -430,23 +510,29 @@ func fileName(m admmq.Method) string {
 	return string(m)
 }
 
-// networkData batches data for network: the calibration set shuffled by the seed for
-// training and in order for the statistics, the held-out set in order.
-func networkData(data Data, o Options, teacher *engine.Graph) (network.Data, error) {
-	train, err := calib.NewBatches(data.Calib, calib.BatchOptions{Size: o.BatchSize, Shuffle: true, Seed: o.Seed})
+// networkData batches data for network: the training samples shuffled by the seed for
+// training and in order for the statistics, the validation split (if any) in order as
+// network's Eval — what its in-loop accuracy and its choices see. The held-out set never
+// reaches network.
+func networkData(trainSet, valid calib.Dataset, o Options, teacher *engine.Graph) (network.Data, error) {
+	train, err := calib.NewBatches(trainSet, calib.BatchOptions{Size: o.BatchSize, Shuffle: true, Seed: o.Seed})
 	if err != nil {
 		return network.Data{}, err
 	}
-	ordered, err := calib.NewBatches(data.Calib, calib.BatchOptions{Size: o.BatchSize})
+	ordered, err := calib.NewBatches(trainSet, calib.BatchOptions{Size: o.BatchSize})
 	if err != nil {
 		return network.Data{}, err
 	}
-	eval, err := calib.NewBatches(data.Eval, calib.BatchOptions{Size: o.BatchSize})
-	if err != nil {
-		return network.Data{}, err
+	nd := network.Data{Train: train, Calib: ordered, Samples: trainSet.Len(),
+		BatchSize: o.BatchSize, Labelled: trainSet.HasLabels(), Teacher: teacher}
+	if valid != nil {
+		eval, err := calib.NewBatches(valid, calib.BatchOptions{Size: o.BatchSize})
+		if err != nil {
+			return network.Data{}, err
+		}
+		nd.Eval = eval
 	}
-	return network.Data{Train: train, Calib: ordered, Eval: eval, Samples: data.Calib.Len(),
-		BatchSize: o.BatchSize, Labelled: data.Calib.HasLabels(), Teacher: teacher}, nil
+	return nd, nil
 }
 
 // evaluate runs g over d in inference mode, against ref when given.

@@ -291,3 +291,23 @@ func ParseSplit(s string) (calib, eval float64, err error) {
 	}
 	return a, b, nil
 }
+
+// Hold sets n samples of d apart at random with seed and returns the rest and them, two
+// disjoint views in file order. Unlike Split it does not take ownership of d: closing the
+// views is not needed and does not close d, which stays the caller's to close. It is how a
+// validation split is carved from calibration data without touching the caller's set.
+func Hold(d Dataset, n int, seed uint64) (rest, held Dataset, err error) {
+	total := d.Len()
+	if n <= 0 || n >= total {
+		return nil, nil, fmt.Errorf("holding %d of %d samples apart leaves a part empty", n, total)
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x76616c6964)) // stream "valid", apart from Split's and limit's
+	perm := rng.Perm(total)
+	a, b := perm[n:], perm[:n:n]
+	slices.Sort(a)
+	slices.Sort(b)
+	// refs 3: the caller's close of d is not counted here, so the views never reach 0
+	// between them and never close d.
+	own := &owner{d: d, refs: 3}
+	return &view{d: d, idx: a, own: own}, &view{d: d, idx: b, own: own}, nil
+}

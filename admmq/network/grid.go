@@ -27,19 +27,24 @@ const (
 	Int2 Grid = "int2"
 	Int4 Grid = "int4"
 	Int8 Grid = "int8"
+	// Auto chooses per weight: Binary where a normalisation follows (it absorbs the
+	// scale, and the weight is rescaled to mean |w| = 1 first, see Precondition),
+	// BinaryChannel elsewhere (a ±1 weight with nothing after it to restore its scale
+	// loses the layer's gain). Target.Grid holds each weight's choice.
+	Auto Grid = "auto"
 )
 
 // Grids lists every grid, for usage messages.
 func Grids() []Grid { return []Grid{Binary, BinaryChannel, Ternary, Int2, Int4, Int8} }
 
-// ParseGrid returns the grid named s.
+// ParseGrid returns the grid named s: one of Grids, or Auto.
 func ParseGrid(s string) (Grid, error) {
-	for _, g := range Grids() {
+	for _, g := range append(Grids(), Auto) {
 		if string(g) == strings.ToLower(s) {
 			return g, nil
 		}
 	}
-	return "", fmt.Errorf("unknown grid %q: want one of binary, binary-channel, ternary, int2, int4, int8", s)
+	return "", fmt.Errorf("unknown grid %q: want one of auto, binary, binary-channel, ternary, int2, int4, int8", s)
 }
 
 // Spec returns the admmq set of the grid.
@@ -80,6 +85,17 @@ func (g Grid) Levels() []int {
 // Scaled reports whether the grid carries a per-channel scale.
 func (g Grid) Scaled() bool { return g != Binary }
 
+// resolve is the grid a weight gets under g: g itself, or Auto's choice.
+func (g Grid) resolve(normalized bool) Grid {
+	if g != Auto {
+		return g
+	}
+	if normalized {
+		return Binary
+	}
+	return BinaryChannel
+}
+
 // Target is one parameter the algorithm puts on the grid.
 type Target struct {
 	Name string
@@ -92,6 +108,8 @@ type Target struct {
 	// follows it (so that an unscaled grid loses nothing to the missing scale).
 	Node       string
 	Normalized bool
+	// Grid is the weight's grid: the one Targets was given, or Auto's choice for it.
+	Grid Grid
 
 	// norm is the normalisation node that follows, bias the parameter added before it
 	// (empty when none): what Precondition rescales along with the weight.
@@ -101,7 +119,7 @@ type Target struct {
 
 // Selection chooses which weights are targeted. Keep and Only hold parameter names;
 // Keep may also hold "first" and "last", the first and last targeted weight in graph
-// order.
+// order. The zero Selection targets every weight.
 type Selection struct {
 	Keep, Only []string
 }
@@ -163,10 +181,6 @@ func Targets(m *onnxio.Model, g Grid, sel Selection) ([]Target, error) {
 		}
 		only[k] = true
 	}
-	set, err := admmq.NewSet(g.Spec())
-	if err != nil {
-		return nil, err
-	}
 	var ts []Target
 	for _, name := range order {
 		if keep[name] || (len(only) > 0 && !only[name]) {
@@ -175,21 +189,26 @@ func Targets(m *onnxio.Model, g Grid, sel Selection) ([]Target, error) {
 		p, _ := m.Param(name)
 		use := roles[name].Use
 		dims := p.Tensor.GetDims()
-		tset, layout := set, admmq.Layout{Shape: make([]int, len(dims))}
+		norm, bias := normalizedBy(m, use.Node)
+		tg := g.resolve(norm != nil)
+		tset, err := admmq.NewSet(tg.Spec())
+		if err != nil {
+			return nil, err
+		}
+		layout := admmq.Layout{Shape: make([]int, len(dims))}
 		for i, d := range dims {
 			layout.Shape[i] = int(d)
 		}
 		if layout.Axis, err = use.ChannelAxis(dims); err != nil {
 			// Output channels along no single axis: one scale for the whole tensor. A nil
 			// shape makes snap and Precondition see one channel too.
-			if tset, err = perTensor(g); err != nil {
+			if tset, err = perTensor(tg); err != nil {
 				return nil, err
 			}
 			layout = admmq.Layout{}
 		}
-		norm, bias := normalizedBy(m, use.Node)
 		ts = append(ts, Target{
-			Name: name, Set: tset, Layout: layout, Dims: dims,
+			Name: name, Set: tset, Layout: layout, Dims: dims, Grid: tg,
 			Node: use.Node.GetName(), Normalized: norm != nil, norm: norm, bias: bias,
 		})
 	}
@@ -251,8 +270,12 @@ func normalizedBy(m *onnxio.Model, n *onnxpb.NodeProto) (*onnxpb.NodeProto, stri
 // snap returns the exportable form of y for grid g: values equal to float32(level)·scale
 // bit for bit, with the scale per output channel. For the binary grid y is returned as it
 // is (it is ±1 already); for scaled grids the scale is recovered from the values, so a
-// value moves by at most one float32 rounding of level·α.
+// value moves by at most one float32 rounding of level·α. The target's own grid, when
+// set (Auto's per-weight choice), overrides g.
 func snap(g Grid, y []float32, t Target) Weight {
+	if t.Grid != "" {
+		g = t.Grid
+	}
 	levels := g.Levels()
 	out := make([]float32, len(y))
 	w := Weight{Name: t.Name, Values: out, Levels: levels}

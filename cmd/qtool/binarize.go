@@ -44,9 +44,9 @@ func algoFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "lr", Category: cat, Value: d.LR, Usage: "learning rate"},
 		&cli.StringFlag{Name: "lr-schedule", Category: cat, Value: string(d.Schedule), Usage: "constant, step (×0.1 at half the epochs, the paper's) or cosine"},
 		&cli.IntFlag{Name: "epochs", Category: cat, Usage: "gd-proj: fine-tuning epochs (default: --iters × --inner-epochs)"},
-		&cli.StringFlag{Name: "keep", Category: cat, Usage: "keep these weights in full precision: first, last, or parameter `NAME`s, comma-separated"},
+		&cli.StringFlag{Name: "keep", Category: cat, Usage: "keep these weights in full precision: first, last, or parameter `NAME`s, comma-separated; none binarizes every weight (the paper's setting, the default)"},
 		&cli.StringFlag{Name: "only", Category: cat, Usage: "binarize only these weight `NAME`s, comma-separated"},
-		&cli.StringFlag{Name: "grid", Category: cat, Value: string(d.Grid), Usage: "binary (±1, no scale), binary-channel (±α per channel), ternary, int2, int4 or int8"},
+		&cli.StringFlag{Name: "grid", Category: cat, Value: string(d.Grid), Usage: "auto (per weight: binary where a normalisation follows, binary-channel elsewhere), binary (±1, no scale), binary-channel (±α per channel), ternary, int2, int4 or int8, for every weight"},
 		&cli.StringFlag{Name: "loss", Category: cat, Value: string(d.Loss), Usage: "objective (every output matched with the full-precision model; labels supervise the classifier output), ce, hinge (the paper's code), distill, mse, or auto: for a single [batch, classes] output ce with labels and distill without, objective otherwise"},
 		&cli.Float64Flag{Name: "temperature", Category: cat, Value: d.Temperature, Usage: "distillation temperature T"},
 		&cli.BoolFlag{Name: "no-bn-recalib", Category: cat, Usage: "do not re-estimate BatchNorm statistics with the binary weights"},
@@ -54,6 +54,7 @@ func algoFlags() []cli.Flag {
 		&cli.StringFlag{Name: "start", Category: cat, Value: string(d.Start), Usage: "ADMM's starting x: grid (x⁰ = y⁰ = P(pretrained), the paper's analysis; measured better with small calibration sets) or pretrained (the paper's code)"},
 		&cli.IntFlag{Name: "stat-samples", Category: cat, Value: d.StatSamples, Usage: "calibration samples f(x), f(y) and the criterion's gradient are measured on"},
 		&cli.StringFlag{Name: "init", Category: cat, Value: string(binarize.InitModel), Usage: "model (the model's weights) or random (re-initialise them as PyTorch's defaults do, seeded by --seed: the paper's experiments without pre-training; the full-precision reference is then the random network)"},
+		&cli.Float64Flag{Name: "validation", Category: cat, Value: d.Validation, Usage: fmt.Sprintf("`FRACTION` of the calibration data (after --split) set apart as the validation split that the in-loop accuracy and every automatic choice are measured on (raised to %d samples while 3/4 of the data remain for training); 0: none, training on all of it", binarize.MinValidation)},
 	}
 }
 
@@ -121,7 +122,7 @@ func binarizeOutputs(c *cli.Context, grid network.Grid) (string, error) {
 			base = strings.TrimSuffix(filepath.Base(model), filepath.Ext(model))
 		}
 		suffix := "binary"
-		if grid != network.Binary {
+		if grid != network.Binary && grid != network.Auto { // auto grids are binary too
 			suffix = string(grid)
 		}
 		out = base + "-" + suffix + ".onnx"
@@ -211,18 +212,28 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 		Model: modelName, Output: out, Algo: string(method), Grid: string(res.Grid), Format: string(o.Format), Loss: string(res.Loss),
 		Seed: res.Seed, Labelled: res.Labelled, CalibData: s.calibFrom, EvalData: s.evalFrom,
 		CalibCount: s.data.Calib.Len(), EvalCount: s.data.Eval.Len(), FPAccuracy: accuracyPct(res.FullPrecision),
+		Splits:        splitCounts{Train: res.TrainSamples, Validation: res.ValidationSamples, HeldOut: res.HeldOutSamples},
+		AccuracySplit: string(res.ReportSplit), HistorySplit: historySplit(res),
 		BinAccuracy: accuracyPct(res.Binarized), Agreement: toPct(res.Binarized.Agreement), OutputBytes: int64(len(res.Bytes)),
-		BNRecalib: !o.NoBNRecalib, BLAS: s.be.Info.Name, History: iterRecords(res.History),
+		BNRecalib: !o.NoBNRecalib, BLAS: s.be.Info.Name, History: iterRecords(res.History, perSample(res)),
 		Objective: res.Objective, Outputs: outputRecords(res.Binarized.Outputs),
 	}
 	if res.Binarized.Labelled {
 		sum.AccuracyCI = wilsonPct(res.Binarized.Correct, res.Binarized.Positions)
+		if res.FullPrecision.Labelled {
+			sum.FPAccuracyCI = wilsonPct(res.FullPrecision.Correct, res.FullPrecision.Positions)
+		}
 		sum.BinCorrect, sum.Positions = res.Binarized.Correct, res.Binarized.Positions
 	}
 	if res.FullPrecision.Labelled {
 		sum.FPCorrect = res.FullPrecision.Correct
 	}
 	for _, w := range res.Warnings {
+		// The weights' warnings were printed before the run (binSetup); the splits' are
+		// known only now, and --json carries them in its warnings.
+		if _, ok := w.(binarize.SmallSplit); ok && !c.Bool("json") {
+			fmt.Fprintln(stderr, "qtool:", "warning: "+warningText(w))
+		}
 		sum.Warnings = append(sum.Warnings, "warning: "+warningText(w))
 	}
 	// The sizes are of the files on disk (the embedded model's temporary copy); the

@@ -84,7 +84,7 @@ type algoResult struct {
 
 func newAlgoResult(r *binarize.Result) *algoResult {
 	a := &algoResult{Algo: string(r.Method), Seed: r.Seed, Accuracy: r.Accuracy(), Agree: r.Binarized.Agreement,
-		AgreementPct: toPct(r.Binarized.Agreement), History: r.History, Iterations: iterRecords(r.History),
+		AgreementPct: toPct(r.Binarized.Agreement), History: r.History, Iterations: iterRecords(r.History, perSample(r)),
 		Bytes: int64(len(r.Bytes)), Seconds: roundTo(r.Seconds, 3),
 		WeightsSHA256: weightsDigest(r), NetworkSHA256: networkDigest(r)}
 	a.AccuracyPct = pctOf(a.Accuracy)

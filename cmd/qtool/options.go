@@ -20,7 +20,7 @@ var optionFlags = map[string]string{
 	"Gamma": "--criterion", "LR": "--lr", "Temperature": "--temperature", "Optimizer": "--optimizer",
 	"Schedule": "--lr-schedule", "Loss": "--loss", "Start": "--start", "Format": "--format", "Opset": "--opset",
 	"StatSamples": "--stat-samples", "BatchSize": "--batch-size", "Workers": "--max-memory",
-	"ClassAxis": "--class-axis", "OutputWeights": "--output-weights",
+	"ClassAxis": "--class-axis", "OutputWeights": "--output-weights", "Validation": "--validation",
 }
 
 // flagError turns the library's typed errors into flag advice: usage errors naming the
@@ -75,6 +75,14 @@ func binarizeOptions(c *cli.Context, be backend, method admmq.Method) (binarize.
 		NoRescale: c.Bool("no-rescale"), NoBNRecalib: c.Bool("no-bn-recalib"), StatSamples: c.Int("stat-samples"),
 		Seed: c.Uint64("seed"), Version: version,
 		BLAS: be.BLAS, Workers: be.Workers, MaxMemory: be.MaxMemory,
+	}
+	// --validation 0 means none; the library reads 0 as its default.
+	if o.Validation = c.Float64("validation"); o.Validation == 0 {
+		o.Validation = -1
+	}
+	// --keep none: every weight, the paper's setting (the default today).
+	if k := o.Selection.Keep; len(k) == 1 && strings.EqualFold(k[0], "none") {
+		o.Selection = network.Selection{}
 	}
 	if c.Command.Name == "binarize" {
 		o.Format, o.Opset = export.Format(c.String("format")), c.Int64("opset")

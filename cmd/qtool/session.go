@@ -452,6 +452,13 @@ func warningText(w binarize.Warning) string {
 	if u, ok := w.(binarize.UnnormalizedWeight); ok {
 		return fmt.Sprintf("%s (%s) has no normalisation after it: with --grid binary its weights become ±1 with no scale and accuracy will suffer; --grid binary-channel learns a scale per output channel", u.Weight, u.Node)
 	}
+	if s, ok := w.(binarize.SmallSplit); ok {
+		advice := "more calibration data or a larger --validation"
+		if s.Split == binarize.SplitHeldOut {
+			advice = "a larger --eval-data, or a larger held-out part of --split"
+		}
+		return fmt.Sprintf("%s; %s would narrow it", s, advice)
+	}
 	return w.String()
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/qtool/qtool/admmq/network"
+	"github.com/qtool/qtool/binarize"
 	"github.com/qtool/qtool/export"
 	"github.com/qtool/qtool/internal/atomicfile"
 )
@@ -16,21 +17,32 @@ import (
 // qtool's CLI interface. Accuracies, agreements and drops are in percent (drops in
 // percentage points), rounded to 4 decimals, in the fields whose names end in _pct.
 type binarizeSummary struct {
-	Model       string   `json:"model"`
-	Output      string   `json:"output"`
-	Algo        string   `json:"algo"`
-	Grid        string   `json:"grid"`
-	Format      string   `json:"format"`
-	Loss        string   `json:"loss"`
-	Seed        uint64   `json:"seed"`
-	Targets     []string `json:"targets"`
-	Labelled    bool     `json:"labelled"`
-	CalibData   string   `json:"calib_data"`
-	EvalData    string   `json:"eval_data"`
-	CalibCount  int      `json:"calib_samples"`
-	EvalCount   int      `json:"eval_samples"`
-	FPAccuracy  *float64 `json:"fp_accuracy_pct,omitempty"`
-	BinAccuracy *float64 `json:"binary_accuracy_pct,omitempty"`
+	Model      string   `json:"model"`
+	Output     string   `json:"output"`
+	Algo       string   `json:"algo"`
+	Grid       string   `json:"grid"`
+	Format     string   `json:"format"`
+	Loss       string   `json:"loss"`
+	Seed       uint64   `json:"seed"`
+	Targets    []string `json:"targets"`
+	Labelled   bool     `json:"labelled"`
+	CalibData  string   `json:"calib_data"`
+	EvalData   string   `json:"eval_data"`
+	CalibCount int      `json:"calib_samples"`
+	EvalCount  int      `json:"eval_samples"`
+	// Splits counts the samples of each split: calib_samples less the validation split
+	// is trained on; eval_samples is the held-out set (0 in held_out when there is none
+	// and the accuracies are of the validation split).
+	Splits splitCounts `json:"splits"`
+	// AccuracySplit is the split the accuracies, agreements and fidelities above the
+	// history are measured on ("held-out" unless there is none); HistorySplit the split
+	// of the history's accuracies ("validation", or "" without one).
+	AccuracySplit string   `json:"accuracy_split"`
+	HistorySplit  string   `json:"history_accuracy_split,omitempty"`
+	FPAccuracy    *float64 `json:"fp_accuracy_pct,omitempty"`
+	// FPAccuracyCI is the Wilson 95 % interval of the full-precision accuracy, in percent.
+	FPAccuracyCI *[2]float64 `json:"fp_accuracy_ci95_pct,omitempty"`
+	BinAccuracy  *float64    `json:"binary_accuracy_pct,omitempty"`
 	// FPCorrect and BinCorrect count the labelled positions the accuracies hold over
 	// Positions (samples for [N, C] outputs, the non-padding steps of [N, T] labels), so
 	// that a user can check them exactly against another runtime.
@@ -63,6 +75,37 @@ type binarizeSummary struct {
 	History []iterRecord   `json:"history"`
 }
 
+// splitCounts are the sample counts of the three splits.
+type splitCounts struct {
+	Train      int `json:"train"`
+	Validation int `json:"validation"`
+	HeldOut    int `json:"held_out"`
+}
+
+// historySplit names the split of the history's accuracies.
+func historySplit(res *binarize.Result) string {
+	if res.ValidationSamples == 0 {
+		return ""
+	}
+	return string(binarize.SplitValidation)
+}
+
+// perSample is the validation split's size when the run's accuracies are per sample (the
+// report's positions are its samples), for the history's intervals; 0 otherwise.
+func perSample(res *binarize.Result) int {
+	reported := res.HeldOutSamples
+	switch res.ReportSplit {
+	case binarize.SplitValidation:
+		reported = res.ValidationSamples
+	case binarize.SplitTrain:
+		reported = res.TrainSamples
+	}
+	if !res.Binarized.Labelled || res.Binarized.Positions != reported {
+		return 0
+	}
+	return res.ValidationSamples
+}
+
 // iterRecord is network.IterStats in the JSON units: percentages for fractions.
 type iterRecord struct {
 	Iter       int     `json:"iter"`
@@ -73,19 +116,24 @@ type iterRecord struct {
 	Lagrangian float64 `json:"lagrangian"`
 	Residual   float64 `json:"residual"`
 	ChangedPct float64 `json:"changed_pct"`
-	// AccuracyPct is the held-out accuracy of y; absent without labels.
-	AccuracyPct  *float64 `json:"accuracy_pct,omitempty"`
-	AgreementPct float64  `json:"agreement_pct"`
-	InnerEpochs  int      `json:"inner_epochs"`
-	GradNorm     float64  `json:"grad_norm,omitempty"`
-	Seconds      float64  `json:"seconds"`
+	// AccuracyPct is the accuracy of y on the validation split; absent without labels
+	// or without a validation split. AccuracyCI is its Wilson 95 % interval, given when
+	// the accuracy is per sample (a class output, not a sequence).
+	AccuracyPct  *float64    `json:"accuracy_pct,omitempty"`
+	AccuracyCI   *[2]float64 `json:"accuracy_ci95_pct,omitempty"`
+	AgreementPct float64     `json:"agreement_pct"`
+	InnerEpochs  int         `json:"inner_epochs"`
+	GradNorm     float64     `json:"grad_norm,omitempty"`
+	Seconds      float64     `json:"seconds"`
 	// TrainSeconds and StatSeconds split Seconds between the optimizer's epochs and the
 	// statistics measured around them.
 	TrainSeconds float64 `json:"train_seconds"`
 	StatSeconds  float64 `json:"stat_seconds"`
 }
 
-func iterRecords(h []network.IterStats) []iterRecord {
+// iterRecords converts h; n > 0 is the number of samples its accuracies are fractions
+// of, for their intervals (0: no intervals).
+func iterRecords(h []network.IterStats, n int) []iterRecord {
 	out := make([]iterRecord, 0, len(h))
 	for _, s := range h {
 		r := iterRecord{Iter: s.Iter, Rho: s.Rho, TrainLoss: s.TrainLoss, FX: s.FX, FY: s.FY, Lagrangian: s.Lagrangian,
@@ -95,6 +143,9 @@ func iterRecords(h []network.IterStats) []iterRecord {
 		if s.HasAccuracy {
 			a := toPct(s.Accuracy)
 			r.AccuracyPct = &a
+			if n > 0 {
+				r.AccuracyCI = wilsonPct(int(math.Round(s.Accuracy*float64(n))), n)
+			}
 		}
 		out = append(out, r)
 	}
@@ -141,11 +192,11 @@ func printSummary(w io.Writer, s *binarizeSummary) {
 	if s.Objective != "" {
 		fmt.Fprintf(w, "objective    %s\n", s.Objective)
 	}
-	fmt.Fprintf(w, "data         %d calibration / %d held-out samples\n", s.CalibCount, s.EvalCount)
+	fmt.Fprintf(w, "data         %s\n", splitText(s))
 	if s.Labelled {
-		fmt.Fprintf(w, "accuracy     FP %s → binarized %s (drop %.2f pp), agreement %.2f %%\n", pctText(s.FPAccuracy), pctText(s.BinAccuracy), s.DropPP, s.Agreement)
+		fmt.Fprintf(w, "accuracy     FP %s%s → binarized %s%s (drop %.2f pp), agreement %.2f %%, on %s\n", pctText(s.FPAccuracy), ciText(s.FPAccuracyCI), pctText(s.BinAccuracy), ciText(s.AccuracyCI), s.DropPP, s.Agreement, s.AccuracySplit)
 	} else {
-		fmt.Fprintf(w, "agreement    %.2f %% top-1 with the full-precision model (no labels)\n", s.Agreement)
+		fmt.Fprintf(w, "agreement    %.2f %% top-1 with the full-precision model (no labels), on %s\n", s.Agreement, s.AccuracySplit)
 	}
 	ratio := 0.0
 	if s.OutputBytes > 0 {
@@ -157,6 +208,28 @@ func printSummary(w io.Writer, s *binarizeSummary) {
 	for _, g := range s.Gates {
 		fmt.Fprintf(w, "gate         %s\n", g)
 	}
+}
+
+// splitText says how the data were split and what each split is for.
+func splitText(s *binarizeSummary) string {
+	t := fmt.Sprintf("%d train", s.Splits.Train)
+	if s.Splits.Validation > 0 {
+		t += fmt.Sprintf(" / %d validation (in-loop accuracy and choices)", s.Splits.Validation)
+	}
+	if s.Splits.HeldOut > 0 {
+		t += fmt.Sprintf(" / %d held-out (the accuracies reported)", s.Splits.HeldOut)
+	} else {
+		t += fmt.Sprintf("; no held-out set: the accuracies are of the %s split", s.AccuracySplit)
+	}
+	return t + " samples"
+}
+
+// ciText shows a Wilson interval after an accuracy.
+func ciText(ci *[2]float64) string {
+	if ci == nil {
+		return ""
+	}
+	return fmt.Sprintf(" [95 %% CI %.2f–%.2f]", ci[0], ci[1])
 }
 
 // writeFidelity prints each output's fidelity to the full-precision model.
@@ -211,18 +284,18 @@ func writeReport(path string, s *binarizeSummary) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# qtool binarize report\n\n")
 	fmt.Fprintf(&b, "| | |\n|---|---|\n| model | `%s` |\n| output | `%s` (%s, %s grid) |\n| algorithm | %s, loss %s, seed %d |\n", s.Model, s.Output, s.Format, s.Grid, s.Algo, s.Loss, s.Seed)
-	fmt.Fprintf(&b, "| data | %d calibration / %d held-out samples |\n", s.CalibCount, s.EvalCount)
+	fmt.Fprintf(&b, "| data | %s |\n", splitText(s))
 	if s.Labelled {
-		fmt.Fprintf(&b, "| accuracy | FP %s → binarized %s (drop %.2f pp) |\n", pctText(s.FPAccuracy), pctText(s.BinAccuracy), s.DropPP)
+		fmt.Fprintf(&b, "| accuracy (%s) | FP %s%s → binarized %s%s (drop %.2f pp) |\n", s.AccuracySplit, pctText(s.FPAccuracy), ciText(s.FPAccuracyCI), pctText(s.BinAccuracy), ciText(s.AccuracyCI), s.DropPP)
 	}
 	fmt.Fprintf(&b, "| agreement with FP | %.2f %% |\n| file size | %s → %s |\n| BatchNorm re-estimated | %v |\n| time | %.1f s (%s BLAS) |\n\n", s.Agreement, humanBytes(s.InputBytes), humanBytes(s.OutputBytes), s.BNRecalib, s.Seconds, s.BLAS)
-	fmt.Fprintf(&b, "## Iterations\n\n| iter | ρ | train loss | f(y) | L(x,y,λ) | ‖x−y‖ | y changed | held-out acc. of y |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "## Iterations\n\n| iter | ρ | train loss | f(y) | L(x,y,λ) | ‖x−y‖ | y changed | validation acc. of y |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, h := range s.History {
-		acc := h.AgreementPct // without labels the held-out measure is agreement
+		acc := h.AgreementPct // without labels the validation measure is agreement
 		if h.AccuracyPct != nil {
 			acc = *h.AccuracyPct
 		}
-		fmt.Fprintf(&b, "| %d | %.3g | %.4f | %.4f | %.5g | %.4g | %.3g %% | %.2f %% |\n", h.Iter, h.Rho, h.TrainLoss, h.FY, h.Lagrangian, h.Residual, h.ChangedPct, acc)
+		fmt.Fprintf(&b, "| %d | %.3g | %.4f | %.4f | %.5g | %.4g | %.3g %% | %.2f %%%s |\n", h.Iter, h.Rho, h.TrainLoss, h.FY, h.Lagrangian, h.Residual, h.ChangedPct, acc, ciText(h.AccuracyCI))
 	}
 	for _, w := range s.Warnings {
 		fmt.Fprintf(&b, "\n> %s\n", w)
