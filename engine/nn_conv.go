@@ -652,6 +652,10 @@ func (k *convKernel) backwardDepthwise(ctx *Context, d *convDims, x, w, gy, gx, 
 	fast := same3 && dw3x3Fast(g.out[2])
 	nw := nnWorkers(ctx, d.N)
 	if gw != nil {
+		// As in backwardDirect: the weight gradient is summed in slots fixed by the batch
+		// alone (nnEach hands the slots out to the workers), added in slot order, so that
+		// its bits do not depend on the worker count.
+		nw = min(d.N, convGradSlots)
 		k.gws = nnScratch(k.gws, nw, len(w))
 	}
 	nnEach(ctx, nw, d.N, func(wk, lo, hi int) {

@@ -42,7 +42,6 @@ type convWork struct {
 	gpadFor  padGeom   // the layout gpad's zero padding was made for
 	xpad     []float32 // padded images of one block (implicit im2col)
 	padFor   padGeom   // the layout xpad's zero padding was made for
-	gw       []float32 // weight-gradient partial sum (workers 1..)
 	pan      []convPanel
 }
 
@@ -60,10 +59,13 @@ type convDirect struct {
 	wtp  []float32 // Wᵀ per group and 8-row block of CgK, k-major: Mg × 8
 	wfp  []float32 // the input gradient's kernel per group (packFlipped)
 	work []convWork
-	pad  convPad
-	padT convPad // the input gradient's implicit im2col
-	s2   s2Plan
-	cp   cpPlan // colᵀ of the weight gradient
+	// slotGW holds the weight-gradient partial sum of each slot of images (see
+	// backwardDirect); slot 0 adds into the gradient itself unless hwc.
+	slotGW [][]float32
+	pad    convPad
+	padT   convPad // the input gradient's implicit im2col
+	s2     s2Plan
+	cp     cpPlan // colᵀ of the weight gradient
 }
 
 // convPad is the implicit im2col of unit-stride 2-D windows: each image is copied into a
@@ -504,7 +506,25 @@ func (k *convKernel) backwardDirect(ctx *Context, d *convDims, x, w, gy, gx, gw 
 	if hwc && gw != nil && colTPlanFast() {
 		cp = c.cp.plan(g, d.Cg)
 	}
+	// The weight gradient is a sum over the images. For its bits not to depend on the worker
+	// count, the images are cut into a number of slots fixed by the batch alone, each
+	// summed in image order into its own buffer, and the slots are added in slot order;
+	// workers take whole slots. Without a weight gradient every image is independent and
+	// each worker takes one slot.
 	nw := nnWorkers(ctx, d.N)
+	slots := nw
+	if gw != nil {
+		slots = min(d.N, convGradSlots)
+		nw = nnWorkers(ctx, slots)
+		for len(c.slotGW) < slots {
+			c.slotGW = append(c.slotGW, nil)
+		}
+		for s := range slots {
+			if s > 0 || hwc {
+				c.slotGW[s] = nnGrow(c.slotGW[s], len(w))
+			}
+		}
+	}
 	work := c.workers(nw)
 	for i := range work {
 		wr := &work[i]
@@ -527,94 +547,29 @@ func (k *convKernel) backwardDirect(ctx *Context, d *convDims, x, w, gy, gx, gw 
 				wr.xTpad = make([]float32, cp.srcLen)
 				wr.xTpadFor = padGeom{g: cp.g, C: cp.C}
 			}
-			if i > 0 || hwc {
-				wr.gw = nnGrow(wr.gw, len(w))
-			}
 		}
 	}
-	nnEach(ctx, nw, d.N, func(wk, lo, hi int) {
+	nnEach(ctx, nw, slots, func(wk, slo, shi int) {
 		wr := &work[wk]
-		gwk := gw
-		if (wk > 0 || hwc) && gw != nil {
-			gwk = wr.gw[:len(w)]
-			clear(gwk)
-		}
-		for i := lo; i < hi; i++ {
-			for grp := 0; grp < k.group; grp++ {
-				xo := (i*d.C + grp*d.Cg) * isz
-				gyi := gy[(i*d.M+grp*d.Mg)*O : (i*d.M+(grp+1)*d.Mg)*O]
-				if gwk != nil {
-					// dW_g += gy_i · col_iᵀ: the packed rows of gy times colᵀ.
-					colT := wr.colT[:O*CgK]
-					switch {
-					case cp != nil:
-						xT := wr.xT[:isz*d.Cg]
-						transpose(xT, x[xo:xo+d.Cg*isz], d.Cg, isz)
-						cp.fill(wr.xTpad, xT)
-						colTPlan(cp, wr.xTpad, colT)
-					case hwc:
-						xT := wr.xT[:isz*d.Cg]
-						transpose(xT, x[xo:xo+d.Cg*isz], d.Cg, isz)
-						colT2D(g, d.Cg, xT, colT)
-					case d.pointwise:
-						transpose(colT, x[xo:xo+d.Cg*isz], CgK, O)
-					default:
-						col := wr.col[:CgK*O]
-						if tab != nil {
-							tab.im2col(d.Cg, x[xo:xo+d.Cg*isz], col, O)
-						} else {
-							nnIm2col(g, d.Cg, x[xo:xo+d.Cg*isz], col, O)
-						}
-						transpose(colT, col, CgK, O)
-					}
-					packRows(wr.gyp, gyi, d.Mg, O, O)
-					wr.pan = panels(wr.pan[:0], 0, 0, CgK)
-					wr.multiply(O, d.Mg, wr.gyp, nil, colT, CgK, nil, gwk[grp*d.Mg*CgK:(grp+1)*d.Mg*CgK], CgK, wr.pan, tileAdd, nil)
-				}
-				if gx == nil {
-					continue
-				}
-				if padT != nil {
-					// gx_g += W'_g ⋆ pad(gy_i), output row by output row.
-					padT.fill(wr.gpad, gyi, d.Mg)
-					wr.pan = wr.pan[:0]
-					for h := 0; h < g.in[1]; h++ {
-						wr.pan = panels(wr.pan, h*padT.w, xo+h*g.in[2], g.in[2])
-					}
-					wr.multiply(MgK, d.Cg, c.wfp[grp*RBc*MgK*8:(grp+1)*RBc*MgK*8], nil, wr.gpad, 0, &padT.offs, gx, isz, wr.pan, tileAdd, nil)
-					continue
-				}
-				wt := c.wtp[grp*RBk*d.Mg*8 : (grp+1)*RBk*d.Mg*8]
-				wr.pan = panels(wr.pan[:0], 0, 0, O)
-				if d.pointwise {
-					wr.multiply(d.Mg, CgK, wt, nil, gyi, O, nil, gx[xo:xo+d.Cg*isz], O, wr.pan, tileAdd, nil)
-					continue
-				}
-				dcol := wr.col[:CgK*O]
-				wr.multiply(d.Mg, CgK, wt, nil, gyi, O, nil, dcol, O, wr.pan, 0, nil)
-				if tab != nil {
-					tab.col2im(d.Cg, dcol, gx[xo:xo+d.Cg*isz], O)
-				} else {
-					nnCol2im(g, d.Cg, dcol, gx[xo:xo+d.Cg*isz], O)
-				}
-			}
+		for s := slo; s < shi; s++ {
+			c.backwardSlot(k, d, wr, s, slots, x, gy, gx, gw, tab, cp, padT, hwc)
 		}
 	})
 	if gw == nil {
 		return
 	}
 	if !hwc {
-		for wk := 1; wk < nw; wk++ {
-			for j, v := range work[wk].gw[:len(w)] {
+		for s := 1; s < slots; s++ {
+			for j, v := range c.slotGW[s][:len(w)] {
 				gw[j] += v
 			}
 		}
 		return
 	}
-	// Every worker summed in (k1, k2, c) column order; add them in worker order.
+	// Every slot summed in (k1, k2, c) column order; add them in slot order.
 	K := g.kSize()
-	for wk := 0; wk < nw; wk++ {
-		part := work[wk].gw[:len(w)]
+	for s := 0; s < slots; s++ {
+		part := c.slotGW[s][:len(w)]
 		for row := 0; row < d.M; row++ {
 			src, dst := part[row*CgK:(row+1)*CgK], gw[row*CgK:(row+1)*CgK]
 			for c := 0; c < d.Cg; c++ {
@@ -622,6 +577,89 @@ func (k *convKernel) backwardDirect(ctx *Context, d *convDims, x, w, gy, gx, gw 
 				for k, j := 0, c; k < K; k, j = k+1, j+d.Cg {
 					dc[k] += src[j]
 				}
+			}
+		}
+	}
+}
+
+// convGradSlots is the most slots of images the weight gradient is summed in (see
+// backwardDirect): enough for the cores qtool is run on, few enough that the slots'
+// partial sums stay small next to the activations.
+const convGradSlots = 4
+
+// backwardSlot runs backwardDirect's per-image work for the images of slot s of slots,
+// with worker scratch wr, adding the slot's weight gradient into its own buffer (or into
+// gw for slot 0 when not hwc).
+func (c *convDirect) backwardSlot(k *convKernel, d *convDims, wr *convWork, s, slots int, x, gy, gx, gw []float32, tab *nnGatherTable, cp *cpPlan, padT *convPad, hwc bool) {
+	g := &d.g
+	O, isz := g.outSize(), g.inSize()
+	CgK := d.Cg * g.kSize()
+	RBk := (CgK + 7) / 8
+	RBc := (d.Cg + 7) / 8
+	MgK := d.Mg * g.kSize()
+	lo, hi := s*d.N/slots, (s+1)*d.N/slots
+	gwk := gw
+	if (s > 0 || hwc) && gw != nil {
+		gwk = c.slotGW[s][:len(gw)]
+		clear(gwk)
+	}
+	for i := lo; i < hi; i++ {
+		for grp := 0; grp < k.group; grp++ {
+			xo := (i*d.C + grp*d.Cg) * isz
+			gyi := gy[(i*d.M+grp*d.Mg)*O : (i*d.M+(grp+1)*d.Mg)*O]
+			if gwk != nil {
+				// dW_g += gy_i · col_iᵀ: the packed rows of gy times colᵀ.
+				colT := wr.colT[:O*CgK]
+				switch {
+				case cp != nil:
+					xT := wr.xT[:isz*d.Cg]
+					transpose(xT, x[xo:xo+d.Cg*isz], d.Cg, isz)
+					cp.fill(wr.xTpad, xT)
+					colTPlan(cp, wr.xTpad, colT)
+				case hwc:
+					xT := wr.xT[:isz*d.Cg]
+					transpose(xT, x[xo:xo+d.Cg*isz], d.Cg, isz)
+					colT2D(g, d.Cg, xT, colT)
+				case d.pointwise:
+					transpose(colT, x[xo:xo+d.Cg*isz], CgK, O)
+				default:
+					col := wr.col[:CgK*O]
+					if tab != nil {
+						tab.im2col(d.Cg, x[xo:xo+d.Cg*isz], col, O)
+					} else {
+						nnIm2col(g, d.Cg, x[xo:xo+d.Cg*isz], col, O)
+					}
+					transpose(colT, col, CgK, O)
+				}
+				packRows(wr.gyp, gyi, d.Mg, O, O)
+				wr.pan = panels(wr.pan[:0], 0, 0, CgK)
+				wr.multiply(O, d.Mg, wr.gyp, nil, colT, CgK, nil, gwk[grp*d.Mg*CgK:(grp+1)*d.Mg*CgK], CgK, wr.pan, tileAdd, nil)
+			}
+			if gx == nil {
+				continue
+			}
+			if padT != nil {
+				// gx_g += W'_g ⋆ pad(gy_i), output row by output row.
+				padT.fill(wr.gpad, gyi, d.Mg)
+				wr.pan = wr.pan[:0]
+				for h := 0; h < g.in[1]; h++ {
+					wr.pan = panels(wr.pan, h*padT.w, xo+h*g.in[2], g.in[2])
+				}
+				wr.multiply(MgK, d.Cg, c.wfp[grp*RBc*MgK*8:(grp+1)*RBc*MgK*8], nil, wr.gpad, 0, &padT.offs, gx, isz, wr.pan, tileAdd, nil)
+				continue
+			}
+			wt := c.wtp[grp*RBk*d.Mg*8 : (grp+1)*RBk*d.Mg*8]
+			wr.pan = panels(wr.pan[:0], 0, 0, O)
+			if d.pointwise {
+				wr.multiply(d.Mg, CgK, wt, nil, gyi, O, nil, gx[xo:xo+d.Cg*isz], O, wr.pan, tileAdd, nil)
+				continue
+			}
+			dcol := wr.col[:CgK*O]
+			wr.multiply(d.Mg, CgK, wt, nil, gyi, O, nil, dcol, O, wr.pan, 0, nil)
+			if tab != nil {
+				tab.col2im(d.Cg, dcol, gx[xo:xo+d.Cg*isz], O)
+			} else {
+				nnCol2im(g, d.Cg, dcol, gx[xo:xo+d.Cg*isz], O)
 			}
 		}
 	}

@@ -19,12 +19,19 @@ const (
 	reproArgsEnv  = "QTOOL_REPRO_ARGS"
 )
 
-// reproRuns are small binarize runs: the MLP (Gemm through the BLAS) and the CNN
-// (convolutions, BatchNorm, the engine's own parallel kernels).
+// reproRuns are small binarize runs: the MLP (Gemm through the BLAS), the CNN
+// (convolutions, BatchNorm, the engine's own parallel kernels) and the ResNet (depthwise
+// convolutions). The convolutional runs take several optimizer steps on batches of 64, so
+// that every worker count splits the images of a batch differently, and use a scaled
+// grid: the biases before BatchNorm then get gradients that are pure rounding noise,
+// which Adam turns into full steps, so any order of summation that depends on the
+// workers shows in the file.
 var reproRuns = map[string][]string{
 	"mlp": {"--iters", "1", "--inner-epochs", "1"},
-	"cnn": {"../../testmodels/fmnist-cnn.onnx", "--data", "../../testmodels/fmnist-calib.npz", "--limit", "200",
-		"--iters", "1", "--inner-epochs", "1"},
+	"cnn": {"../../testmodels/fmnist-cnn.onnx", "--data", "../../testmodels/fmnist-calib.npz", "--limit", "300",
+		"--batch-size", "64", "--grid", "binary-channel", "--iters", "1", "--inner-steps", "3"},
+	"resnet": {"../../testmodels/fmnist-resnet.onnx", "--data", "../../testmodels/fmnist-calib.npz", "--limit", "300",
+		"--batch-size", "64", "--grid", "binary-channel", "--iters", "1", "--inner-steps", "3"},
 }
 
 // binarizeInChild runs one binarize in a fresh process of this test binary with env added,
@@ -71,7 +78,7 @@ func TestBinarizeBytesIndependentOfThreads(t *testing.T) {
 		},
 		"go": {{"GOMAXPROCS=1"}, {"GOMAXPROCS=2"}, {"GOMAXPROCS=3"}},
 	}
-	for _, run := range []string{"mlp", "cnn"} {
+	for _, run := range []string{"mlp", "cnn", "resnet"} {
 		for backend, envs := range variants {
 			var first []byte
 			for _, env := range envs {
