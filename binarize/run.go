@@ -53,6 +53,9 @@ type Result struct {
 	Weights []export.Weight
 	// History holds one record per outer iteration.
 	History []network.IterStats
+	// Exported is the 1-based outer iteration whose state was exported: the one with the
+	// best held-out score unless Options.LastIterate, or the last.
+	Exported int
 	// FullPrecision and Binarized are measured on the held-out data: the model as given,
 	// and the exported file as read back against the full-precision model, with the
 	// fidelity of every output in Binarized.Outputs.
@@ -326,6 +329,7 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	}
 	res.History = run.History()
 	ws, err := run.Finish(ctx, m, o.Grid, !o.NoBNRecalib)
+	res.Exported = run.Exported()
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/qtool/qtool/admmq"
@@ -88,7 +89,24 @@ type Config struct {
 	// Checkpoint, when set, is called at the end of each outer iteration with the run's
 	// serialized state (see Run.Checkpoint).
 	Checkpoint func(state []byte) error
+	// Export chooses the iterate Finish exports: IterateLast (the zero value, the
+	// paper's) or IterateBest, the one with the best held-out score on Data.Eval.
+	Export Iterate
 }
+
+// Iterate says which outer iteration's state Finish exports.
+type Iterate int
+
+const (
+	// IterateLast exports the state after the last outer iteration, as the paper does.
+	IterateLast Iterate = iota
+	// IterateBest exports the state after the outer iteration whose y scored best on
+	// Data.Eval (accuracy, or agreement with the teacher without labels); the earliest on
+	// ties. On scaled grids ADMM oscillates (issue 15: 81.5 → 91.0 → 76.5 → 70.0 → 89.5 %
+	// held out), and the last iterate is then an accident of the budget. Without Data.Eval
+	// there is no score and the last iterate is exported.
+	IterateBest
+)
 
 // Data is what a run trains and measures on: batches of the calibration set in two
 // orders and of the held-out set, so that this package stays independent of how data are
@@ -141,8 +159,20 @@ type IterStats struct {
 	// Residual is ‖x − y‖ over the targeted weights.
 	Residual float64 `json:"residual"`
 	// Changed is the fraction of y's elements changed by this iteration's y-update (for PGD
-	// and GD+Proj: of the projection of x since the previous iteration).
+	// and GD+Proj: of the projection of x since the previous iteration). On a scaled grid
+	// a change of a channel's scale changes every element of the channel, so Changed is
+	// near 100 % even when no sign flips: Flipped and ScalesChanged separate the two.
 	Changed float64 `json:"changed"`
+	// Flipped is the fraction of elements whose grid level (the sign, on binary grids)
+	// differs from the previous iteration's grid point.
+	Flipped float64 `json:"flipped"`
+	// ScalesChanged is the fraction of channels (of scaled grids) whose scale changed,
+	// ScaleChange the mean relative change |α − α_prev|/α_prev over the channels.
+	ScalesChanged float64 `json:"scales_changed"`
+	ScaleChange   float64 `json:"scale_change"`
+	// Best marks the iteration whose state Finish exports under IterateBest, as far as
+	// the run has got: it is set on the best iteration so far and cleared on the others.
+	Best bool `json:"best,omitempty"`
 	// Accuracy is the held-out top-1 accuracy of y (agreement with the teacher without labels).
 	Accuracy    float64 `json:"accuracy"`
 	HasAccuracy bool    `json:"has_accuracy"`
@@ -182,6 +212,23 @@ type Run struct {
 	// The teacher's outputs on the stat subset and on the held-out set: it is frozen,
 	// so each iteration's statistics need only the trained graph's forward passes.
 	subRef, evalRef train.RefCache
+	// point is the grid point of y at the end of the last iteration (at New: y⁰), the
+	// reference of the next iteration's flips and scale changes. It is a function of y,
+	// so Restore recomputes it instead of checkpointing it.
+	point []gridPoint
+	// best is the state after the best iteration so far under IterateBest (nil before
+	// the first iteration with a score).
+	best *snapshot
+}
+
+// snapshot is the state Finish needs to export an iterate: every float parameter of the
+// graph (x, the trained biases and normalisation parameters, the BatchNorm running
+// statistics, which the export keeps when it does not re-estimate them) and y.
+type snapshot struct {
+	Iter   int // 1-based
+	Score  float64
+	Params []namedParam
+	Y      [][]float32
 }
 
 // refCacheBytes bounds each of a run's caches of teacher outputs: classifier outputs of
@@ -276,6 +323,7 @@ func New(m *onnxio.Model, g *engine.Graph, targets []Target, cfg Config, data Da
 		r.lambda = append(r.lambda, make([]float32, len(x)))
 		r.scratch = append(r.scratch, make([]float32, len(x)))
 		r.lastY = append(r.lastY, append([]float32(nil), y...))
+		r.point = append(r.point, gridPoint{})
 		if cfg.Method == admmq.ADMMS {
 			r.zt = append(r.zt, make([]float32, len(x)))
 		}
@@ -288,7 +336,88 @@ func New(m *onnxio.Model, g *engine.Graph, targets []Target, cfg Config, data Da
 	}
 	r.stepsN = (min(cfg.StatSamples, data.Samples) + data.BatchSize - 1) / data.BatchSize
 	r.subRef.Max, r.evalRef.Max = refCacheBytes, refCacheBytes
+	if err := r.resetPoints(); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// resetPoints sets the reference grid points to those of the current y.
+func (r *Run) resetPoints() error {
+	for i := range r.targets {
+		y, err := r.gridY(i)
+		if err != nil {
+			return err
+		}
+		r.point[i] = pointOf(r.targets[i], y)
+	}
+	return nil
+}
+
+// splitChanges fills the level and scale changes of y since the previous iteration and
+// moves the reference to the current grid point.
+func (r *Run) splitChanges(st *IterStats) error {
+	var flips, scales, n, channels int
+	var rel float64
+	for i := range r.targets {
+		y, err := r.gridY(i)
+		if err != nil {
+			return err
+		}
+		p := pointOf(r.targets[i], y)
+		f, c, d := r.point[i].changes(p)
+		flips, scales, rel = flips+f, scales+c, rel+d
+		n += len(y)
+		channels += len(p.scales)
+		r.point[i] = p
+	}
+	st.Flipped = float64(flips) / float64(n)
+	if channels > 0 {
+		st.ScalesChanged = float64(scales) / float64(channels)
+		st.ScaleChange = rel / float64(channels)
+	}
+	return nil
+}
+
+// keepBest records the state after this iteration when its held-out score beats the
+// best so far (strictly: the earliest best wins ties, so that a run whose y stops moving
+// exports the first iterate that reached it).
+func (r *Run) keepBest(st *IterStats) {
+	if r.cfg.Export != IterateBest || !st.HasAccuracy {
+		return
+	}
+	if r.best != nil && !(st.Accuracy > r.best.Score) {
+		return
+	}
+	if r.best == nil {
+		r.best = &snapshot{}
+	}
+	b := r.best
+	b.Iter, b.Score = st.Iter, st.Accuracy
+	b.Params = b.Params[:0]
+	for _, p := range r.g.Params() {
+		if p.Value.F != nil {
+			b.Params = append(b.Params, namedParam{p.Name, slices.Clone(p.Value.F)})
+		}
+	}
+	slices.SortFunc(b.Params, func(a, b namedParam) int { return strings.Compare(a.Name, b.Name) })
+	b.Y = b.Y[:0]
+	for _, y := range r.y {
+		b.Y = append(b.Y, slices.Clone(y))
+	}
+	for i := range r.history {
+		r.history[i].Best = false
+	}
+	st.Best = true
+}
+
+// Exported returns the 1-based outer iteration whose state Finish exports: the best
+// one under IterateBest when any iteration was scored, else the last.
+func (r *Run) Exported() int {
+	if r.best != nil {
+		return r.best.Iter
+	}
+	return r.iter
 }
 
 // trainable reports whether a parameter is trained: weights, biases and normalisation
@@ -421,6 +550,10 @@ func (r *Run) iteration(ctx context.Context) error {
 		return err
 	}
 	st.StatSeconds += time.Since(t1).Seconds()
+	if err := r.splitChanges(&st); err != nil {
+		return err
+	}
+	r.keepBest(&st)
 	st.Seconds = time.Since(start).Seconds()
 	r.history = append(r.history, st)
 	r.iter++
@@ -655,8 +788,24 @@ type Weight struct {
 
 // Finish sets the targeted weights to their grid point y and, when recalib is set,
 // re-estimates the BatchNorm running statistics of m's graph over the calibration data
-// with them. It returns the weights, exactly on the grid.
+// with them. It returns the weights, exactly on the grid. Under IterateBest it first
+// restores the state of the best iteration (Exported), so that the result is bit for bit
+// that of a run stopped after it.
 func (r *Run) Finish(ctx context.Context, m *onnxio.Model, grid Grid, recalib bool) ([]Weight, error) {
+	if b := r.best; b != nil && b.Iter != r.iter {
+		params := make(map[string][]float32, len(b.Params))
+		for _, p := range b.Params {
+			params[p.Name] = p.Values
+		}
+		for _, p := range r.g.Params() {
+			if p.Value.F != nil {
+				copy(p.Value.F, params[p.Name])
+			}
+		}
+		for i := range r.y {
+			copy(r.y[i], b.Y[i])
+		}
+	}
 	var ws []Weight
 	for i, p := range r.params {
 		y, err := r.gridY(i)
