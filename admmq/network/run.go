@@ -156,8 +156,13 @@ type IterStats struct {
 	FY float64 `json:"f_y"`
 	// Lagrangian is L(x, y, λ) = f(x) + ⟨λ, x − y⟩ + ρ/2‖x − y‖² (ADMM variants; f(x) otherwise).
 	Lagrangian float64 `json:"lagrangian"`
-	// Residual is ‖x − y‖ over the targeted weights.
-	Residual float64 `json:"residual"`
+	// Residual is ‖x − y‖ over the targeted weights at the iteration's end: ADMM's primal
+	// residual. DualResidual is ‖ρ(y − y_prev)‖, the change of this iteration's y-update
+	// weighted by each tensor's ρ (Boyd et al. 2011, §3.3): how far the x-update's
+	// optimality moved (ADMM variants; 0 otherwise). Their ratio is what residual
+	// balancing steers.
+	Residual     float64 `json:"residual"`
+	DualResidual float64 `json:"dual_residual"`
 	// Changed is the fraction of y's elements changed by this iteration's y-update (for PGD
 	// and GD+Proj: of the projection of x since the previous iteration). On a scaled grid
 	// a change of a channel's scale changes every element of the channel, so Changed is
@@ -524,9 +529,19 @@ func (r *Run) iteration(ctx context.Context) error {
 		}
 	}
 	if admm {
+		var dual2 float64
 		for i, p := range r.params {
 			admmq.UpdateDual(r.lambda[i], p.Value.F, r.y[i], rho)
+			// lastY is y before this iteration's y-update: the dual residual's y_prev.
+			var d2 float64
+			for j, v := range r.y[i] {
+				d := float64(v) - float64(r.lastY[i][j])
+				d2 += d * d
+			}
+			copy(r.lastY[i], r.y[i])
+			dual2 += rho * rho * d2
 		}
+		st.DualResidual = math.Sqrt(dual2)
 	} else {
 		// PGD's x is on the grid after its last step; GD+Proj's y is the projection of x.
 		changed := 0

@@ -76,7 +76,9 @@ type iterRecord struct {
 	FY         float64 `json:"f_y"`
 	Lagrangian float64 `json:"lagrangian"`
 	Residual   float64 `json:"residual"`
-	ChangedPct float64 `json:"changed_pct"`
+	// DualResidual is ‖ρ(y − y_prev)‖; Residual is the primal residual ‖x − y‖.
+	DualResidual float64 `json:"dual_residual"`
+	ChangedPct   float64 `json:"changed_pct"`
 	// FlippedPct is the percentage of elements whose grid level (sign) changed,
 	// ScalesChangedPct that of channels whose scale changed, ScaleChangePct their mean
 	// relative change: ChangedPct mixes the two.
@@ -101,7 +103,7 @@ func iterRecords(h []network.IterStats) []iterRecord {
 	out := make([]iterRecord, 0, len(h))
 	for _, s := range h {
 		r := iterRecord{Iter: s.Iter, Rho: s.Rho, TrainLoss: s.TrainLoss, FX: s.FX, FY: s.FY, Lagrangian: s.Lagrangian,
-			Residual: s.Residual, ChangedPct: toPct(s.Changed),
+			Residual: s.Residual, DualResidual: s.DualResidual, ChangedPct: toPct(s.Changed),
 			FlippedPct: toPct(s.Flipped), ScalesChangedPct: toPct(s.ScalesChanged), ScaleChangePct: toPct(s.ScaleChange), Best: s.Best, AgreementPct: toPct(s.Agreement),
 			InnerEpochs: s.InnerEpochs, GradNorm: s.GradNorm, Seconds: roundTo(s.Seconds, 3),
 			TrainSeconds: roundTo(s.TrainSeconds, 3), StatSeconds: roundTo(s.StatSeconds, 3)}
@@ -236,7 +238,7 @@ func writeReport(path string, s *binarizeSummary) error {
 		fmt.Fprintf(&b, "| accuracy | FP %s → binarized %s (drop %.2f pp) |\n", pctText(s.FPAccuracy), pctText(s.BinAccuracy), s.DropPP)
 	}
 	fmt.Fprintf(&b, "| agreement with FP | %.2f %% |\n| file size | %s → %s |\n| BatchNorm re-estimated | %v |\n| time | %.1f s (%s BLAS) |\n\n", s.Agreement, humanBytes(s.InputBytes), humanBytes(s.OutputBytes), s.BNRecalib, s.Seconds, s.BLAS)
-	fmt.Fprintf(&b, "## Iterations\n\n| iter | ρ | train loss | f(y) | L(x,y,λ) | ‖x−y‖ | y changed | signs/levels flipped | scales changed (mean rel.) | held-out acc. of y |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "## Iterations\n\n| iter | ρ | train loss | f(y) | L(x,y,λ) | primal ‖x−y‖ | dual ‖ρΔy‖ | y changed | signs/levels flipped | scales changed (mean rel.) | held-out acc. of y |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, h := range s.History {
 		acc := h.AgreementPct // without labels the held-out measure is agreement
 		if h.AccuracyPct != nil {
@@ -246,7 +248,7 @@ func writeReport(path string, s *binarizeSummary) error {
 		if h.Best {
 			mark = " (exported)"
 		}
-		fmt.Fprintf(&b, "| %d | %.3g | %.4f | %.4f | %.5g | %.4g | %.3g %% | %.3g %% | %.3g %% (%.3g %%) | %.2f %%%s |\n", h.Iter, h.Rho, h.TrainLoss, h.FY, h.Lagrangian, h.Residual, h.ChangedPct, h.FlippedPct, h.ScalesChangedPct, h.ScaleChangePct, acc, mark)
+		fmt.Fprintf(&b, "| %d | %.3g | %.4f | %.4f | %.5g | %.4g | %.4g | %.3g %% | %.3g %% | %.3g %% (%.3g %%) | %.2f %%%s |\n", h.Iter, h.Rho, h.TrainLoss, h.FY, h.Lagrangian, h.Residual, h.DualResidual, h.ChangedPct, h.FlippedPct, h.ScalesChangedPct, h.ScaleChangePct, acc, mark)
 	}
 	for _, w := range s.Warnings {
 		fmt.Fprintf(&b, "\n> %s\n", w)
