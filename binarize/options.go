@@ -81,6 +81,12 @@ type Options struct {
 	// the network by orders of magnitude, and a too small one collapses while a large
 	// one only makes ADMM-Q behave like PGD).
 	Rho admmq.Schedule
+	// AbsoluteRho takes Rho as every tensor's ρ, as the paper does. By default Rho is the
+	// scale-free ρ̄ of network.Config.ScaleFree: tensor t's ρ is ρ̄/‖P_A(x⁰_t)‖², one
+	// setting meaning the same on an MLP, a CNN and a scaled grid.
+	AbsoluteRho bool
+	// BalanceRho adapts ρ by residual balancing (admmq.Balancing, μ = 10, τ = 2).
+	BalanceRho bool
 	// P is ADMM-R's mask probability (zero: 0.3, the paper's), Beta ADMM-S's β (zero:
 	// 1e3, the paper's).
 	P, Beta float64
@@ -371,6 +377,10 @@ func (o Options) config(loss train.Loss) (network.Config, error) {
 	}
 	if !o.LastIterate {
 		cfg.Export = network.IterateBest
+	}
+	cfg.ScaleFree = !o.AbsoluteRho
+	if o.BalanceRho {
+		cfg.Balance = &admmq.Balancing{}
 	}
 	total := o.Iters * o.InnerEpochs
 	if o.InnerSteps > 0 {

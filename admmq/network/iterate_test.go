@@ -94,10 +94,33 @@ func TestBestIterate(t *testing.T) {
 // TestBestIterateResume: a run under IterateBest resumed from each of its checkpoints
 // writes the same final checkpoint (best iterate included) and exports the same weights.
 func TestBestIterateResume(t *testing.T) {
+	resumeAll(t, func(c *Config) { c.Export = IterateBest })
+}
+
+// TestRhoStateResume: with scale-free ρ, residual balancing and the best iterate, every
+// resumed run ends with the uninterrupted run's checkpoint (ρ factor included) and
+// weights; balancing did change ρ.
+func TestRhoStateResume(t *testing.T) {
+	h := resumeAll(t, func(c *Config) {
+		c.Export, c.ScaleFree, c.Balance = IterateBest, true, &admmq.Balancing{}
+		c.Rho = admmq.Schedule{Rho0: 1}
+	})
+	moved := false
+	for _, s := range h {
+		moved = moved || s.Rho != 1
+		t.Logf("iter %d ρ %g primal %g dual %g flipped %g", s.Iter, s.Rho, s.Residual, s.DualResidual, s.Flipped)
+	}
+	if !moved {
+		t.Error("balancing left ρ at 1 in every iteration")
+	}
+}
+
+func resumeAll(t *testing.T, mod func(*Config)) []IterStats {
+	t.Helper()
 	ctx := context.Background()
 	var cks [][]byte
 	full, g, m := newRunWith(t, BinaryChannel, func(c *Config) {
-		c.Export = IterateBest
+		mod(c)
 		c.Checkpoint = func(b []byte) error { cks = append(cks, b); return nil }
 	})
 	if err := full.Run(ctx); err != nil {
@@ -110,7 +133,7 @@ func TestBestIterateResume(t *testing.T) {
 	for k, ck := range cks[:len(cks)-1] {
 		var final []byte
 		resumed, g2, m2 := newRunWith(t, BinaryChannel, func(c *Config) {
-			c.Export = IterateBest
+			mod(c)
 			c.Checkpoint = func(b []byte) error { final = b; return nil }
 		})
 		if err := resumed.Restore(ck); err != nil {
@@ -129,6 +152,40 @@ func TestBestIterateResume(t *testing.T) {
 			t.Fatal(err)
 		}
 		sameParams(t, g, g2)
+	}
+	return full.History()
+}
+
+// TestScaleFreeRhoNetwork: scaling one weight tensor of the model by c (as a following
+// normalisation could compensate) divides that tensor's ρ by c² under ScaleFree, so that
+// ρ·‖y⁰‖² is the same, and leaves the other tensors' ρ as it was.
+func TestScaleFreeRhoNetwork(t *testing.T) {
+	build := func(c float32) *Run {
+		m, g := load(t, mlpPath)
+		ts, err := Targets(m, BinaryChannel, Selection{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := g.Param(ts[0].Name).Value.F
+		for i := range w {
+			w[i] *= c
+		}
+		d := openCalib(t, 64)
+		r, err := New(m, g, ts, Config{Method: admmq.IADMMQ, Rho: admmq.Schedule{Rho0: 1}, ScaleFree: true, Iters: 1, Workers: 1}, dataOf(t, d, nil, 64, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	base, scaled := build(1), build(8)
+	for i := range base.rhoScale {
+		want := base.rhoScale[i]
+		if i == 0 {
+			want /= 64
+		}
+		if math.Abs(scaled.rhoScale[i]/want-1) > 1e-5 {
+			t.Errorf("tensor %d: ρ factor %g, want %g", i, scaled.rhoScale[i], want)
+		}
 	}
 }
 

@@ -47,6 +47,17 @@ type Config struct {
 	Method admmq.Method
 	// Rho is the penalty schedule ρ_r = Rho0·Growth^⌊r/Every⌋.
 	Rho admmq.Schedule
+	// ScaleFree makes ρ_r a scale-free ρ̄: tensor t's penalty is ρ̄·ScaleFreeRho(y⁰_t) =
+	// ρ̄/‖y⁰_t‖², so that ρ̄ weighs the squared distance relative to the tensor's own grid
+	// magnitude against the loss, the same for an MLP's 10⁵-element layer and a CNN's
+	// 10²-element kernel, and for a scaled grid whatever the weights' scale. ADMM-S keeps
+	// the absolute ρ: its y-update takes one ρ for the whole variable.
+	ScaleFree bool
+	// Balance, when set, adapts ρ after every iteration by residual balancing (a factor
+	// on the schedule, common to all tensors: the residuals are summed over the tensors,
+	// since one tensor's inexact x-update is too noisy to steer its own ρ). λ is unscaled
+	// and kept as it is.
+	Balance *admmq.Balancing
 	// P is ADMM-R's mask probability, Beta ADMM-S's β.
 	P, Beta float64
 	// Iters is the number of outer iterations.
@@ -145,8 +156,10 @@ type Progress struct {
 
 // IterStats records one outer iteration.
 type IterStats struct {
-	Iter int     `json:"iter"`
-	Rho  float64 `json:"rho"`
+	Iter int `json:"iter"`
+	// Rho is the iteration's ρ: the schedule's times the balancing factor; under
+	// Config.ScaleFree tensor t's ρ is Rho·ScaleFreeRho(y⁰_t).
+	Rho float64 `json:"rho"`
 	// TrainLoss is the mean minibatch loss of the iteration's last inner epoch (training
 	// mode, the weights moving).
 	TrainLoss float64 `json:"train_loss"`
@@ -224,6 +237,10 @@ type Run struct {
 	// best is the state after the best iteration so far under IterateBest (nil before
 	// the first iteration with a score).
 	best *snapshot
+	// rhoScale is each tensor's factor on ρ (1, or ScaleFreeRho(y⁰) under ScaleFree: a
+	// function of the model, so not checkpointed); rhoFactor is residual balancing's.
+	rhoScale  []float64
+	rhoFactor float64
 }
 
 // snapshot is the state Finish needs to export an iterate: every float parameter of the
@@ -329,10 +346,16 @@ func New(m *onnxio.Model, g *engine.Graph, targets []Target, cfg Config, data Da
 		r.scratch = append(r.scratch, make([]float32, len(x)))
 		r.lastY = append(r.lastY, append([]float32(nil), y...))
 		r.point = append(r.point, gridPoint{})
+		k := 1.0
+		if cfg.ScaleFree && cfg.Method != admmq.ADMMS {
+			k = admmq.ScaleFreeRho(y)
+		}
+		r.rhoScale = append(r.rhoScale, k)
 		if cfg.Method == admmq.ADMMS {
 			r.zt = append(r.zt, make([]float32, len(x)))
 		}
 	}
+	r.rhoFactor = 1
 	r.pcg = rand.NewPCG(cfg.Seed, 0x6e6574776f726b) // stream "network"
 	r.eng = engine.Context{BLAS: cfg.BLAS, Workers: cfg.Workers, Rand: rand.New(r.pcg)}
 	r.feed = &feed{b: data.Train, limit: cfg.InnerSteps}
@@ -468,7 +491,7 @@ func (r *Run) Run(ctx context.Context) error {
 func (r *Run) iteration(ctx context.Context) error {
 	start := time.Now()
 	it := r.iter
-	rho := r.cfg.Rho.Rho(it)
+	rho := r.cfg.Rho.Rho(it) * r.rhoFactor
 	st := IterStats{Iter: it + 1, Rho: rho}
 	admm := IsADMM(r.cfg.Method)
 	if admm {
@@ -492,7 +515,7 @@ func (r *Run) iteration(ctx context.Context) error {
 	if admm {
 		hook = func(int) error {
 			for i, p := range r.params {
-				admmq.AddPenaltyGrad(p.Grad.F, p.Value.F, r.y[i], r.lambda[i], rho)
+				admmq.AddPenaltyGrad(p.Grad.F, p.Value.F, r.y[i], r.lambda[i], rho*r.rhoScale[i])
 			}
 			return nil
 		}
@@ -531,7 +554,8 @@ func (r *Run) iteration(ctx context.Context) error {
 	if admm {
 		var dual2 float64
 		for i, p := range r.params {
-			admmq.UpdateDual(r.lambda[i], p.Value.F, r.y[i], rho)
+			rt := rho * r.rhoScale[i]
+			admmq.UpdateDual(r.lambda[i], p.Value.F, r.y[i], rt)
 			// lastY is y before this iteration's y-update: the dual residual's y_prev.
 			var d2 float64
 			for j, v := range r.y[i] {
@@ -539,7 +563,7 @@ func (r *Run) iteration(ctx context.Context) error {
 				d2 += d * d
 			}
 			copy(r.lastY[i], r.y[i])
-			dual2 += rho * rho * d2
+			dual2 += rt * rt * d2
 		}
 		st.DualResidual = math.Sqrt(dual2)
 	} else {
@@ -565,6 +589,10 @@ func (r *Run) iteration(ctx context.Context) error {
 		return err
 	}
 	st.StatSeconds += time.Since(t1).Seconds()
+	if admm && r.cfg.Balance != nil {
+		// λ is the unscaled multiplier: balancing changes ρ alone.
+		r.rhoFactor = r.cfg.Balance.Next(rho, st.Residual, st.DualResidual) / r.cfg.Rho.Rho(it)
+	}
 	if err := r.splitChanges(&st); err != nil {
 		return err
 	}
@@ -585,7 +613,7 @@ func (r *Run) updateY(rho float64, it int) (float64, error) {
 	switch r.cfg.Method {
 	case admmq.IADMMQ:
 		for i, p := range r.params {
-			c, err := admmq.UpdateYQ(r.targets[i].Set, r.y[i], p.Value.F, r.lambda[i], r.scratch[i], rho, r.targets[i].Layout)
+			c, err := admmq.UpdateYQ(r.targets[i].Set, r.y[i], p.Value.F, r.lambda[i], r.scratch[i], rho*r.rhoScale[i], r.targets[i].Layout)
 			if err != nil {
 				return 0, fmt.Errorf("network: y-update of %s: %w", r.targets[i].Name, err)
 			}
@@ -595,7 +623,7 @@ func (r *Run) updateY(rho float64, it int) (float64, error) {
 	case admmq.ADMMR:
 		for i, p := range r.params {
 			m := admmq.Mask{P: r.cfg.P, Seed: r.cfg.Seed, Iter: it, Stream: uint64(i)}
-			c, err := admmq.UpdateYR(r.targets[i].Set, r.y[i], p.Value.F, r.lambda[i], r.scratch[i], rho, r.targets[i].Layout, m)
+			c, err := admmq.UpdateYR(r.targets[i].Set, r.y[i], p.Value.F, r.lambda[i], r.scratch[i], rho*r.rhoScale[i], r.targets[i].Layout, m)
 			if err != nil {
 				return 0, fmt.Errorf("network: y-update of %s: %w", r.targets[i].Name, err)
 			}
@@ -673,7 +701,7 @@ func (r *Run) measure(ctx context.Context, st *IterStats, rho float64) error {
 			return err
 		}
 		if IsADMM(r.cfg.Method) {
-			pen += admmq.Penalty(p.Value.F, r.y[i], r.lambda[i], rho)
+			pen += admmq.Penalty(p.Value.F, r.y[i], r.lambda[i], rho*r.rhoScale[i])
 		}
 		for j, v := range p.Value.F {
 			d := float64(v) - float64(r.y[i][j])
@@ -774,7 +802,7 @@ func (r *Run) criterion(ctx context.Context, rho float64, xprev [][]float32) (fl
 	var gn2, dy2, dp2 float64
 	for i, p := range r.params {
 		g := append([]float32(nil), p.Grad.F...)
-		admmq.AddPenaltyGrad(g, p.Value.F, r.y[i], r.lambda[i], rho)
+		admmq.AddPenaltyGrad(g, p.Value.F, r.y[i], r.lambda[i], rho*r.rhoScale[i])
 		for j, v := range g {
 			gn2 += float64(v) * float64(v)
 			d := float64(p.Value.F[j]) - float64(r.y[i][j])
