@@ -82,7 +82,7 @@ type Options struct {
 	// one only makes ADMM-Q behave like PGD).
 	Rho admmq.Schedule
 	// AbsoluteRho takes Rho as every tensor's ρ, as the paper does. By default Rho is the
-	// scale-free ρ̄ of network.Config.ScaleFree: tensor t's ρ is ρ̄/‖P_A(x⁰_t)‖², one
+	// scale-free ρ̄ of network.Config.ScaleFree: tensor t's ρ is ρ̄/mean(P_A(x⁰_t)²), one
 	// setting meaning the same on an MLP, a CNN and a scaled grid.
 	AbsoluteRho bool
 	// BalanceRho adapts ρ by residual balancing (admmq.Balancing, μ = 10, τ = 2).

@@ -158,7 +158,8 @@ func resumeAll(t *testing.T, mod func(*Config)) []IterStats {
 
 // TestScaleFreeRhoNetwork: scaling one weight tensor of the model by c (as a following
 // normalisation could compensate) divides that tensor's ρ by c² under ScaleFree, so that
-// ρ·‖y⁰‖² is the same, and leaves the other tensors' ρ as it was.
+// ρ·mean(y⁰²) is the same, and leaves the other tensors' ρ as it was; on the ±1 grid
+// every factor is exactly 1 (scale-free ρ is the absolute ρ there).
 func TestScaleFreeRhoNetwork(t *testing.T) {
 	build := func(c float32) *Run {
 		m, g := load(t, mlpPath)
@@ -185,6 +186,12 @@ func TestScaleFreeRhoNetwork(t *testing.T) {
 		}
 		if math.Abs(scaled.rhoScale[i]/want-1) > 1e-5 {
 			t.Errorf("tensor %d: ρ factor %g, want %g", i, scaled.rhoScale[i], want)
+		}
+	}
+	bin, _, _ := newRunWith(t, Binary, func(c *Config) { c.ScaleFree = true })
+	for i, k := range bin.rhoScale {
+		if k != 1 {
+			t.Errorf("±1 grid, tensor %d: ρ factor %v, want exactly 1", i, k)
 		}
 	}
 }

@@ -48,10 +48,10 @@ type Config struct {
 	// Rho is the penalty schedule ρ_r = Rho0·Growth^⌊r/Every⌋.
 	Rho admmq.Schedule
 	// ScaleFree makes ρ_r a scale-free ρ̄: tensor t's penalty is ρ̄·ScaleFreeRho(y⁰_t) =
-	// ρ̄/‖y⁰_t‖², so that ρ̄ weighs the squared distance relative to the tensor's own grid
-	// magnitude against the loss, the same for an MLP's 10⁵-element layer and a CNN's
-	// 10²-element kernel, and for a scaled grid whatever the weights' scale. ADMM-S keeps
-	// the absolute ρ: its y-update takes one ρ for the whole variable.
+	// ρ̄/mean(y⁰_t²), distances counted in units of the tensor's grid scale, so that one ρ̄
+	// means the same on the ±1 grid (where it is the absolute ρ, bit for bit) and on a
+	// scaled grid whatever the weights' scale. ADMM-S keeps the absolute ρ: its y-update
+	// takes one ρ for the whole variable.
 	ScaleFree bool
 	// Balance, when set, adapts ρ after every iteration by residual balancing (a factor
 	// on the schedule, common to all tensors: the residuals are summed over the tensors,

@@ -31,7 +31,7 @@ func algoFlags() []cli.Flag {
 	const cat = "Algorithm"
 	d := binarize.Defaults()
 	return []cli.Flag{
-		&cli.Float64Flag{Name: "rho", Category: cat, Value: d.Rho.Rho0, Usage: "ADMM penalty ρ₀, scale-free: tensor t's ρ is ρ₀/‖P(x⁰_t)‖² (see --absolute-rho)"},
+		&cli.Float64Flag{Name: "rho", Category: cat, Value: d.Rho.Rho0, Usage: "ADMM penalty ρ₀, scale-free: tensor t's ρ is ρ₀/mean(P(x⁰_t)²), ρ₀ itself on the ±1 grid, ρ₀/α² on a grid of scale α (see --absolute-rho)"},
 		&cli.BoolFlag{Name: "absolute-rho", Category: cat, Usage: "use --rho as every tensor's ρ, the paper's setting (and the README's tables before scale-free ρ)"},
 		&cli.BoolFlag{Name: "balance-rho", Category: cat, Usage: "adapt ρ by residual balancing (Boyd et al. 2011 §3.4.1: ×2 when ‖x−y‖ > 10·‖ρΔy‖, ÷2 in the reverse case)"},
 		&cli.Float64Flag{Name: "rho-growth", Category: cat, Value: 1, Usage: "multiply ρ by `G` every --rho-every iterations (1: constant, the paper's analysis)"},
