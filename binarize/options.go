@@ -83,6 +83,12 @@ type Options struct {
 	// the network by orders of magnitude, and a too small one collapses while a large
 	// one only makes ADMM-Q behave like PGD).
 	Rho admmq.Schedule
+	// AbsoluteRho takes Rho as every tensor's ρ, as the paper does. By default Rho is the
+	// scale-free ρ̄ of network.Config.ScaleFree: tensor t's ρ is ρ̄/mean(P_A(x⁰_t)²), one
+	// setting meaning the same on an MLP, a CNN and a scaled grid.
+	AbsoluteRho bool
+	// BalanceRho adapts ρ by residual balancing (admmq.Balancing, μ = 10, τ = 2).
+	BalanceRho bool
 	// P is ADMM-R's mask probability (zero: 0.3, the paper's), Beta ADMM-S's β (zero:
 	// 1e3, the paper's).
 	P, Beta float64
@@ -100,10 +106,14 @@ type Options struct {
 	// scale α_c on binary-channel), so that a step is the same fraction of the distance
 	// between grid points on every grid; biases and normalisation parameters take LR.
 	// AbsoluteLR gives every parameter LR itself, the rate before grids were scaled.
-	Optimizer  Optimizer
-	LR         float64
-	Schedule   LRSchedule
-	AbsoluteLR bool
+	// LastIterate exports the state after the last outer iteration, as the paper does,
+	// instead of the iterate with the best accuracy on Data.Eval (the default: on scaled
+	// grids ADMM oscillates and the last iterate is an accident of the budget).
+	LastIterate bool
+	Optimizer   Optimizer
+	LR          float64
+	Schedule    LRSchedule
+	AbsoluteLR  bool
 	// Loss (zero: LossAuto) and the distillation Temperature (zero: 1).
 	Loss        Loss
 	Temperature float64
@@ -404,6 +414,13 @@ func (o Options) config(loss train.Loss) (network.Config, error) {
 		BLAS: o.BLAS, Workers: o.Workers, Progress: o.Progress, Checkpoint: o.Checkpoint,
 		// BinaryConnect's clip, the baseline the paper measures itself against (STE only).
 		STEClip: true,
+	}
+	if !o.LastIterate {
+		cfg.Export = network.IterateBest
+	}
+	cfg.ScaleFree = !o.AbsoluteRho
+	if o.BalanceRho {
+		cfg.Balance = &admmq.Balancing{}
 	}
 	total := o.Iters * o.InnerEpochs
 	if o.InnerSteps > 0 {

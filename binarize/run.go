@@ -91,6 +91,9 @@ type Result struct {
 	// SplitHeldOut, or, when Data.Eval was nil, SplitValidation (SplitTrain without a
 	// validation split), which the run's choices have seen.
 	ReportSplit Split
+	// Exported is the 1-based outer iteration whose state was exported: the one with the
+	// best validation score unless Options.LastIterate, or the last.
+	Exported int
 	// FullPrecision and Binarized are measured on ReportSplit: the model as given,
 	// and the exported file as read back against the full-precision model, with the
 	// fidelity of every output in Binarized.Outputs.
@@ -405,6 +408,7 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	}
 	res.History = run.History()
 	ws, err := run.Finish(ctx, m, o.Grid, !o.NoBNRecalib)
+	res.Exported = run.Exported()
 	if err != nil {
 		return nil, err
 	}

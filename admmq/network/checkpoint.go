@@ -14,7 +14,7 @@ import (
 )
 
 // checkpointVersion changes whenever the checkpoint's layout does.
-const checkpointVersion = 2
+const checkpointVersion = 3
 
 // namedParam is one float parameter. A slice sorted by name, not a map: gob writes maps
 // in Go's random iteration order, and the same state must give the same bytes.
@@ -44,6 +44,10 @@ type checkpoint struct {
 	Optimizer              []byte
 	RNG                    []byte
 	History                []IterStats
+	// RhoFactor is residual balancing's factor on ρ (1 without balancing).
+	RhoFactor float64
+	// Best is the best iterate's state under IterateBest (nil: none yet).
+	Best *snapshot
 }
 
 // Checkpoint serializes the run's state between outer iterations: x (every float
@@ -54,7 +58,7 @@ func (r *Run) Checkpoint() ([]byte, error) {
 	c := checkpoint{
 		Version: checkpointVersion, Algo: r.cfg.Method, Seed: r.cfg.Seed,
 		Y: r.y, Lambda: r.lambda, LastY: r.lastY,
-		Iter: r.iter, Epoch: r.epoch, Step: r.step,
+		Iter: r.iter, Epoch: r.epoch, Step: r.step, Best: r.best, RhoFactor: r.rhoFactor,
 	}
 	// Wall-clock times would make two checkpoints of the same run differ; a resumed run
 	// reports 0 s for the iterations it restored.
@@ -158,6 +162,16 @@ func (r *Run) Restore(data []byte) error {
 	}
 	r.iter, r.epoch, r.step = c.Iter, c.Epoch, c.Step
 	r.history = append([]IterStats(nil), c.History...)
+	r.best = c.Best
+	if r.rhoFactor = c.RhoFactor; !(r.rhoFactor > 0) {
+		return fmt.Errorf("checkpoint's ρ factor %v: want > 0", c.RhoFactor)
+	}
+	if r.best != nil && len(r.best.Y) != len(r.y) {
+		return fmt.Errorf("checkpoint's best iterate holds %d weights, this run %d", len(r.best.Y), len(r.y))
+	}
+	if err := r.resetPoints(); err != nil {
+		return err
+	}
 	// Replay the data order: epoch e of the seeded batches is a pure function of e.
 	for r.feed.epoch < c.FeedEpoch {
 		r.feed.restart()

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/qtool/qtool/admmq"
@@ -46,6 +47,17 @@ type Config struct {
 	Method admmq.Method
 	// Rho is the penalty schedule ρ_r = Rho0·Growth^⌊r/Every⌋.
 	Rho admmq.Schedule
+	// ScaleFree makes ρ_r a scale-free ρ̄: tensor t's penalty is ρ̄·ScaleFreeRho(y⁰_t) =
+	// ρ̄/mean(y⁰_t²), distances counted in units of the tensor's grid scale, so that one ρ̄
+	// means the same on the ±1 grid (where it is the absolute ρ, bit for bit) and on a
+	// scaled grid whatever the weights' scale. ADMM-S keeps the absolute ρ: its y-update
+	// takes one ρ for the whole variable.
+	ScaleFree bool
+	// Balance, when set, adapts ρ after every iteration by residual balancing (a factor
+	// on the schedule, common to all tensors: the residuals are summed over the tensors,
+	// since one tensor's inexact x-update is too noisy to steer its own ρ). λ is unscaled
+	// and kept as it is.
+	Balance *admmq.Balancing
 	// P is ADMM-R's mask probability, Beta ADMM-S's β.
 	P, Beta float64
 	// Iters is the number of outer iterations.
@@ -91,7 +103,24 @@ type Config struct {
 	// Checkpoint, when set, is called at the end of each outer iteration with the run's
 	// serialized state (see Run.Checkpoint).
 	Checkpoint func(state []byte) error
+	// Export chooses the iterate Finish exports: IterateLast (the zero value, the
+	// paper's) or IterateBest, the one with the best score on Data.Eval (binarize gives it the validation split).
+	Export Iterate
 }
+
+// Iterate says which outer iteration's state Finish exports.
+type Iterate int
+
+const (
+	// IterateLast exports the state after the last outer iteration, as the paper does.
+	IterateLast Iterate = iota
+	// IterateBest exports the state after the outer iteration whose y scored best on
+	// Data.Eval (accuracy, or agreement with the teacher without labels); the earliest on
+	// ties. On scaled grids ADMM oscillates (issue 15: 81.5 → 91.0 → 76.5 → 70.0 → 89.5 %
+	// held out), and the last iterate is then an accident of the budget. Without Data.Eval
+	// there is no score and the last iterate is exported.
+	IterateBest
+)
 
 // Data is what a run trains and measures on: batches of the calibration set in two
 // orders and of the held-out set, so that this package stays independent of how data are
@@ -130,8 +159,10 @@ type Progress struct {
 
 // IterStats records one outer iteration.
 type IterStats struct {
-	Iter int     `json:"iter"`
-	Rho  float64 `json:"rho"`
+	Iter int `json:"iter"`
+	// Rho is the iteration's ρ: the schedule's times the balancing factor; under
+	// Config.ScaleFree tensor t's ρ is Rho·ScaleFreeRho(y⁰_t).
+	Rho float64 `json:"rho"`
 	// TrainLoss is the mean minibatch loss of the iteration's last inner epoch (training
 	// mode, the weights moving).
 	TrainLoss float64 `json:"train_loss"`
@@ -141,11 +172,28 @@ type IterStats struct {
 	FY float64 `json:"f_y"`
 	// Lagrangian is L(x, y, λ) = f(x) + ⟨λ, x − y⟩ + ρ/2‖x − y‖² (ADMM variants; f(x) otherwise).
 	Lagrangian float64 `json:"lagrangian"`
-	// Residual is ‖x − y‖ over the targeted weights.
-	Residual float64 `json:"residual"`
+	// Residual is ‖x − y‖ over the targeted weights at the iteration's end: ADMM's primal
+	// residual. DualResidual is ‖ρ(y − y_prev)‖, the change of this iteration's y-update
+	// weighted by each tensor's ρ (Boyd et al. 2011, §3.3): how far the x-update's
+	// optimality moved (ADMM variants; 0 otherwise). Their ratio is what residual
+	// balancing steers.
+	Residual     float64 `json:"residual"`
+	DualResidual float64 `json:"dual_residual"`
 	// Changed is the fraction of y's elements changed by this iteration's y-update (for PGD
-	// and GD+Proj: of the projection of x since the previous iteration).
+	// and GD+Proj: of the projection of x since the previous iteration). On a scaled grid
+	// a change of a channel's scale changes every element of the channel, so Changed is
+	// near 100 % even when no sign flips: Flipped and ScalesChanged separate the two.
 	Changed float64 `json:"changed"`
+	// Flipped is the fraction of elements whose grid level (the sign, on binary grids)
+	// differs from the previous iteration's grid point.
+	Flipped float64 `json:"flipped"`
+	// ScalesChanged is the fraction of channels (of scaled grids) whose scale changed,
+	// ScaleChange the mean relative change |α − α_prev|/α_prev over the channels.
+	ScalesChanged float64 `json:"scales_changed"`
+	ScaleChange   float64 `json:"scale_change"`
+	// Best marks the iteration whose state Finish exports under IterateBest, as far as
+	// the run has got: it is set on the best iteration so far and cleared on the others.
+	Best bool `json:"best,omitempty"`
 	// Accuracy is the held-out top-1 accuracy of y (agreement with the teacher without labels).
 	Accuracy    float64 `json:"accuracy"`
 	HasAccuracy bool    `json:"has_accuracy"`
@@ -189,6 +237,27 @@ type Run struct {
 	// The teacher's outputs on the stat subset and on the held-out set: it is frozen,
 	// so each iteration's statistics need only the trained graph's forward passes.
 	subRef, evalRef train.RefCache
+	// point is the grid point of y at the end of the last iteration (at New: y⁰), the
+	// reference of the next iteration's flips and scale changes. It is a function of y,
+	// so Restore recomputes it instead of checkpointing it.
+	point []gridPoint
+	// best is the state after the best iteration so far under IterateBest (nil before
+	// the first iteration with a score).
+	best *snapshot
+	// rhoScale is each tensor's factor on ρ (1, or ScaleFreeRho(y⁰) under ScaleFree: a
+	// function of the model, so not checkpointed); rhoFactor is residual balancing's.
+	rhoScale  []float64
+	rhoFactor float64
+}
+
+// snapshot is the state Finish needs to export an iterate: every float parameter of the
+// graph (x, the trained biases and normalisation parameters, the BatchNorm running
+// statistics, which the export keeps when it does not re-estimate them) and y.
+type snapshot struct {
+	Iter   int // 1-based
+	Score  float64
+	Params []namedParam
+	Y      [][]float32
 }
 
 // refCacheBytes bounds each of a run's caches of teacher outputs: classifier outputs of
@@ -283,10 +352,17 @@ func New(m *onnxio.Model, g *engine.Graph, targets []Target, cfg Config, data Da
 		r.lambda = append(r.lambda, make([]float32, len(x)))
 		r.scratch = append(r.scratch, make([]float32, len(x)))
 		r.lastY = append(r.lastY, append([]float32(nil), y...))
+		r.point = append(r.point, gridPoint{})
+		k := 1.0
+		if cfg.ScaleFree && cfg.Method != admmq.ADMMS {
+			k = admmq.ScaleFreeRho(y)
+		}
+		r.rhoScale = append(r.rhoScale, k)
 		if cfg.Method == admmq.ADMMS {
 			r.zt = append(r.zt, make([]float32, len(x)))
 		}
 	}
+	r.rhoFactor = 1
 	r.pcg = rand.NewPCG(cfg.Seed, 0x6e6574776f726b) // stream "network"
 	r.eng = engine.Context{BLAS: cfg.BLAS, Workers: cfg.Workers, Rand: rand.New(r.pcg)}
 	r.feed = &feed{b: data.Train, limit: cfg.InnerSteps}
@@ -298,7 +374,88 @@ func New(m *onnxio.Model, g *engine.Graph, targets []Target, cfg Config, data Da
 	}
 	r.stepsN = (min(cfg.StatSamples, data.Samples) + data.BatchSize - 1) / data.BatchSize
 	r.subRef.Max, r.evalRef.Max = refCacheBytes, refCacheBytes
+	if err := r.resetPoints(); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// resetPoints sets the reference grid points to those of the current y.
+func (r *Run) resetPoints() error {
+	for i := range r.targets {
+		y, err := r.gridY(i)
+		if err != nil {
+			return err
+		}
+		r.point[i] = pointOf(r.targets[i], y)
+	}
+	return nil
+}
+
+// splitChanges fills the level and scale changes of y since the previous iteration and
+// moves the reference to the current grid point.
+func (r *Run) splitChanges(st *IterStats) error {
+	var flips, scales, n, channels int
+	var rel float64
+	for i := range r.targets {
+		y, err := r.gridY(i)
+		if err != nil {
+			return err
+		}
+		p := pointOf(r.targets[i], y)
+		f, c, d := r.point[i].changes(p)
+		flips, scales, rel = flips+f, scales+c, rel+d
+		n += len(y)
+		channels += len(p.scales)
+		r.point[i] = p
+	}
+	st.Flipped = float64(flips) / float64(n)
+	if channels > 0 {
+		st.ScalesChanged = float64(scales) / float64(channels)
+		st.ScaleChange = rel / float64(channels)
+	}
+	return nil
+}
+
+// keepBest records the state after this iteration when its score on Data.Eval beats the
+// best so far (strictly: the earliest best wins ties, so that a run whose y stops moving
+// exports the first iterate that reached it).
+func (r *Run) keepBest(st *IterStats) {
+	if r.cfg.Export != IterateBest || !st.HasAccuracy {
+		return
+	}
+	if r.best != nil && !(st.Accuracy > r.best.Score) {
+		return
+	}
+	if r.best == nil {
+		r.best = &snapshot{}
+	}
+	b := r.best
+	b.Iter, b.Score = st.Iter, st.Accuracy
+	b.Params = b.Params[:0]
+	for _, p := range r.g.Params() {
+		if p.Value.F != nil {
+			b.Params = append(b.Params, namedParam{p.Name, slices.Clone(p.Value.F)})
+		}
+	}
+	slices.SortFunc(b.Params, func(a, b namedParam) int { return strings.Compare(a.Name, b.Name) })
+	b.Y = b.Y[:0]
+	for _, y := range r.y {
+		b.Y = append(b.Y, slices.Clone(y))
+	}
+	for i := range r.history {
+		r.history[i].Best = false
+	}
+	st.Best = true
+}
+
+// Exported returns the 1-based outer iteration whose state Finish exports: the best
+// one under IterateBest when any iteration was scored, else the last.
+func (r *Run) Exported() int {
+	if r.best != nil {
+		return r.best.Iter
+	}
+	return r.iter
 }
 
 // trainable reports whether a parameter is trained: weights, biases and normalisation
@@ -344,7 +501,7 @@ func (r *Run) Run(ctx context.Context) error {
 func (r *Run) iteration(ctx context.Context) error {
 	start := time.Now()
 	it := r.iter
-	rho := r.cfg.Rho.Rho(it)
+	rho := r.cfg.Rho.Rho(it) * r.rhoFactor
 	st := IterStats{Iter: it + 1, Rho: rho}
 	admm := IsADMM(r.cfg.Method)
 	if admm {
@@ -371,7 +528,7 @@ func (r *Run) iteration(ctx context.Context) error {
 	if admm {
 		hook = func(int) error {
 			for i, p := range r.params {
-				admmq.AddPenaltyGrad(p.Grad.F, p.Value.F, r.y[i], r.lambda[i], rho)
+				admmq.AddPenaltyGrad(p.Grad.F, p.Value.F, r.y[i], r.lambda[i], rho*r.rhoScale[i])
 			}
 			return nil
 		}
@@ -411,9 +568,20 @@ func (r *Run) iteration(ctx context.Context) error {
 		}
 	}
 	if admm {
+		var dual2 float64
 		for i, p := range r.params {
-			admmq.UpdateDual(r.lambda[i], p.Value.F, r.y[i], rho)
+			rt := rho * r.rhoScale[i]
+			admmq.UpdateDual(r.lambda[i], p.Value.F, r.y[i], rt)
+			// lastY is y before this iteration's y-update: the dual residual's y_prev.
+			var d2 float64
+			for j, v := range r.y[i] {
+				d := float64(v) - float64(r.lastY[i][j])
+				d2 += d * d
+			}
+			copy(r.lastY[i], r.y[i])
+			dual2 += rt * rt * d2
 		}
+		st.DualResidual = math.Sqrt(dual2)
 	} else {
 		// PGD's x is on the grid after its last step; GD+Proj's and STE's y is the
 		// projection of x.
@@ -438,6 +606,14 @@ func (r *Run) iteration(ctx context.Context) error {
 		return err
 	}
 	st.StatSeconds += time.Since(t1).Seconds()
+	if admm && r.cfg.Balance != nil {
+		// λ is the unscaled multiplier: balancing changes ρ alone.
+		r.rhoFactor = r.cfg.Balance.Next(rho, st.Residual, st.DualResidual) / r.cfg.Rho.Rho(it)
+	}
+	if err := r.splitChanges(&st); err != nil {
+		return err
+	}
+	r.keepBest(&st)
 	st.Seconds = time.Since(start).Seconds()
 	r.history = append(r.history, st)
 	r.iter++
@@ -454,7 +630,7 @@ func (r *Run) updateY(rho float64, it int) (float64, error) {
 	switch r.cfg.Method {
 	case admmq.IADMMQ:
 		for i, p := range r.params {
-			c, err := admmq.UpdateYQ(r.targets[i].Set, r.y[i], p.Value.F, r.lambda[i], r.scratch[i], rho, r.targets[i].Layout)
+			c, err := admmq.UpdateYQ(r.targets[i].Set, r.y[i], p.Value.F, r.lambda[i], r.scratch[i], rho*r.rhoScale[i], r.targets[i].Layout)
 			if err != nil {
 				return 0, fmt.Errorf("network: y-update of %s: %w", r.targets[i].Name, err)
 			}
@@ -464,7 +640,7 @@ func (r *Run) updateY(rho float64, it int) (float64, error) {
 	case admmq.ADMMR:
 		for i, p := range r.params {
 			m := admmq.Mask{P: r.cfg.P, Seed: r.cfg.Seed, Iter: it, Stream: uint64(i)}
-			c, err := admmq.UpdateYR(r.targets[i].Set, r.y[i], p.Value.F, r.lambda[i], r.scratch[i], rho, r.targets[i].Layout, m)
+			c, err := admmq.UpdateYR(r.targets[i].Set, r.y[i], p.Value.F, r.lambda[i], r.scratch[i], rho*r.rhoScale[i], r.targets[i].Layout, m)
 			if err != nil {
 				return 0, fmt.Errorf("network: y-update of %s: %w", r.targets[i].Name, err)
 			}
@@ -542,7 +718,7 @@ func (r *Run) measure(ctx context.Context, st *IterStats, rho float64) error {
 			return err
 		}
 		if IsADMM(r.cfg.Method) {
-			pen += admmq.Penalty(p.Value.F, r.y[i], r.lambda[i], rho)
+			pen += admmq.Penalty(p.Value.F, r.y[i], r.lambda[i], rho*r.rhoScale[i])
 		}
 		for j, v := range p.Value.F {
 			d := float64(v) - float64(r.y[i][j])
@@ -643,7 +819,7 @@ func (r *Run) criterion(ctx context.Context, rho float64, xprev [][]float32) (fl
 	var gn2, dy2, dp2 float64
 	for i, p := range r.params {
 		g := append([]float32(nil), p.Grad.F...)
-		admmq.AddPenaltyGrad(g, p.Value.F, r.y[i], r.lambda[i], rho)
+		admmq.AddPenaltyGrad(g, p.Value.F, r.y[i], r.lambda[i], rho*r.rhoScale[i])
 		for j, v := range g {
 			gn2 += float64(v) * float64(v)
 			d := float64(p.Value.F[j]) - float64(r.y[i][j])
@@ -672,8 +848,24 @@ type Weight struct {
 
 // Finish sets the targeted weights to their grid point y and, when recalib is set,
 // re-estimates the BatchNorm running statistics of m's graph over the calibration data
-// with them. It returns the weights, exactly on the grid.
+// with them. It returns the weights, exactly on the grid. Under IterateBest it first
+// restores the state of the best iteration (Exported), so that the result is bit for bit
+// that of a run stopped after it.
 func (r *Run) Finish(ctx context.Context, m *onnxio.Model, grid Grid, recalib bool) ([]Weight, error) {
+	if b := r.best; b != nil && b.Iter != r.iter {
+		params := make(map[string][]float32, len(b.Params))
+		for _, p := range b.Params {
+			params[p.Name] = p.Values
+		}
+		for _, p := range r.g.Params() {
+			if p.Value.F != nil {
+				copy(p.Value.F, params[p.Name])
+			}
+		}
+		for i := range r.y {
+			copy(r.y[i], b.Y[i])
+		}
+	}
 	var ws []Weight
 	for i, p := range r.params {
 		y, err := r.gridY(i)

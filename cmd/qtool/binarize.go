@@ -31,7 +31,9 @@ func algoFlags() []cli.Flag {
 	const cat = "Algorithm"
 	d := binarize.Defaults()
 	return []cli.Flag{
-		&cli.Float64Flag{Name: "rho", Category: cat, Value: d.Rho.Rho0, Usage: "ADMM penalty ρ₀"},
+		&cli.Float64Flag{Name: "rho", Category: cat, Value: d.Rho.Rho0, Usage: "ADMM penalty ρ₀, scale-free: tensor t's ρ is ρ₀/mean(P(x⁰_t)²), ρ₀ itself on the ±1 grid, ρ₀/α² on a grid of scale α (see --absolute-rho)"},
+		&cli.BoolFlag{Name: "absolute-rho", Category: cat, Usage: "use --rho as every tensor's ρ, the paper's setting (and the README's tables before scale-free ρ)"},
+		&cli.BoolFlag{Name: "balance-rho", Category: cat, Usage: "adapt ρ by residual balancing (Boyd et al. 2011 §3.4.1: ×2 when ‖x−y‖ > 10·‖ρΔy‖, ÷2 in the reverse case)"},
 		&cli.Float64Flag{Name: "rho-growth", Category: cat, Value: 1, Usage: "multiply ρ by `G` every --rho-every iterations (1: constant, the paper's analysis)"},
 		&cli.IntFlag{Name: "rho-every", Category: cat, Value: 1, Usage: "grow ρ every `K` outer iterations"},
 		&cli.Float64Flag{Name: "p", Category: cat, Value: d.P, Usage: "ADMM-R: probability that a weight's y is updated"},
@@ -49,6 +51,7 @@ func algoFlags() []cli.Flag {
 		&cli.StringFlag{Name: "grid", Category: cat, Value: string(d.Grid), Usage: "auto (per weight: binary where a normalisation follows, binary-channel elsewhere), binary (±1, no scale), binary-channel (±α per channel), ternary, int2, int4 or int8, for every weight"},
 		&cli.StringFlag{Name: "loss", Category: cat, Value: string(d.Loss), Usage: "objective (every output matched with the full-precision model; labels supervise the classifier output), ce, hinge (the paper's code), distill, mse, or auto: for a single [batch, classes] output ce with labels and distill without, objective otherwise"},
 		&cli.Float64Flag{Name: "temperature", Category: cat, Value: d.Temperature, Usage: "distillation temperature T"},
+		&cli.BoolFlag{Name: "last-iterate", Category: cat, Usage: "export the last outer iteration's weights (the paper's) instead of those with the best validation accuracy"},
 		&cli.BoolFlag{Name: "no-bn-recalib", Category: cat, Usage: "do not re-estimate BatchNorm statistics with the binary weights"},
 		&cli.BoolFlag{Name: "no-rescale", Category: cat, Usage: "binary grid: do not first rescale each weight followed by BatchNorm to mean |w| = 1 per channel (the function is unchanged; the paper's ±1 grid then sits far from the weights)"},
 		&cli.StringFlag{Name: "start", Category: cat, Value: string(d.Start), Usage: "ADMM's starting x: grid (x⁰ = y⁰ = P(pretrained), the paper's analysis; measured better with small calibration sets) or pretrained (the paper's code)"},
@@ -216,6 +219,7 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 		AccuracySplit: string(res.ReportSplit), HistorySplit: historySplit(res),
 		BinAccuracy: accuracyPct(res.Binarized), Agreement: toPct(res.Binarized.Agreement), OutputBytes: int64(len(res.Bytes)),
 		BNRecalib: !o.NoBNRecalib, BLAS: s.be.Info.Name, History: iterRecords(res.History, perSample(res)),
+		ExportedIter: res.Exported, LastIterate: o.LastIterate,
 		Objective: res.Objective, Outputs: outputRecords(res.Binarized.Outputs),
 	}
 	if res.Binarized.Labelled {

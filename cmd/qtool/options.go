@@ -72,7 +72,8 @@ func binarizeOptions(c *cli.Context, be backend, method admmq.Method) (binarize.
 		Gamma: c.Float64("criterion"), Epochs: c.Int("epochs"),
 		Optimizer: binarize.Optimizer(c.String("optimizer")), LR: c.Float64("lr"), Schedule: binarize.LRSchedule(c.String("lr-schedule")),
 		Loss: binarize.Loss(c.String("loss")), Temperature: c.Float64("temperature"), Start: binarize.Start(c.String("start")),
-		NoRescale: c.Bool("no-rescale"), NoBNRecalib: c.Bool("no-bn-recalib"), StatSamples: c.Int("stat-samples"),
+		NoRescale: c.Bool("no-rescale"), NoBNRecalib: c.Bool("no-bn-recalib"), LastIterate: c.Bool("last-iterate"),
+		AbsoluteRho: c.Bool("absolute-rho"), BalanceRho: c.Bool("balance-rho"), StatSamples: c.Int("stat-samples"),
 		Seed: c.Uint64("seed"), Version: version,
 		BLAS: be.BLAS, Workers: be.Workers, MaxMemory: be.MaxMemory,
 	}

@@ -99,8 +99,8 @@ func (p *progress) update(e network.Progress) {
 			return
 		}
 		s := e.Stats
-		fmt.Fprintf(p.w, "%s: iter %d/%d  loss %.4f  f(y) %.4f  L %.4g  |x-y| %.4g  changed %.3g%%%s  (%s)\n",
-			p.label, e.Iter, e.Iters, s.TrainLoss, s.FY, s.Lagrangian, s.Residual, 100*s.Changed, p.acc, time.Since(p.start).Round(time.Second))
+		fmt.Fprintf(p.w, "%s: iter %d/%d  loss %.4f  f(y) %.4f  L %.4g  |x-y| %.4g  dual %.4g  flipped %.3g%%  scales %.3g%% (Δα %.3g%%)%s  (%s)\n",
+			p.label, e.Iter, e.Iters, s.TrainLoss, s.FY, s.Lagrangian, s.Residual, s.DualResidual, 100*s.Flipped, 100*s.ScalesChanged, 100*s.ScaleChange, p.acc, time.Since(p.start).Round(time.Second))
 		p.last = time.Now()
 		return
 	}

@@ -67,9 +67,13 @@ type binarizeSummary struct {
 	InputBytes  int64          `json:"input_bytes"`
 	OutputBytes int64          `json:"output_bytes"`
 	BNRecalib   bool           `json:"bn_recalibrated"`
-	Seconds     float64        `json:"seconds"`
-	BLAS        string         `json:"blas"`
-	Warnings    []string       `json:"warnings,omitempty"`
+	// ExportedIter is the outer iteration whose weights were exported; LastIterate says
+	// it was chosen as the last (--last-iterate), not by the best validation accuracy.
+	ExportedIter int      `json:"exported_iter"`
+	LastIterate  bool     `json:"last_iterate,omitempty"`
+	Seconds      float64  `json:"seconds"`
+	BLAS         string   `json:"blas"`
+	Warnings     []string `json:"warnings,omitempty"`
 	// Storage is export's storage report of the output against the input.
 	Storage *export.Report `json:"storage,omitempty"`
 	History []iterRecord   `json:"history"`
@@ -115,7 +119,17 @@ type iterRecord struct {
 	FY         float64 `json:"f_y"`
 	Lagrangian float64 `json:"lagrangian"`
 	Residual   float64 `json:"residual"`
-	ChangedPct float64 `json:"changed_pct"`
+	// DualResidual is ‖ρ(y − y_prev)‖; Residual is the primal residual ‖x − y‖.
+	DualResidual float64 `json:"dual_residual"`
+	ChangedPct   float64 `json:"changed_pct"`
+	// FlippedPct is the percentage of elements whose grid level (sign) changed,
+	// ScalesChangedPct that of channels whose scale changed, ScaleChangePct their mean
+	// relative change: ChangedPct mixes the two.
+	FlippedPct       float64 `json:"flipped_pct"`
+	ScalesChangedPct float64 `json:"scales_changed_pct"`
+	ScaleChangePct   float64 `json:"scale_change_pct"`
+	// Best marks the iteration exported as the best by validation accuracy.
+	Best bool `json:"best,omitempty"`
 	// AccuracyPct is the accuracy of y on the validation split; absent without labels
 	// or without a validation split. AccuracyCI is its Wilson 95 % interval, given when
 	// the accuracy is per sample (a class output, not a sequence).
@@ -137,7 +151,8 @@ func iterRecords(h []network.IterStats, n int) []iterRecord {
 	out := make([]iterRecord, 0, len(h))
 	for _, s := range h {
 		r := iterRecord{Iter: s.Iter, Rho: s.Rho, TrainLoss: s.TrainLoss, FX: s.FX, FY: s.FY, Lagrangian: s.Lagrangian,
-			Residual: s.Residual, ChangedPct: toPct(s.Changed), AgreementPct: toPct(s.Agreement),
+			Residual: s.Residual, DualResidual: s.DualResidual, ChangedPct: toPct(s.Changed),
+			FlippedPct: toPct(s.Flipped), ScalesChangedPct: toPct(s.ScalesChanged), ScaleChangePct: toPct(s.ScaleChange), Best: s.Best, AgreementPct: toPct(s.Agreement),
 			InnerEpochs: s.InnerEpochs, GradNorm: s.GradNorm, Seconds: roundTo(s.Seconds, 3),
 			TrainSeconds: roundTo(s.TrainSeconds, 3), StatSeconds: roundTo(s.StatSeconds, 3)}
 		if s.HasAccuracy {
@@ -203,6 +218,13 @@ func printSummary(w io.Writer, s *binarizeSummary) {
 		ratio = float64(s.InputBytes) / float64(s.OutputBytes)
 	}
 	fmt.Fprintf(w, "size         %s → %s (%.1f× smaller on disk; runtimes unpack the weights at load)\n", humanBytes(s.InputBytes), humanBytes(s.OutputBytes), ratio)
+	if n := len(s.History); n > 0 {
+		why := "the best validation accuracy of y"
+		if s.LastIterate {
+			why = "the last, --last-iterate"
+		}
+		fmt.Fprintf(w, "exported     iteration %d of %d (%s)\n", s.ExportedIter, n, why)
+	}
 	fmt.Fprintf(w, "time         %.1f s (%s BLAS)\n", s.Seconds, s.BLAS)
 	writeFidelity(w, s.Outputs)
 	for _, g := range s.Gates {
@@ -289,13 +311,17 @@ func writeReport(path string, s *binarizeSummary) error {
 		fmt.Fprintf(&b, "| accuracy (%s) | FP %s%s → binarized %s%s (drop %.2f pp) |\n", s.AccuracySplit, pctText(s.FPAccuracy), ciText(s.FPAccuracyCI), pctText(s.BinAccuracy), ciText(s.AccuracyCI), s.DropPP)
 	}
 	fmt.Fprintf(&b, "| agreement with FP | %.2f %% |\n| file size | %s → %s |\n| BatchNorm re-estimated | %v |\n| time | %.1f s (%s BLAS) |\n\n", s.Agreement, humanBytes(s.InputBytes), humanBytes(s.OutputBytes), s.BNRecalib, s.Seconds, s.BLAS)
-	fmt.Fprintf(&b, "## Iterations\n\n| iter | ρ | train loss | f(y) | L(x,y,λ) | ‖x−y‖ | y changed | validation acc. of y |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "## Iterations\n\n| iter | ρ | train loss | f(y) | L(x,y,λ) | primal ‖x−y‖ | dual ‖ρΔy‖ | y changed | signs/levels flipped | scales changed (mean rel.) | validation acc. of y |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, h := range s.History {
 		acc := h.AgreementPct // without labels the validation measure is agreement
 		if h.AccuracyPct != nil {
 			acc = *h.AccuracyPct
 		}
-		fmt.Fprintf(&b, "| %d | %.3g | %.4f | %.4f | %.5g | %.4g | %.3g %% | %.2f %%%s |\n", h.Iter, h.Rho, h.TrainLoss, h.FY, h.Lagrangian, h.Residual, h.ChangedPct, acc, ciText(h.AccuracyCI))
+		mark := ""
+		if h.Best {
+			mark = " (exported)"
+		}
+		fmt.Fprintf(&b, "| %d | %.3g | %.4f | %.4f | %.5g | %.4g | %.4g | %.3g %% | %.3g %% | %.3g %% (%.3g %%) | %.2f %%%s%s |\n", h.Iter, h.Rho, h.TrainLoss, h.FY, h.Lagrangian, h.Residual, h.DualResidual, h.ChangedPct, h.FlippedPct, h.ScalesChangedPct, h.ScaleChangePct, acc, ciText(h.AccuracyCI), mark)
 	}
 	for _, w := range s.Warnings {
 		fmt.Fprintf(&b, "\n> %s\n", w)

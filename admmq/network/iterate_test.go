@@ -1,0 +1,227 @@
+package network
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"testing"
+
+	"github.com/qtool/qtool/admmq"
+	"github.com/qtool/qtool/engine"
+	"github.com/qtool/qtool/onnxio"
+	"github.com/qtool/qtool/train"
+)
+
+// newRunWith is newRun on grid with cfg adjusted by mod.
+func newRunWith(t *testing.T, grid Grid, mod func(*Config)) (*Run, *engine.Graph, *onnxio.Model) {
+	t.Helper()
+	m, g := load(t, mlpPath)
+	ts, err := Targets(m, grid, Selection{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if grid == Binary {
+		if _, err := Precondition(g, ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := openCalib(t, 256)
+	cfg := Config{
+		Method: admmq.IADMMQ, Rho: admmq.Schedule{Rho0: 1e-3, Growth: 2, Every: 1},
+		Iters: 4, InnerEpochs: 1, Schedule: train.Constant{LR: 1e-2}, Seed: 3, StatSamples: 64, Workers: 1,
+	}
+	mod(&cfg)
+	r, err := New(m, g, ts, cfg, dataOf(t, d, d, 64, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, g, m
+}
+
+func sameParams(t *testing.T, g, g2 *engine.Graph) {
+	t.Helper()
+	for _, p := range g.Params() {
+		q := g2.Param(p.Name)
+		for i, v := range p.Value.F {
+			if math.Float32bits(v) != math.Float32bits(q.Value.F[i]) {
+				t.Fatalf("%s[%d]: %v and %v", p.Name, i, v, q.Value.F[i])
+			}
+		}
+	}
+}
+
+// TestBestIterate: under IterateBest the run exports the iteration with the highest
+// held-out accuracy (the earliest on ties), flags it alone in the history, and Finish
+// leaves every parameter bit for bit as a run stopped after that iteration does.
+func TestBestIterate(t *testing.T) {
+	ctx := context.Background()
+	for _, grid := range []Grid{Binary, BinaryChannel} {
+		t.Run(string(grid), func(t *testing.T) {
+			long, g, m := newRunWith(t, grid, func(c *Config) { c.Export = IterateBest; c.Rho.Rho0 = 1e-2 })
+			if err := long.Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want, score := 0, -1.0
+			for _, h := range long.History() {
+				if h.Accuracy > score {
+					want, score = h.Iter, h.Accuracy
+				}
+			}
+			for _, h := range long.History() {
+				if h.Best != (h.Iter == want) {
+					t.Errorf("iteration %d: Best = %v, want the flag on %d alone", h.Iter, h.Best, want)
+				}
+				t.Logf("iter %d acc %.4f flipped %.4f", h.Iter, h.Accuracy, h.Flipped)
+			}
+			if got := long.Exported(); got != want {
+				t.Fatalf("Exported() = %d, want the argmax %d", got, want)
+			}
+			if _, err := long.Finish(ctx, m, grid, true); err != nil {
+				t.Fatal(err)
+			}
+			short, g2, m2 := newRunWith(t, grid, func(c *Config) { c.Iters = want; c.Rho.Rho0 = 1e-2 })
+			if err := short.Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := short.Finish(ctx, m2, grid, true); err != nil {
+				t.Fatal(err)
+			}
+			sameParams(t, g, g2)
+		})
+	}
+}
+
+// TestBestIterateResume: a run under IterateBest resumed from each of its checkpoints
+// writes the same final checkpoint (best iterate included) and exports the same weights.
+func TestBestIterateResume(t *testing.T) {
+	resumeAll(t, func(c *Config) { c.Export = IterateBest })
+}
+
+// TestRhoStateResume: with scale-free ρ, residual balancing and the best iterate, every
+// resumed run ends with the uninterrupted run's checkpoint (ρ factor included) and
+// weights; balancing did change ρ.
+func TestRhoStateResume(t *testing.T) {
+	h := resumeAll(t, func(c *Config) {
+		c.Export, c.ScaleFree, c.Balance = IterateBest, true, &admmq.Balancing{}
+		c.Rho = admmq.Schedule{Rho0: 1}
+	})
+	moved := false
+	for _, s := range h {
+		moved = moved || s.Rho != 1
+		t.Logf("iter %d ρ %g primal %g dual %g flipped %g", s.Iter, s.Rho, s.Residual, s.DualResidual, s.Flipped)
+	}
+	if !moved {
+		t.Error("balancing left ρ at 1 in every iteration")
+	}
+}
+
+func resumeAll(t *testing.T, mod func(*Config)) []IterStats {
+	t.Helper()
+	ctx := context.Background()
+	var cks [][]byte
+	full, g, m := newRunWith(t, BinaryChannel, func(c *Config) {
+		mod(c)
+		c.Checkpoint = func(b []byte) error { cks = append(cks, b); return nil }
+	})
+	if err := full.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last := cks[len(cks)-1]
+	if _, err := full.Finish(ctx, m, BinaryChannel, true); err != nil {
+		t.Fatal(err)
+	}
+	for k, ck := range cks[:len(cks)-1] {
+		var final []byte
+		resumed, g2, m2 := newRunWith(t, BinaryChannel, func(c *Config) {
+			mod(c)
+			c.Checkpoint = func(b []byte) error { final = b; return nil }
+		})
+		if err := resumed.Restore(ck); err != nil {
+			t.Fatal(err)
+		}
+		if err := resumed.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(final, last) {
+			t.Fatalf("resumed after iteration %d: final checkpoint differs", k+1)
+		}
+		if resumed.Exported() != full.Exported() {
+			t.Fatalf("resumed exports iteration %d, uninterrupted %d", resumed.Exported(), full.Exported())
+		}
+		if _, err := resumed.Finish(ctx, m2, BinaryChannel, true); err != nil {
+			t.Fatal(err)
+		}
+		sameParams(t, g, g2)
+	}
+	return full.History()
+}
+
+// TestScaleFreeRhoNetwork: scaling one weight tensor of the model by c (as a following
+// normalisation could compensate) divides that tensor's ρ by c² under ScaleFree, so that
+// ρ·mean(y⁰²) is the same, and leaves the other tensors' ρ as it was; on the ±1 grid
+// every factor is exactly 1 (scale-free ρ is the absolute ρ there).
+func TestScaleFreeRhoNetwork(t *testing.T) {
+	build := func(c float32) *Run {
+		m, g := load(t, mlpPath)
+		ts, err := Targets(m, BinaryChannel, Selection{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := g.Param(ts[0].Name).Value.F
+		for i := range w {
+			w[i] *= c
+		}
+		d := openCalib(t, 64)
+		r, err := New(m, g, ts, Config{Method: admmq.IADMMQ, Rho: admmq.Schedule{Rho0: 1}, ScaleFree: true, Iters: 1, Workers: 1}, dataOf(t, d, nil, 64, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	base, scaled := build(1), build(8)
+	for i := range base.rhoScale {
+		want := base.rhoScale[i]
+		if i == 0 {
+			want /= 64
+		}
+		if math.Abs(scaled.rhoScale[i]/want-1) > 1e-5 {
+			t.Errorf("tensor %d: ρ factor %g, want %g", i, scaled.rhoScale[i], want)
+		}
+	}
+	bin, _, _ := newRunWith(t, Binary, func(c *Config) { c.ScaleFree = true })
+	for i, k := range bin.rhoScale {
+		if k != 1 {
+			t.Errorf("±1 grid, tensor %d: ρ factor %v, want exactly 1", i, k)
+		}
+	}
+}
+
+// TestChangedSplit: on binary-channel, scaling every weight of y by 1.5 changes every
+// element and every channel's scale by 50 % but flips no sign: Flipped is 0.
+func TestChangedSplit(t *testing.T) {
+	r, _, _ := newRunWith(t, BinaryChannel, func(*Config) {})
+	for _, y := range r.y {
+		for j := range y {
+			y[j] *= 1.5
+		}
+	}
+	var st IterStats
+	if err := r.splitChanges(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Flipped != 0 || st.ScalesChanged != 1 || math.Abs(st.ScaleChange-0.5) > 1e-6 {
+		t.Fatalf("flipped %v, scales changed %v (mean rel. %v): want 0, 1, 0.5", st.Flipped, st.ScalesChanged, st.ScaleChange)
+	}
+	// A negative control: flipping the first element of each tensor is a level change.
+	n := 0
+	for _, y := range r.y {
+		y[0] = -y[0]
+		n += len(y)
+	}
+	if err := r.splitChanges(&st); err != nil {
+		t.Fatal(err)
+	}
+	if want := float64(len(r.y)) / float64(n); st.Flipped != want || st.ScalesChanged != 0 {
+		t.Fatalf("after one flip per tensor: flipped %v (want %v), scales changed %v (want 0)", st.Flipped, want, st.ScalesChanged)
+	}
+}
