@@ -57,6 +57,10 @@ type Need struct {
 	// Data are the calibration samples held in memory (resident) and three batch buffers
 	// (the shuffled and the ordered calibration batches and the held-out ones).
 	Data int64
+	// Input is one pass's input batch, at the larger of the shape's sizes. It is part of
+	// Data, but the engine also checks a plan's input against the graph's own limit, so
+	// each graph's limit must leave room for it.
+	Input int64
 }
 
 // limits returns the bounds of the trained graph's and the teacher's plan caches in a
@@ -67,7 +71,7 @@ type Need struct {
 // plan can be below what the plan allocates (on fmnist-cnn a fused Conv→Relu→MaxPool
 // counted without the Conv's output, which the real plan holds).
 func (n Need) limits(budget int64) (student, teacher int64) {
-	return max(n.Student, budget-n.Teacher-n.Params-n.Data), 2 * n.Teacher
+	return max(n.Student+n.Input, budget-n.Teacher-n.Params-n.Data), 2*n.Teacher + n.Input
 }
 
 // Total is the sum of the parts.
@@ -79,6 +83,11 @@ func (n Need) Total() int64 { return n.Student + n.Teacher + n.Params + n.Data }
 // disk). A plan over the graphs' limit is its *engine.MemoryError.
 func TrainNeed(student, teacher *engine.Graph, sample []int, sh Shape, resident int64) (Need, error) {
 	var n Need
+	per := int64(4)
+	for _, d := range sample {
+		per *= int64(d)
+	}
+	n.Input = per * int64(max(sh.Micro, sh.Last))
 	for _, b := range []int{sh.Micro, sh.Last} {
 		if b == 0 || (b == sh.Last && sh.Last == sh.Micro) {
 			continue
@@ -100,10 +109,6 @@ func TrainNeed(student, teacher *engine.Graph, sample []int, sh Shape, resident 
 		if p.Value.DType == engine.Float32 {
 			params += int64(len(p.Value.F))
 		}
-	}
-	per := int64(4)
-	for _, d := range sample {
-		per *= int64(d)
 	}
 	n.Params = 8 * params * 4
 	n.Data = resident + 3*int64(sh.Batch)*per
