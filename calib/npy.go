@@ -453,6 +453,10 @@ func openNpz(path string, in Input, o *Options) (*set, error) {
 	keys := strings.Join(z.Keys(), ", ")
 	if len(o.Inputs) > 0 && in.Name != "" && member(in.Name) != nil {
 		xk = in.Name // a model with several inputs: every array named after its input
+	} else if o.XKey == "" && member(xk) == nil && in.Name != "" && member(in.Name) != nil {
+		// No XKey and no "x": the array named after the model's input, as exporters' and
+		// onnxruntime users' archives name it.
+		xk = in.Name
 	}
 	xm := member(xk)
 	if xm == nil {

@@ -303,4 +303,25 @@ func TestNpz(t *testing.T) {
 	if d.HasLabels() {
 		t.Error("HasLabels without y")
 	}
+
+	// Without XKey and without an "x" array, the array named after the model's input is
+	// read; an explicit XKey still wins, and "x" is still the first choice.
+	r := filepath.Join(dir, "named.npz")
+	if err := npz.Write(r, map[string]any{"input": toArrays(x), "other": toArrays(x)}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := readAll(t, mustOpen(t, r, Input{Name: "input", Shape: shape(-1, 1, 2, 3)}, Options{}))
+	checkNCHW(t, got, 4, 1, 2, 3)
+	_, err = openIn(r, Input{Name: "pixels", Shape: shape(-1, 6)}, Options{})
+	wantOption(t, err, "XKey") // neither "x" nor the input's name
+	_, err = openIn(r, Input{Name: "input", Shape: shape(-1, 6)}, Options{XKey: "nope"})
+	wantOption(t, err, "XKey")
+	both := filepath.Join(dir, "both.npz")
+	if err := npz.Write(both, map[string]any{"x": toArrays(x), "input": toArrays(nchw(6, 1, 2, 3))}); err != nil {
+		t.Fatal(err)
+	}
+	d = mustOpen(t, both, Input{Name: "input", Shape: shape(-1, 1, 2, 3)}, Options{})
+	if d.Len() != 4 {
+		t.Errorf("both x and input: read %d samples, want x's 4", d.Len())
+	}
 }
