@@ -6,51 +6,20 @@ import (
 	"testing"
 )
 
-// refConvGrad is the adjoint of refConv, written the same independent way: every product
-// x·w that refConv adds into an output adds gy·w into gx, gy·x into gw and gy into gb.
+// refConvGrad is the adjoint of refConv over the same taps: every product x·w that
+// refConv adds into an output adds gy·w into gx, gy·x into gw, and each output adds gy
+// into gb.
 func refConvGrad(x []float64, xs []int, w []float64, ws []int, gy []float64, group int, strides, dil, pads []int) (gx, gw, gb []float64) {
-	nd := len(xs) - 2
-	N, C, M := xs[0], xs[1], ws[0]
-	Cg, Mg := C/group, M/group
-	os := []int{N, M}
-	for j := 0; j < nd; j++ {
-		ek := (ws[2+j]-1)*dil[j] + 1
-		os = append(os, (xs[2+j]+pads[j]+pads[nd+j]-ek)/strides[j]+1)
+	gx, gw, gb = make([]float64, len(x)), make([]float64, len(w)), make([]float64, ws[0])
+	os := refConvShape(xs, ws, strides, dil, pads)
+	plane := numel(os[2:])
+	for f, g := range gy {
+		gb[f/plane%ws[0]] += g
 	}
-	gx, gw, gb = make([]float64, len(x)), make([]float64, len(w)), make([]float64, M)
-	oi := make([]int, len(os))
-	ki := make([]int, nd)
-	xi := make([]int, len(xs))
-	wi := make([]int, len(ws))
-	K := numel(ws[2:])
-	for f := range gy {
-		nntUnravel(f, os, oi)
-		n, m := oi[0], oi[1]
-		grp := m / Mg
-		gb[m] += gy[f]
-		for c := 0; c < Cg; c++ {
-			for kf := 0; kf < K; kf++ {
-				nntUnravel(kf, ws[2:], ki)
-				xi[0], xi[1] = n, grp*Cg+c
-				inside := true
-				for j := 0; j < nd; j++ {
-					p := oi[2+j]*strides[j] - pads[j] + ki[j]*dil[j]
-					if p < 0 || p >= xs[2+j] {
-						inside = false
-					}
-					xi[2+j] = p
-				}
-				if !inside {
-					continue
-				}
-				wi[0], wi[1] = m, c
-				copy(wi[2:], ki)
-				xf, wf := nntRavel(xi, xs), nntRavel(wi, ws)
-				gx[xf] += gy[f] * w[wf]
-				gw[wf] += gy[f] * x[xf]
-			}
-		}
-	}
+	refConvTaps(xs, ws, group, strides, dil, pads, func(f, _, xf, wf int) {
+		gx[xf] += gy[f] * w[wf]
+		gw[wf] += gy[f] * x[xf]
+	})
 	return gx, gw, gb
 }
 

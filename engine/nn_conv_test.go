@@ -10,31 +10,25 @@ import (
 	"github.com/qtool/qtool/onnxio/onnxpb"
 )
 
-// refConv is a direct float64 convolution over any number of spatial dimensions with
-// explicit pads (begin..., end...), written independently of the im2col kernels.
-func refConv(x []float64, xs []int, w []float64, ws []int, b []float64, group int, strides, dil, pads []int) ([]float64, []int) {
+// refConvTaps visits every product of the direct convolution, written independently of
+// the engine's kernels: for each output position f (its flat index in the output of shape
+// os), each tap whose input lies inside the image calls tap(f, m, xf, wf) with the output
+// channel m and the flat indices of the input and weight values multiplied. Pads are
+// (begin..., end...).
+func refConvTaps(xs, ws []int, group int, strides, dil, pads []int, tap func(f, m, xf, wf int)) {
 	nd := len(xs) - 2
-	N, C, M := xs[0], xs[1], ws[0]
+	C, M := xs[1], ws[0]
 	Cg, Mg := C/group, M/group
-	os := []int{N, M}
-	for j := 0; j < nd; j++ {
-		ek := (ws[2+j]-1)*dil[j] + 1
-		os = append(os, (xs[2+j]+pads[j]+pads[nd+j]-ek)/strides[j]+1)
-	}
-	y := make([]float64, numel(os))
+	os := refConvShape(xs, ws, strides, dil, pads)
 	oi := make([]int, len(os))
 	ki := make([]int, nd)
 	xi := make([]int, len(xs))
 	wi := make([]int, len(ws))
 	K := numel(ws[2:])
-	for f := range y {
+	for f := range numel(os) {
 		nntUnravel(f, os, oi)
 		n, m := oi[0], oi[1]
 		grp := m / Mg
-		var s float64
-		if b != nil {
-			s = b[m]
-		}
 		for c := 0; c < Cg; c++ {
 			for kf := 0; kf < K; kf++ {
 				nntUnravel(kf, ws[2:], ki)
@@ -52,11 +46,37 @@ func refConv(x []float64, xs []int, w []float64, ws []int, b []float64, group in
 				}
 				wi[0], wi[1] = m, c
 				copy(wi[2:], ki)
-				s += x[nntRavel(xi, xs)] * w[nntRavel(wi, ws)]
+				tap(f, m, nntRavel(xi, xs), nntRavel(wi, ws))
 			}
 		}
-		y[f] = s
 	}
+}
+
+// refConvShape is the output shape of a convolution with explicit pads.
+func refConvShape(xs, ws []int, strides, dil, pads []int) []int {
+	nd := len(xs) - 2
+	os := []int{xs[0], ws[0]}
+	for j := 0; j < nd; j++ {
+		ek := (ws[2+j]-1)*dil[j] + 1
+		os = append(os, (xs[2+j]+pads[j]+pads[nd+j]-ek)/strides[j]+1)
+	}
+	return os
+}
+
+// refConv is a direct float64 convolution over any number of spatial dimensions with
+// explicit pads (begin..., end...): y = Σ x·w + b over refConvTaps.
+func refConv(x []float64, xs []int, w []float64, ws []int, b []float64, group int, strides, dil, pads []int) ([]float64, []int) {
+	os := refConvShape(xs, ws, strides, dil, pads)
+	y := make([]float64, numel(os))
+	if b != nil {
+		plane := numel(os[2:])
+		for f := range y {
+			y[f] = b[f/plane%ws[0]]
+		}
+	}
+	refConvTaps(xs, ws, group, strides, dil, pads, func(f, m, xf, wf int) {
+		y[f] += x[xf] * w[wf]
+	})
 	return y, os
 }
 

@@ -20,38 +20,47 @@ func TestResizeAgainstOnnxruntime(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 17))
 	for _, c := range resizeCases() {
 		t.Run(c.name, func(t *testing.T) {
-			m := gModel(c.opset, []*onnxpb.NodeProto{c.node}, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, c.shape...)}, []string{"y"}, c.inits...)
-			m.Proto.Graph.Output[0].Type = gInputAny("y", onnxpb.TensorProto_FLOAT).Type
-			recordPassed(t, opsCovered.ort, m.Proto)
-			x := make([]float32, numel64(c.shape))
-			for i := range x {
-				x[i] = float32(4 * (r.Float64() - 0.5))
-			}
-			b, err := proto.Marshal(m.Proto)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ref, err := ortref.Run(b, []ortref.Tensor{{Name: "x", Shape: c.shape, Data: x}})
-			if err != nil {
-				t.Fatalf("onnxruntime: %v", err)
-			}
-			shape := make([]int, len(c.shape))
-			for i, d := range c.shape {
-				shape[i] = int(d)
-			}
-			got, err := mustBuild(t, m).Forward(nil, NewFloat(shape, x))
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := make([]int, len(ref[0].Shape))
-			for i, d := range ref[0].Shape {
-				want[i] = int(d)
-			}
+			got, want := oneNodeAgainstOnnxruntime(t, r, c.opset, c.node, c.shape, c.inits)
 			// onnxruntime computes coordinates and weights in float32, qtool in float64
 			// rounded once to float32: what is left is a few ulps of |x| ≤ 2.
-			if err := closeTensors(got[0], NewFloat(want, ref[0].Data), 1e-6, 1e-6); err != nil {
+			if err := closeTensors(got, want, 1e-6, 1e-6); err != nil {
 				t.Error(err)
 			}
 		})
 	}
+}
+
+// oneNodeAgainstOnnxruntime runs the one-node model node(x) (opset, initializers inits) on
+// random x of shape in [−2, 2) in qtool and in onnxruntime, records the node's op as
+// covered by onnxruntime if t passes, and returns qtool's output and onnxruntime's.
+func oneNodeAgainstOnnxruntime(t *testing.T, r *rand.Rand, opset int64, node *onnxpb.NodeProto, shape []int64, inits []*onnxpb.TensorProto) (got, want *Tensor) {
+	t.Helper()
+	m := gModel(opset, []*onnxpb.NodeProto{node}, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, shape...)}, []string{"y"}, inits...)
+	m.Proto.Graph.Output[0].Type = gInputAny("y", onnxpb.TensorProto_FLOAT).Type
+	recordPassed(t, opsCovered.ort, m.Proto)
+	x := make([]float32, numel64(shape))
+	for i := range x {
+		x[i] = float32(4 * (r.Float64() - 0.5))
+	}
+	b, err := proto.Marshal(m.Proto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := ortref.Run(b, []ortref.Tensor{{Name: "x", Shape: shape, Data: x}})
+	if err != nil {
+		t.Fatalf("onnxruntime: %v", err)
+	}
+	in := make([]int, len(shape))
+	for i, d := range shape {
+		in[i] = int(d)
+	}
+	outs, err := mustBuild(t, m).Forward(nil, NewFloat(in, x))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := make([]int, len(ref[0].Shape))
+	for i, d := range ref[0].Shape {
+		ws[i] = int(d)
+	}
+	return outs[0], NewFloat(ws, ref[0].Data)
 }

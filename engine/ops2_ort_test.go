@@ -6,8 +6,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/qtool/qtool/internal/ortref"
 	"github.com/qtool/qtool/onnxio"
 	"github.com/qtool/qtool/onnxio/onnxpb"
@@ -36,32 +34,10 @@ func TestOpsAgainstOnnxruntime(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 9))
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			m := gModel(c.opset, []*onnxpb.NodeProto{c.node}, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, c.shape...)}, []string{"y"}, c.inits...)
-			m.Proto.Graph.Output[0].Type = gInputAny("y", onnxpb.TensorProto_FLOAT).Type
-			recordPassed(t, opsCovered.ort, m.Proto)
-			x := make([]float32, numel64(c.shape))
-			for i := range x {
-				x[i] = float32(4 * (r.Float64() - 0.5))
-			}
-			b, err := proto.Marshal(m.Proto)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ref, err := ortref.Run(b, []ortref.Tensor{{Name: "x", Shape: c.shape, Data: x}})
-			if err != nil {
-				t.Fatalf("onnxruntime: %v", err)
-			}
-			shape := make([]int, len(c.shape))
-			for i, d := range c.shape {
-				shape[i] = int(d)
-			}
-			got, err := mustBuild(t, m).Forward(nil, NewFloat(shape, x))
-			if err != nil {
-				t.Fatal(err)
-			}
+			got, want := oneNodeAgainstOnnxruntime(t, r, c.opset, c.node, c.shape, c.inits)
 			// Both sum in float32 in the same order and evaluate Gelu in at least
 			// float32; what is left is the last bits of erf and tanh.
-			if err := closeTensors(got[0], NewFloat(shape, ref[0].Data), 1e-6, 1e-6); err != nil {
+			if err := closeTensors(got, want, 1e-6, 1e-6); err != nil {
 				t.Error(err)
 			}
 		})
