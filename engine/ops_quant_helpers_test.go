@@ -100,24 +100,10 @@ func (c qdqCase) model(w []int64) *onnxio.Model {
 		Output: []*onnxpb.ValueInfoProto{typedValue("y", f, c.shape), typedValue("qi", onnxpb.TensorProto_INT64, c.shape), typedValue("wd", f, c.shape)},
 	}
 	return &onnxio.Model{Name: c.name + ".onnx", Proto: &onnxpb.ModelProto{
-		IrVersion:   proto.Int64(irVersionFor(c.opset)),
+		IrVersion:   proto.Int64(onnxio.IRVersionOf(c.opset)),
 		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(c.opset)}},
 		Graph:       gp,
 	}}
-}
-
-// irVersionFor is the IR version of the ONNX release that introduced an opset (INT4
-// needs IR 10, opset 21's).
-func irVersionFor(opset int64) int64 {
-	switch {
-	case opset >= 21:
-		return 10
-	case opset >= 19:
-		return 9
-	case opset >= 15:
-		return 8
-	}
-	return 7
 }
 
 // inputs draws x with values inside, at the edges of and beyond the quantized range,

@@ -152,26 +152,6 @@ func Export(m *onnxio.Model, weights []Weight, opts Options) (*onnxio.Model, err
 	return out, nil
 }
 
-// minIR is the IR version that came with each opset, the least a model importing it
-// should declare.
-func minIR(opset int64) int64 {
-	switch {
-	case opset >= 21:
-		return 10
-	case opset >= 19:
-		return 9
-	case opset >= 15:
-		return 8
-	case opset >= 12:
-		return 7
-	case opset >= 11:
-		return 6
-	case opset >= 10:
-		return 5
-	}
-	return 4
-}
-
 // changedAt returns the opset versions at which an operator's inputs, attributes or
 // results changed incompatibly, so that raising a model's opset across one of them would
 // change what the node means or make it invalid.
@@ -236,7 +216,7 @@ func setOpset(m *onnxio.Model, want int64) (int64, error) {
 			o.Version = proto.Int64(target)
 		}
 	}
-	if ir := minIR(target); m.Proto.GetIrVersion() < ir {
+	if ir := onnxio.IRVersionOf(target); m.Proto.GetIrVersion() < ir {
 		m.Proto.IrVersion = proto.Int64(ir)
 	}
 	return target, nil

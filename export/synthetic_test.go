@@ -196,7 +196,7 @@ func TestExportSmallNets(t *testing.T) {
 				}
 				wantIR := c.ir
 				if c.raise != 0 {
-					wantIR = max(c.ir, minIR(target))
+					wantIR = max(c.ir, onnxio.IRVersionOf(target))
 				}
 				if q.Opset("") != target || q.Proto.GetIrVersion() != wantIR {
 					t.Fatalf("opset %d, IR %d; want opset %d and IR %d", q.Opset(""), q.Proto.GetIrVersion(), target, wantIR)

@@ -23,6 +23,26 @@ const (
 	MaxOpset     = 21
 )
 
+// IRVersionOf is the IR version that came with an opset of the default domain: the least
+// a model importing that opset should declare.
+func IRVersionOf(opset int64) int64 {
+	switch {
+	case opset >= 21:
+		return 10
+	case opset >= 19:
+		return 9
+	case opset >= 15:
+		return 8
+	case opset >= 12:
+		return 7
+	case opset >= 11:
+		return 6
+	case opset >= 10:
+		return 5
+	}
+	return 4
+}
+
 // Model is an ONNX model together with where it came from.
 type Model struct {
 	// Proto is the decoded model. Callers may edit it; Save writes it back as it stands.

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -472,7 +473,7 @@ func (res *compareResult) figures() []figure {
 			c := curve{algo: r.Algo, label: r.Algo, pts: pts}
 			c.line, c.glyph = curveStyle(i, len(res.Rows))
 			for _, prev := range f.curves {
-				if sameXYs(prev.pts, pts) {
+				if slices.Equal(prev.pts, pts) {
 					c.identicalTo = prev.algo
 					c.label = fmt.Sprintf("%s (identical to %s)", r.Algo, prev.algo)
 					break
@@ -497,18 +498,6 @@ func (res *compareResult) figures() []figure {
 		figs = append(figs, f)
 	}
 	return figs
-}
-
-func sameXYs(a, b plotter.XYs) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // figureWidth and figureHeight are the size of compare's PNGs.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/qtool/qtool/calib"
@@ -54,7 +55,7 @@ func writeOutputs(ctx context.Context, m *loaded, d calib.Dataset, batchSize int
 			}
 			if parts[i] != nil {
 				p := parts[i][0]
-				if a != axes[i] || len(y.Shape) != len(p.Shape) || !equalInts(y.Shape[:a], p.Shape[:a]) || !equalInts(y.Shape[a+1:], p.Shape[a+1:]) {
+				if a != axes[i] || len(y.Shape) != len(p.Shape) || !slices.Equal(y.Shape[:a], p.Shape[:a]) || !slices.Equal(y.Shape[a+1:], p.Shape[a+1:]) {
 					return fmt.Errorf("%s: output %s has shape %v after %v: its batches cannot be concatenated", m.Path, outs[i].Name, y.Shape, p.Shape)
 				}
 			}
@@ -103,18 +104,6 @@ func concatAlong(ts []*engine.Tensor, a int) ([]int, []float32) {
 		}
 	}
 	return shape, vals
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // writeNpy writes a little-endian float32 C-order array in NumPy's format v1.0.
