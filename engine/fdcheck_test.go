@@ -1,11 +1,11 @@
 package engine
 
 import (
-	"math"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/qtool/qtool/internal/fdcheck"
 	"github.com/qtool/qtool/onnxio/onnxpb"
 )
 
@@ -19,36 +19,12 @@ type fdSpec struct {
 // fixedStep perturbs every entry by h.
 func fixedStep(h float64) func(float64) float64 { return func(float64) float64 { return h } }
 
-// fdCheck is the one finite-difference check of the engine's tests. It compares
-// analytic(j), a gradient entry of a scalar loss with respect to x[j], with the central
-// difference of loss, perturbing x[j] in place (and restoring it). The difference is
-// divided by the distance the perturbed values actually lie apart in T, so that float32
-// rounding of x±h does not bias it. ops are the op types whose gradients the check
-// exercises: when every entry agrees they are recorded as FD-checked for TestOpCoverage.
+// fdCheck is the engine's finite-difference check: fdcheck.Check, and when every entry
+// agrees, ops (the op types whose gradients the check exercises) are recorded as
+// FD-checked for TestOpCoverage.
 func fdCheck[T float32 | float64](t testing.TB, what string, x []T, analytic func(j int) float64, loss func() float64, s fdSpec, ops ...string) {
 	t.Helper()
-	bad := 0
-	for j := range x {
-		orig := x[j]
-		h := T(s.step(float64(orig)))
-		x[j] = orig + h
-		lp := loss()
-		x[j] = orig - h
-		lm := loss()
-		x[j] = orig
-		num := (lp - lm) / (float64(orig+h) - float64(orig-h))
-		if got := analytic(j); !closeTo(got, num, s.atol, s.rtol) {
-			if bad < 5 {
-				t.Errorf("%s[%d]: gradient %.6g, finite differences %.6g", what, j, got, num)
-			}
-			bad++
-		}
-	}
-	if bad > 0 {
-		t.Errorf("%s: %d of %d gradient entries differ", what, bad, len(x))
-		return
-	}
-	if len(x) > 0 {
+	if fdcheck.Check(t, what, x, analytic, loss, fdcheck.Spec{Step: s.step, Atol: s.atol, Rtol: s.rtol}) && len(x) > 0 {
 		opsCovered.add(t, opsCovered.fd, ops...)
 	}
 }
@@ -105,14 +81,5 @@ func (c *opCoverage) hasRun(test string) bool {
 	return c.ran[test]
 }
 
-// closeTo reports whether got is within atol+rtol·|want| of want (NaN matches NaN,
-// infinities must match exactly).
-func closeTo(got, want, atol, rtol float64) bool {
-	if math.IsNaN(want) || math.IsNaN(got) {
-		return math.IsNaN(want) && math.IsNaN(got)
-	}
-	if math.IsInf(want, 0) || math.IsInf(got, 0) {
-		return got == want
-	}
-	return math.Abs(got-want) <= atol+rtol*math.Abs(want)
-}
+// closeTo is fdcheck.Close, the comparison of the engine's numeric tests.
+func closeTo(got, want, atol, rtol float64) bool { return fdcheck.Close(got, want, atol, rtol) }

@@ -3,11 +3,13 @@ package train
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/qtool/qtool/engine"
+	"github.com/qtool/qtool/internal/fdcheck"
 	"github.com/qtool/qtool/onnxio"
 	"github.com/qtool/qtool/onnxio/onnxpb"
 	"google.golang.org/protobuf/proto"
@@ -122,23 +124,17 @@ func TestObjectiveGradientsFiniteDifferences(t *testing.T) {
 			if _, err := obj.GraphValue(outs, touts, k.labels, grads); err != nil {
 				t.Fatal(err)
 			}
-			const h = 1.0 / 4096
 			for o, out := range outs {
-				for i := range out.F {
-					x := out.F[i]
-					out.F[i] = x + h
-					up, err1 := obj.GraphValue(outs, touts, k.labels, nil)
-					out.F[i] = x - h
-					down, err2 := obj.GraphValue(outs, touts, k.labels, nil)
-					out.F[i] = x
-					if err1 != nil || err2 != nil {
-						t.Fatal(err1, err2)
-					}
-					fd := (up - down) / (2 * h)
-					if g := float64(grads[o][i]); math.Abs(fd-g) > 1e-5+1e-3*math.Abs(fd) {
-						t.Errorf("output %d: grad[%d] = %.7g, finite difference %.7g", o, i, g, fd)
-					}
-				}
+				fdcheck.Check(t, fmt.Sprintf("output %d", o), out.F,
+					func(j int) float64 { return float64(grads[o][j]) },
+					func() float64 {
+						v, err := obj.GraphValue(outs, touts, k.labels, nil)
+						if err != nil {
+							t.Fatal(err)
+						}
+						return v
+					},
+					fdcheck.Spec{Step: fdcheck.Fixed(1.0 / 4096), Atol: 1e-5, Rtol: 1e-3})
 			}
 		})
 	}

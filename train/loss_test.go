@@ -1,10 +1,13 @@
 package train
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/qtool/qtool/internal/fdcheck"
 )
 
 type lossCase struct {
@@ -78,21 +81,11 @@ func TestLossGradientsFiniteDifferences(t *testing.T) {
 			if _, err := c.loss.Value(logits, classes, tg, grad); err != nil {
 				t.Fatal(err)
 			}
-			// float32 logits: the step must be exactly representable around each value and
-			// large against float32 rounding of the inputs.
-			const h = 1.0 / 1024
-			for i := range logits {
-				x := logits[i]
-				logits[i] = x + h
-				up, _ := c.loss.Value(logits, classes, tg, nil)
-				logits[i] = x - h
-				down, _ := c.loss.Value(logits, classes, tg, nil)
-				logits[i] = x
-				fd := (up - down) / (2 * h)
-				if math.Abs(fd-float64(grad[i])) > 1e-5+1e-4*math.Abs(fd) {
-					t.Errorf("%s %dx%d: grad[%d] = %.7g, finite difference %.7g", c.name, n, classes, i, grad[i], fd)
-				}
-			}
+			// float32 logits: a step large against float32 rounding of the inputs.
+			fdcheck.Check(t, fmt.Sprintf("%s %dx%d", c.name, n, classes), logits,
+				func(j int) float64 { return float64(grad[j]) },
+				func() float64 { v, _ := c.loss.Value(logits, classes, tg, nil); return v },
+				fdcheck.Spec{Step: fdcheck.Fixed(1.0 / 1024), Atol: 1e-5, Rtol: 1e-4})
 		}
 	}
 }
