@@ -139,6 +139,10 @@ func Compare(orig, quant *onnxio.Model, origPath, quantPath string, opts Compare
 	if err != nil {
 		return nil, err
 	}
+	nbits, err := nbitsNodes(quant)
+	if err != nil {
+		return nil, err
+	}
 	for _, p := range orig.Params() {
 		role := roles[p.Name]
 		tr := TensorReport{
@@ -162,6 +166,18 @@ func Compare(orig, quant *onnxio.Model, origPath, quantPath string, opts Compare
 				tr.Reason = keptReason(p.Name, role, opts.Reasons)
 				tr.Changed = valuesDiffer(orig, quant, p.Tensor, qp.Tensor)
 			}
+		} else if n, ok := nbits[p.Name]; ok {
+			// The codes feed the MatMulNBits node that replaced the weight's reader.
+			for i, in := range n.GetInput() {
+				if qp, ok := qparams[in]; ok && i >= 1 && i <= 3 {
+					if i == 1 {
+						tr.StoredBytes += onnxio.TensorBytes(qp.Tensor)
+					} else {
+						tr.ScaleBytes += onnxio.TensorBytes(qp.Tensor)
+					}
+				}
+			}
+			tr.Binarized, tr.Format = true, string(MatMulNBits)
 		} else if n, ok := producer[p.Name]; ok {
 			if err := traceUnpack(quant, n, producer, qparams, &tr, unpack); err != nil {
 				return nil, fmt.Errorf("export: report: %s: tensor %q: %w", quant.Name, p.Name, err)
@@ -211,6 +227,34 @@ func quantizedNames(m *onnxio.Model) (map[string]bool, error) {
 		}
 		for _, n := range names {
 			out[n] = true
+		}
+	}
+	return out, nil
+}
+
+// nbitsNodes returns, for each weight export stored in MatMulNBits, the node that reads
+// its codes, from the names recorded under "qtool.matmulnbits".
+func nbitsNodes(m *onnxio.Model) (map[string]*onnxpb.NodeProto, error) {
+	out := map[string]*onnxpb.NodeProto{}
+	for _, p := range m.Proto.GetMetadataProps() {
+		if p.GetKey() != metaNBits {
+			continue
+		}
+		var names map[string]string
+		if err := json.Unmarshal([]byte(p.GetValue()), &names); err != nil {
+			return nil, fmt.Errorf("export: report: %s: metadata %s is not a JSON object of names: %v", m.Name, metaNBits, err)
+		}
+		for _, n := range m.Proto.GetGraph().GetNode() {
+			for w, node := range names {
+				if n.GetName() == node && n.GetOpType() == "MatMulNBits" && n.GetDomain() == MSDomain {
+					out[w] = n
+				}
+			}
+		}
+		for w, node := range names {
+			if out[w] == nil {
+				return nil, fmt.Errorf("export: report: %s: no MatMulNBits node %q reads weight %q", m.Name, node, w)
+			}
 		}
 	}
 	return out, nil
