@@ -66,6 +66,9 @@ type Options struct {
 	// BlockSize is MatMulNBits' block length along K (a power of two, at least 16);
 	// 0 means DefaultBlockSize. Other formats ignore it.
 	BlockSize int
+	// MinBits is the narrowest MatMulNBits code width written (2, 4 or 8); 0 means
+	// DefaultMinBits. Other formats ignore it.
+	MinBits int
 }
 
 // WriteFile exports the weights into a copy of m and saves it atomically to path.
@@ -109,6 +112,9 @@ func prepare(m *onnxio.Model, opts Options) (*onnxio.Model, Format, int64, error
 	}
 	if b := opts.BlockSize; b != 0 && (b < 16 || b&(b-1) != 0) {
 		return nil, "", 0, fmt.Errorf("export: %s: Options.BlockSize %d is not a power of two of at least 16, as MatMulNBits requires", m.Name, b)
+	}
+	if b := opts.MinBits; b != 0 && !slices.Contains(nbitsWidths, b) {
+		return nil, "", 0, fmt.Errorf("export: %s: Options.MinBits %d is not a MatMulNBits width onnxruntime runs (2, 4 or 8)", m.Name, b)
 	}
 	return out, format, opset, nil
 }
@@ -155,7 +161,7 @@ func Export(m *onnxio.Model, weights []Weight, opts Options) (*onnxio.Model, err
 			}
 		case MatMulNBits:
 			block := cmp.Or(opts.BlockSize, DefaultBlockSize)
-			if err := e.matmulnbits(p, w.Grid, codes, dims, block); err != nil {
+			if err := e.matmulnbits(p, w.Grid, codes, dims, block, cmp.Or(opts.MinBits, DefaultMinBits)); err != nil {
 				if _, ok := err.(*GemmError); ok {
 					return nil, err
 				}

@@ -97,7 +97,7 @@ func verifyExport(t *testing.T, orig *onnxio.Model, ws []Weight, opts Options, x
 	checkStored(t, q, ws, f)
 	checkUnpackInORT(t, q, ws)
 	if f == MatMulNBits {
-		checkNBits(t, orig, q, ws)
+		checkNBits(t, orig, q, ws, opts.MinBits)
 	}
 	got := runORT(t, out, orig.Inputs()[0].Name, x, shape, f == QDQ)
 	compareLogits(t, "onnxruntime vs engine", got, want, shape[0], tol)

@@ -19,6 +19,13 @@ const MSDomain = "com.microsoft"
 // longer blocks only shrink that repetition (4 bytes per block).
 const DefaultBlockSize = 128
 
+// DefaultMinBits is the narrowest MatMulNBits width written unless Options.MinBits says
+// otherwise: 4, so ±α and ternary weights take 4 bits, not 2. onnxruntime 1.30's x86 CPU
+// provider has no 2-bit kernel for float32 activations: it dequantizes the whole weight
+// to float32 on every run, which bench/nbits measured 17× slower than the float model at
+// batch 1 on the paper's MLP, while 4 bits ran 5× faster with 4.9× less session memory.
+const DefaultMinBits = 4
+
 // nbitsWidths are the code widths onnxruntime 1.30's CPU MatMulNBits accepts; its
 // constructor refuses the others the contrib spec allows (3, 5, 6, 7).
 var nbitsWidths = []int{2, 4, 8}
@@ -27,9 +34,12 @@ var nbitsWidths = []int{2, 4, 8}
 // q = level + zero point, q in [0, 2^bits), and the zero point: the spec's default
 // 2^(bits−1) when it fits (then the file needs no zero-point input), else the least one
 // that does. ok is false when no width holds the levels.
-func nbitsCodes(levels []int) (bits, zp int, explicit, ok bool) {
+func nbitsCodes(levels []int, minBits int) (bits, zp int, explicit, ok bool) {
 	lo, hi := levels[0], levels[len(levels)-1]
 	for _, b := range nbitsWidths {
+		if b < minBits {
+			continue
+		}
 		if d := 1 << (b - 1); lo >= -d && hi <= d-1 {
 			return b, d, false, true
 		}
@@ -180,12 +190,12 @@ func CheckWeights(m *onnxio.Model, names []string, opts Options) error {
 // reading the codes, or stores p in the packed format when MatMulNBits cannot carry it
 // (not the weight of a MatMul or Gemm, read by several nodes, scales not along the
 // output channels, levels too far apart for 8-bit codes).
-func (e *editor) matmulnbits(p onnxio.Param, g Grid, codes []uint8, dims []int64, block int) error {
+func (e *editor) matmulnbits(p onnxio.Param, g Grid, codes []uint8, dims []int64, block, minBits int) error {
 	use, ok, err := e.nbitsTarget(p.Name, dims)
 	if err != nil {
 		return err
 	}
-	bits, zp, explicit, fits := nbitsCodes(g.Levels)
+	bits, zp, explicit, fits := nbitsCodes(g.Levels, minBits)
 	if !ok || !fits || g.perChannel() && g.Axis != use.axis {
 		return e.packed(p, g, codes, dims)
 	}

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"cmp"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -89,7 +90,7 @@ func (r nbitsNode) weight() []float32 {
 // codes decode in Go by the spec, and in onnxruntime (the node applied to the identity
 // matrix, which adds exact zeros to each weight), to the algorithm's values bit for bit;
 // the width is the narrowest of 2, 4 and 8 bits that holds the grid.
-func checkNBits(t *testing.T, orig, q *onnxio.Model, ws []Weight) {
+func checkNBits(t *testing.T, orig, q *onnxio.Model, ws []Weight, minBits int) {
 	t.Helper()
 	nodes := nbitsWeights(t, q)
 	byName := map[string]*onnxpb.NodeProto{}
@@ -121,6 +122,9 @@ func checkNBits(t *testing.T, orig, q *onnxio.Model, ws []Weight) {
 		// into [0, 2^bits).
 		bits := 0
 		for _, b := range []int{8, 4, 2} {
+			if b < cmp.Or(minBits, DefaultMinBits) {
+				continue
+			}
 			for z := range 1 << b {
 				if w.Grid.Levels[0]+z >= 0 && w.Grid.Levels[len(w.Grid.Levels)-1]+z < 1<<b {
 					bits = b
@@ -255,9 +259,9 @@ func ternaryWeights(m *onnxio.Model, axis map[string]int) []Weight {
 	return ws
 }
 
-// TestMatMulNBitsGemmForms: a Gemm without transB (W stored transposed) whose C is
-// [1, N] (an Add after MatMulNBits), a Gemm with transB whose C is [N] (MatMulNBits'
-// bias input), a MatMul, and a weight two MatMuls share (kept packed: one MatMulNBits
+// TestMatMulNBitsGemmForms, at 2 bits: a Gemm without transB (W stored transposed) whose
+// C is [1, N] (an Add after MatMulNBits), a Gemm with transB whose C is [N] (MatMulNBits'
+// bias input), a MatMul on levels {0..3} (an explicit zero point), and a weight two MatMuls share (kept packed: one MatMulNBits
 // node cannot serve two readers), each against the engine in onnxruntime, bit-exact
 // weights, onnx.checker.
 func TestMatMulNBitsGemmForms(t *testing.T) {
@@ -265,10 +269,18 @@ func TestMatMulNBitsGemmForms(t *testing.T) {
 	ortref.Require(t)
 	orig := gemmNet()
 	ws := ternaryWeights(orig, map[string]int{"g1.w": 1, "g2.w": 0, "mm.w": 1, "sh.w": 1})
+	// mm.w on {0, 1, 2, 3}: 2-bit codes need an explicit zero point, 0.
+	for i := range ws[2].Values {
+		ws[2].Values[i] = (ws[2].Values[i]/ws[2].Grid.Scales[i%3] + 1) * ws[2].Grid.Scales[i%3]
+		if i%5 == 0 {
+			ws[2].Values[i] = 3 * ws[2].Grid.Scales[i%3]
+		}
+	}
+	ws[2].Grid.Levels = []int{0, 1, 2, 3}
 	x := randFloats(rand.New(rand.NewPCG(7, 7)), 8*6)
 	shape := []int{8, 6}
 	want := runEngine(t, withWeights(t, orig, ws), x, shape)
-	opts := Options{Format: MatMulNBits, BlockSize: 16, Metadata: Metadata{Version: "test", Algorithm: "GD+Proj", Seed: 7}}
+	opts := Options{Format: MatMulNBits, BlockSize: 16, MinBits: 2, Metadata: Metadata{Version: "test", Algorithm: "GD+Proj", Seed: 7}}
 	q := verifyExport(t, orig, ws, opts, x, shape, want, 1e-5, checkerOpset(t))
 	ops := map[string]string{}
 	for _, n := range q.Proto.GetGraph().GetNode() {
