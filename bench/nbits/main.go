@@ -3,8 +3,9 @@
 // Command nbits measures what each export format costs onnxruntime 1.30 at run time on
 // the paper's 784-4096×3-10 MLP (testmodels/papermlp) binarized to ±α per output
 // channel: the resident memory of a process after it created the session, and the
-// latency of batch 1 and batch 256, for the full-precision model, the packed format
-// and the matmulnbits format (2-bit MatMulNBits), all in the same run.
+// latency of batch 1 and batch 256, for the full-precision model, the packed and qdq
+// formats and the matmulnbits format at 4, 2 and 8 bits (each also at accuracy level 4,
+// int8 activations), all in the same run.
 //
 //	go run ./bench/nbits                    # width 4096, 2 threads, 3 rounds, 4-, 2- and 8-bit
 //	go run ./bench/nbits -width 1024 -rounds 1 -seconds 1
@@ -117,11 +118,14 @@ func run(width, threads int, seconds float64, rounds, block int, bits []string, 
 		return err
 	}
 	formats := []*format{{name: "float (full precision)", path: filepath.Join(dir, "float.onnx")},
-		{name: "packed", path: filepath.Join(dir, "packed.onnx")}}
+		{name: "packed", path: filepath.Join(dir, "packed.onnx")}, {name: "qdq", path: filepath.Join(dir, "qdq.onnx")}}
 	if err := m.Save(formats[0].path); err != nil {
 		return err
 	}
 	if err := export.WriteFile(formats[1].path, m, ws, export.Options{Format: export.Packed}); err != nil {
+		return err
+	}
+	if err := export.WriteFile(formats[2].path, m, ws, export.Options{Format: export.QDQ}); err != nil {
 		return err
 	}
 	for _, b := range bits {
@@ -166,9 +170,15 @@ func run(width, threads int, seconds float64, rounds, block int, bits []string, 
 				mib(res.SessionRSS-res.BaseRSS), res.Batch1*1e3, res.Batch256*1e3)
 		}
 	}
-	// packed and matmulnbits hold the same weights: the same logits up to summation order.
-	if d := maxRelDiff(formats[1].res[0].Logits, formats[2].res[0].Logits); !(d <= 1e-4) {
-		return fmt.Errorf("packed and matmulnbits logits differ by %.3g of the largest", d)
+	// packed, qdq and matmulnbits at accuracy level 1 hold the same weights: the same
+	// logits up to summation order.
+	for _, f := range formats[2:] {
+		if strings.Contains(f.name, "accuracy_level 4") {
+			continue
+		}
+		if d := maxRelDiff(formats[1].res[0].Logits, f.res[0].Logits); !(d <= 1e-4) {
+			return fmt.Errorf("packed and %s logits differ by %.3g of the largest", f.name, d)
+		}
 	}
 	var weightBytes int64
 	for _, w := range ws {
