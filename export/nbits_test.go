@@ -1,10 +1,13 @@
 package export
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -333,4 +336,60 @@ func TestMatMulNBitsRefusesGemm(t *testing.T) {
 			t.Errorf("%s: CheckWeights refuses a model whose offending Gemm is not a target: %v", c.bad, err)
 		}
 	}
+}
+
+// TestReportMatMulNBits: the report of a matmulnbits file finds each Gemm weight's codes
+// behind its MatMulNBits node — 4 bits per ±α weight plus the padding of the last block,
+// the per-block scales apart — and states the runtime memory of the format, measured,
+// with the note that MatMulNBits weights stay packed in memory.
+func TestReportMatMulNBits(t *testing.T) {
+	origPath := filepath.Join("..", "testmodels", "fmnist-mlp.onnx")
+	orig, err := onnxio.Load(origPath)
+	if err != nil {
+		skipOrFail(t, fmt.Sprintf("%v: run testmodels/make.py", err))
+	}
+	ws := quantize(t, orig, gridCases()[1])
+	quantPath := filepath.Join(t.TempDir(), "mlp-nbits.onnx")
+	if err := WriteFile(quantPath, orig, ws, Options{Format: MatMulNBits}); err != nil {
+		t.Fatal(err)
+	}
+	quant, err := onnxio.Load(quantPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Compare(orig, quant, origPath, quantPath, CompareOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]TensorReport{}
+	for _, tr := range r.Tensors {
+		byName[tr.Name] = tr
+	}
+	var f32 int64
+	for _, w := range ws {
+		tr := byName[w.Name]
+		n, k := tr.Shape[0], tr.Shape[1] // Gemm with transB: [N, K]
+		kb := (k + DefaultBlockSize - 1) / DefaultBlockSize
+		if !tr.Binarized || tr.Format != "matmulnbits" || tr.StoredBytes != n*kb*DefaultBlockSize/2 || tr.ScaleBytes != 4*n*kb {
+			t.Fatalf("%s: %+v; want matmulnbits, %d B of 4-bit codes and %d B of scales", w.Name, tr, n*kb*DefaultBlockSize/2, 4*n*kb)
+		}
+		f32 += 4 * tr.Count
+	}
+	if tot := r.Totals; tot.FileBytesAfter != fileSize(t, quantPath) {
+		t.Fatalf("file %d B, disk has %d", tot.FileBytesAfter, fileSize(t, quantPath))
+	}
+	if len(r.Runtime) != 1 || r.Runtime[0].Format != "matmulnbits" || r.Runtime[0].Bits != 4 || r.Runtime[0].Float32Bytes != f32 ||
+		r.Runtime[0].MeasuredRatio <= 0 || r.Runtime[0].RuntimeBytes >= f32/4 {
+		t.Fatalf("runtime memory %+v: want one 4-bit matmulnbits group of %d float32 bytes, measured at under a quarter of them", r.Runtime, f32)
+	}
+	var text bytes.Buffer
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{NBitsNote, "Runtime memory, matmulnbits (4-bit)", "bench/nbits"} {
+		if !strings.Contains(text.String(), want) {
+			t.Fatalf("report lacks %q:\n%s", want, text.String())
+		}
+	}
+	t.Log("\n" + text.String())
 }

@@ -36,6 +36,10 @@ type Report struct {
 	// Difference explains how the whole file differs from the paper's count.
 	Difference []string `json:"difference"`
 	Note       string   `json:"note"`
+	// Runtime says, per storage format in the file, what its binarized weights take in
+	// onnxruntime's memory, by the measurement RuntimeSource cites.
+	Runtime       []RuntimeFormat `json:"runtime_memory"`
+	RuntimeSource string          `json:"runtime_source"`
 }
 
 // TensorReport is one parameter of the original model.
@@ -57,8 +61,8 @@ type TensorReport struct {
 	// Changed reports a kept tensor whose values differ from the original's, such as a
 	// bias fine-tuned or BatchNorm statistics re-estimated with the binary weights.
 	Changed bool `json:"changed,omitempty"`
-	// Format is "packed", "qdq" or "float" for quantized tensors and "fp32" (or the
-	// stored type) for kept ones.
+	// Format is "packed", "qdq", "float" or "matmulnbits" for quantized tensors and
+	// "fp32" (or the stored type) for kept ones.
 	Format string `json:"format"`
 	// Role is "weight", "bias", "normalization" or "other".
 	Role string `json:"role"`
@@ -143,6 +147,7 @@ func Compare(orig, quant *onnxio.Model, origPath, quantPath string, opts Compare
 	if err != nil {
 		return nil, err
 	}
+	width := map[string]int{}
 	for _, p := range orig.Params() {
 		role := roles[p.Name]
 		tr := TensorReport{
@@ -178,6 +183,11 @@ func Compare(orig, quant *onnxio.Model, origPath, quantPath string, opts Compare
 				}
 			}
 			tr.Binarized, tr.Format = true, string(MatMulNBits)
+			for _, a := range n.GetAttribute() {
+				if a.GetName() == "bits" {
+					width[p.Name] = int(a.GetI())
+				}
+			}
 		} else if n, ok := producer[p.Name]; ok {
 			if err := traceUnpack(quant, n, producer, qparams, &tr, unpack); err != nil {
 				return nil, fmt.Errorf("export: report: %s: tensor %q: %w", quant.Name, p.Name, err)
@@ -211,6 +221,10 @@ func Compare(orig, quant *onnxio.Model, origPath, quantPath string, opts Compare
 	}
 	r.Paper = paperCount(r.Tensors, roles)
 	r.Difference = r.explain(roles)
+	r.Runtime, r.RuntimeSource = runtimeMemory(r.Tensors, width), RuntimeSource
+	if len(nbits) > 0 {
+		r.Note = NBitsNote
+	}
 	return r, nil
 }
 
@@ -511,6 +525,7 @@ func (r *Report) summary() []string {
 		fmt.Sprintf("Counted as the paper did (trainable parameters in float32, binarized weights at their code width): %.2f MiB → %.2f MiB, %.2f %% saved.", p.MiBBefore, p.MiBAfter, p.SavedPercent),
 	}
 	lines = append(lines, r.Difference...)
+	lines = append(lines, r.runtimeLines()...)
 	return append(lines, r.Note)
 }
 
