@@ -383,6 +383,10 @@ func TestCheckMatchesExport(t *testing.T) {
 		{Format: "int3"},         // unknown format
 		{Format: Packed, Opset: 99},
 		{Format: Packed, Opset: 8}, // below the model's
+		{Format: MatMulNBits},      // fine: the com.microsoft domain has no opset floor
+		{Format: MatMulNBits, BlockSize: 24},
+		{Format: MatMulNBits, BlockSize: 8},
+		{Format: MatMulNBits, MinBits: 3}, // onnxruntime's CPU kernel refuses 3 bits
 	} {
 		_, xerr := Export(m, nil, o)
 		cerr := Check(m, o)

@@ -285,6 +285,20 @@ func TestMatMulNBitsGemmForms(t *testing.T) {
 	want := runEngine(t, withWeights(t, orig, ws), x, shape)
 	opts := Options{Format: MatMulNBits, BlockSize: 16, MinBits: 2, Metadata: Metadata{Version: "test", Algorithm: "GD+Proj", Seed: 7}}
 	q := verifyExport(t, orig, ws, opts, x, shape, want, 1e-5, checkerOpset(t))
+	// The same inputs give the same bytes.
+	var files [2][]byte
+	for i := range files {
+		m, err := Export(orig, ws, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if files[i], err = m.Marshal(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(files[0], files[1]) {
+		t.Error("two exports of the same weights differ")
+	}
 	ops := map[string]string{}
 	for _, n := range q.Proto.GetGraph().GetNode() {
 		ops[n.GetName()] = n.GetOpType()
