@@ -237,7 +237,7 @@ func (e *editor) matmulnbits(p onnxio.Param, g Grid, codes []uint8, dims []int64
 		}
 	}
 	w := p.Name
-	inputs := []string{n0(use.node), e.init(onnxio.BytesTensor(e.name(w, "nbits"), []int64{int64(n), int64(kb), int64(blob)}, data)),
+	inputs := []string{use.node.GetInput()[0], e.init(onnxio.BytesTensor(e.name(w, "nbits"), []int64{int64(n), int64(kb), int64(blob)}, data)),
 		e.init(onnxio.FloatTensor(e.name(w, "scales"), []int64{int64(n), int64(kb)}, scales)), ""}
 	if explicit {
 		row := (kb*bits + 7) / 8
@@ -276,9 +276,6 @@ func (e *editor) matmulnbits(p onnxio.Param, g Grid, codes []uint8, dims []int64
 	e.replace(p)
 	return nil
 }
-
-// n0 is a node's first input.
-func n0(n *onnxpb.NodeProto) string { return n.GetInput()[0] }
 
 // importMS adds onnxruntime's domain to the model's opset imports if it is missing.
 func importMS(m *onnxio.Model) {
