@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -139,5 +140,26 @@ func TestMatMulNBitsAgainstOnnxruntime(t *testing.T) {
 				t.Error(err)
 			}
 		})
+	}
+}
+
+// TestMatMulNBitsWidthsOnnxruntimeRefuses: the contrib spec allows 2 to 8 bits, but
+// onnxruntime 1.30's CPU kernel takes only 2, 4 and 8; the engine refuses the others
+// too, so that qtool never reports the accuracy of a file onnxruntime cannot load.
+func TestMatMulNBitsWidthsOnnxruntimeRefuses(t *testing.T) {
+	ortref.Require(t)
+	r := rand.New(rand.NewPCG(16, 2))
+	for _, bits := range []int{3, 5, 6, 7} {
+		m := nbitsCase{bits, 64, 16, false, false, []int64{3, 64}}.model(r)
+		b, err := proto.Marshal(m.Proto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ortref.NewSession(b, ortref.Options{}); err == nil {
+			t.Errorf("bits=%d: onnxruntime loads it; the engine's refusal is out of date", bits)
+		}
+		if _, err := Build(m, Options{}); err == nil || !strings.Contains(err.Error(), "bits") {
+			t.Errorf("bits=%d: Build gives %v, want a refusal naming bits", bits, err)
+		}
 	}
 }
