@@ -3,14 +3,19 @@ package main
 import (
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/qtool/qtool/admmq/network"
 	"github.com/qtool/qtool/export"
 	"github.com/qtool/qtool/internal/ortref"
 	"github.com/qtool/qtool/onnxio"
+	"github.com/qtool/qtool/onnxio/onnxpb"
 )
 
 // formatSamples is how many samples each written file is evaluated on, in both runtimes.
@@ -198,5 +203,44 @@ func checkNBitsLayout(t *testing.T, path string) {
 	}
 	if ops["MatMul"]+ops["Gemm"] != 0 || ops["MatMulNBits"] == 0 {
 		t.Errorf("%s: nodes %v: want every MatMul and Gemm replaced by MatMulNBits", path, ops)
+	}
+}
+
+// TestMatMulNBitsRefusesGemmBeforeTraining: a Gemm with alpha ≠ 1 among the binarized
+// weights is refused before any training (exit 1, no output file), with the advice in
+// flags; keeping that weight in full precision lets the same run through.
+func TestMatMulNBitsRefusesGemmBeforeTraining(t *testing.T) {
+	m, err := onnxio.Load("../../testmodels/fmnist-mlp.onnx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fc1 string
+	for _, n := range m.Proto.GetGraph().GetNode() {
+		if n.GetOpType() == "Gemm" {
+			// PyTorch states alpha = 1: replace it.
+			n.Attribute = slices.DeleteFunc(n.Attribute, func(a *onnxpb.AttributeProto) bool { return a.GetName() == "alpha" })
+			n.Attribute = append(n.Attribute, &onnxpb.AttributeProto{Name: proto.String("alpha"), Type: onnxpb.AttributeProto_FLOAT.Enum(), F: proto.Float32(2)})
+			fc1 = n.GetInput()[1]
+			break
+		}
+	}
+	dir := t.TempDir()
+	model, out := filepath.Join(dir, "alpha.onnx"), filepath.Join(dir, "out.onnx")
+	if err := m.Save(model); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"binarize", model, "--data", fmnistCalib, "-o", out, "--format", "matmulnbits", "--iters", "1", "--inner-steps", "1", "--limit", "64", "-q"}
+	msg, code, err := runArgs(t, args...)
+	if err != nil {
+		msg += err.Error()
+	}
+	if code != 1 || !strings.Contains(msg, "alpha = 2") || !strings.Contains(msg, "pass --format packed or qdq") || !strings.Contains(msg, "--keep "+fc1) {
+		t.Fatalf("exit %d, want 1 with advice naming alpha, --format and --keep %s:\n%s", code, fc1, msg)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Fatal("an output file was written")
+	}
+	if msg, code, err := runArgs(t, append(args, "--keep", fc1)...); code != 0 {
+		t.Fatalf("with --keep %s: exit %d, %v\n%s", fc1, code, err, msg)
 	}
 }
