@@ -297,6 +297,15 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	if res.Targets, res.Warnings, err = Targets(model, o); err != nil {
 		return nil, err
 	}
+	// A weight the format cannot carry (a Gemm MatMulNBits cannot express) is refused
+	// now too, knowing which weights are trained.
+	names := make([]string, len(res.Targets))
+	for i, t := range res.Targets {
+		names[i] = t.Name
+	}
+	if err := export.CheckWeights(model, names, export.Options{Format: o.Format, Opset: o.Opset}); err != nil {
+		return nil, err
+	}
 	if valid != nil {
 		res.ValidationSamples = valid.Len()
 		if res.ValidationSamples < MinValidation {

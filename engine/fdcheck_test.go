@@ -56,7 +56,8 @@ func recordPassed(t testing.TB, set map[string]bool, m *onnxpb.ModelProto) {
 	t.Cleanup(func() {
 		if !t.Failed() && !t.Skipped() {
 			for _, n := range m.GetGraph().GetNode() {
-				opsCovered.add(t, set, n.GetOpType())
+				key, _ := opKey(n.GetDomain(), n.GetOpType())
+				opsCovered.add(t, set, key)
 			}
 		}
 	})

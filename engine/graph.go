@@ -178,7 +178,7 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 		}
 		nodes = append(nodes, np)
 	}
-	bc := &buildCtx{opset: m.Opset(""), reg: registry(), types: declaredTypes(g.params, gp), bad: &bad}
+	bc := &buildCtx{opset: m.Opset(""), msOpset: m.Opset(MSDomain), reg: registry(), types: declaredTypes(g.params, gp), bad: &bad}
 	top := &nameScope{ids: ids}
 	if g.nodes, err = g.buildNodes(bc, nodes, top, ""); err != nil {
 		return nil, fmt.Errorf("engine: %s: %w", m.Name, err)
@@ -224,10 +224,11 @@ func (s *nameScope) lookup(name string) (int, bool) {
 
 // buildCtx is what building the nodes of the graph and of its bodies shares.
 type buildCtx struct {
-	opset int64
-	reg   map[string]opDef
-	types map[string]onnxpb.TensorProto_DataType
-	bad   *[]string // what is unsupported, collected across all bodies
+	opset   int64
+	msOpset int64 // com.microsoft's, for MatMulNBits
+	reg     map[string]opDef
+	types   map[string]onnxpb.TensorProto_DataType
+	bad     *[]string // what is unsupported, collected across all bodies
 }
 
 // buildNodes orders nodes topologically, makes their kernels and value ids, and adds the
@@ -241,20 +242,25 @@ func (g *Graph) buildNodes(bc *buildCtx, nodes []*onnxpb.NodeProto, sc *nameScop
 	var out []gnode
 	for _, np := range order {
 		n := &Node{Proto: np, Opset: bc.opset}
+		if np.GetDomain() == MSDomain {
+			n.Opset = bc.msOpset
+		}
 		for _, in := range np.GetInput() {
 			n.InputTypes = append(n.InputTypes, bc.types[in])
 		}
 		var k Kernel
-		if d := np.GetDomain(); d != "" && d != "ai.onnx" {
-			*bc.bad = append(*bc.bad, path+n.Errorf("op %s of domain %q is not supported", np.GetOpType(), d).Error())
-		} else if def, ok := bc.reg[np.GetOpType()]; !ok {
+		key, known := opKey(np.GetDomain(), np.GetOpType())
+		def, ok := bc.reg[key]
+		if !known || (!ok && np.GetDomain() == MSDomain) {
+			*bc.bad = append(*bc.bad, path+n.Errorf("op %s of domain %q is not supported", np.GetOpType(), np.GetDomain()).Error())
+		} else if !ok {
 			*bc.bad = append(*bc.bad, path+n.Errorf("op %s is not supported", np.GetOpType()).Error())
 			// A control-flow node's bodies are listed too, so that one error says everything
 			// a model needs, not only the outermost op.
 			*bc.bad = append(*bc.bad, unsupportedInside(np, bc.reg, path+n.Errorf("").Error())...)
 		} else if err := checkNodeInputs(n, def.inputs); err != nil {
 			*bc.bad = append(*bc.bad, path+err.Error())
-		} else if isControl(np.GetOpType()) {
+		} else if isControl(key) {
 			k, err = g.buildControl(bc, n, sc, path)
 			if err != nil {
 				return nil, err
@@ -265,7 +271,7 @@ func (g *Graph) buildNodes(bc *buildCtx, nodes []*onnxpb.NodeProto, sc *nameScop
 		var outTypes []onnxpb.TensorProto_DataType
 		if t, ok := k.(outputTyper); ok {
 			outTypes = t.outputTypes()
-		} else if bc.reg[np.GetOpType()].sameType && len(n.InputTypes) > 0 {
+		} else if def.sameType && len(n.InputTypes) > 0 {
 			outTypes = slices.Repeat(n.InputTypes[:1], len(np.GetOutput()))
 		}
 		for i, dt := range outTypes {
@@ -593,9 +599,10 @@ func unsupportedInside(np *onnxpb.NodeProto, reg map[string]opDef, path string) 
 		for _, sg := range graphs {
 			for _, inner := range sg.GetNode() {
 				where := fmt.Sprintf("%s, %s: node %q (%s)", path, a.GetName(), inner.GetName(), inner.GetOpType())
-				if d := inner.GetDomain(); d != "" && d != "ai.onnx" {
-					bad = append(bad, fmt.Sprintf("%s: op %s of domain %q is not supported", where, inner.GetOpType(), d))
-				} else if _, ok := reg[inner.GetOpType()]; !ok {
+				key, known := opKey(inner.GetDomain(), inner.GetOpType())
+				if _, ok := reg[key]; !known || !ok && inner.GetDomain() == MSDomain {
+					bad = append(bad, fmt.Sprintf("%s: op %s of domain %q is not supported", where, inner.GetOpType(), inner.GetDomain()))
+				} else if !ok {
 					bad = append(bad, fmt.Sprintf("%s: op %s is not supported", where, inner.GetOpType()))
 				}
 				bad = append(bad, unsupportedInside(inner, reg, where)...)

@@ -70,6 +70,7 @@ func ortCoverageSources() []coverageSource {
 		{"TestOpsAgainstOnnxruntime", TestOpsAgainstOnnxruntime},
 		{"TestQuantizeLinearAgainstOnnxruntime", TestQuantizeLinearAgainstOnnxruntime},
 		{"TestBlockedInt4MatMulAgainstOnnxruntime", TestBlockedInt4MatMulAgainstOnnxruntime},
+		{"TestMatMulNBitsAgainstOnnxruntime", TestMatMulNBitsAgainstOnnxruntime},
 		{"TestLogicAgainstOnnxruntime", TestLogicAgainstOnnxruntime},
 		{"TestMaskedAttentionExport", TestMaskedAttentionExport},
 		{"TestControlFlowAgainstOnnxruntime", TestControlFlowAgainstOnnxruntime},

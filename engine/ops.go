@@ -41,7 +41,7 @@ func (a arity) at(opset int64) int {
 // a programming error that every test would hit.
 func registry() map[string]opDef {
 	m := map[string]opDef{}
-	for _, set := range [][]opDef{nnOpDefs(), elementwiseOpDefs(), logicOpDefs(), shapeOpDefs(), quantOpDefs(), controlOpDefs(), resizeOpDefs(), einsumOpDefs()} {
+	for _, set := range [][]opDef{nnOpDefs(), elementwiseOpDefs(), logicOpDefs(), shapeOpDefs(), quantOpDefs(), controlOpDefs(), resizeOpDefs(), einsumOpDefs(), nbitsOpDefs()} {
 		for _, d := range set {
 			if _, dup := m[d.name]; dup {
 				panic("engine: op " + d.name + " is registered twice")
@@ -50,4 +50,20 @@ func registry() map[string]opDef {
 		}
 	}
 	return m
+}
+
+// MSDomain is onnxruntime's contrib domain, whose MatMulNBits the engine runs so that
+// qtool can evaluate the files its matmulnbits export writes.
+const MSDomain = "com.microsoft"
+
+// opKey returns the op table key of a node: its op type in the default domain, and
+// "com.microsoft.<op>" in onnxruntime's; ok is false for every other domain.
+func opKey(domain, op string) (key string, ok bool) {
+	switch domain {
+	case "", "ai.onnx":
+		return op, true
+	case MSDomain:
+		return MSDomain + "." + op, true
+	}
+	return "", false
 }

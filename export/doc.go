@@ -8,7 +8,7 @@
 // float32(level)·scale bit for bit — exactly what a runtime computes when it unpacks the
 // weight — so the exported file reproduces the algorithm's weights exactly.
 //
-// Three formats are written (Options.Format):
+// Four formats are written (Options.Format):
 //
 //   - Packed (the default) stores the codes bit-packed in a UINT8 initializer, 1 bit per
 //     weight for two levels, 2 bits for up to 4, 4 bits for up to 16 and 8 bits for up to
@@ -24,12 +24,18 @@
 //     per-channel axis of DequantizeLinear needs opset 13, so below it a per-tensor
 //     DequantizeLinear with scale 1 is followed by a Mul by the scale vector.
 //   - Float stores float32 tensors that hold exactly the grid values.
+//   - MatMulNBits stores the weights of MatMul and Gemm nodes as onnxruntime's
+//     com.microsoft MatMulNBits (4-bit codes for up to 16 levels, 8-bit beyond; the
+//     node replaces the MatMul or Gemm), which onnxruntime keeps packed in memory, and
+//     every other weight as Packed.
 //
 // Everything else — graph, names, inputs, outputs, metadata and the parameters left in
 // full precision — is kept as it was; qtool's own facts (version, algorithm, grid, seed,
 // format) are added to metadata_props under keys starting with "qtool.".
 //
 // Runtimes fold the unpacking subgraph of constants when they load the model, so the
-// saving is on disk and in transfer, not in memory at run time. Compare builds the
+// Packed saving is on disk and in transfer, not in memory at run time; MatMulNBits
+// weights stay at their width in onnxruntime's memory (measured by bench/nbits, whose
+// figures the report cites). Compare builds the
 // storage report that says so, with the per-tensor and whole-file figures.
 package export

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -21,15 +22,19 @@ const (
 	Packed Format = "packed"
 	QDQ    Format = "qdq"
 	Float  Format = "float"
+	// MatMulNBits stores the weights of MatMul and Gemm nodes as onnxruntime's
+	// com.microsoft MatMulNBits, which keeps them at 2, 4 or 8 bits in memory at run
+	// time; every other weight is stored as in Packed.
+	MatMulNBits Format = "matmulnbits"
 )
 
-// ParseFormat returns the Format named s ("packed", "qdq" or "float").
+// ParseFormat returns the Format named s ("packed", "qdq", "float" or "matmulnbits").
 func ParseFormat(s string) (Format, error) {
 	switch f := Format(s); f {
-	case Packed, QDQ, Float:
+	case Packed, QDQ, Float, MatMulNBits:
 		return f, nil
 	}
-	return "", fmt.Errorf("export: unknown format %q (want packed, qdq or float)", s)
+	return "", fmt.Errorf("export: unknown format %q (want packed, qdq, float or matmulnbits)", s)
 }
 
 // MinOpset is the oldest default-domain opset export writes: the packed subgraph's
@@ -58,6 +63,12 @@ type Options struct {
 	Opset int64
 	// Metadata is recorded in metadata_props.
 	Metadata Metadata
+	// BlockSize is MatMulNBits' block length along K (a power of two, at least 16);
+	// 0 means DefaultBlockSize. Other formats ignore it.
+	BlockSize int
+	// MinBits is the narrowest MatMulNBits code width written (2, 4 or 8); 0 means
+	// DefaultMinBits. Other formats ignore it.
+	MinBits int
 }
 
 // WriteFile exports the weights into a copy of m and saves it atomically to path.
@@ -98,6 +109,12 @@ func prepare(m *onnxio.Model, opts Options) (*onnxio.Model, Format, int64, error
 	}
 	if format == QDQ && opset < 10 {
 		return nil, "", 0, &OpsetError{Model: m.Name, Format: QDQ, Have: opset, Need: 10}
+	}
+	if b := opts.BlockSize; b != 0 && (b < 16 || b&(b-1) != 0) {
+		return nil, "", 0, fmt.Errorf("export: %s: Options.BlockSize %d is not a power of two of at least 16, as MatMulNBits requires", m.Name, b)
+	}
+	if b := opts.MinBits; b != 0 && !slices.Contains(nbitsWidths, b) {
+		return nil, "", 0, fmt.Errorf("export: %s: Options.MinBits %d is not a MatMulNBits width onnxruntime runs (2, 4 or 8)", m.Name, b)
 	}
 	return out, format, opset, nil
 }
@@ -142,9 +159,21 @@ func Export(m *onnxio.Model, weights []Weight, opts Options) (*onnxio.Model, err
 			if err := e.qdq(p, w.Grid, codes, dims); err != nil {
 				return nil, fmt.Errorf("export: %s: tensor %q: %w", m.Name, w.Name, err)
 			}
+		case MatMulNBits:
+			block := cmp.Or(opts.BlockSize, DefaultBlockSize)
+			if err := e.matmulnbits(p, w.Grid, codes, dims, block, cmp.Or(opts.MinBits, DefaultMinBits)); err != nil {
+				if _, ok := err.(*GemmError); ok {
+					return nil, err
+				}
+				return nil, fmt.Errorf("export: %s: tensor %q: %w", m.Name, w.Name, err)
+			}
 		}
 	}
 	e.commit()
+	if len(e.nbits) > 0 {
+		importMS(out)
+		nbitsMetadata(out, e.nbits)
+	}
 	if err := internalize(out); err != nil {
 		return nil, err
 	}
@@ -231,10 +260,19 @@ type editor struct {
 	inits  []*onnxpb.TensorProto
 	drop   map[string]bool   // parameters replaced by a subgraph
 	shared map[string]string // key of a shared constant → its name
+	// after holds nodes to insert right after an existing node (an Add after a
+	// MatMulNBits that replaced a Gemm).
+	after map[*onnxpb.NodeProto][]*onnxpb.NodeProto
+	// nbits maps each weight stored in MatMulNBits to the node that reads it.
+	nbits map[string]string
+	// readers and pinned are consumers' result, computed on first use.
+	readers map[string][]*onnxpb.NodeProto
+	pinned  map[string]bool
 }
 
 func newEditor(m *onnxio.Model, opset int64) *editor {
-	e := &editor{m: m, opset: opset, used: map[string]bool{}, drop: map[string]bool{}, shared: map[string]string{}}
+	e := &editor{m: m, opset: opset, used: map[string]bool{}, drop: map[string]bool{}, shared: map[string]string{},
+		after: map[*onnxpb.NodeProto][]*onnxpb.NodeProto{}, nbits: map[string]string{}}
 	g := m.Proto.GetGraph()
 	mark := func(names ...string) {
 		for _, s := range names {
@@ -435,7 +473,11 @@ func (e *editor) commit() {
 	nodes := slices.DeleteFunc(g.Node, func(n *onnxpb.NodeProto) bool {
 		return n.GetOpType() == "Constant" && len(n.GetOutput()) == 1 && !keep(n.GetOutput()[0])
 	})
-	g.Node = append(e.nodes, nodes...)
+	var placed []*onnxpb.NodeProto
+	for _, n := range nodes {
+		placed = append(append(placed, n), e.after[n]...)
+	}
+	g.Node = append(e.nodes, placed...)
 	g.Initializer = append(g.Initializer, e.inits...)
 	if e.m.Proto.GetIrVersion() < 4 {
 		for _, t := range e.inits {
@@ -468,18 +510,7 @@ func setMetadata(m *onnxio.Model, md Metadata, format Format, weights []Weight) 
 		}
 		grid = strings.Join(seen, "; ")
 	}
-	set := func(k, v string) {
-		if v == "" {
-			return
-		}
-		for _, p := range m.Proto.GetMetadataProps() {
-			if p.GetKey() == k {
-				p.Value = proto.String(v)
-				return
-			}
-		}
-		m.Proto.MetadataProps = append(m.Proto.MetadataProps, &onnxpb.StringStringEntryProto{Key: proto.String(k), Value: proto.String(v)})
-	}
+	set := func(k, v string) { setProp(m, k, v) }
 	set("qtool.version", md.Version)
 	set("qtool.algorithm", md.Algorithm)
 	set("qtool.grid", grid)
@@ -492,6 +523,21 @@ func setMetadata(m *onnxio.Model, md Metadata, format Format, weights []Weight) 
 	// Names, as JSON, so that a report can tell float-format weights from kept ones.
 	b, _ := json.Marshal(names) // a []string always marshals
 	set(metaTensors, string(b))
+}
+
+// setProp sets metadata entry k to v, replacing an entry of the same key in place; an
+// empty v is not recorded.
+func setProp(m *onnxio.Model, k, v string) {
+	if v == "" {
+		return
+	}
+	for _, p := range m.Proto.GetMetadataProps() {
+		if p.GetKey() == k {
+			p.Value = proto.String(v)
+			return
+		}
+	}
+	m.Proto.MetadataProps = append(m.Proto.MetadataProps, &onnxpb.StringStringEntryProto{Key: proto.String(k), Value: proto.String(v)})
 }
 
 // metaTensors is the metadata key listing the quantized tensors' names as a JSON array.

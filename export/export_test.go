@@ -43,7 +43,7 @@ func TestExportTestModels(t *testing.T) {
 				t.Fatal(err)
 			}
 			ortFloat := runORT(t, floatFile, base.Inputs()[0].Name, x, shape, false)
-			for _, f := range []Format{Packed, QDQ, Float} {
+			for _, f := range []Format{Packed, QDQ, Float, MatMulNBits} {
 				opts := Options{Format: f, Metadata: Metadata{Version: "test", Algorithm: "GD+Proj", Seed: 7}}
 				if f == QDQ && base.Opset("") < 10 {
 					opts.Opset = 10
@@ -96,6 +96,9 @@ func verifyExport(t *testing.T, orig *onnxio.Model, ws []Weight, opts Options, x
 	}
 	checkStored(t, q, ws, f)
 	checkUnpackInORT(t, q, ws)
+	if f == MatMulNBits {
+		checkNBits(t, orig, q, ws, opts.MinBits)
+	}
 	got := runORT(t, out, orig.Inputs()[0].Name, x, shape, f == QDQ)
 	compareLogits(t, "onnxruntime vs engine", got, want, shape[0], tol)
 	checkPreserved(t, orig, q, ws, opts.Opset != 0)
@@ -117,12 +120,16 @@ func checkStored(t *testing.T, q *onnxio.Model, ws []Weight, f Format) {
 		}
 		init[p.Name] = tt
 	}
+	nbits := nbitsWeights(t, q)
 	for _, w := range ws {
+		if nbits[w.Name] != nil {
+			continue // checkNBits decodes these
+		}
 		var got []float32
 		switch f {
 		case Float:
 			got = init[w.Name].Float
-		case Packed:
+		case Packed, MatMulNBits:
 			data := init["qtool/"+w.Name+"/packed"]
 			if data == nil || data.Type != onnxpb.TensorProto_UINT8 {
 				t.Fatalf("%s: no UINT8 packed tensor", w.Name)
@@ -215,8 +222,27 @@ func checkUnpackInORT(t *testing.T, q *onnxio.Model, ws []Weight) {
 	g.Node = slices.DeleteFunc(g.Node, func(n *onnxpb.NodeProto) bool {
 		return !strings.HasPrefix(n.GetName(), "qtool/") && n.GetOpType() != "Constant"
 	})
+	// An Add the matmulnbits format put after a MatMulNBits reads the product, which is
+	// gone with that node.
+	known := map[string]bool{}
+	for _, p := range sub.Params() {
+		known[p.Name] = true
+	}
+	for _, n := range g.Node {
+		for _, o := range n.GetOutput() {
+			known[o] = true
+		}
+	}
+	g.Node = slices.DeleteFunc(g.Node, func(n *onnxpb.NodeProto) bool {
+		return slices.ContainsFunc(n.GetInput(), func(in string) bool { return in != "" && !known[in] })
+	})
 	g.ValueInfo = nil
 	g.Output = nil
+	nbits := nbitsWeights(t, q)
+	ws = slices.DeleteFunc(slices.Clone(ws), func(w Weight) bool { return nbits[w.Name] != nil })
+	if len(ws) == 0 {
+		return
+	}
 	for _, w := range ws {
 		p, ok := q.Param(w.Name)
 		if ok { // float format: the tensor itself is the output, through Identity
@@ -277,12 +303,18 @@ func checkPreserved(t *testing.T, orig, q *onnxio.Model, ws []Weight, raised boo
 	for _, w := range ws {
 		replaced[w.Name] = true
 	}
+	// The nodes MatMulNBits replaced are compared by checkNBits.
+	rewritten := map[string]bool{}
+	for _, n := range nbitsWeights(t, q) {
+		rewritten[n.GetName()] = true
+	}
 	a, b := proto.Clone(orig.Proto).(*onnxpb.ModelProto), proto.Clone(q.Proto).(*onnxpb.ModelProto)
 	strip := func(m *onnxpb.ModelProto) {
 		g := m.Graph
 		g.Node = slices.DeleteFunc(g.Node, func(n *onnxpb.NodeProto) bool {
-			return strings.HasPrefix(n.GetName(), "qtool/") || n.GetOpType() == "Constant" && replaced[n.GetOutput()[0]]
+			return strings.HasPrefix(n.GetName(), "qtool/") || n.GetOpType() == "Constant" && replaced[n.GetOutput()[0]] || rewritten[n.GetName()]
 		})
+		m.OpsetImport = slices.DeleteFunc(m.OpsetImport, func(o *onnxpb.OperatorSetIdProto) bool { return o.GetDomain() == MSDomain })
 		g.Initializer = slices.DeleteFunc(g.Initializer, func(t *onnxpb.TensorProto) bool {
 			return strings.HasPrefix(t.GetName(), "qtool/") || replaced[t.GetName()]
 		})
@@ -351,6 +383,10 @@ func TestCheckMatchesExport(t *testing.T) {
 		{Format: "int3"},         // unknown format
 		{Format: Packed, Opset: 99},
 		{Format: Packed, Opset: 8}, // below the model's
+		{Format: MatMulNBits},      // fine: the com.microsoft domain has no opset floor
+		{Format: MatMulNBits, BlockSize: 24},
+		{Format: MatMulNBits, BlockSize: 8},
+		{Format: MatMulNBits, MinBits: 3}, // onnxruntime's CPU kernel refuses 3 bits
 	} {
 		_, xerr := Export(m, nil, o)
 		cerr := Check(m, o)

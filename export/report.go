@@ -36,6 +36,10 @@ type Report struct {
 	// Difference explains how the whole file differs from the paper's count.
 	Difference []string `json:"difference"`
 	Note       string   `json:"note"`
+	// Runtime says, per storage format in the file, what its binarized weights take in
+	// onnxruntime's memory, by the measurement RuntimeSource cites.
+	Runtime       []RuntimeFormat `json:"runtime_memory"`
+	RuntimeSource string          `json:"runtime_source"`
 }
 
 // TensorReport is one parameter of the original model.
@@ -57,8 +61,8 @@ type TensorReport struct {
 	// Changed reports a kept tensor whose values differ from the original's, such as a
 	// bias fine-tuned or BatchNorm statistics re-estimated with the binary weights.
 	Changed bool `json:"changed,omitempty"`
-	// Format is "packed", "qdq" or "float" for quantized tensors and "fp32" (or the
-	// stored type) for kept ones.
+	// Format is "packed", "qdq", "float" or "matmulnbits" for quantized tensors and
+	// "fp32" (or the stored type) for kept ones.
 	Format string `json:"format"`
 	// Role is "weight", "bias", "normalization" or "other".
 	Role string `json:"role"`
@@ -139,6 +143,11 @@ func Compare(orig, quant *onnxio.Model, origPath, quantPath string, opts Compare
 	if err != nil {
 		return nil, err
 	}
+	nbits, err := nbitsNodes(quant)
+	if err != nil {
+		return nil, err
+	}
+	width := map[string]int{}
 	for _, p := range orig.Params() {
 		role := roles[p.Name]
 		tr := TensorReport{
@@ -161,6 +170,23 @@ func Compare(orig, quant *onnxio.Model, origPath, quantPath string, opts Compare
 				}
 				tr.Reason = keptReason(p.Name, role, opts.Reasons)
 				tr.Changed = valuesDiffer(orig, quant, p.Tensor, qp.Tensor)
+			}
+		} else if n, ok := nbits[p.Name]; ok {
+			// The codes feed the MatMulNBits node that replaced the weight's reader.
+			for i, in := range n.GetInput() {
+				if qp, ok := qparams[in]; ok && i >= 1 && i <= 3 {
+					if i == 1 {
+						tr.StoredBytes += onnxio.TensorBytes(qp.Tensor)
+					} else {
+						tr.ScaleBytes += onnxio.TensorBytes(qp.Tensor)
+					}
+				}
+			}
+			tr.Binarized, tr.Format = true, string(MatMulNBits)
+			for _, a := range n.GetAttribute() {
+				if a.GetName() == "bits" {
+					width[p.Name] = int(a.GetI())
+				}
 			}
 		} else if n, ok := producer[p.Name]; ok {
 			if err := traceUnpack(quant, n, producer, qparams, &tr, unpack); err != nil {
@@ -195,6 +221,10 @@ func Compare(orig, quant *onnxio.Model, origPath, quantPath string, opts Compare
 	}
 	r.Paper = paperCount(r.Tensors, roles)
 	r.Difference = r.explain(roles)
+	r.Runtime, r.RuntimeSource = runtimeMemory(r.Tensors, width), RuntimeSource
+	if len(nbits) > 0 {
+		r.Note = NBitsNote
+	}
 	return r, nil
 }
 
@@ -211,6 +241,34 @@ func quantizedNames(m *onnxio.Model) (map[string]bool, error) {
 		}
 		for _, n := range names {
 			out[n] = true
+		}
+	}
+	return out, nil
+}
+
+// nbitsNodes returns, for each weight export stored in MatMulNBits, the node that reads
+// its codes, from the names recorded under "qtool.matmulnbits".
+func nbitsNodes(m *onnxio.Model) (map[string]*onnxpb.NodeProto, error) {
+	out := map[string]*onnxpb.NodeProto{}
+	for _, p := range m.Proto.GetMetadataProps() {
+		if p.GetKey() != metaNBits {
+			continue
+		}
+		var names map[string]string
+		if err := json.Unmarshal([]byte(p.GetValue()), &names); err != nil {
+			return nil, fmt.Errorf("export: report: %s: metadata %s is not a JSON object of names: %v", m.Name, metaNBits, err)
+		}
+		for _, n := range m.Proto.GetGraph().GetNode() {
+			for w, node := range names {
+				if n.GetName() == node && n.GetOpType() == "MatMulNBits" && n.GetDomain() == MSDomain {
+					out[w] = n
+				}
+			}
+		}
+		for w, node := range names {
+			if out[w] == nil {
+				return nil, fmt.Errorf("export: report: %s: no MatMulNBits node %q reads weight %q", m.Name, node, w)
+			}
 		}
 	}
 	return out, nil
@@ -467,6 +525,7 @@ func (r *Report) summary() []string {
 		fmt.Sprintf("Counted as the paper did (trainable parameters in float32, binarized weights at their code width): %.2f MiB → %.2f MiB, %.2f %% saved.", p.MiBBefore, p.MiBAfter, p.SavedPercent),
 	}
 	lines = append(lines, r.Difference...)
+	lines = append(lines, r.runtimeLines()...)
 	return append(lines, r.Note)
 }
 

@@ -115,6 +115,9 @@ func TestExportSmallNets(t *testing.T) {
 		{"ternary-channel", []int{-1, 0, 1}, true, true},
 		{"int4-channel", levels(-7, 7), true, true},
 		{"int8", levels(-127, 127), false, true},
+		// Levels off the spec's default zero point: MatMulNBits stores an explicit one.
+		{"offset2-channel", levels(0, 3), true, true},
+		{"offset4", levels(2, 14), false, true},
 	}
 	axes := map[string]int{"conv.w": 0, "fc.w": 0, "mm.w": 1}
 	cases := []struct {
@@ -124,6 +127,7 @@ func TestExportSmallNets(t *testing.T) {
 	}{
 		{3, 9, Packed, 0}, {3, 9, Float, 0}, {3, 9, QDQ, 10}, {3, 9, QDQ, 13},
 		{7, 13, Packed, 0}, {7, 13, QDQ, 0}, {10, 21, Packed, 0}, {10, 21, QDQ, 0}, {7, 13, QDQ, 21},
+		{3, 9, MatMulNBits, 0}, {7, 13, MatMulNBits, 0}, {10, 21, MatMulNBits, 0},
 	}
 	for _, c := range cases {
 		orig := smallNet(c.ir, c.opset, 1)
@@ -190,8 +194,16 @@ func TestExportSmallNets(t *testing.T) {
 							int4++
 						}
 					}
-					if wantInt4 := target >= 21 && len(gr.levels) <= 15; (int4 == 3) != wantInt4 {
+					if wantInt4 := target >= 21 && gr.levels[0] >= -8 && gr.levels[len(gr.levels)-1] <= 7; (int4 == 3) != wantInt4 {
 						t.Fatalf("opset %d, %d levels: %d INT4 tensors", target, len(gr.levels), int4)
+					}
+				case MatMulNBits:
+					// The Gemm and the MatMul carry their weights; the Conv's stays packed.
+					if nodes["MatMulNBits"] != 2 || nodes["Gemm"] != 0 || nodes["MatMul"] != 0 || nodes["Gather"] != 1 || nodes["Conv"] != 1 {
+						t.Fatalf("nodes %v: want 2 MatMulNBits and the Conv's weight packed", nodes)
+					}
+					if q.Opset(MSDomain) != 1 {
+						t.Fatalf("the file imports com.microsoft opset %d, want 1", q.Opset(MSDomain))
 					}
 				}
 				wantIR := c.ir

@@ -85,7 +85,7 @@ Examples:
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output `FILE` (default: NAME-binary.onnx in the current folder)"},
 			&cli.StringFlag{Name: "algo", Value: string(admmq.IADMMQ), Usage: "i-admm-q (alias admm-q: on a network ADMM-Q is I-ADMM-Q), admm-r, admm-s, pgd, gd-proj or ste (BinaryConnect: straight-through gradient at the projection, latent weights clipped to the grid's range)"},
 			&cli.StringFlag{Name: "eval-data", Usage: "held-out evaluation `FILE` (same formats and flags as --data); without it --split defaults to " + defaultSplit},
-			&cli.StringFlag{Name: "format", Value: "packed", Usage: "packed (1 bit per weight), qdq (int8/int4 + DequantizeLinear) or float"},
+			&cli.StringFlag{Name: "format", Value: "packed", Usage: "packed (1 bit per weight), qdq (int8/int4 + DequantizeLinear), float, or matmulnbits (MatMul and Gemm weights as onnxruntime's MatMulNBits, 2 bits per ±1 weight also in memory; other weights packed)"},
 			&cli.Int64Flag{Name: "opset", Usage: "raise the output's opset to `N` (0: keep the model's)"},
 			&cli.StringFlag{Name: "report", Usage: "write the report to `FILE`.json and FILE.md"},
 			&cli.Float64Flag{Name: "max-drop", Value: -1, Usage: "exit with code 3 when accuracy drops more than `PP` percentage points (agreement below 100-PP without labels)"},

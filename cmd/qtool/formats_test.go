@@ -3,13 +3,19 @@ package main
 import (
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/qtool/qtool/admmq/network"
 	"github.com/qtool/qtool/export"
 	"github.com/qtool/qtool/internal/ortref"
+	"github.com/qtool/qtool/onnxio"
+	"github.com/qtool/qtool/onnxio/onnxpb"
 )
 
 // formatSamples is how many samples each written file is evaluated on, in both runtimes.
@@ -28,7 +34,9 @@ func ortQDQConfig() map[string]string {
 
 // TestBinarizeFormatsGridsInOnnxruntime runs `binarize` with a tiny budget for every
 // --format × --grid on every shipped model, plus qdq at --opset 21 (INT4 storage) for the
-// grids that fit 4 bits. Each written file must run in onnxruntime 1.30 to the logits
+// grids that fit 4 bits. matmulnbits stores the Gemm weights of every model in
+// MatMulNBits (the convolutions' stay packed), which onnxruntime runs at the accuracy
+// level the file states, 1: float32 activations. Each written file must run in onnxruntime 1.30 to the logits
 // qtool's engine computes for the same file, and the packed, qdq and float files of one
 // seed — the same trained weights — must compute bit-identical logits in the engine.
 // qdq on opset-9 digits-mlp is refused by design, with advice that the test follows.
@@ -44,7 +52,7 @@ func TestBinarizeFormatsGridsInOnnxruntime(t *testing.T) {
 		{"fmnist-cnn", fmnistCalib, 13},
 		{"fmnist-resnet", fmnistCalib, 14},
 	}
-	formats := []export.Format{export.Packed, export.QDQ, export.Float}
+	formats := []export.Format{export.Packed, export.QDQ, export.Float, export.MatMulNBits}
 	for _, m := range models {
 		model := filepath.Join("../../testmodels", m.name+".onnx")
 		for _, grid := range network.Grids() {
@@ -84,6 +92,9 @@ func TestBinarizeFormatsGridsInOnnxruntime(t *testing.T) {
 						continue
 					}
 					check(string(f), path, code, out)
+					if f == export.MatMulNBits {
+						checkNBitsLayout(t, path)
+					}
 				}
 				if lv := grid.Levels(); lv[0] >= -8 && lv[len(lv)-1] <= 7 && m.opset >= 10 {
 					path, code, out := run(export.QDQ, "--opset", "21")
@@ -93,9 +104,12 @@ func TestBinarizeFormatsGridsInOnnxruntime(t *testing.T) {
 				// from integer levels and scales, so they must agree bit for bit. In the
 				// float file the weights are parameters, which lets inference plans fold
 				// a following BatchNormalization into a Conv (engine/fuse.go): the same
-				// function up to float rounding, documented within 1e-5 relative.
+				// function up to float rounding, documented within 1e-5 relative. The
+				// matmulnbits file holds the same weights too, but MatMulNBits adds its
+				// bias after the product where Gemm starts the sum from it: float
+				// rounding again.
 				for _, w := range files[1:] {
-					if w.what == string(export.Float) {
+					if w.what == string(export.Float) || w.what == string(export.MatMulNBits) {
 						if err := closeLogits(w.logits, files[0].logits, 1e-5); err != nil {
 							t.Errorf("float and %s files of the same run compute different functions: %v", files[0].what, err)
 						}
@@ -163,4 +177,70 @@ func firstDifference(a, b []float32) int {
 		return min(len(a), len(b))
 	}
 	return -1
+}
+
+// checkNBitsLayout checks what a matmulnbits file holds: no MatMul or Gemm left (every
+// shipped model's are binarized, with transA = 0 and alpha = beta = 1), MatMulNBits in
+// onnxruntime's domain instead, and every Conv's weight computed by the packed format's
+// unpacking nodes rather than stored in float.
+func checkNBitsLayout(t *testing.T, path string) {
+	t.Helper()
+	m, err := onnxio.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := map[string]int{}
+	for _, n := range m.Proto.GetGraph().GetNode() {
+		ops[n.GetOpType()]++
+		if n.GetOpType() == "Conv" {
+			if _, stored := m.Param(n.GetInput()[1]); stored {
+				t.Errorf("%s: Conv %q reads its weight %q as a stored tensor, not unpacked", path, n.GetName(), n.GetInput()[1])
+			}
+		}
+		if n.GetOpType() == "MatMulNBits" && n.GetDomain() != export.MSDomain {
+			t.Errorf("%s: MatMulNBits %q in domain %q", path, n.GetName(), n.GetDomain())
+		}
+	}
+	if ops["MatMul"]+ops["Gemm"] != 0 || ops["MatMulNBits"] == 0 {
+		t.Errorf("%s: nodes %v: want every MatMul and Gemm replaced by MatMulNBits", path, ops)
+	}
+}
+
+// TestMatMulNBitsRefusesGemmBeforeTraining: a Gemm with alpha ≠ 1 among the binarized
+// weights is refused before any training (exit 1, no output file), with the advice in
+// flags; keeping that weight in full precision lets the same run through.
+func TestMatMulNBitsRefusesGemmBeforeTraining(t *testing.T) {
+	m, err := onnxio.Load("../../testmodels/fmnist-mlp.onnx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fc1 string
+	for _, n := range m.Proto.GetGraph().GetNode() {
+		if n.GetOpType() == "Gemm" {
+			// PyTorch states alpha = 1: replace it.
+			n.Attribute = slices.DeleteFunc(n.Attribute, func(a *onnxpb.AttributeProto) bool { return a.GetName() == "alpha" })
+			n.Attribute = append(n.Attribute, &onnxpb.AttributeProto{Name: proto.String("alpha"), Type: onnxpb.AttributeProto_FLOAT.Enum(), F: proto.Float32(2)})
+			fc1 = n.GetInput()[1]
+			break
+		}
+	}
+	dir := t.TempDir()
+	model, out := filepath.Join(dir, "alpha.onnx"), filepath.Join(dir, "out.onnx")
+	if err := m.Save(model); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"binarize", model, "--data", fmnistCalib, "-o", out, "--format", "matmulnbits", "--iters", "1", "--inner-steps", "1", "--limit", "64", "-q"}
+	msg, code, err := runArgs(t, args...)
+	if err != nil {
+		msg += err.Error()
+	}
+	if code != 1 || !strings.Contains(msg, "alpha = 2") || !strings.Contains(msg, "pass --format packed or qdq") || !strings.Contains(msg, "--keep "+fc1) {
+		t.Fatalf("exit %d, want 1 with advice naming alpha, --format and --keep %s:\n%s", code, fc1, msg)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Fatal("an output file was written")
+	}
+	if msg, code, err := runArgs(t, append(args, "--keep", fc1)...); code != 0 {
+		t.Fatalf("with --keep %s: exit %d, %v\n%s", fc1, code, err, msg)
+	}
 }
