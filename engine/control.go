@@ -15,7 +15,7 @@ import (
 // an id of g.values) and expanded into the plan when it is made (expand.go): an If whose
 // condition is a plan-time constant contributes only its taken branch, and a Loop whose
 // trip count and condition are plan-time constants is unrolled, one copy of the body per
-// iteration. Values read from enclosing graphs resolve to the enclosing copies, and each
+// iteration (other Loops run at run time: loop_runtime.go). Values read from enclosing graphs resolve to the enclosing copies, and each
 // copy gets fresh value ids, so the plan is a flat graph: shape inference, constant
 // folding, buffer reuse, backward scheduling and speed are those of the same graph
 // written without control flow. An If whose condition is known only at run time keeps
@@ -337,12 +337,7 @@ func (stackKernel) Infer(in []*Tensor) ([]*Tensor, error) {
 
 func (stackKernel) Forward(_ *Context, in, out []*Tensor) error {
 	for i, t := range in {
-		n := t.Len()
-		if t.DType == Int64 {
-			copy(out[0].I[i*n:(i+1)*n], t.I)
-		} else {
-			copy(out[0].F[i*n:(i+1)*n], t.F)
-		}
+		copyAt(out[0], t, i)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -196,27 +197,43 @@ func (x *expander) ifNode(inst, tmpl *gnode, k *ifKernel, env *scope, on *bool) 
 	return nil
 }
 
-// loopNode unrolls a Loop whose trip count and condition are plan-time constants.
+// loopNode unrolls a Loop whose trip count and condition are plan-time constants, and
+// plans the others, and those too long to unroll, to run at run time (loop_runtime.go).
 func (x *expander) loopNode(inst, tmpl *gnode, k *loopKernel, env *scope, on *bool) error {
-	m := int64(-1) // no trip count: the condition alone ends the loop
-	if M := inst.in[0]; M >= 0 {
-		if x.p.vals[M].DType != Int64 || x.p.vals[M].Len() != 1 {
-			return x.errorf(inst, "the trip count is %s %v, want one integer", x.p.vals[M].DType, x.p.vals[M].Shape)
-		}
-		if !x.konst[M] {
-			return x.errorf(inst, "the trip count is computed at run time; qtool runs a Loop by unrolling it, which needs a trip count known from shapes and constants")
-		}
-		m = x.p.vals[M].I[0]
+	M, cond := -1, -1
+	if len(inst.in) > 0 {
+		M = inst.in[0]
 	}
-	cond := -1
 	if len(inst.in) > 1 {
 		cond = inst.in[1]
 	}
+	if M >= 0 && (x.p.vals[M].DType != Int64 || x.p.vals[M].Len() != 1) {
+		return x.errorf(inst, "the trip count is %s %v, want one integer", x.p.vals[M].DType, x.p.vals[M].Shape)
+	}
+	if cond >= 0 && x.p.vals[cond].Len() != 1 {
+		return x.errorf(inst, "the condition has shape %v, want a single value", x.p.vals[cond].Shape)
+	}
+	if (M < 0 || x.konst[M]) && (cond < 0 || x.konst[cond]) && !x.g.noUnroll {
+		m := x.mark()
+		err := x.unroll(inst, tmpl, k, env, on, M, cond)
+		var me *MemoryError
+		if err == nil || !(errors.Is(err, errRunTime) || errors.As(err, &me)) {
+			return err
+		}
+		x.rollback(m)
+	}
+	return x.runLoop(inst, tmpl, k, env, on)
+}
+
+// unroll plans one copy of the body per iteration; it returns errRunTime when the body
+// computes the condition at run time or the loop runs more than maxUnroll iterations.
+func (x *expander) unroll(inst, tmpl *gnode, k *loopKernel, env *scope, on *bool, M, cond int) error {
+	m := int64(-1) // no trip count: the condition alone ends the loop
+	if M >= 0 {
+		m = x.p.vals[M].I[0]
+	}
 	if cond < 0 {
 		cond = x.constValue(NewInt([]int{}, []int64{1}))
-	}
-	if !x.konst[cond] {
-		return x.errorf(inst, "the loop condition is computed at run time; qtool runs a Loop by unrolling it, which needs a condition known from shapes and constants")
 	}
 	var carried []int
 	if len(inst.in) > 2 {
@@ -226,7 +243,7 @@ func (x *expander) loopNode(inst, tmpl *gnode, k *loopKernel, env *scope, on *bo
 	scans := make([][]int, len(k.body.out)-1-nc)
 	for i := int64(0); truthy(x.p.vals[cond]) && (m < 0 || i < m); i++ {
 		if i >= maxUnroll {
-			return x.errorf(inst, "runs more than %d iterations; qtool unrolls loops and refuses longer ones", maxUnroll)
+			return errRunTime
 		}
 		iter := x.constValue(NewInt([]int{}, []int64{i}))
 		outs, err := x.body(k.body, env, append([]int{iter, cond}, carried...), on)
@@ -234,8 +251,11 @@ func (x *expander) loopNode(inst, tmpl *gnode, k *loopKernel, env *scope, on *bo
 			return err
 		}
 		x.cur = inst
-		if cond = outs[0]; !x.konst[cond] || x.p.vals[cond].Len() != 1 {
-			return x.errorf(inst, "the body computes the loop condition at run time; qtool runs a Loop by unrolling it, which needs a condition known from shapes and constants")
+		if cond = outs[0]; x.p.vals[cond].Len() != 1 {
+			return x.errorf(inst, "the body's condition has shape %v, want a single value", x.p.vals[cond].Shape)
+		}
+		if !x.konst[cond] {
+			return errRunTime
 		}
 		carried = outs[1 : 1+nc]
 		for s := range scans {
@@ -261,6 +281,25 @@ func (x *expander) loopNode(inst, tmpl *gnode, k *loopKernel, env *scope, on *bo
 		}
 	}
 	return nil
+}
+
+// planMark is how far planning had gone, for rollback.
+type planMark struct {
+	values, run int
+	bytes       int64
+}
+
+func (x *expander) mark() planMark {
+	return planMark{values: len(x.p.values), run: len(x.run), bytes: x.b.total}
+}
+
+// rollback forgets what was planned since m: the values and steps of a Loop whose
+// unrolling gave way to running it at run time.
+func (x *expander) rollback(m planMark) {
+	p := x.p
+	p.values, p.vals, p.prod, x.konst = p.values[:m.values], p.vals[:m.values], p.prod[:m.values], x.konst[:m.values]
+	x.run, x.guards = x.run[:m.run], x.guards[:m.run]
+	x.b.total = m.bytes
 }
 
 func (x *expander) errorf(gn *gnode, format string, args ...any) error {
