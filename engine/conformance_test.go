@@ -60,6 +60,8 @@ var skips = []struct {
 		name: regexp.MustCompile(`^test_range_float_type_positive_delta$`)},
 	{reason: "Loop whose trip count is computed from float graph inputs and that has a scan output: the output's length depends on values qtool knows only at run time, and qtool plans every shape before running",
 		name: regexp.MustCompile(`^test_range_float_type_positive_delta_expanded$`)},
+	{reason: "Scan of opset 8, with a batch axis and sequence_lens: qtool runs Scan from opset 9",
+		name: regexp.MustCompile(`^test_scan_sum$`)},
 	{reason: "float scales as a graph input: Resize's and Upsample's output shape depends on values qtool knows only at run time; TestConformanceInputsAsConstants runs them with the scales as initializers, as exporters emit them",
 		name: regexp.MustCompile(`^test_(resize_(up|down)sample_scales_.*|upsample_nearest)$`)},
 	{reason: "training-mode dropout with ratio > 0: the reference masks come from numpy's generator, qtool draws from its own seeded stream",

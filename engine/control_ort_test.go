@@ -233,3 +233,42 @@ func TestScriptedWhileAgainstOnnxruntime(t *testing.T) {
 		}
 	}
 }
+
+// TestScanAgainstOnnxruntime compares scanCase (scan axes and directions of every kind)
+// with onnxruntime 1.30, every output.
+func TestScanAgainstOnnxruntime(t *testing.T) {
+	ortref.Require(t)
+	c := scanCase()
+	r := rand.New(rand.NewPCG(1, 2))
+	m := c.model(r)
+	for _, o := range m.Proto.Graph.Output {
+		o.Type = gInputAny(o.GetName(), onnxpb.TensorProto_FLOAT).Type
+	}
+	// onnxruntime runs no graph without inputs: the scan input a becomes one.
+	gp := m.Proto.Graph
+	i := slices.IndexFunc(gp.Initializer, func(tp *onnxpb.TensorProto) bool { return tp.GetName() == "a" })
+	a := NewFloat([]int{2, 4, 3}, gFloats(r, 24))
+	gp.Initializer = slices.Delete(gp.Initializer, i, i+1)
+	gp.Input = []*onnxpb.ValueInfoProto{gInput("a", onnxpb.TensorProto_FLOAT, 2, 4, 3)}
+	recordPassed(t, opsCovered.ort, m.Proto)
+	b, err := proto.Marshal(m.Proto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := ortref.Run(b, []ortref.Tensor{{Name: "a", Shape: []int64{2, 4, 3}, Data: a.F}})
+	if err != nil {
+		t.Fatalf("onnxruntime: %v", err)
+	}
+	got, err := mustBuild(t, m).Forward(nil, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range got {
+		if err := closeTensors(o, NewFloat(slices.Clone(o.Shape), ref[i].Data), 1e-6, 1e-6); err != nil {
+			t.Errorf("output %s: %v", c.out[i], err)
+		}
+		if fmt.Sprint(ref[i].Shape) != fmt.Sprint(o.Shape) {
+			t.Errorf("output %s: shape %v, onnxruntime %v", c.out[i], o.Shape, ref[i].Shape)
+		}
+	}
+}

@@ -77,10 +77,34 @@ func controlGradCases() []gradCase {
 		))),
 	}, params: []gradParam{{name: "x", shape: []int64{2, 3}}, {name: "w", shape: []int64{3, 3}}, {name: "b", shape: []int64{4, 3}}},
 		ints: []*onnxpb.TensorProto{scalarInt("M", 4)}, out: []string{"v", "s"}}
+	scan := scanCase()
 	nodes, inits := whileModel(3)
 	while := gradCase{name: "Loop/while", opset: 13, nodes: nodes,
 		params: []gradParam{{name: "x", shape: []int64{2, 3}}, {name: "w", shape: []int64{3, 3}}}, ints: inits, out: []string{"v"}}
-	return []gradCase{plan("If/plan-time-then", 1), plan("If/plan-time-else", 0), run("If/run-time-then", "Greater"), run("If/run-time-else", "Less"), loop, while}
+	return []gradCase{plan("If/plan-time-then", 1), plan("If/plan-time-else", 0), run("If/run-time-then", "Greater"), run("If/run-time-else", "Less"), loop, while, scan}
+}
+
+// scanCase is a Scan over two inputs, along different axes and in both directions, whose
+// body reads a weight of the enclosing graph; its scan outputs are stacked along the
+// first, the last and a middle axis, one of them in reverse.
+func scanCase() gradCase {
+	f := onnxpb.TensorProto_FLOAT
+	body := subgraph("body", []*onnxpb.ValueInfoProto{gInputAny("s_in", f), gInputAny("a_t", f), gInputAny("b_t", f)},
+		[]string{"s_out", "y1_t", "y2_t", "y3_t"},
+		gNode("Mul", []string{"s_in", "w"}, []string{"sw"}),
+		gNode("Add", []string{"sw", "a_t"}, []string{"p"}),
+		gNode("Tanh", []string{"p"}, []string{"q"}),
+		gNode("Mul", []string{"b_t", "q"}, []string{"r"}),
+		gNode("Add", []string{"q", "r"}, []string{"s_out"}),
+		gNode("Identity", []string{"s_out"}, []string{"y1_t"}),
+		gNode("Mul", []string{"s_out", "a_t"}, []string{"y2_t"}),
+		gNode("Identity", []string{"q"}, []string{"y3_t"}))
+	return gradCase{name: "Scan/axes+directions", opset: 16, nodes: []*onnxpb.NodeProto{
+		gNode("Scan", []string{"s0", "a", "b"}, []string{"s", "y1", "y2", "y3"}, attrG("body", body), attrI("num_scan_inputs", 2),
+			attrInts("scan_input_axes", 1, -1), attrInts("scan_input_directions", 0, 1),
+			attrInts("scan_output_axes", 0, -1, 1), attrInts("scan_output_directions", 1, 0, 0)),
+	}, params: []gradParam{{name: "s0", shape: []int64{2, 3}}, {name: "a", shape: []int64{2, 4, 3}}, {name: "b", shape: []int64{2, 3, 4}}, {name: "w", shape: []int64{3}}},
+		out: []string{"s", "y1", "y2", "y3"}}
 }
 
 // TestControlFlowGradients checks every case as planned and, where it holds a Loop, with

@@ -109,6 +109,8 @@ func (x *expander) node(gn *gnode, env *scope, on *bool) error {
 		return x.ifNode(inst, gn, k, env, on)
 	case *loopKernel:
 		return x.loopNode(inst, gn, k, env, on)
+	case *scanKernel:
+		return x.scanNode(inst, gn, k, env, on)
 	}
 	if env != nil {
 		if err := x.b.add(inst, "", nil, unrollBytes); err != nil {
@@ -271,12 +273,101 @@ func (x *expander) unroll(inst, tmpl *gnode, k *loopKernel, env *scope, on *bool
 		if len(scans[s]) == 0 {
 			return x.errorf(inst, "runs no iteration but has scan outputs, whose shape qtool cannot know")
 		}
-		st := &gnode{n: inst.n, op: inst.op, k: stackKernel{n: len(scans[s])}, in: scans[s]}
-		st.out = []int{x.define(env, o, st)}
-		if env == nil {
-			x.p.prod[o] = st
+		if err := x.stack(inst, o, scans[s], 0, env, on); err != nil {
+			return err
 		}
-		if err := x.plain(st, on); err != nil {
+	}
+	return nil
+}
+
+// stack plans the node's output tmpl as the values vals stacked along axis.
+func (x *expander) stack(inst *gnode, tmpl int, vals []int, axis int, env *scope, on *bool) error {
+	st := &gnode{n: inst.n, op: inst.op, k: stackKernel{n: len(vals), axis: axis}, in: vals}
+	st.out = []int{x.define(env, tmpl, st)}
+	if env == nil {
+		x.p.prod[tmpl] = st
+	}
+	return x.plain(st, on)
+}
+
+// scanNode unrolls a Scan: its length is the scan inputs' along their axes, known when
+// planning.
+func (x *expander) scanNode(inst, tmpl *gnode, k *scanKernel, env *scope, on *bool) error {
+	p := x.p
+	nState := len(inst.in) - k.nScan
+	length := -1
+	axes := make([]int, k.nScan)
+	for j, id := range inst.in[nState:] {
+		shape := p.vals[id].Shape
+		a := int(k.inAxes[j])
+		if a < 0 {
+			a += len(shape)
+		}
+		if a < 0 || a >= len(shape) {
+			return x.errorf(inst, "scan input %d has shape %v, which has no axis %d", j, shape, k.inAxes[j])
+		}
+		if length >= 0 && shape[a] != length {
+			return x.errorf(inst, "scan input %d has %d slices along its axis, scan input 0 has %d", j, shape[a], length)
+		}
+		axes[j], length = a, shape[a]
+	}
+	if length == 0 {
+		return x.errorf(inst, "its scan inputs are empty, so its scan outputs' shape cannot be known")
+	}
+	if length > maxUnroll {
+		return x.errorf(inst, "runs %d iterations; qtool unrolls Scan and refuses more than %d", length, maxUnroll)
+	}
+	states := slices.Clone(inst.in[:nState])
+	scans := make([][]int, len(k.outAxes))
+	for t := range length {
+		formals := slices.Clone(states)
+		for j, id := range inst.in[nState:] {
+			idx := t
+			if k.inDirs[j] == 1 {
+				idx = length - 1 - t
+			}
+			tk := &gnode{n: inst.n, op: inst.op, k: takeKernel{axis: axes[j], index: idx}, in: []int{id}}
+			if err := x.b.add(tk, "", nil, unrollBytes); err != nil {
+				return err
+			}
+			tk.out = []int{x.newValue(-1, tk)}
+			if err := x.plain(tk, on); err != nil {
+				return err
+			}
+			formals = append(formals, tk.out[0])
+		}
+		outs, err := x.body(k.body, env, formals, on)
+		if err != nil {
+			return err
+		}
+		x.cur = inst
+		states = outs[:nState]
+		for s := range scans {
+			scans[s] = append(scans[s], outs[nState+s])
+		}
+	}
+	for j, o := range tmpl.out {
+		if j < nState {
+			x.alias(env, o, states[j])
+			continue
+		}
+		s := j - nState
+		vals := scans[s]
+		if k.outDirs[s] == 1 {
+			vals = slices.Clone(vals)
+			slices.Reverse(vals)
+		}
+		a := int(k.outAxes[s])
+		if a < 0 {
+			a += len(p.vals[vals[0]].Shape) + 1
+		}
+		if a < 0 || a > len(p.vals[vals[0]].Shape) {
+			return x.errorf(inst, "scan output %d has rank %d, which has no axis %d", s, len(p.vals[vals[0]].Shape)+1, k.outAxes[s])
+		}
+		if o < 0 {
+			continue
+		}
+		if err := x.stack(inst, o, vals, a, env, on); err != nil {
 			return err
 		}
 	}

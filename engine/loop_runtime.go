@@ -308,12 +308,7 @@ func (k *runLoopKernel) save(i int) error {
 		}
 		kept := make([]*Tensor, len(k.fCarry))
 		for j, t := range k.fCarry {
-			kept[j] = &Tensor{DType: t.DType, Shape: t.Shape}
-			if t.DType == Int64 {
-				kept[j].I = make([]int64, t.Len())
-			} else {
-				kept[j].F = make([]float32, t.Len())
-			}
+			kept[j] = &Tensor{DType: t.DType, Shape: t.Shape, F: make([]float32, len(t.F)), I: make([]int64, len(t.I))}
 		}
 		k.saved = append(k.saved, kept)
 	}
