@@ -66,12 +66,10 @@ type Need struct {
 // limits returns the bounds of the trained graph's and the teacher's plan caches in a
 // run that needs n within budget. The student's is what the budget leaves it: its
 // training plans at the shape's sizes fit, and so do the statistics' and the criterion's,
-// which are no larger. The teacher's is twice its need: its inference plans are small
-// next to the training ones, and the engine's dry-run count (PlanBytes) of an inference
-// plan can be below what the plan allocates (on fmnist-cnn a fused Conv→Relu→MaxPool
-// counted without the Conv's output, which the real plan holds).
+// which are no larger. The teacher's is its need: PlanBytes counts its inference plans
+// as they allocate.
 func (n Need) limits(budget int64) (student, teacher int64) {
-	return max(n.Student+n.Input, budget-n.Teacher-n.Params-n.Data), 2*n.Teacher + n.Input
+	return max(n.Student+n.Input, budget-n.Teacher-n.Params-n.Data), n.Teacher + n.Input
 }
 
 // Total is the sum of the parts.
