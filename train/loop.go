@@ -283,8 +283,13 @@ func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, d
 	if used == 0 {
 		return 0, 0, fmt.Errorf("the batch of %d samples is smaller than the batch of %d the model declares", n, DeclaredBatch(g))
 	}
+	// The chunks counted are the batch's first used samples.
+	var labelledAll int
+	if per > 0 {
+		labelledAll = countLabelled(labels[:used*per])
+	}
 	g.ZeroGrad()
-	var sum, last float64
+	var sum float64
 	for _, c := range chunks {
 		nc := c[1] - c[0]
 		if !counts(nc) {
@@ -305,24 +310,11 @@ func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, d
 		if err != nil {
 			return 0, 0, err
 		}
-		loss, err := ApplyLoss(o.Loss, g, outs, touts, ys, nc, &s.grads)
+		loss, err := ChunkLoss(o.Loss, g, outs, touts, ys, nc, used, labelledAll, &s.grads)
 		if err != nil {
 			return 0, 0, err
 		}
-		if nc != used {
-			// The chunk's mean gradient, weighted by its share of the batch.
-			w := float32(float64(nc) / float64(used))
-			for _, gt := range s.grads.Outputs() {
-				if gt == nil {
-					continue
-				}
-				for i := range gt.F {
-					gt.F[i] *= w
-				}
-			}
-		}
-		sum += loss * float64(nc)
-		last = loss
+		sum += loss
 		if err := g.Backward(run, s.grads.Outputs()...); err != nil {
 			return 0, 0, err
 		}
@@ -335,10 +327,7 @@ func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, d
 	if err := o.Optimizer.Step(run, g.Params(), lr); err != nil {
 		return 0, 0, err
 	}
-	if len(chunks) == 1 {
-		return last, used, nil // the loss itself: sum/n may differ from it in the last bit
-	}
-	return sum / float64(used), used, nil
+	return sum, used, nil
 }
 
 // labelled reports whether every sample carries a label.

@@ -2,6 +2,7 @@ package train
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/qtool/qtool/engine"
 )
@@ -71,4 +72,43 @@ func ApplyLoss(l Loss, g *engine.Graph, outs, teacher []*engine.Tensor, labels [
 		grad = gr.size(outs, false)[0]
 	}
 	return l.Value(y.F, classes, t, grad)
+}
+
+// ChunkLoss is ApplyLoss on a chunk of nc of the used samples of a batch (gradient
+// accumulation, or the chunks of a model's fixed declared batch), scaled to the chunk's
+// share of the batch's loss: the sum of the chunks' values and gradients is the batch's
+// mean loss and its gradient. A mean over samples is shared by samples; an Objective's
+// cross-entropy on labels with ignored positions is a mean over the positions counted,
+// shared by the positions each chunk counts (labelledAll is their count over the used
+// samples).
+func ChunkLoss(l Loss, g *engine.Graph, outs, teacher []*engine.Tensor, labels []int64, nc, used, labelledAll int, gr *Gradients) (float64, error) {
+	per := len(labels) / max(nc, 1)
+	if obj, ok := l.(*Objective); ok && nc != used && obj.Labelled && labelledAll < per*used {
+		scale := slices.Repeat([]float64{float64(nc) / float64(used)}, len(outs))
+		scale[obj.LabelOutput] = 0
+		if labelledAll > 0 {
+			scale[obj.LabelOutput] = float64(countLabelled(labels)) / float64(labelledAll)
+		}
+		var grads [][]float32
+		if gr != nil {
+			grads = gr.size(outs, true)
+		}
+		return obj.scaledValue(outs, teacher, labels, grads, scale)
+	}
+	loss, err := ApplyLoss(l, g, outs, teacher, labels, nc, gr)
+	if err != nil || nc == used {
+		return loss, err
+	}
+	w := float64(nc) / float64(used)
+	if gr != nil {
+		for _, gt := range gr.Outputs() {
+			if gt == nil {
+				continue
+			}
+			for i := range gt.F {
+				gt.F[i] *= float32(w)
+			}
+		}
+	}
+	return loss * w, nil
 }
