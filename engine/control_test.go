@@ -274,6 +274,34 @@ func TestControlFlowRefusals(t *testing.T) {
 			t.Errorf("%s: %v", c.name, err)
 		}
 	}
+	// Training through a run-time Loop whose body draws Dropout masks: its gradient would
+	// recompute the body with other masks. Inference-mode gradients and training-mode runs
+	// without gradients are fine.
+	m = gModel(13, []*onnxpb.NodeProto{
+		gNode("ReduceSum", []string{"x"}, []string{"s"}, attrI("keepdims", 0)),
+		gNode("Cast", []string{"s"}, []string{"M"}, attrI("to", int64(onnxpb.TensorProto_INT64))),
+		gNode("Loop", []string{"M", "", "x"}, []string{"y"}, attrG("body", loopBody([]string{"v_in"}, []string{"c", "v_out"},
+			gNode("Mul", []string{"v_in", "w"}, []string{"p"}), gNode("Dropout", []string{"p"}, []string{"v_out"})))),
+	}, in, []string{"y"}, onnxio.FloatTensor("w", []int64{3}, []float32{1, 2, 3}))
+	g := mustBuild(t, m)
+	x := NewFloat([]int{1, 3}, []float32{1, 0, 1})
+	for _, c := range []struct {
+		ctx       *Context
+		trainable bool
+	}{{&Context{Training: true}, false}, {nil, true}} {
+		if c.trainable {
+			if err := g.SetTrainable("w"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := g.Forward(c.ctx, x); err != nil {
+			t.Errorf("training %v, trainable %v: %v", c.ctx != nil, c.trainable, err)
+		}
+	}
+	_, err = g.Forward(&Context{Training: true}, x)
+	if err == nil || !strings.Contains(err.Error(), `node "Loop_y" (Loop): runs at run time and its body holds Dropout node "Dropout_v_out" in training mode`) {
+		t.Errorf("training a run-time Loop with Dropout: %v", err)
+	}
 }
 
 // whileModel is a `while` loop as torch.jit.script exports one: the condition, before the
