@@ -284,9 +284,21 @@ func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, d
 		return 0, 0, fmt.Errorf("the batch of %d samples is smaller than the batch of %d the model declares", n, DeclaredBatch(g))
 	}
 	// The chunks counted are the batch's first used samples.
-	var labelledAll int
+	totals := BatchTotals{Samples: used}
 	if per > 0 {
-		labelledAll = countLabelled(labels[:used*per])
+		totals.Labelled = countLabelled(labels[:used*per])
+	}
+	if len(chunks) > 1 && HasNMSE(o.Loss) {
+		// A normalised MSE term needs the teacher's Σt² over the whole batch first.
+		for _, c := range chunks {
+			if nc := c[1] - c[0]; counts(nc) {
+				touts, err := o.Teacher.Forward(teach, s.tfeed.Slice(c[0], c[1], nc)...)
+				if err != nil {
+					return 0, 0, fmt.Errorf("teacher: %w", err)
+				}
+				totals.TeacherSquares = AddTeacherSquares(o.Loss, touts, totals.TeacherSquares)
+			}
+		}
 	}
 	g.ZeroGrad()
 	var sum float64
@@ -310,7 +322,7 @@ func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, d
 		if err != nil {
 			return 0, 0, err
 		}
-		loss, err := ChunkLoss(o.Loss, g, outs, touts, ys, nc, used, labelledAll, &s.grads)
+		loss, err := ChunkLoss(o.Loss, g, outs, touts, ys, nc, totals, &s.grads)
 		if err != nil {
 			return 0, 0, err
 		}

@@ -116,6 +116,12 @@ func NeedsTeacher(l Loss) bool {
 	return !l.NeedsLabels()
 }
 
+// nmse reports whether output i's term is the normalised MSE to the teacher's output.
+func (o *Objective) nmse(i int) bool {
+	s := o.Outputs[i]
+	return s.Weight > 0 && s.Kind != Ignored && !(o.Labelled && i == o.LabelOutput) && !s.Kind.HasClassAxis() && !s.Kind.Binary()
+}
+
 // NeedsLabels reports whether the objective reads labels.
 func (o *Objective) NeedsLabels() bool { return o.Labelled }
 

@@ -130,8 +130,8 @@ func seqModel(fixed int64, seed uint64) *onnxio.Model {
 // positions varies between samples, one step split into micro-batches, or into the chunks
 // of a model's fixed declared batch, takes the gradient and the loss of the whole batch:
 // the cross-entropy is a mean over the positions counted in the batch, not over each
-// chunk's. The objective mixes it with a distillation term (KL per position) on the
-// other output, a mean over samples. A negative control shows that weighting each chunk by its samples, as
+// chunk's. The objective mixes it with a distillation term on the other output: KL per
+// position, a mean over samples, or normalised MSE, whose denominator is the batch's Σt². A negative control shows that weighting each chunk by its samples, as
 // for a mean over samples, misses the full-batch gradient by far more than the tolerance.
 func TestMicroBatchIgnoredLabels(t *testing.T) {
 	const n = 8
@@ -151,8 +151,12 @@ func TestMicroBatchIgnoredLabels(t *testing.T) {
 			}
 		}
 	}
-	obj := &Objective{Labelled: true, LabelOutput: 0, Outputs: []OutputSpec{
+	// The second output is matched by KL per position (a mean over samples) or by
+	// normalised MSE (a ratio of sums over the batch).
+	kl := &Objective{Labelled: true, LabelOutput: 0, Outputs: []OutputSpec{
 		{Name: "logits", Kind: Logits, Axis: 2, Weight: 1}, {Name: "emb", Kind: Logits, Axis: 2, Weight: 1}}}
+	nmse := &Objective{Labelled: true, LabelOutput: 0, Outputs: []OutputSpec{
+		{Name: "logits", Kind: Logits, Axis: 2, Weight: 1}, {Name: "emb", Kind: Feature, Weight: 1}}}
 	teacher, err := engine.Build(seqModel(0, 9), engine.Options{Workers: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +165,7 @@ func TestMicroBatchIgnoredLabels(t *testing.T) {
 		loss float64
 		grad map[string][]float32
 	}
-	step := func(fixed int64, micro int) outcome {
+	step := func(obj *Objective, fixed int64, micro int) outcome {
 		g := buildTiny(t, seqModel(fixed, 1), "w", "v")
 		out := outcome{grad: map[string][]float32{}}
 		hook := func(int) error {
@@ -189,20 +193,23 @@ func TestMicroBatchIgnoredLabels(t *testing.T) {
 		}
 		return math.Sqrt(diff / norm)
 	}
-	full := step(0, 0)
-	for _, c := range []struct {
-		name  string
-		fixed int64
-		micro int
-	}{{"micro-batches of 3", 0, 3}, {"fixed batch 2", 2, 0}, {"fixed batch 1", 1, 0}} {
-		got := step(c.fixed, c.micro)
-		if d := dist(got.grad, full.grad); d > 1e-5 {
-			t.Errorf("%s: gradient differs from the full batch's by %.3g of its norm", c.name, d)
-		}
-		if e := math.Abs(got.loss-full.loss) / full.loss; e > 1e-5 {
-			t.Errorf("%s: loss %v, full batch %v", c.name, got.loss, full.loss)
+	for name, obj := range map[string]*Objective{"kl": kl, "nmse": nmse} {
+		full := step(obj, 0, 0)
+		for _, c := range []struct {
+			name  string
+			fixed int64
+			micro int
+		}{{"micro-batches of 3", 0, 3}, {"fixed batch 2", 2, 0}, {"fixed batch 1", 1, 0}} {
+			got := step(obj, c.fixed, c.micro)
+			if d := dist(got.grad, full.grad); d > 1e-5 {
+				t.Errorf("%s, %s: gradient differs from the full batch's by %.3g of its norm", name, c.name, d)
+			}
+			if e := math.Abs(got.loss-full.loss) / full.loss; e > 1e-5 {
+				t.Errorf("%s, %s: loss %v, full batch %v", name, c.name, got.loss, full.loss)
+			}
 		}
 	}
+	full := step(kl, 0, 0)
 
 	// Negative control: chunks of 2 weighted by their samples.
 	g := buildTiny(t, seqModel(0, 1), "w", "v")
@@ -217,7 +224,7 @@ func TestMicroBatchIgnoredLabels(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ApplyLoss(obj, g, outs, touts, y[lo*5:(lo+2)*5], 2, &grads); err != nil {
+		if _, err := ApplyLoss(kl, g, outs, touts, y[lo*5:(lo+2)*5], 2, &grads); err != nil {
 			t.Fatal(err)
 		}
 		for _, gt := range grads.Outputs() {

@@ -761,7 +761,7 @@ func (r *Run) criterion(ctx context.Context, rho float64, xprev [][]float32) (fl
 	r.g.ZeroGrad()
 	sub := splitBy(&limit{b: r.data.Calib, n: r.stepsN}, r.cfg.MicroBatch)
 	total := min(r.stepsN*r.data.BatchSize, r.data.Samples)
-	labelledAll, err := r.labelledPositions(sub)
+	totals, err := r.batchTotals(ctx, sub, total, &tctx)
 	if err != nil {
 		return 0, false, err
 	}
@@ -803,7 +803,7 @@ func (r *Run) criterion(ctx context.Context, rho float64, xprev [][]float32) (fl
 			if err != nil {
 				return 0, false, fmt.Errorf("network: %w", err)
 			}
-			if _, err := train.ChunkLoss(r.cfg.Loss, r.g, outs, touts, ys, nc, total, labelledAll, &grads); err != nil {
+			if _, err := train.ChunkLoss(r.cfg.Loss, r.g, outs, touts, ys, nc, totals, &grads); err != nil {
 				return 0, false, fmt.Errorf("network: %w", err)
 			}
 			if err := r.g.Backward(&gctx, grads.Outputs()...); err != nil {
@@ -987,33 +987,58 @@ type split struct {
 	shape []int64
 }
 
-// labelledPositions counts the positions of sub's labels that the criterion's chunks
-// count and that are not IgnoreLabel, when the loss is an objective on labels (0
-// otherwise): its cross-entropy is a mean over them, which each chunk has its share of.
-func (r *Run) labelledPositions(sub train.Batcher) (int, error) {
-	if obj, ok := r.cfg.Loss.(*train.Objective); !ok || !obj.Labelled {
-		return 0, nil
+// batchTotals returns what ChunkLoss needs to share the criterion's subset among its
+// chunks: the samples, and when the loss is an objective on labels or with normalised-MSE
+// terms, the label positions counted (not IgnoreLabel) and the teacher's Σt² over the
+// chunks the criterion counts, read in a first pass over sub.
+func (r *Run) batchTotals(ctx context.Context, sub train.Batcher, samples int, tctx *engine.Context) (train.BatchTotals, error) {
+	bt := train.BatchTotals{Samples: samples}
+	obj, ok := r.cfg.Loss.(*train.Objective)
+	if !ok || !obj.Labelled && !train.HasNMSE(obj) {
+		return bt, nil
 	}
-	b, count := train.DeclaredBatch(r.g), 0
+	b := train.DeclaredBatch(r.g)
+	var tfeed train.Feed
 	for sub.Next() {
+		if err := ctx.Err(); err != nil {
+			return bt, err
+		}
 		n, y := int(sub.Shape()[0]), sub.Y()
 		m := n // the chunks counted: all but a last one shorter than a declared batch
 		if b > 1 && n > b {
 			m = n / b * b
 		}
-		if n > 0 {
-			for _, v := range y[:m*(len(y)/n)] {
-				if v != train.IgnoreLabel {
-					count++
-				}
+		if n == 0 {
+			continue
+		}
+		for _, v := range y[:m*(len(y)/n)] {
+			if v != train.IgnoreLabel {
+				bt.Labelled++
 			}
+		}
+		if !train.HasNMSE(obj) {
+			continue
+		}
+		if err := tfeed.Load(r.data.Teacher, sub); err != nil {
+			return bt, fmt.Errorf("network: teacher: %w", err)
+		}
+		step := m
+		if b > 0 && n > b {
+			step = b
+		}
+		for lo := 0; lo < m; lo += step {
+			touts, err := r.data.Teacher.Forward(tctx, tfeed.Slice(lo, lo+step, step)...)
+			if err != nil {
+				return bt, fmt.Errorf("network: teacher: %w", err)
+			}
+			bt.TeacherSquares = train.AddTeacherSquares(obj, touts, bt.TeacherSquares)
 		}
 	}
 	if err := sub.Err(); err != nil {
-		return 0, fmt.Errorf("network: %w", err)
+		return bt, fmt.Errorf("network: %w", err)
 	}
 	sub.Reset()
-	return count, nil
+	return bt, nil
 }
 
 func splitBy(b train.Batcher, k int) train.Batcher {
