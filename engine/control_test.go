@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -368,6 +369,27 @@ func TestRunTimeLoop(t *testing.T) {
 	}
 	if n := len(g.last.steps); n != 1 {
 		t.Errorf("%d steps, want the loop's one", n)
+	}
+	// Recording for the gradient keeps each iteration's carried values: 10001 of 4 KiB do
+	// not fit in 1 MiB, which the run reports instead of allocating them.
+	m = gModel(13, []*onnxpb.NodeProto{gNode("Loop", []string{"M", "", "x"}, []string{"y"}, attrG("body",
+		loopBody([]string{"v_in"}, []string{"c", "v_out"}, gNode("Mul", []string{"v_in", "w"}, []string{"v_out"}))))},
+		[]*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, 1, 1024)}, []string{"y"},
+		scalarInt("M", 10001), onnxio.FloatTensor("w", []int64{1024}, slices.Repeat([]float32{1}, 1024)))
+	if g, err = Build(m, Options{MaxBytes: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	big := NewFloat([]int{1, 1024}, make([]float32, 1024))
+	if _, err := g.Forward(nil, big); err != nil {
+		t.Fatalf("without recording: %v", err)
+	}
+	if err := g.SetTrainable("w"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = g.Forward(nil, big)
+	var me *MemoryError
+	if !errors.As(err, &me) || me.Node != "Loop_y" || !me.Total {
+		t.Errorf("recording 10001 iterations in 1 MiB: %v", err)
 	}
 
 	// A while loop: the counter ends at the limit, whatever it is.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -525,6 +526,10 @@ func (sc *scheduler) backwardBuffers(steps []step, outIDs []int, need []bool, po
 // nodeErr wraps a kernel error so that it names the model and, unless the kernel already
 // did, the node.
 func (g *Graph) nodeErr(gn *gnode, what string, err error) error {
+	var me *MemoryError
+	if errors.As(err, &me) {
+		return err // it names the model and the node already
+	}
 	if strings.HasPrefix(err.Error(), "node ") {
 		return fmt.Errorf("engine: %s: %w", g.name, err)
 	}
