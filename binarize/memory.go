@@ -33,6 +33,10 @@ const accountShare = 0.75
 // Each distinct size is one engine plan per graph.
 type Shape struct {
 	Batch, Samples, Micro, Last int
+	// Eval is the batch of the evaluation passes when it is larger than Micro and Last
+	// (an evaluation set larger than the samples trained on), else 0: the teacher runs
+	// an inference plan at that size too.
+	Eval int
 }
 
 // split returns the shape of batches of batch samples trained in pieces of at most micro.
@@ -66,12 +70,10 @@ type Need struct {
 // limits returns the bounds of the trained graph's and the teacher's plan caches in a
 // run that needs n within budget. The student's is what the budget leaves it: its
 // training plans at the shape's sizes fit, and so do the statistics' and the criterion's,
-// which are no larger. The teacher's is twice its need: its inference plans are small
-// next to the training ones, and the engine's dry-run count (PlanBytes) of an inference
-// plan can be below what the plan allocates (on fmnist-cnn a fused Conv→Relu→MaxPool
-// counted without the Conv's output, which the real plan holds).
+// which are no larger. The teacher's is its need: PlanBytes counts its inference plans
+// as they allocate.
 func (n Need) limits(budget int64) (student, teacher int64) {
-	return max(n.Student+n.Input, budget-n.Teacher-n.Params-n.Data), 2*n.Teacher + n.Input
+	return max(n.Student+n.Input, budget-n.Teacher-n.Params-n.Data), n.Teacher + n.Input
 }
 
 // Total is the sum of the parts.
@@ -87,21 +89,23 @@ func TrainNeed(student, teacher *engine.Graph, sample []int, sh Shape, resident 
 	for _, d := range sample {
 		per *= int64(d)
 	}
-	n.Input = per * int64(max(sh.Micro, sh.Last))
-	for _, b := range []int{sh.Micro, sh.Last} {
+	n.Input = per * int64(max(sh.Micro, sh.Last, sh.Eval))
+	for _, b := range []int{sh.Micro, sh.Last, sh.Eval} {
 		if b == 0 || (b == sh.Last && sh.Last == sh.Micro) {
 			continue
 		}
 		x := engine.NewFloat(append([]int{b}, sample...), nil)
-		s, err := student.PlanBytes(&engine.Context{Training: true}, x)
-		if err != nil {
-			return n, err
+		if b != sh.Eval {
+			s, err := student.PlanBytes(&engine.Context{Training: true}, x)
+			if err != nil {
+				return n, err
+			}
+			n.Student += s
 		}
 		t, err := teacher.PlanBytes(&engine.Context{NoGrad: true}, x)
 		if err != nil {
 			return n, err
 		}
-		n.Student += s
 		n.Teacher += t
 	}
 	var params int64

@@ -492,6 +492,24 @@ func (o *Options) fitMemory(name string, g, teacher *engine.Graph, data Data, tr
 	if sh.Micro < bs {
 		cfg.MicroBatch, o.MicroBatch = sh.Micro, sh.Micro
 	}
+	// Evaluation runs in batches of evaluate's size, which an evaluation set larger than
+	// the samples trained on fills beyond the training batch.
+	evalSize := o.BatchSize
+	if o.MicroBatch > 0 && o.MicroBatch < evalSize {
+		evalSize = o.MicroBatch
+	}
+	largest := data.Calib.Len()
+	for _, d := range []calib.Dataset{data.Validation, data.Eval} {
+		if d != nil {
+			largest = max(largest, d.Len())
+		}
+	}
+	if e := min(evalSize, largest); e > max(sh.Micro, sh.Last) {
+		sh.Eval = e
+		if need, err = TrainNeed(g, teacher, sample, sh, resident); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
 	sl, tl := need.limits(int64(accountShare * float64(o.MaxMemory)))
 	g.SetMaxBytes(sl)
 	teacher.SetMaxBytes(tl)

@@ -15,7 +15,7 @@ import (
 // an id of g.values) and expanded into the plan when it is made (expand.go): an If whose
 // condition is a plan-time constant contributes only its taken branch, and a Loop whose
 // trip count and condition are plan-time constants is unrolled, one copy of the body per
-// iteration. Values read from enclosing graphs resolve to the enclosing copies, and each
+// iteration (other Loops run at run time: loop_runtime.go). Values read from enclosing graphs resolve to the enclosing copies, and each
 // copy gets fresh value ids, so the plan is a flat graph: shape inference, constant
 // folding, buffer reuse, backward scheduling and speed are those of the same graph
 // written without control flow. An If whose condition is known only at run time keeps
@@ -25,12 +25,13 @@ func controlOpDefs() []opDef {
 	return []opDef{
 		{name: "If", build: buildControlStub, inputs: arity{n: 1}, grad: true},
 		{name: "Loop", build: buildControlStub, inputs: arity{n: 0, variadic: false}, grad: true},
+		{name: "Scan", build: buildControlStub, inputs: arity{n: 1, variadic: true}, grad: true},
 	}
 }
 
 // isControl reports whether op is built by buildControl, which needs the enclosing
 // graph's names, rather than by its registry row's Builder.
-func isControl(op string) bool { return op == "If" || op == "Loop" }
+func isControl(op string) bool { return op == "If" || op == "Loop" || op == "Scan" }
 
 // buildControlStub is the registry's Builder for control-flow ops: Build compiles their
 // bodies itself, since a Builder sees one node and not the values its bodies read.
@@ -56,12 +57,27 @@ type loopKernel struct {
 	body *body
 }
 
+// scanKernel is a Scan: its body runs once per slice of the scan inputs along their scan
+// axes (reversed for direction 1), with the states carried from one iteration to the
+// next; the per-iteration scan outputs are stacked along their axes.
+type scanKernel struct {
+	n       *Node
+	body    *body
+	nScan   int // scan inputs, the last inputs of the node
+	inAxes  []int64
+	inDirs  []int64
+	outAxes []int64
+	outDirs []int64
+}
+
 // Control-flow kernels are never steps: the planner expands them.
 var errExpanded = errors.New("internal error: control flow must be expanded when planning")
 
-func (k *ifKernel) Infer([]*Tensor) ([]*Tensor, error)           { return nil, errExpanded }
-func (k *ifKernel) Forward(*Context, []*Tensor, []*Tensor) error { return errExpanded }
-func (k *loopKernel) Infer([]*Tensor) ([]*Tensor, error)         { return nil, errExpanded }
+func (k *ifKernel) Infer([]*Tensor) ([]*Tensor, error)             { return nil, errExpanded }
+func (k *ifKernel) Forward(*Context, []*Tensor, []*Tensor) error   { return errExpanded }
+func (k *loopKernel) Infer([]*Tensor) ([]*Tensor, error)           { return nil, errExpanded }
+func (k *scanKernel) Infer([]*Tensor) ([]*Tensor, error)           { return nil, errExpanded }
+func (k *scanKernel) Forward(*Context, []*Tensor, []*Tensor) error { return errExpanded }
 func (k *loopKernel) Forward(*Context, []*Tensor, []*Tensor) error {
 	return errExpanded
 }
@@ -105,6 +121,8 @@ func (g *Graph) buildControl(bc *buildCtx, n *Node, sc *nameScope, path string) 
 			}
 		}
 		return &ifKernel{n: n, then: th, els: el}, nil
+	case "Scan":
+		return g.buildScan(bc, n, path, compile)
 	default: // Loop
 		b, err := compile("body")
 		if err != nil || b == nil {
@@ -123,6 +141,46 @@ func (g *Graph) buildControl(bc *buildCtx, n *Node, sc *nameScope, path string) 
 		}
 		return &loopKernel{n: n, body: b}, nil
 	}
+}
+
+// buildScan checks a Scan node's attributes against its body.
+func (g *Graph) buildScan(bc *buildCtx, n *Node, path string, compile func(string) (*body, error)) (Kernel, error) {
+	bad := func(format string, args ...any) (Kernel, error) {
+		*bc.bad = append(*bc.bad, path+n.Errorf(format, args...).Error())
+		return nil, nil
+	}
+	if n.Opset < 9 {
+		return bad("Scan of opset 8 (a batch axis and sequence_lens) is not supported; export at opset 9 or later")
+	}
+	b, err := compile("body")
+	if err != nil || b == nil {
+		return nil, err
+	}
+	np := n.Proto
+	m := int(n.Int("num_scan_inputs", -1))
+	states := len(np.GetInput()) - m
+	if m < 1 || states < 0 {
+		return bad("num_scan_inputs is %d, want 1 to the node's %d inputs", m, len(np.GetInput()))
+	}
+	if slices.Contains(np.GetInput(), "") {
+		return bad("every input is required")
+	}
+	nOut := len(b.out) - states
+	if len(b.in) != states+m || nOut < 0 || len(np.GetOutput()) != len(b.out) {
+		return bad("body has %d inputs and %d outputs, which does not fit the node's %d states, %d scan inputs and %d outputs", len(b.in), len(b.out), states, m, len(np.GetOutput()))
+	}
+	k := &scanKernel{n: n, body: b, nScan: m,
+		inAxes: n.Ints("scan_input_axes", make([]int64, m)), inDirs: n.Ints("scan_input_directions", make([]int64, m)),
+		outAxes: n.Ints("scan_output_axes", make([]int64, nOut)), outDirs: n.Ints("scan_output_directions", make([]int64, nOut))}
+	if len(k.inAxes) != m || len(k.inDirs) != m || len(k.outAxes) != nOut || len(k.outDirs) != nOut {
+		return bad("scan_input_axes, scan_input_directions, scan_output_axes and scan_output_directions need one value per scan input or output (%d and %d)", m, nOut)
+	}
+	for _, d := range slices.Concat(k.inDirs, k.outDirs) {
+		if d != 0 && d != 1 {
+			return bad("a scan direction is %d, want 0 (forward) or 1 (reverse)", d)
+		}
+	}
+	return k, nil
 }
 
 // compileBody builds a subgraph in a scope of its own below sc.
@@ -314,11 +372,11 @@ func (selectKernel) Backward(_ *Context, in, _, gout, gin []*Tensor) error {
 
 func (selectKernel) Retains() (in, out []bool) { return []bool{true, false, false}, []bool{false} }
 
-// stackKernel stacks a Loop's scan outputs, one input per iteration, along a new first
-// axis.
-type stackKernel struct{ n int }
+// stackKernel stacks a Loop's or a Scan's per-iteration outputs, one input per
+// iteration, along a new axis.
+type stackKernel struct{ n, axis int }
 
-func (stackKernel) Infer(in []*Tensor) ([]*Tensor, error) {
+func (k stackKernel) Infer(in []*Tensor) ([]*Tensor, error) {
 	known := true
 	for _, t := range in {
 		if t.DType != in[0].DType || !slices.Equal(t.Shape, in[0].Shape) {
@@ -326,38 +384,119 @@ func (stackKernel) Infer(in []*Tensor) ([]*Tensor, error) {
 		}
 		known = known && t.Known()
 	}
-	out := &Tensor{DType: in[0].DType, Shape: append([]int{len(in)}, in[0].Shape...)}
+	if k.axis > len(in[0].Shape) {
+		return nil, fmt.Errorf("scan output axis %d is out of range for rank %d", k.axis, len(in[0].Shape)+1)
+	}
+	out := &Tensor{DType: in[0].DType, Shape: slices.Insert(slices.Clone(in[0].Shape), k.axis, len(in))}
 	if known {
-		for _, t := range in {
-			out.F, out.I = append(out.F, t.F...), append(out.I, t.I...)
-		}
+		fold(k, in, out)
 	}
 	return []*Tensor{out}, nil
 }
 
-func (stackKernel) Forward(_ *Context, in, out []*Tensor) error {
+// blocks returns the number of blocks before the stacking axis and each block's length.
+func (k stackKernel) blocks(t *Tensor) (outer, inner int) {
+	outer = 1
+	for _, d := range t.Shape[:k.axis] {
+		outer *= d
+	}
+	if outer == 0 {
+		return 0, 0
+	}
+	return outer, t.Len() / outer
+}
+
+func (k stackKernel) Forward(_ *Context, in, out []*Tensor) error {
+	n := len(in)
 	for i, t := range in {
-		n := t.Len()
-		if t.DType == Int64 {
-			copy(out[0].I[i*n:(i+1)*n], t.I)
-		} else {
-			copy(out[0].F[i*n:(i+1)*n], t.F)
+		outer, inner := k.blocks(t)
+		for o := range outer {
+			dst := (o*n + i) * inner
+			if t.DType == Int64 {
+				copy(out[0].I[dst:dst+inner], t.I[o*inner:(o+1)*inner])
+			} else {
+				copy(out[0].F[dst:dst+inner], t.F[o*inner:(o+1)*inner])
+			}
 		}
 	}
 	return nil
 }
 
-func (stackKernel) Backward(_ *Context, in, _, gout, gin []*Tensor) error {
+func (k stackKernel) Backward(_ *Context, in, _, gout, gin []*Tensor) error {
+	n := len(in)
 	for i, g := range gin {
 		if g == nil {
 			continue
 		}
-		n := in[i].Len()
-		for j, v := range gout[0].F[i*n : (i+1)*n] {
-			g.F[j] += v
+		outer, inner := k.blocks(in[i])
+		for o := range outer {
+			src := (o*n + i) * inner
+			addTo(g.F[o*inner:(o+1)*inner], gout[0].F[src:src+inner])
 		}
 	}
 	return nil
 }
 
 func (k stackKernel) Retains() (in, out []bool) { return make([]bool, k.n), []bool{false} }
+
+// fold gives out, whose shape Infer set, the values k computes from known inputs.
+func fold(k Kernel, in []*Tensor, out *Tensor) {
+	if out.DType == Int64 {
+		out.I = make([]int64, out.Len())
+	} else {
+		out.F = make([]float32, out.Len())
+	}
+	k.Forward(nil, in, []*Tensor{out})
+}
+
+// takeKernel is one slice of a Scan's input along its scan axis, without that axis.
+type takeKernel struct{ axis, index int }
+
+func (k takeKernel) Infer(in []*Tensor) ([]*Tensor, error) {
+	t := in[0]
+	out := &Tensor{DType: t.DType, Shape: slices.Delete(slices.Clone(t.Shape), k.axis, k.axis+1)}
+	if t.Known() {
+		fold(k, in, out)
+	}
+	return []*Tensor{out}, nil
+}
+
+// blocks returns the blocks before the axis, the axis's length and the elements after it.
+func (k takeKernel) blocks(t *Tensor) (outer, n, inner int) {
+	outer, inner = 1, 1
+	for _, d := range t.Shape[:k.axis] {
+		outer *= d
+	}
+	for _, d := range t.Shape[k.axis+1:] {
+		inner *= d
+	}
+	return outer, t.Shape[k.axis], inner
+}
+
+func (k takeKernel) Forward(_ *Context, in, out []*Tensor) error {
+	t := in[0]
+	outer, n, inner := k.blocks(t)
+	for o := range outer {
+		src := (o*n + k.index) * inner
+		if t.DType == Int64 {
+			copy(out[0].I[o*inner:(o+1)*inner], t.I[src:src+inner])
+		} else {
+			copy(out[0].F[o*inner:(o+1)*inner], t.F[src:src+inner])
+		}
+	}
+	return nil
+}
+
+func (k takeKernel) Backward(_ *Context, in, _, gout, gin []*Tensor) error {
+	if gin[0] == nil {
+		return nil
+	}
+	outer, n, inner := k.blocks(in[0])
+	for o := range outer {
+		dst := (o*n + k.index) * inner
+		addTo(gin[0].F[dst:dst+inner], gout[0].F[o*inner:(o+1)*inner])
+	}
+	return nil
+}
+
+func (takeKernel) Retains() (in, out []bool) { return []bool{false}, []bool{false} }

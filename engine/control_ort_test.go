@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -33,6 +34,23 @@ func ortCompare(t *testing.T, g *Graph, model []byte, x *Tensor, tol float64) *T
 		t.Errorf("batch %d: %v", x.Shape[0], err)
 	}
 	return got[0]
+}
+
+// loadExported builds a model of testdata for a comparison with onnxruntime, which it
+// needs, and returns its bytes for onnxruntime.
+func loadExported(t *testing.T, path string) (*Graph, []byte) {
+	t.Helper()
+	ortref.Require(t)
+	m, err := onnxio.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recordPassed(t, opsCovered.ort, m.Proto)
+	b, err := proto.Marshal(m.Proto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mustBuild(t, m), b
 }
 
 // TestControlFlowAgainstOnnxruntime compares the Go-built control-flow models (an If on
@@ -67,18 +85,7 @@ func TestControlFlowAgainstOnnxruntime(t *testing.T) {
 // the gradients of a weight inside each branch and inside the loop body match finite
 // differences.
 func TestScriptedExportAgainstOnnxruntime(t *testing.T) {
-	ortref.Require(t)
-	const path = "testdata/control/control.onnx"
-	m, err := onnxio.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recordPassed(t, opsCovered.ort, m.Proto)
-	b, err := proto.Marshal(m.Proto)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := mustBuild(t, m)
+	g, b := loadExported(t, "testdata/control/control.onnx")
 	// Find inputs that take each branch of the sign test: the sum of tanh(inp(x)) > 0.
 	r := rand.New(rand.NewPCG(8, 1))
 	var pos, neg *Tensor
@@ -150,6 +157,118 @@ func TestScriptedExportAgainstOnnxruntime(t *testing.T) {
 		}
 		if slices.ContainsFunc(g.Param(other).Grad.F, func(v float32) bool { return v != 0 }) {
 			t.Errorf("%s has a gradient from the branch not taken", other)
+		}
+	}
+}
+
+// TestScriptedWhileAgainstOnnxruntime runs testdata/control/while.onnx, a torch.jit.script
+// `while` loop whose condition compares the mean activation with a threshold (export.py):
+// a Loop that runs at run time, for as many iterations as the data ask, with an If in its
+// body. Outputs match onnxruntime within 1e-5 on inputs that run different trip counts
+// through one plan, and the gradients of the weights before, inside and after the loop
+// match finite differences.
+func TestScriptedWhileAgainstOnnxruntime(t *testing.T) {
+	g, b := loadExported(t, "testdata/control/while.onnx")
+	iters := func() int {
+		for _, st := range g.last.steps {
+			if k, ok := st.node.k.(*runLoopKernel); ok {
+				return k.iters
+			}
+		}
+		t.Fatal("the Loop is not run at run time")
+		return 0
+	}
+	r := rand.New(rand.NewPCG(5, 9))
+	counts := map[int]*Tensor{}
+	for _, scale := range []float32{0.05, 0.2, 0.5, 1, 3, 0.1, 2} {
+		for _, n := range []int{1, 4} {
+			x := NewFloat([]int{n, 6}, gFloats(r, 6*n))
+			for i := range x.F {
+				x.F[i] *= scale
+			}
+			ortCompare(t, g, b, x, 1e-5)
+			counts[iters()] = x
+		}
+	}
+	if len(counts) < 3 {
+		t.Fatalf("the inputs ran %d distinct trip counts, want at least 3", len(counts))
+	}
+
+	params := []string{"inp.weight", "step.weight", "step.bias", "out.weight"}
+	if err := g.SetTrainable(params...); err != nil {
+		t.Fatal(err)
+	}
+	for n, x := range counts {
+		if n == 0 {
+			continue
+		}
+		g.ZeroGrad()
+		outs, err := g.Forward(nil, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := NewFloat(slices.Clone(outs[0].Shape), gFloats(r, outs[0].Len()))
+		if err := g.Backward(nil, w); err != nil {
+			t.Fatal(err)
+		}
+		loss := func() float64 {
+			outs, err := g.Forward(&Context{NoGrad: true}, x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := iters(); got != n {
+				t.Fatalf("a finite-difference step changed the trip count from %d to %d", n, got)
+			}
+			var l float64
+			for j, v := range outs[0].F {
+				l += float64(w.F[j]) * float64(v)
+			}
+			return l
+		}
+		for _, name := range params {
+			p := g.Param(name)
+			analytic := slices.Clone(p.Grad.F)
+			fdCheck(t, fmt.Sprintf("%d iterations: %s", n, name), p.Value.F, func(j int) float64 { return float64(analytic[j]) }, loss,
+				fdSpec{step: fixedStep(1e-2), atol: 1e-3, rtol: 1e-2}, "Loop", "If")
+		}
+	}
+}
+
+// TestScanAgainstOnnxruntime compares scanCase (scan axes and directions of every kind)
+// with onnxruntime 1.30, every output.
+func TestScanAgainstOnnxruntime(t *testing.T) {
+	ortref.Require(t)
+	c := scanCase()
+	r := rand.New(rand.NewPCG(1, 2))
+	m := c.model(r)
+	for _, o := range m.Proto.Graph.Output {
+		o.Type = gInputAny(o.GetName(), onnxpb.TensorProto_FLOAT).Type
+	}
+	// onnxruntime runs no graph without inputs: the scan input a becomes one.
+	gp := m.Proto.Graph
+	i := slices.IndexFunc(gp.Initializer, func(tp *onnxpb.TensorProto) bool { return tp.GetName() == "a" })
+	a := NewFloat([]int{2, 4, 3}, gFloats(r, 24))
+	gp.Initializer = slices.Delete(gp.Initializer, i, i+1)
+	gp.Input = []*onnxpb.ValueInfoProto{gInput("a", onnxpb.TensorProto_FLOAT, 2, 4, 3)}
+	recordPassed(t, opsCovered.ort, m.Proto)
+	b, err := proto.Marshal(m.Proto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := ortref.Run(b, []ortref.Tensor{{Name: "a", Shape: []int64{2, 4, 3}, Data: a.F}})
+	if err != nil {
+		t.Fatalf("onnxruntime: %v", err)
+	}
+	got, err := mustBuild(t, m).Forward(nil, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range got {
+		if err := closeTensors(o, NewFloat(slices.Clone(o.Shape), ref[i].Data), 1e-6, 1e-6); err != nil {
+			t.Errorf("output %s: %v", c.out[i], err)
+		}
+		if fmt.Sprint(ref[i].Shape) != fmt.Sprint(o.Shape) {
+			t.Errorf("output %s: shape %v, onnxruntime %v", c.out[i], o.Shape, ref[i].Shape)
 		}
 	}
 }

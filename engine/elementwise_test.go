@@ -56,6 +56,12 @@ func awayFromZero(r *rand.Rand) float64 {
 	return v
 }
 
+// awayFromIntegers draws v in [-3, 3) at least 0.2 from every integer, where a
+// finite-difference step does not cross a jump of Floor or Ceil.
+func awayFromIntegers(r *rand.Rand) float64 {
+	return float64(r.IntN(6)-3) + 0.2 + 0.6*r.Float64()
+}
+
 func ew(f func(v []float64) float64) func(x [][]float64, shapes [][]int) ([]float64, []int) {
 	return func(x [][]float64, shapes [][]int) ([]float64, []int) {
 		var xs [][]float64
@@ -289,6 +295,8 @@ func ewCases() []ewCase {
 	}{
 		{"Sqrt", uniform(0.1, 3), math.Sqrt},
 		{"Neg", nil, func(v float64) float64 { return -v }},
+		{"Floor", awayFromIntegers, math.Floor},
+		{"Ceil", awayFromIntegers, math.Ceil},
 		{"Abs", nil, math.Abs},
 		{"Exp", nil, math.Exp},
 		{"Log", uniform(0.1, 3), math.Log},

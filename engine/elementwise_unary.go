@@ -55,6 +55,23 @@ func unaryOps() []unaryOp {
 					dst[i] += g[i] * 0.5 / y[i]
 				}
 			}},
+		// Floor and Ceil are flat between integers: their gradient is zero, as in PyTorch.
+		{name: "Floor", keep: keepNone,
+			fwd: func(_ *unaryKernel, x, y []float32) {
+				y = y[:len(x)]
+				for i, v := range x {
+					y[i] = float32(math.Floor(float64(v)))
+				}
+			},
+			vjp: func(*unaryKernel, []float32, []float32, []float32, []float32) {}},
+		{name: "Ceil", keep: keepNone,
+			fwd: func(_ *unaryKernel, x, y []float32) {
+				y = y[:len(x)]
+				for i, v := range x {
+					y[i] = float32(math.Ceil(float64(v)))
+				}
+			},
+			vjp: func(*unaryKernel, []float32, []float32, []float32, []float32) {}},
 		{name: "Neg", keep: keepNone,
 			fwd: func(_ *unaryKernel, x, y []float32) {
 				y = y[:len(x)]

@@ -56,14 +56,8 @@ func (g *Graph) Forward(ctx *Context, inputs ...*Tensor) (outs []*Tensor, err er
 			outs, err = nil, fmt.Errorf("engine: %s: %s", g.name, cur.node.n.Errorf("internal error in forward pass: %v", r))
 		}
 	}()
-	for s := range p.steps {
-		cur = &p.steps[s]
-		if cur.on != nil && !*cur.on {
-			continue // a branch of an If that this run does not take
-		}
-		if err := cur.node.k.Forward(&g.ctx, cur.in, cur.out); err != nil {
-			return nil, g.nodeErr(cur.node, "forward", err)
-		}
+	if err := forwardSteps(&g.ctx, p.steps, &cur); err != nil {
+		return nil, g.nodeErr(cur.node, "forward", err)
 	}
 	g.ready = p.record
 	return p.outs, nil
@@ -128,19 +122,43 @@ func (g *Graph) Backward(ctx *Context, gradOutputs ...*Tensor) (err error) {
 			err = fmt.Errorf("engine: %s: %s", g.name, cur.node.n.Errorf("internal error in backward pass: %v", r))
 		}
 	}()
-	for s := len(p.steps) - 1; s >= 0; s-- {
-		cur = &p.steps[s]
-		if !cur.back {
+	if err := backwardSteps(&g.ctx, p.steps, &cur); err != nil {
+		return g.nodeErr(cur.node, "backward", err)
+	}
+	return nil
+}
+
+// forwardSteps runs steps in order; cur is left at the step that is running, for the
+// caller's error messages.
+func forwardSteps(ctx *Context, steps []step, cur **step) error {
+	for s := range steps {
+		*cur = &steps[s]
+		if st := *cur; st.on == nil || *st.on { // else a branch of an If that this run does not take
+			if err := st.node.k.Forward(ctx, st.in, st.out); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// backwardSteps runs the backward pass of steps in reverse order; cur is as for
+// forwardSteps.
+func backwardSteps(ctx *Context, steps []step, cur **step) error {
+	for s := len(steps) - 1; s >= 0; s-- {
+		st := &steps[s]
+		*cur = st
+		if !st.back {
 			continue
 		}
-		for _, t := range cur.zero {
+		for _, t := range st.zero {
 			clear(t.F)
 		}
-		if cur.on != nil && !*cur.on {
+		if st.on != nil && !*st.on {
 			continue // an untaken branch adds nothing, but the buffers it starts are cleared
 		}
-		if err := cur.node.k.(Differentiable).Backward(&g.ctx, cur.in, cur.out, cur.gout, cur.gin); err != nil {
-			return g.nodeErr(cur.node, "backward", err)
+		if err := st.node.k.(Differentiable).Backward(ctx, st.in, st.out, st.gout, st.gin); err != nil {
+			return err
 		}
 	}
 	return nil

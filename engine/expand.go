@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -108,6 +109,8 @@ func (x *expander) node(gn *gnode, env *scope, on *bool) error {
 		return x.ifNode(inst, gn, k, env, on)
 	case *loopKernel:
 		return x.loopNode(inst, gn, k, env, on)
+	case *scanKernel:
+		return x.scanNode(inst, gn, k, env, on)
 	}
 	if env != nil {
 		if err := x.b.add(inst, "", nil, unrollBytes); err != nil {
@@ -196,27 +199,43 @@ func (x *expander) ifNode(inst, tmpl *gnode, k *ifKernel, env *scope, on *bool) 
 	return nil
 }
 
-// loopNode unrolls a Loop whose trip count and condition are plan-time constants.
+// loopNode unrolls a Loop whose trip count and condition are plan-time constants, and
+// plans the others, and those too long to unroll, to run at run time (loop_runtime.go).
 func (x *expander) loopNode(inst, tmpl *gnode, k *loopKernel, env *scope, on *bool) error {
-	m := int64(-1) // no trip count: the condition alone ends the loop
-	if M := inst.in[0]; M >= 0 {
-		if x.p.vals[M].DType != Int64 || x.p.vals[M].Len() != 1 {
-			return x.errorf(inst, "the trip count is %s %v, want one integer", x.p.vals[M].DType, x.p.vals[M].Shape)
-		}
-		if !x.konst[M] {
-			return x.errorf(inst, "the trip count is computed at run time; qtool runs a Loop by unrolling it, which needs a trip count known from shapes and constants")
-		}
-		m = x.p.vals[M].I[0]
+	M, cond := -1, -1
+	if len(inst.in) > 0 {
+		M = inst.in[0]
 	}
-	cond := -1
 	if len(inst.in) > 1 {
 		cond = inst.in[1]
 	}
+	if M >= 0 && (x.p.vals[M].DType != Int64 || x.p.vals[M].Len() != 1) {
+		return x.errorf(inst, "the trip count is %s %v, want one integer", x.p.vals[M].DType, x.p.vals[M].Shape)
+	}
+	if cond >= 0 && x.p.vals[cond].Len() != 1 {
+		return x.errorf(inst, "the condition has shape %v, want a single value", x.p.vals[cond].Shape)
+	}
+	if (M < 0 || x.konst[M]) && (cond < 0 || x.konst[cond]) && !x.g.noUnroll {
+		m := x.mark()
+		err := x.unroll(inst, tmpl, k, env, on, M, cond)
+		var me *MemoryError
+		if err == nil || !(errors.Is(err, errRunTime) || errors.As(err, &me)) {
+			return err
+		}
+		x.rollback(m)
+	}
+	return x.runLoop(inst, tmpl, k, env, on)
+}
+
+// unroll plans one copy of the body per iteration; it returns errRunTime when the body
+// computes the condition at run time or the loop runs more than maxUnroll iterations.
+func (x *expander) unroll(inst, tmpl *gnode, k *loopKernel, env *scope, on *bool, M, cond int) error {
+	m := int64(-1) // no trip count: the condition alone ends the loop
+	if M >= 0 {
+		m = x.p.vals[M].I[0]
+	}
 	if cond < 0 {
 		cond = x.constValue(NewInt([]int{}, []int64{1}))
-	}
-	if !x.konst[cond] {
-		return x.errorf(inst, "the loop condition is computed at run time; qtool runs a Loop by unrolling it, which needs a condition known from shapes and constants")
 	}
 	var carried []int
 	if len(inst.in) > 2 {
@@ -226,7 +245,7 @@ func (x *expander) loopNode(inst, tmpl *gnode, k *loopKernel, env *scope, on *bo
 	scans := make([][]int, len(k.body.out)-1-nc)
 	for i := int64(0); truthy(x.p.vals[cond]) && (m < 0 || i < m); i++ {
 		if i >= maxUnroll {
-			return x.errorf(inst, "runs more than %d iterations; qtool unrolls loops and refuses longer ones", maxUnroll)
+			return errRunTime
 		}
 		iter := x.constValue(NewInt([]int{}, []int64{i}))
 		outs, err := x.body(k.body, env, append([]int{iter, cond}, carried...), on)
@@ -234,8 +253,11 @@ func (x *expander) loopNode(inst, tmpl *gnode, k *loopKernel, env *scope, on *bo
 			return err
 		}
 		x.cur = inst
-		if cond = outs[0]; !x.konst[cond] || x.p.vals[cond].Len() != 1 {
-			return x.errorf(inst, "the body computes the loop condition at run time; qtool runs a Loop by unrolling it, which needs a condition known from shapes and constants")
+		if cond = outs[0]; x.p.vals[cond].Len() != 1 {
+			return x.errorf(inst, "the body's condition has shape %v, want a single value", x.p.vals[cond].Shape)
+		}
+		if !x.konst[cond] {
+			return errRunTime
 		}
 		carried = outs[1 : 1+nc]
 		for s := range scans {
@@ -251,16 +273,124 @@ func (x *expander) loopNode(inst, tmpl *gnode, k *loopKernel, env *scope, on *bo
 		if len(scans[s]) == 0 {
 			return x.errorf(inst, "runs no iteration but has scan outputs, whose shape qtool cannot know")
 		}
-		st := &gnode{n: inst.n, op: inst.op, k: stackKernel{n: len(scans[s])}, in: scans[s]}
-		st.out = []int{x.define(env, o, st)}
-		if env == nil {
-			x.p.prod[o] = st
-		}
-		if err := x.plain(st, on); err != nil {
+		if err := x.stack(inst, o, scans[s], 0, env, on); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// stack plans the node's output tmpl as the values vals stacked along axis.
+func (x *expander) stack(inst *gnode, tmpl int, vals []int, axis int, env *scope, on *bool) error {
+	st := &gnode{n: inst.n, op: inst.op, k: stackKernel{n: len(vals), axis: axis}, in: vals}
+	st.out = []int{x.define(env, tmpl, st)}
+	if env == nil {
+		x.p.prod[tmpl] = st
+	}
+	return x.plain(st, on)
+}
+
+// scanNode unrolls a Scan: its length is the scan inputs' along their axes, known when
+// planning.
+func (x *expander) scanNode(inst, tmpl *gnode, k *scanKernel, env *scope, on *bool) error {
+	p := x.p
+	nState := len(inst.in) - k.nScan
+	length := -1
+	axes := make([]int, k.nScan)
+	for j, id := range inst.in[nState:] {
+		shape := p.vals[id].Shape
+		a := int(k.inAxes[j])
+		if a < 0 {
+			a += len(shape)
+		}
+		if a < 0 || a >= len(shape) {
+			return x.errorf(inst, "scan input %d has shape %v, which has no axis %d", j, shape, k.inAxes[j])
+		}
+		if length >= 0 && shape[a] != length {
+			return x.errorf(inst, "scan input %d has %d slices along its axis, scan input 0 has %d", j, shape[a], length)
+		}
+		axes[j], length = a, shape[a]
+	}
+	if length == 0 {
+		return x.errorf(inst, "its scan inputs are empty, so its scan outputs' shape cannot be known")
+	}
+	if length > maxUnroll {
+		return x.errorf(inst, "runs %d iterations; qtool unrolls Scan and refuses more than %d", length, maxUnroll)
+	}
+	states := slices.Clone(inst.in[:nState])
+	scans := make([][]int, len(k.outAxes))
+	for t := range length {
+		formals := slices.Clone(states)
+		for j, id := range inst.in[nState:] {
+			idx := t
+			if k.inDirs[j] == 1 {
+				idx = length - 1 - t
+			}
+			tk := &gnode{n: inst.n, op: inst.op, k: takeKernel{axis: axes[j], index: idx}, in: []int{id}}
+			if err := x.b.add(tk, "", nil, unrollBytes); err != nil {
+				return err
+			}
+			tk.out = []int{x.newValue(-1, tk)}
+			if err := x.plain(tk, on); err != nil {
+				return err
+			}
+			formals = append(formals, tk.out[0])
+		}
+		outs, err := x.body(k.body, env, formals, on)
+		if err != nil {
+			return err
+		}
+		x.cur = inst
+		states = outs[:nState]
+		for s := range scans {
+			scans[s] = append(scans[s], outs[nState+s])
+		}
+	}
+	for j, o := range tmpl.out {
+		if j < nState {
+			x.alias(env, o, states[j])
+			continue
+		}
+		s := j - nState
+		vals := scans[s]
+		if k.outDirs[s] == 1 {
+			vals = slices.Clone(vals)
+			slices.Reverse(vals)
+		}
+		a := int(k.outAxes[s])
+		if a < 0 {
+			a += len(p.vals[vals[0]].Shape) + 1
+		}
+		if a < 0 || a > len(p.vals[vals[0]].Shape) {
+			return x.errorf(inst, "scan output %d has rank %d, which has no axis %d", s, len(p.vals[vals[0]].Shape)+1, k.outAxes[s])
+		}
+		if o < 0 {
+			continue
+		}
+		if err := x.stack(inst, o, vals, a, env, on); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// planMark is how far planning had gone, for rollback.
+type planMark struct {
+	values, run int
+	bytes       int64
+}
+
+func (x *expander) mark() planMark {
+	return planMark{values: len(x.p.values), run: len(x.run), bytes: x.b.total}
+}
+
+// rollback forgets what was planned since m: the values and steps of a Loop whose
+// unrolling gave way to running it at run time.
+func (x *expander) rollback(m planMark) {
+	p := x.p
+	p.values, p.vals, p.prod, x.konst = p.values[:m.values], p.vals[:m.values], p.prod[:m.values], x.konst[:m.values]
+	x.run, x.guards = x.run[:m.run], x.guards[:m.run]
+	x.b.total = m.bytes
 }
 
 func (x *expander) errorf(gn *gnode, format string, args ...any) error {

@@ -32,6 +32,10 @@ import (
 // fused step recomputes W' and b' at the start of each run. That costs one multiply per
 // weight, which is small next to the convolution's multiply per weight and output pixel.
 // Clip's bounds, parameters as well, are likewise read on every run.
+//
+// A fused MaxPool leaves the step a second output, the convolution's full output: its
+// buffer is the plan's, counted in the plan's bytes, though the direct path pools a few
+// images at a time without it.
 
 // convBNKernel runs a Conv with weight and bias folded from a following
 // BatchNormalization, and optionally clamps the result as a following Relu or Clip.
@@ -61,7 +65,11 @@ func (k *convBNKernel) Infer(in []*Tensor) ([]*Tensor, error) {
 	if k.pool == nil {
 		return out, nil
 	}
-	return k.pool.Infer(out)
+	pooled, err := k.pool.Infer(out)
+	if err != nil {
+		return nil, err
+	}
+	return append(pooled, out[0]), nil
 }
 
 func (k *convBNKernel) Forward(ctx *Context, in, out []*Tensor) error {
@@ -98,7 +106,11 @@ func (k *convBNKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	if k.res {
 		res = in[7]
 	}
-	return k.conv.run(ctx, in[0], k.w, k.b, out[0], cl, k.pool, res)
+	var full *Tensor
+	if k.pool != nil {
+		full = out[1]
+	}
+	return k.conv.run(ctx, in[0], k.w, k.b, out[0], cl, k.pool, full, res)
 }
 
 // fuseConvBN replaces each foldable Conv → BatchNormalization pair of an inference plan's
@@ -187,7 +199,14 @@ func (g *Graph) fuseConvBN(p *plan) {
 				ms := p.steps[m].node
 				k.pool = ms.k.(*poolKernel)
 				gn.op += "+" + ms.op
-				gn.out = []int{ms.out[0]}
+				// The convolution's full output gets a buffer of the plan, used when the
+				// direct path cannot pool (which depends on the CPU): counted always, so
+				// that the plan's bytes do not.
+				full := len(p.values)
+				p.values = append(p.values, value{kind: kindNode, index: -1})
+				p.vals = append(p.vals, &Tensor{DType: Float32, Shape: slices.Clone(p.vals[gn.out[0]].Shape)})
+				p.prod = append(p.prod, gn)
+				gn.out = []int{ms.out[0], full}
 				drop[m] = true
 			}
 			p.steps[s] = step{node: gn, on: p.steps[s].on}

@@ -28,6 +28,8 @@ type gradCase struct {
 	ints   []*onnxpb.TensorProto
 	out    []string
 	eval   bool // run in inference mode instead of training mode
+	// noUnroll runs every Loop at run time, as when its trip count is known only then.
+	noUnroll bool
 }
 
 func (c gradCase) model(r *rand.Rand) *onnxio.Model {
@@ -60,6 +62,7 @@ func checkGraphGrad(t *testing.T, c gradCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	g.noUnroll = c.noUnroll
 	var names []string
 	for _, p := range c.params {
 		names = append(names, p.name)

@@ -112,6 +112,8 @@ type Graph struct {
 	ready bool
 	// noFuse keeps inference plans unfused, so that tests can compare the two.
 	noFuse bool
+	// noUnroll runs every Loop at run time, so that tests can compare it with unrolling.
+	noUnroll bool
 }
 
 // Build checks every node of m against the supported ops and returns the graph. All

@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -259,5 +261,61 @@ func TestBatchIndependentOutputs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPlanBytesFusedPool: an inference plan that fuses Conv → BatchNormalization → Relu →
+// MaxPool counts what it allocates. The pool is 3×3 at stride 2, which the direct path
+// cannot apply image by image, so the convolution's full output is written out on every
+// CPU: into a buffer of the plan, counted, not one the kernel allocates on its first run.
+// PlanBytes equals the plan's buffers, measured, and the first run allocates well under
+// that output's size (only the kernels' scratch).
+func TestPlanBytesFusedPool(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	const C = 64
+	m := gModel(13, []*onnxpb.NodeProto{
+		gNode("Conv", []string{"x", "w", "b"}, []string{"c"}, attrInts("kernel_shape", 3, 3)),
+		gNode("BatchNormalization", []string{"c", "s", "sh", "mu", "v"}, []string{"n"}),
+		gNode("Relu", []string{"n"}, []string{"a"}),
+		gNode("MaxPool", []string{"a"}, []string{"y"}, attrInts("kernel_shape", 3, 3), attrInts("strides", 2, 2)),
+	}, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, -1, 1, 32, 32)}, []string{"y"},
+		onnxio.FloatTensor("w", []int64{C, 1, 3, 3}, gFloats(r, C*9)), onnxio.FloatTensor("b", []int64{C}, gFloats(r, C)),
+		onnxio.FloatTensor("s", []int64{C}, gFloats(r, C)), onnxio.FloatTensor("sh", []int64{C}, gFloats(r, C)),
+		onnxio.FloatTensor("mu", []int64{C}, gFloats(r, C)), onnxio.FloatTensor("v", []int64{C}, slices.Repeat([]float32{1}, C)))
+	g := mustBuild(t, m)
+	x := NewFloat([]int{8, 1, 32, 32}, gFloats(r, 8*32*32))
+	counted, err := g.PlanBytes(nil, NewFloat(x.Shape, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := g.makePlan([]*Tensor{x}, false, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.steps) != 1 || !strings.Contains(p.steps[0].node.op, "MaxPool") {
+		t.Fatalf("the plan's steps are not one fused step: %d steps", len(p.steps))
+	}
+	seen := map[*float32]bool{}
+	var held int64
+	for id, v := range p.values {
+		if t := p.vals[id]; v.kind == kindNode && t != nil && cap(t.F) > 0 && !seen[&t.F[:1][0]] {
+			seen[&t.F[:1][0]] = true
+			held += 4 * int64(cap(t.F))
+		}
+	}
+	convOut := int64(4 * 8 * C * 30 * 30)
+	if counted != p.bytes || held != counted || held < convOut {
+		t.Errorf("PlanBytes %d, the plan counted %d and holds %d bytes of buffers; the convolution's output alone is %d", counted, p.bytes, held, convOut)
+	}
+	p.inVals[0].F = x.F
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var cur *step
+	if err := forwardSteps(&Context{BLAS: g.opts.BLAS, Workers: 2}, p.steps, &cur); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.TotalAlloc - before.TotalAlloc); grew > convOut/4 {
+		t.Errorf("the first run allocated %d bytes outside the plan; the convolution's output is %d", grew, convOut)
 	}
 }

@@ -1,6 +1,9 @@
 package engine
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // convKernel is Conv. On CPUs with the AVX-512 tile kernel every convolution but the
 // depthwise ones takes the direct path (nn_conv_direct.go), parallel over images. Without
@@ -25,8 +28,6 @@ type convKernel struct {
 	gws  [][]float32   // depthwise weight-gradient partial sums of workers 1..
 
 	direct  convDirect // the direct path's packed weights and worker scratch
-	full    []float32  // a fused MaxPool's input when the direct path cannot pool
-	fullT   Tensor     // the tensor over full
 	poolIn  [1]*Tensor // the fused MaxPool's arguments
 	poolOut [1]*Tensor
 
@@ -152,7 +153,7 @@ func nnScratch(bufs [][]float32, nw, size int) [][]float32 {
 }
 
 func (k *convKernel) Forward(ctx *Context, in, out []*Tensor) error {
-	return k.run(ctx, in[0], in[1], k.bias(in), out[0], nil, nil, nil)
+	return k.run(ctx, in[0], in[1], k.bias(in), out[0], nil, nil, nil, nil)
 }
 
 // planeEpilogue adds to output planes [lo, hi) of k.resY (k.epiO values each) the bias
@@ -243,19 +244,20 @@ func (c *nnClamp) applyNoBias(dst, src []float32) {
 //
 // With pool set, y is the output of that MaxPool applied to the convolution's output,
 // which then exists only a few images at a time in the workers' buffers (2×2 windows on
-// the direct path) or in the kernel's own buffer.
+// the direct path) or in full, the plan's buffer of the convolution's output shape (which
+// the plan holds whichever path runs, so that its size does not depend on the CPU).
 //
 // With res set (and pool nil), res is added to the convolution's output before act.
-func (k *convKernel) run(ctx *Context, x, w, b, y *Tensor, act *nnClamp, pool *poolKernel, res *Tensor) error {
+func (k *convKernel) run(ctx *Context, x, w, b, y *Tensor, act *nnClamp, pool *poolKernel, full, res *Tensor) error {
 	d, err := k.dims(x.Shape, w.Shape, b)
 	if err != nil {
 		return err
 	}
-	return k.runDims(ctx, &d, x, w, b, y, act, pool, res)
+	return k.runDims(ctx, &d, x, w, b, y, act, pool, full, res)
 }
 
 // runDims is run with the shapes already checked into d.
-func (k *convKernel) runDims(ctx *Context, d *convDims, x, w, b, y *Tensor, act *nnClamp, pool *poolKernel, res *Tensor) error {
+func (k *convKernel) runDims(ctx *Context, d *convDims, x, w, b, y *Tensor, act *nnClamp, pool *poolKernel, full, res *Tensor) error {
 	if res != nil {
 		if pool != nil || len(res.F) != len(y.F) {
 			return k.n.Errorf("internal error: residual of %d values for an output of %d", len(res.F), len(y.F))
@@ -268,7 +270,7 @@ func (k *convKernel) runDims(ctx *Context, d *convDims, x, w, b, y *Tensor, act 
 			k.forwardDirect(ctx, d, x.F, w.F, bias, y.F, act, nil, res.F)
 			return nil
 		}
-		if err := k.runDims(ctx, d, x, w, b, y, nil, nil, nil); err != nil {
+		if err := k.runDims(ctx, d, x, w, b, y, nil, nil, nil, nil); err != nil {
 			return err
 		}
 		// The arguments go through the kernel to a function bound once, so that handing
@@ -282,19 +284,19 @@ func (k *convKernel) runDims(ctx *Context, d *convDims, x, w, b, y *Tensor, act 
 		return nil
 	}
 	if pool != nil {
-		full := append([]int{d.N, d.M}, d.g.outShape()...)
-		pg, err := pool.geom(full)
+		shape := append([]int{d.N, d.M}, d.g.outShape()...)
+		pg, err := pool.geom(shape)
 		if err != nil {
 			return err
 		}
 		if !k.directOK(d) || !pool.poolable(&pg) {
-			k.full = nnGrow(k.full, numel(full))
-			ft := &k.fullT
-			*ft = Tensor{DType: Float32, Shape: append(ft.Shape[:0], full...), F: k.full[:numel(full)]}
-			if err := k.runDims(ctx, d, x, w, b, ft, act, nil, nil); err != nil {
+			if full == nil || !slices.Equal(full.Shape, shape) || len(full.F) != numel(shape) {
+				return k.n.Errorf("internal error: a fused MaxPool without a buffer of the convolution's output shape %v", shape)
+			}
+			if err := k.runDims(ctx, d, x, w, b, full, act, nil, nil, nil); err != nil {
 				return err
 			}
-			k.poolIn[0], k.poolOut[0] = ft, y
+			k.poolIn[0], k.poolOut[0] = full, y
 			err := pool.Forward(ctx, k.poolIn[:], k.poolOut[:])
 			k.poolIn[0], k.poolOut[0] = nil, nil
 			return err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -75,7 +76,7 @@ func TestConvDirectMatchesGemm(t *testing.T) {
 						for i := range y.F {
 							y.F[i] = float32(math.NaN())
 						}
-						if err := k.run(ctx, in[0], in[1], n.Optional(in, 2), y, act, nil, nil); err != nil {
+						if err := k.run(ctx, in[0], in[1], n.Optional(in, 2), y, act, nil, nil, nil); err != nil {
 							t.Fatal(err)
 						}
 						outs[j] = y.F
@@ -207,7 +208,8 @@ func TestConvFusedPool(t *testing.T) {
 					out.F[i] = float32(math.NaN())
 				}
 				ctx := nntGoCtx(2)
-				if err := k.run(ctx, in[0], in[1], n.Optional(in, 2), out, &nnClamp{relu: true}, pool, nil); err != nil {
+				full := NewFloat(slices.Clone(ys), make([]float32, N*M*H*W))
+				if err := k.run(ctx, in[0], in[1], n.Optional(in, 2), out, &nnClamp{relu: true}, pool, full, nil); err != nil {
 					t.Fatal(err)
 				}
 				nntClose(t, "pooled Y", out.F, want, 1e-5, 1e-5)
@@ -254,7 +256,7 @@ func TestConvResidual(t *testing.T) {
 					for i := range y.F {
 						y.F[i] = float32(math.NaN())
 					}
-					if err := k.run(nntGoCtx(2), in[0], in[1], n.Optional(in, 2), y, act, nil, res); err != nil {
+					if err := k.run(nntGoCtx(2), in[0], in[1], n.Optional(in, 2), y, act, nil, nil, res); err != nil {
 						t.Fatal(err)
 					}
 					nntClose(t, "Y", y.F, want, 1e-5, 1e-5)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -198,21 +199,84 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record, dry bool) (p *plan,
 		}
 	}
 	x.cur = nil
-	run, konst := x.run, x.konst
 	for _, id := range g.outIDs {
 		p.outIDs = append(p.outIDs, x.remap[id])
 	}
-
-	// Keep only the nodes that some graph output depends on.
-	needed := make([]bool, len(p.values))
+	sc := &scheduler{g: g, p: p, b: b, konst: x.konst, training: training}
+	p.steps = sc.prune(x.run, x.guards, p.outIDs)
+	if !training && !record && !g.noFuse {
+		g.fuseConvBN(p)
+		// Fused steps may hold buffers of their own, values that no node computes.
+		sc.konst = append(sc.konst, make([]bool, len(p.values)-len(sc.konst))...)
+	}
+	var need []bool
+	if record {
+		trainable := func(id int) bool {
+			v := p.values[id]
+			return v.kind == kindParam && g.params[v.index].Trainable
+		}
+		if need, err = sc.gradValues(p.steps, p.outIDs, trainable); err != nil {
+			return nil, err
+		}
+	}
+	pool := sc.newPool(b)
+	if err := sc.forwardBuffers(p.steps, p.outIDs, nil, need, pool); err != nil {
+		return nil, err
+	}
 	for _, id := range p.outIDs {
-		needed[id] = true
+		p.outs = append(p.outs, p.vals[id])
+	}
+	if record {
+		paramGrad := func(id int) *Tensor {
+			if v := p.values[id]; v.kind == kindParam {
+				return g.params[v.index].Grad
+			}
+			return nil
+		}
+		if p.outGrads, p.zeroOuts, err = sc.backwardBuffers(p.steps, p.outIDs, need, pool, paramGrad); err != nil {
+			return nil, err
+		}
+	}
+	p.bytes = b.total
+	if !dry {
+		g.makeRoom(p.bytes)
+		for _, pool := range sc.pools {
+			pool.alloc()
+		}
+	}
+	return p, nil
+}
+
+// scheduler turns planned nodes into steps with buffers: the plan's own, and those of the
+// bodies of Loops run at run time (loop_runtime.go), which share the plan's values.
+type scheduler struct {
+	g        *Graph
+	p        *plan
+	b        *budget
+	konst    []bool
+	training bool
+	pools    []*bufPool // allocated together once the whole plan has fit
+}
+
+func (sc *scheduler) newPool(b *budget) *bufPool {
+	pool := &bufPool{b: b}
+	sc.pools = append(sc.pools, pool)
+	return pool
+}
+
+// prune keeps the nodes of run that some value of outIDs depends on, as steps.
+func (sc *scheduler) prune(run []*gnode, guards []*bool, outIDs []int) []step {
+	needed := make([]bool, len(sc.p.values))
+	for _, id := range outIDs {
+		if id >= 0 {
+			needed[id] = true
+		}
 	}
 	live := make([]bool, len(run))
 	for s := len(run) - 1; s >= 0; s-- {
 		gn := run[s]
 		for _, id := range gn.out {
-			if needed[id] && !konst[id] {
+			if needed[id] && !sc.konst[id] {
 				live[s] = true
 			}
 		}
@@ -224,43 +288,40 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record, dry bool) (p *plan,
 			}
 		}
 	}
+	var steps []step
 	for s, gn := range run {
 		if live[s] {
-			p.steps = append(p.steps, step{node: gn, on: x.guards[s]})
+			steps = append(steps, step{node: gn, on: guards[s]})
 		}
 	}
-	if !training && !record && !g.noFuse {
-		g.fuseConvBN(p)
-	}
+	return steps
+}
 
-	// Which values carry gradients: float values that depend on a trainable parameter
-	// through differentiable nodes and that some graph output depends on the same way.
-	var needGrad []bool
-	if record {
-		if needGrad, err = g.gradValues(p, konst); err != nil {
-			return nil, err
-		}
-	}
-
-	// Forward buffers. A value's buffer returns to the pool after its last reader, except
-	// for graph outputs and, when recording, what the backward pass reads.
+// forwardBuffers assigns the steps' output buffers from pool. A value's buffer returns to
+// the pool after its last reader, except for outIDs, the values of pinned and, when need
+// is set (a recording plan), what the backward pass reads. Values that no step produces
+// (inputs, parameters, constants, values of enclosing steps) are not the pool's.
+func (sc *scheduler) forwardBuffers(steps []step, outIDs, pinnedIDs []int, need []bool, pool *bufPool) error {
+	p, konst := sc.p, sc.konst
 	pinned := make([]bool, len(p.values))
-	for _, id := range p.outIDs {
-		pinned[id] = true
+	for _, id := range slices.Concat(outIDs, pinnedIDs) {
+		if id >= 0 {
+			pinned[id] = true
+		}
 	}
 	lastUse := make([]int, len(p.values))
 	for i := range lastUse {
 		lastUse[i] = -1
 	}
-	for s := range p.steps {
-		st := &p.steps[s]
+	for s := range steps {
+		st := &steps[s]
 		for _, id := range st.node.in {
 			if id >= 0 {
 				lastUse[id] = s
 			}
 		}
-		if record {
-			g.markBackward(st, needGrad)
+		if need != nil {
+			sc.g.markBackward(st, need)
 			if st.back {
 				ri, ro := retains(st.node.k, len(st.node.in), len(st.node.out))
 				for j, id := range st.node.in {
@@ -275,14 +336,18 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record, dry bool) (p *plan,
 				}
 			}
 		}
+		if k, ok := st.node.k.(*runLoopKernel); ok {
+			if err := k.schedule(sc, st, need); err != nil {
+				return err
+			}
+		}
 	}
 	owned := func(id int) bool { return id >= 0 && p.values[id].kind == kindNode && !konst[id] }
-	pool := bufPool{b: b}
-	for s := range p.steps {
-		st := &p.steps[s]
+	for s := range steps {
+		st := &steps[s]
 		for _, id := range st.node.out {
 			if err := pool.get(st.node, p.vals[id]); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		for j, id := range st.node.in {
@@ -296,8 +361,8 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record, dry bool) (p *plan,
 			}
 		}
 	}
-	for s := range p.steps {
-		st := &p.steps[s]
+	for s := range steps {
+		st := &steps[s]
 		st.in = make([]*Tensor, len(st.node.in))
 		for j, id := range st.node.in {
 			if id >= 0 {
@@ -309,20 +374,7 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record, dry bool) (p *plan,
 			st.out[j] = p.vals[id]
 		}
 	}
-	for _, id := range p.outIDs {
-		p.outs = append(p.outs, p.vals[id])
-	}
-	if record {
-		if err := g.planBackward(p, needGrad, &pool); err != nil {
-			return nil, err
-		}
-	}
-	p.bytes = b.total
-	if !dry {
-		g.makeRoom(p.bytes)
-		pool.alloc()
-	}
-	return p, nil
+	return nil
 }
 
 // retains returns which inputs and outputs a kernel's Backward reads.
@@ -340,18 +392,19 @@ func retains(k Kernel, nin, nout int) (in, out []bool) {
 	return in, out
 }
 
-// gradValues marks the values that carry gradients in a recording plan and rejects
-// graphs where a gradient would have to cross a node without a backward pass.
-func (g *Graph) gradValues(p *plan, konst []bool) ([]bool, error) {
+// gradValues marks the values that carry gradients among those steps compute: float
+// values that depend on a source (a trainable parameter, or what a Loop body receives)
+// through differentiable nodes and that some value of outIDs depends on the same way. It
+// rejects graphs where a gradient would have to cross a node without a backward pass.
+func (sc *scheduler) gradValues(steps []step, outIDs []int, source func(id int) bool) ([]bool, error) {
+	p, konst := sc.p, sc.konst
 	isFloat := func(id int) bool { return id >= 0 && p.vals[id].DType == Float32 && !konst[id] }
 	fromParam := make([]bool, len(p.values))
-	for id, v := range p.values {
-		if v.kind == kindParam && g.params[v.index].Trainable {
-			fromParam[id] = true
-		}
+	for id := range p.values {
+		fromParam[id] = p.vals[id] != nil && isFloat(id) && source(id)
 	}
-	for s := range p.steps {
-		gn := p.steps[s].node
+	for s := range steps {
+		gn := steps[s].node
 		if slices.ContainsFunc(gn.in, func(id int) bool { return isFloat(id) && fromParam[id] }) {
 			for _, id := range gn.out {
 				fromParam[id] = isFloat(id)
@@ -359,18 +412,18 @@ func (g *Graph) gradValues(p *plan, konst []bool) ([]bool, error) {
 		}
 	}
 	toOut := make([]bool, len(p.values))
-	for _, id := range p.outIDs {
+	for _, id := range outIDs {
 		toOut[id] = isFloat(id)
 	}
-	for s := len(p.steps) - 1; s >= 0; s-- {
-		gn := p.steps[s].node
+	for s := len(steps) - 1; s >= 0; s-- {
+		gn := steps[s].node
 		if !slices.ContainsFunc(gn.out, func(id int) bool { return toOut[id] && fromParam[id] }) {
 			continue
 		}
 		if _, ok := gn.k.(Differentiable); !ok {
 			for _, id := range gn.in {
 				if isFloat(id) && fromParam[id] {
-					return nil, fmt.Errorf("engine: %s: %s", g.name, gn.n.Errorf("has no backward pass, but a trainable parameter's gradient must flow through it"))
+					return nil, fmt.Errorf("engine: %s: %s", sc.g.name, gn.n.Errorf("has no backward pass, but a trainable parameter's gradient must flow through it"))
 				}
 			}
 			continue
@@ -398,17 +451,21 @@ func (g *Graph) markBackward(st *step, need []bool) {
 	st.back = anyIn && anyOut
 }
 
-// planBackward assigns gradient buffers in reverse order, reusing forward buffers that
-// are dead once the forward pass is over.
-func (g *Graph) planBackward(p *plan, need []bool, pool *bufPool) error {
+// backwardBuffers assigns gradient buffers in reverse order, reusing forward buffers that
+// are dead once the forward pass is over. fixed gives the gradient buffer of a value that
+// no step produces when it has one of its own (a parameter's Grad), else nil. It returns
+// the gradient buffer of each value of outIDs (nil when none flows) and those of them to
+// clear before the caller's gradients are added.
+func (sc *scheduler) backwardBuffers(steps []step, outIDs []int, need []bool, pool *bufPool, fixed func(id int) *Tensor) (outGrads [][]*Tensor, zeroOuts []*Tensor, err error) {
+	p := sc.p
 	grads := make([]*Tensor, len(p.values))
 	alloc := func(gn *gnode, id int) (*Tensor, bool, error) {
 		if grads[id] != nil {
 			return grads[id], false, nil
 		}
-		if v := p.values[id]; v.kind == kindParam {
-			grads[id] = g.params[v.index].Grad
-			return grads[id], false, nil
+		if t := fixed(id); t != nil {
+			grads[id] = t
+			return t, false, nil
 		}
 		t := &Tensor{DType: Float32, Shape: p.vals[id].Shape}
 		if err := pool.get(gn, t); err != nil {
@@ -417,22 +474,22 @@ func (g *Graph) planBackward(p *plan, need []bool, pool *bufPool) error {
 		grads[id] = t
 		return t, true, nil
 	}
-	p.outGrads = make([][]*Tensor, len(p.outIDs))
-	for i, id := range p.outIDs {
-		if !need[id] {
+	outGrads = make([][]*Tensor, len(outIDs))
+	for i, id := range outIDs {
+		if id < 0 || !need[id] {
 			continue
 		}
 		t, fresh, err := alloc(p.prod[id], id)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		if fresh {
-			p.zeroOuts = append(p.zeroOuts, t)
+			zeroOuts = append(zeroOuts, t)
 		}
-		p.outGrads[i] = []*Tensor{t}
+		outGrads[i] = []*Tensor{t}
 	}
-	for s := len(p.steps) - 1; s >= 0; s-- {
-		st := &p.steps[s]
+	for s := len(steps) - 1; s >= 0; s-- {
+		st := &steps[s]
 		if !st.back {
 			continue
 		}
@@ -449,7 +506,7 @@ func (g *Graph) planBackward(p *plan, need []bool, pool *bufPool) error {
 			}
 			t, fresh, err := alloc(st.node, id)
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
 			if fresh {
 				st.zero = append(st.zero, t)
@@ -463,12 +520,16 @@ func (g *Graph) planBackward(p *plan, need []bool, pool *bufPool) error {
 			}
 		}
 	}
-	return nil
+	return outGrads, zeroOuts, nil
 }
 
 // nodeErr wraps a kernel error so that it names the model and, unless the kernel already
 // did, the node.
 func (g *Graph) nodeErr(gn *gnode, what string, err error) error {
+	var me *MemoryError
+	if errors.As(err, &me) {
+		return err // it names the model and the node already
+	}
 	if strings.HasPrefix(err.Error(), "node ") {
 		return fmt.Errorf("engine: %s: %w", g.name, err)
 	}

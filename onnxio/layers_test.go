@@ -3,6 +3,7 @@ package onnxio
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -295,5 +296,48 @@ func TestChannelAxisRecurrentPyTorch(t *testing.T) {
 	}
 	if len(weights) != 3 || weights["LSTM"] != 2 || weights["GRU"] != 2 || weights["RNN"] != 2 {
 		t.Errorf("recurrent weights found: %v, want W and R of each of LSTM, GRU, RNN", weights)
+	}
+}
+
+// TestRolesInBodies: a parameter read only inside an If branch or a Loop body has the role
+// of that read, and comes in graph order where its control-flow node stands; a body that
+// defines a name of its own (an initializer, an input) does not read the parameter of
+// that name.
+func TestRolesInBodies(t *testing.T) {
+	graphAttr := func(name string, g *onnxpb.GraphProto) *onnxpb.AttributeProto {
+		return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_GRAPH.Enum(), G: g}
+	}
+	then := &onnxpb.GraphProto{Name: proto.String("then"), Output: []*onnxpb.ValueInfoProto{valueInfo("t")},
+		Node: []*onnxpb.NodeProto{node("MatMul", "branch", []string{"x", "wa"}, []string{"m"}), node("Add", "branch_bias", []string{"m", "ba"}, []string{"t"})}}
+	els := &onnxpb.GraphProto{Name: proto.String("else"), Output: []*onnxpb.ValueInfoProto{valueInfo("e")},
+		Initializer: []*onnxpb.TensorProto{FloatTensor("wb", []int64{4, 4}, seq(0, 16))}, // shadows the outer wb
+		Node:        []*onnxpb.NodeProto{node("MatMul", "shadowed", []string{"x", "wb"}, []string{"e"})}}
+	body := &onnxpb.GraphProto{Name: proto.String("body"),
+		Input:  []*onnxpb.ValueInfoProto{valueInfo("i"), valueInfo("c"), valueInfo("h")},
+		Output: []*onnxpb.ValueInfoProto{valueInfo("c"), valueInfo("h2")},
+		Node:   []*onnxpb.NodeProto{node("Gemm", "step", []string{"h", "wl"}, []string{"h2"})}}
+	g := &onnxpb.GraphProto{Name: proto.String("g"),
+		Input:  []*onnxpb.ValueInfoProto{valueInfo("x", "N", 4)},
+		Output: []*onnxpb.ValueInfoProto{valueInfo("y")},
+		Initializer: []*onnxpb.TensorProto{FloatTensor("w0", []int64{4, 4}, seq(0, 16)), FloatTensor("wa", []int64{4, 4}, seq(0, 16)),
+			FloatTensor("ba", []int64{4}, seq(0, 4)), FloatTensor("wb", []int64{4, 4}, seq(0, 16)), FloatTensor("wl", []int64{4, 4}, seq(0, 16))},
+		Node: []*onnxpb.NodeProto{
+			node("MatMul", "first", []string{"x", "w0"}, []string{"a"}),
+			node("If", "if", []string{"cond"}, []string{"b"}, graphAttr("then_branch", then), graphAttr("else_branch", els)),
+			node("Loop", "loop", []string{"", "cond", "b"}, []string{"y"}, graphAttr("body", body)),
+		}}
+	m := newModel(g)
+	roles := m.ParamRoles()
+	for name, want := range map[string]Role{"w0": RoleWeight, "wa": RoleWeight, "ba": RoleBias, "wb": RoleOther, "wl": RoleWeight} {
+		if got := roles[name].Role; got != want {
+			t.Errorf("%s: role %v, want %v", name, got, want)
+		}
+	}
+	var order []string
+	for _, u := range m.ParamReads() {
+		order = append(order, u.Node.GetName()+":"+u.Node.GetInput()[u.Input])
+	}
+	if want := []string{"first:w0", "branch:wa", "branch_bias:ba", "step:wl"}; !slices.Equal(order, want) {
+		t.Errorf("reads %v, want %v", order, want)
 	}
 }

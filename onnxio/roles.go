@@ -1,6 +1,10 @@
 package onnxio
 
-import "github.com/qtool/qtool/onnxio/onnxpb"
+import (
+	"maps"
+
+	"github.com/qtool/qtool/onnxio/onnxpb"
+)
 
 // Role says what a parameter is to binarization: the weights of the linear operators
 // are put on the binary grid, everything else stays in full precision.
@@ -42,7 +46,7 @@ type Classification struct {
 	Use  Use
 }
 
-// ParamRole classifies the named parameter by the main-graph nodes that read it. When
+// ParamRole classifies the named parameter by the nodes that read it (ParamReads). When
 // its readers disagree the strongest role wins, in the order weight, bias,
 // normalization, other, so that a weight shared with another operator is still
 // targeted.
@@ -54,33 +58,75 @@ func (m *Model) ParamRole(name string) Classification {
 func (m *Model) ParamRoles() map[string]Classification {
 	params := m.Params()
 	tensor := make(map[string]*onnxpb.TensorProto, len(params))
-	for _, p := range params {
-		tensor[p.Name] = p.Tensor
-	}
-	producer := map[string]*onnxpb.NodeProto{}
-	for _, n := range m.Proto.GetGraph().GetNode() {
-		for _, o := range n.GetOutput() {
-			producer[o] = n
-		}
-	}
 	out := make(map[string]Classification, len(params))
 	for _, p := range params {
+		tensor[p.Name] = p.Tensor
 		out[p.Name] = Classification{}
 	}
-	for _, n := range m.Proto.GetGraph().GetNode() {
-		for i, in := range n.GetInput() {
-			t, ok := tensor[in]
-			if !ok {
-				continue
+	m.walkReads(tensor, func(u Use, producer map[string]*onnxpb.NodeProto) {
+		in := u.Node.GetInput()[u.Input]
+		r := useRole(u, tensor[in], tensor, producer)
+		if c := out[in]; r != RoleOther && (c.Role == RoleOther || r < c.Role) {
+			out[in] = Classification{Role: r, Use: u}
+		}
+	})
+	return out
+}
+
+// ParamReads returns every read of a parameter by a node, in graph order: those of the
+// main graph's nodes and, where a control-flow node (If, Loop, Scan) stands, those of
+// its bodies' nodes, which read a parameter by its name unless the body defines that
+// name itself.
+func (m *Model) ParamReads() []Use {
+	tensor := map[string]*onnxpb.TensorProto{}
+	for _, p := range m.Params() {
+		tensor[p.Name] = p.Tensor
+	}
+	var uses []Use
+	m.walkReads(tensor, func(u Use, _ map[string]*onnxpb.NodeProto) { uses = append(uses, u) })
+	return uses
+}
+
+// walkReads calls read for every read of a parameter of params, in graph order, with the
+// producers of the values in the reading node's scope.
+func (m *Model) walkReads(params map[string]*onnxpb.TensorProto, read func(Use, map[string]*onnxpb.NodeProto)) {
+	var walk func(nodes []*onnxpb.NodeProto, shadow map[string]bool, outer map[string]*onnxpb.NodeProto)
+	walk = func(nodes []*onnxpb.NodeProto, shadow map[string]bool, outer map[string]*onnxpb.NodeProto) {
+		producer := maps.Clone(outer)
+		for _, n := range nodes {
+			for _, o := range n.GetOutput() {
+				producer[o] = n
 			}
-			u := Use{Node: n, Input: i}
-			r := useRole(u, t, tensor, producer)
-			if c := out[in]; r != RoleOther && (c.Role == RoleOther || r < c.Role) {
-				out[in] = Classification{Role: r, Use: u}
+		}
+		for _, n := range nodes {
+			for i, in := range n.GetInput() {
+				if _, ok := params[in]; ok && !shadow[in] {
+					read(Use{Node: n, Input: i}, producer)
+				}
+			}
+			for _, a := range n.GetAttribute() {
+				for _, sg := range append([]*onnxpb.GraphProto{a.GetG()}, a.GetGraphs()...) {
+					if sg == nil {
+						continue
+					}
+					inner := maps.Clone(shadow)
+					for _, t := range sg.GetInitializer() {
+						inner[t.GetName()] = true
+					}
+					for _, vi := range sg.GetInput() {
+						inner[vi.GetName()] = true
+					}
+					for _, bn := range sg.GetNode() {
+						for _, o := range bn.GetOutput() {
+							inner[o] = true
+						}
+					}
+					walk(sg.GetNode(), inner, producer)
+				}
 			}
 		}
 	}
-	return out
+	walk(m.Proto.GetGraph().GetNode(), map[string]bool{}, map[string]*onnxpb.NodeProto{})
 }
 
 // useRole is the role one read gives a parameter.

@@ -14,15 +14,18 @@ import (
 	"github.com/sbinet/npyio/npz"
 )
 
-// fixedBatcher reads x [n, ...sample] in order, size samples at a time, without labels.
+// fixedBatcher reads x [n, ...sample] in order, size samples at a time, with the labels
+// y (len(y)/n per sample) or without labels (y nil).
 type fixedBatcher struct {
 	x      []float32
+	y      []int64
 	sample []int64
 	n      int
 	size   int
 	pos    int
 	shape  []int64
 	cur    []float32
+	cury   []int64
 }
 
 func (b *fixedBatcher) Next() bool {
@@ -32,12 +35,16 @@ func (b *fixedBatcher) Next() bool {
 	m := min(b.size, b.n-b.pos)
 	per := len(b.x) / b.n
 	b.cur = b.x[b.pos*per : (b.pos+m)*per]
+	if b.y != nil {
+		py := len(b.y) / b.n
+		b.cury = b.y[b.pos*py : (b.pos+m)*py]
+	}
 	b.shape = append([]int64{int64(m)}, b.sample...)
 	b.pos += m
 	return true
 }
 func (b *fixedBatcher) X() []float32   { return b.cur }
-func (b *fixedBatcher) Y() []int64     { return nil }
+func (b *fixedBatcher) Y() []int64     { return b.cury }
 func (b *fixedBatcher) Shape() []int64 { return b.shape }
 func (b *fixedBatcher) Err() error     { return nil }
 func (b *fixedBatcher) Reset()         { b.pos = 0 }

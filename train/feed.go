@@ -26,6 +26,9 @@ type Feed struct {
 	Axes []int
 	// N is the number of samples.
 	N int
+	// OutAxes holds, per output of the last Forward, its batch axis, or -1 for an output
+	// without one (a value shared by every sample).
+	OutAxes []int
 
 	ts    []engine.Tensor
 	chunk []engine.Tensor
@@ -173,7 +176,15 @@ func grow[T any](s []T, n int) []T {
 func (f *Feed) Forward(g *engine.Graph, run *engine.Context) ([]*engine.Tensor, error) {
 	chunks := f.Chunks(g)
 	if len(chunks) == 1 {
-		return g.Forward(run, f.Inputs...)
+		outs, err := g.Forward(run, f.Inputs...)
+		if err != nil {
+			return nil, err
+		}
+		f.OutAxes = grow(f.OutAxes, len(outs))
+		for k, o := range outs {
+			f.OutAxes[k] = outputAxis(g, k, o, f.N)
+		}
+		return outs, nil
 	}
 	b := DeclaredBatch(g)
 	for ci, c := range chunks {
@@ -184,11 +195,13 @@ func (f *Feed) Forward(g *engine.Graph, run *engine.Context) ([]*engine.Tensor, 
 		if ci == 0 {
 			f.outs = make([]engine.Tensor, len(outs))
 			f.optrs = make([]*engine.Tensor, len(outs))
+			f.OutAxes = grow(f.OutAxes, len(outs))
 			for k, o := range outs {
 				t := &f.outs[k]
 				t.DType = o.DType
 				t.Shape = append([]int(nil), o.Shape...)
 				a := outputAxis(g, k, o, b)
+				f.OutAxes[k] = a
 				if a >= 0 {
 					t.Shape[a] = f.N
 				}
@@ -235,11 +248,6 @@ func (f *Feed) Forward(g *engine.Graph, run *engine.Context) ([]*engine.Tensor, 
 
 // outputAxis is the batch axis of output k of a graph run on chunks of b samples: the
 // first axis the model declares symbolic or b that holds b values, or -1.
-// OutputAxis returns the batch axis of g's output k, computed as o on a batch of b
-// samples: the first axis of size b that the model declares symbolic or b, or -1 when
-// the output has none (a value shared by every sample).
-func OutputAxis(g *engine.Graph, k int, o *engine.Tensor, b int) int { return outputAxis(g, k, o, b) }
-
 func outputAxis(g *engine.Graph, k int, o *engine.Tensor, b int) int {
 	decl := g.Outputs()[k].Shape
 	for a, d := range o.Shape {

@@ -283,8 +283,25 @@ func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, d
 	if used == 0 {
 		return 0, 0, fmt.Errorf("the batch of %d samples is smaller than the batch of %d the model declares", n, DeclaredBatch(g))
 	}
+	// The chunks counted are the batch's first used samples.
+	totals := BatchTotals{Samples: used}
+	if per > 0 {
+		totals.Labelled = countLabelled(labels[:used*per])
+	}
+	if len(chunks) > 1 && HasNMSE(o.Loss) {
+		// A normalised MSE term needs the teacher's Σt² over the whole batch first.
+		for _, c := range chunks {
+			if nc := c[1] - c[0]; counts(nc) {
+				touts, err := o.Teacher.Forward(teach, s.tfeed.Slice(c[0], c[1], nc)...)
+				if err != nil {
+					return 0, 0, fmt.Errorf("teacher: %w", err)
+				}
+				totals.TeacherSquares = AddTeacherSquares(o.Loss, touts, totals.TeacherSquares)
+			}
+		}
+	}
 	g.ZeroGrad()
-	var sum, last float64
+	var sum float64
 	for _, c := range chunks {
 		nc := c[1] - c[0]
 		if !counts(nc) {
@@ -305,24 +322,11 @@ func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, d
 		if err != nil {
 			return 0, 0, err
 		}
-		loss, err := ApplyLoss(o.Loss, g, outs, touts, ys, nc, &s.grads)
+		loss, err := ChunkLoss(o.Loss, g, outs, touts, ys, nc, totals, &s.grads)
 		if err != nil {
 			return 0, 0, err
 		}
-		if nc != used {
-			// The chunk's mean gradient, weighted by its share of the batch.
-			w := float32(float64(nc) / float64(used))
-			for _, gt := range s.grads.Outputs() {
-				if gt == nil {
-					continue
-				}
-				for i := range gt.F {
-					gt.F[i] *= w
-				}
-			}
-		}
-		sum += loss * float64(nc)
-		last = loss
+		sum += loss
 		if err := g.Backward(run, s.grads.Outputs()...); err != nil {
 			return 0, 0, err
 		}
@@ -335,10 +339,7 @@ func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, d
 	if err := o.Optimizer.Step(run, g.Params(), lr); err != nil {
 		return 0, 0, err
 	}
-	if len(chunks) == 1 {
-		return last, used, nil // the loss itself: sum/n may differ from it in the last bit
-	}
-	return sum / float64(used), used, nil
+	return sum, used, nil
 }
 
 // labelled reports whether every sample carries a label.

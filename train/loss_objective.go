@@ -116,6 +116,12 @@ func NeedsTeacher(l Loss) bool {
 	return !l.NeedsLabels()
 }
 
+// nmse reports whether output i's term is the normalised MSE to the teacher's output.
+func (o *Objective) nmse(i int) bool {
+	s := o.Outputs[i]
+	return s.Weight > 0 && s.Kind != Ignored && !(o.Labelled && i == o.LabelOutput) && !s.Kind.HasClassAxis() && !s.Kind.Binary()
+}
+
 // NeedsLabels reports whether the objective reads labels.
 func (o *Objective) NeedsLabels() bool { return o.Labelled }
 
@@ -197,6 +203,13 @@ func (o *Objective) Value(logits []float32, classes int, t Target, grad []float3
 
 // GraphValue implements GraphLoss.
 func (o *Objective) GraphValue(outs, teacher []*engine.Tensor, labels []int64, grads [][]float32) (float64, error) {
+	return o.scaledValue(outs, teacher, labels, grads, nil)
+}
+
+// scaledValue is GraphValue with output i's term, and its gradient, multiplied by
+// scale[i] (by 1 when scale is nil): the share of a batch's term that a chunk of it
+// stands for.
+func (o *Objective) scaledValue(outs, teacher []*engine.Tensor, labels []int64, grads [][]float32, scale []float64) (float64, error) {
 	if len(outs) != len(o.Outputs) {
 		return 0, fmt.Errorf("objective: %d outputs for %d output specs", len(outs), len(o.Outputs))
 	}
@@ -224,6 +237,9 @@ func (o *Objective) GraphValue(outs, teacher []*engine.Tensor, labels []int64, g
 			g = grads[i]
 		}
 		w := s.Weight / wsum
+		if scale != nil {
+			w *= scale[i]
+		}
 		if s.Kind == Ignored || w == 0 {
 			clear(g)
 			continue

@@ -10,6 +10,20 @@ import (
 
 // tinyMLP builds x[N,in] → Gemm → BatchNormalization → Relu → Dropout(0.1) → Gemm →
 // logits[N,classes] with random weights: the structure of the paper's MLP in small.
+// floatVI declares a float tensor; dimensions below 0 are the symbolic batch N.
+func floatVI(name string, d ...int64) *onnxpb.ValueInfoProto {
+	sh := &onnxpb.TensorShapeProto{}
+	for _, x := range d {
+		dim := &onnxpb.TensorShapeProto_Dimension{Value: &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: x}}
+		if x < 0 {
+			dim = &onnxpb.TensorShapeProto_Dimension{Value: &onnxpb.TensorShapeProto_Dimension_DimParam{DimParam: "N"}}
+		}
+		sh.Dim = append(sh.Dim, dim)
+	}
+	return &onnxpb.ValueInfoProto{Name: proto.String(name), Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
+		TensorType: &onnxpb.TypeProto_Tensor{ElemType: proto.Int32(int32(onnxpb.TensorProto_FLOAT)), Shape: sh}}}}
+}
+
 func tinyMLP(seed uint64, in, hidden, classes int, dropout bool) *onnxio.Model {
 	r := rand.New(rand.NewPCG(seed, 1))
 	rnd := func(n int, scale float64) []float32 {
@@ -46,25 +60,11 @@ func tinyMLP(seed uint64, in, hidden, classes int, dropout bool) *onnxio.Model {
 		last = "h4"
 	}
 	nodes = append(nodes, node("Gemm", []string{last, "w2", "b2"}, []string{"logits"}, transB))
-	dim := func(d int64) *onnxpb.TensorShapeProto_Dimension {
-		if d < 0 {
-			return &onnxpb.TensorShapeProto_Dimension{Value: &onnxpb.TensorShapeProto_Dimension_DimParam{DimParam: "N"}}
-		}
-		return &onnxpb.TensorShapeProto_Dimension{Value: &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: d}}
-	}
-	vi := func(name string, d ...int64) *onnxpb.ValueInfoProto {
-		sh := &onnxpb.TensorShapeProto{}
-		for _, x := range d {
-			sh.Dim = append(sh.Dim, dim(x))
-		}
-		return &onnxpb.ValueInfoProto{Name: proto.String(name), Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
-			TensorType: &onnxpb.TypeProto_Tensor{ElemType: proto.Int32(int32(onnxpb.TensorProto_FLOAT)), Shape: sh}}}}
-	}
 	g := &onnxpb.GraphProto{
 		Name:   proto.String("tiny"),
 		Node:   nodes,
-		Input:  []*onnxpb.ValueInfoProto{vi("x", -1, int64(in))},
-		Output: []*onnxpb.ValueInfoProto{vi("logits", -1, c)},
+		Input:  []*onnxpb.ValueInfoProto{floatVI("x", -1, int64(in))},
+		Output: []*onnxpb.ValueInfoProto{floatVI("logits", -1, c)},
 		Initializer: []*onnxpb.TensorProto{
 			onnxio.FloatTensor("w1", []int64{h, int64(in)}, rnd(hidden*in, 0.5)),
 			onnxio.FloatTensor("b1", []int64{h}, rnd(hidden, 0.1)),

@@ -149,12 +149,11 @@ func Targets(m *onnxio.Model, g Grid, sel Selection) ([]Target, error) {
 	roles := m.ParamRoles()
 	var order []string
 	seen := map[string]bool{}
-	for _, n := range m.Proto.GetGraph().GetNode() {
-		for _, in := range n.GetInput() {
-			if c, ok := roles[in]; ok && c.Role == onnxio.RoleWeight && !seen[in] {
-				seen[in] = true
-				order = append(order, in)
-			}
+	for _, u := range m.ParamReads() {
+		in := u.Node.GetInput()[u.Input]
+		if c := roles[in]; c.Role == onnxio.RoleWeight && !seen[in] {
+			seen[in] = true
+			order = append(order, in)
 		}
 	}
 	if len(order) == 0 {

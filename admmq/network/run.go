@@ -761,6 +761,10 @@ func (r *Run) criterion(ctx context.Context, rho float64, xprev [][]float32) (fl
 	r.g.ZeroGrad()
 	sub := splitBy(&limit{b: r.data.Calib, n: r.stepsN}, r.cfg.MicroBatch)
 	total := min(r.stepsN*r.data.BatchSize, r.data.Samples)
+	totals, err := r.batchTotals(ctx, sub, total, &tctx)
+	if err != nil {
+		return 0, false, err
+	}
 	var grads train.Gradients
 	var feed, tfeed train.Feed
 	for sub.Next() {
@@ -785,7 +789,8 @@ func (r *Run) criterion(ctx context.Context, rho float64, xprev [][]float32) (fl
 			}
 			var ys []int64
 			if y := sub.Y(); y != nil {
-				ys = y[c[0]:c[1]]
+				per := len(y) / n
+				ys = y[c[0]*per : c[1]*per]
 			}
 			var touts []*engine.Tensor
 			if train.NeedsTeacher(r.cfg.Loss) {
@@ -798,17 +803,8 @@ func (r *Run) criterion(ctx context.Context, rho float64, xprev [][]float32) (fl
 			if err != nil {
 				return 0, false, fmt.Errorf("network: %w", err)
 			}
-			if _, err := train.ApplyLoss(r.cfg.Loss, r.g, outs, touts, ys, nc, &grads); err != nil {
+			if _, err := train.ChunkLoss(r.cfg.Loss, r.g, outs, touts, ys, nc, totals, &grads); err != nil {
 				return 0, false, fmt.Errorf("network: %w", err)
-			}
-			w := float32(float64(nc) / float64(total))
-			for _, gout := range grads.Outputs() {
-				if gout == nil {
-					continue
-				}
-				for i := range gout.F {
-					gout.F[i] *= w
-				}
 			}
 			if err := r.g.Backward(&gctx, grads.Outputs()...); err != nil {
 				return 0, false, fmt.Errorf("network: %w", err)
@@ -991,6 +987,60 @@ type split struct {
 	shape []int64
 }
 
+// batchTotals returns what ChunkLoss needs to share the criterion's subset among its
+// chunks: the samples, and when the loss is an objective on labels or with normalised-MSE
+// terms, the label positions counted (not IgnoreLabel) and the teacher's Σt² over the
+// chunks the criterion counts, read in a first pass over sub.
+func (r *Run) batchTotals(ctx context.Context, sub train.Batcher, samples int, tctx *engine.Context) (train.BatchTotals, error) {
+	bt := train.BatchTotals{Samples: samples}
+	obj, ok := r.cfg.Loss.(*train.Objective)
+	if !ok || !obj.Labelled && !train.HasNMSE(obj) {
+		return bt, nil
+	}
+	b := train.DeclaredBatch(r.g)
+	var tfeed train.Feed
+	for sub.Next() {
+		if err := ctx.Err(); err != nil {
+			return bt, err
+		}
+		n, y := int(sub.Shape()[0]), sub.Y()
+		m := n // the chunks counted: all but a last one shorter than a declared batch
+		if b > 1 && n > b {
+			m = n / b * b
+		}
+		if n == 0 {
+			continue
+		}
+		for _, v := range y[:m*(len(y)/n)] {
+			if v != train.IgnoreLabel {
+				bt.Labelled++
+			}
+		}
+		if !train.HasNMSE(obj) {
+			continue
+		}
+		if err := tfeed.Load(r.data.Teacher, sub); err != nil {
+			return bt, fmt.Errorf("network: teacher: %w", err)
+		}
+		step := m
+		if b > 0 && n > b {
+			step = b
+		}
+		for lo := 0; lo < m; lo += step {
+			touts, err := r.data.Teacher.Forward(tctx, tfeed.Slice(lo, lo+step, step)...)
+			if err != nil {
+				return bt, fmt.Errorf("network: teacher: %w", err)
+			}
+			bt.TeacherSquares = train.AddTeacherSquares(obj, touts, bt.TeacherSquares)
+		}
+	}
+	if err := sub.Err(); err != nil {
+		return bt, fmt.Errorf("network: %w", err)
+	}
+	sub.Reset()
+	return bt, nil
+}
+
 func splitBy(b train.Batcher, k int) train.Batcher {
 	if k < 1 {
 		return b
@@ -1019,10 +1069,11 @@ func (s *split) X() []float32 {
 
 func (s *split) Y() []int64 {
 	y := s.b.Y()
-	if len(y) != s.n {
+	if s.n == 0 || len(y)%s.n != 0 {
 		return y
 	}
-	return y[s.lo:s.hi]
+	per := len(y) / s.n // one label per sample, or per position of a sequence
+	return y[s.lo*per : s.hi*per]
 }
 
 func (s *split) Shape() []int64 { return s.shape }

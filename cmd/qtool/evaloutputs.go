@@ -49,7 +49,7 @@ func writeOutputs(ctx context.Context, m *loaded, d calib.Dataset, batchSize int
 			if y.DType != engine.Float32 {
 				continue
 			}
-			a := train.OutputAxis(m.Graph, i, y, f.N)
+			a := f.OutAxes[i]
 			if a < 0 {
 				return fmt.Errorf("%s: output %s has no batch axis of size %d: --outputs concatenates outputs along their batch axis", m.Path, outs[i].Name, f.N)
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/qtool/qtool/engine"
 	"github.com/qtool/qtool/internal/ortref"
 	"github.com/qtool/qtool/train"
+	"github.com/sbinet/npyio/npz"
 )
 
 // The models of testdata/feed (make.py): a two-input recurrent model with a state whose
@@ -58,6 +60,26 @@ func engineOutputs(t *testing.T, path, data string, bs int) ([]*engine.Tensor, [
 	return outs, ins
 }
 
+// evalOutputs writes path's outputs on data with `eval --outputs` and reads back the
+// array of the output named name.
+func evalOutputs(t *testing.T, path, data, name string) ([]float32, []int) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "outputs.npz")
+	if s, code, err := runArgs(t, "eval", path, "--data", data, "--outputs", out); code != 0 {
+		t.Fatalf("eval --outputs: exit %d: %v\n%s", code, err, s)
+	}
+	f, err := npz.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var got []float32
+	if err := f.Read(name+".npy", &got); err != nil {
+		t.Fatalf("keys %v: %v", f.Keys(), err)
+	}
+	return got, f.Header(name + ".npy").Descr.Shape
+}
+
 func closeTo(t *testing.T, what string, got, want []float32, tol float64) {
 	t.Helper()
 	if len(got) != len(want) {
@@ -99,6 +121,12 @@ func TestFeedTwoInputsWithState(t *testing.T) {
 		}
 		for k := range outs {
 			closeTo(t, path+" output "+ref[k].Name, outs[k].F, ref[k].Data, 1e-5)
+			// eval --outputs feeds every input and writes each output whole.
+			got, shape := evalOutputs(t, path, data, ref[k].Name)
+			if fmt.Sprint(shape) != fmt.Sprint(ref[k].Shape) {
+				t.Errorf("%s: eval --outputs wrote %s of shape %v, onnxruntime %v", path, ref[k].Name, shape, ref[k].Shape)
+			}
+			closeTo(t, path+" eval --outputs "+ref[k].Name, got, ref[k].Data, 1e-5)
 		}
 	}
 }
@@ -121,6 +149,12 @@ func TestFeedFixedBatch(t *testing.T) {
 			}
 			closeTo(t, path, outs[0].F[i*3:(i+1)*3], r[0].Data, 1e-5)
 		}
+		// eval --outputs runs it in chunks of its declared batch and gathers all 40.
+		got, shape := evalOutputs(t, path, data, "logits")
+		if fmt.Sprint(shape) != "[40 3]" {
+			t.Errorf("%s: eval --outputs wrote shape %v, want [40 3]", path, shape)
+		}
+		closeTo(t, path+" eval --outputs", got, outs[0].F, 0)
 	}
 	// eval at the default batch size says once that the model runs at its declared batch.
 	stdout, code, err := runArgs(t, "eval", model, "--data", data)

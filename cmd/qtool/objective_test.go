@@ -10,7 +10,6 @@ import (
 	"github.com/qtool/qtool/calib"
 	"github.com/qtool/qtool/internal/ortref"
 	"github.com/qtool/qtool/onnxio"
-	"github.com/sbinet/npyio/npz"
 )
 
 // TestEvalOutputsMatchONNXRuntime writes every output of the shipped models with
@@ -22,20 +21,7 @@ func TestEvalOutputsMatchONNXRuntime(t *testing.T) {
 	for _, name := range []string{"fmnist-mlp", "fmnist-cnn"} {
 		t.Run(name, func(t *testing.T) {
 			model := "../../testmodels/" + name + ".onnx"
-			out := filepath.Join(t.TempDir(), "out.npz")
-			if s, code, err := runArgs(t, "eval", model, "--data", data, "--outputs", out, "--json"); code != 0 {
-				t.Fatalf("exit %d: %v\n%s", code, err, s)
-			}
-			f, err := npz.Open(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			var got []float32
-			if err := f.Read("logits.npy", &got); err != nil {
-				t.Fatalf("keys %v: %v", f.Keys(), err)
-			}
-			shape := f.Header("logits.npy").Descr.Shape
+			got, shape := evalOutputs(t, model, data, "logits")
 			// The same samples as eval read, through calib as eval does.
 			m, err := onnxio.Load(model)
 			if err != nil {

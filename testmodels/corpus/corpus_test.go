@@ -687,14 +687,10 @@ func dataFlags(m Model) []string {
 }
 
 // qtoolOutputs returns the model file's outputs on the npz at data as qtool's engine computes
-// them: through `qtool eval --outputs`, the path users compare runtimes with, for models
-// with one input and a free batch; in this process for the others, which eval --outputs
-// cannot feed yet (it gives the graph only the first input, at --batch-size).
+// them, through `qtool eval --outputs`, the path users compare runtimes with: every input
+// fed from its array, a fixed-batch model run in chunks of its declared batch.
 func qtoolOutputs(t *testing.T, qtool string, m Model, path, data string) outputs {
 	t.Helper()
-	if len(m.Inputs) != 1 || fixedBatch(m) {
-		return engineOutputs(t, m, path, load(t, data))
-	}
 	npzPath := filepath.Join(t.TempDir(), "outputs.npz")
 	args := append([]string{"eval", path, "--data", data, "--outputs", npzPath}, dataFlags(m)...)
 	if b, err := exec.Command(qtool, args...).CombinedOutput(); err != nil {

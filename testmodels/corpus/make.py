@@ -222,6 +222,29 @@ class IfModel(nn.Module):
             return self.b(torch.relu(h))
 
 
+class WhileModel(nn.Module):
+    """An MLP on [N, 24] that refines its hidden state with a shared layer while the batch's
+    mean activation stays above a threshold, at most 6 times. Exported through
+    torch.jit.script, so the `while` is a Loop whose condition is computed from the data (with
+    an If in its body for the short-circuit `and`): the trip count is known only at run time."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(24, 32)
+        self.step = nn.Linear(32, 32)
+        self.head = nn.Linear(32, 10)
+        with torch.no_grad():
+            self.step.bias.mul_(0.1)  # small, so that the activations decay
+
+    def forward(self, x):
+        h = torch.tanh(self.fc(x))
+        i = 0
+        while bool(h.abs().mean() > 0.05) and i < 6:
+            h = torch.tanh(self.step(h)) * 0.8
+            i += 1
+        return self.head(h)
+
+
 class SigmoidHead(nn.Module):
     """A binary detector with one sigmoid output [N, 1]: 784 -> 64 (BatchNorm, ReLU) -> 1,
     trained on Fashion-MNIST to tell footwear (sandal, sneaker, ankle boot) from the rest."""
@@ -374,6 +397,8 @@ CORPUS = [
          features=["Resize", "sequence-output"]),
     dict(name="if_branch", make=lambda: torch.jit.script(IfModel()), inputs=lambda n: (torch.randn(n, 24),), kind="classifier", opset=13,
          features=["If"]),
+    dict(name="while_loop", make=lambda: torch.jit.script(WhileModel()), inputs=lambda n: (torch.randn(n, 24),),
+         kind="classifier", opset=13, features=["Loop", "run-time-loop"]),
     dict(name="sigmoid_head", make=SigmoidHead, inputs=lambda n: (torch.rand(n, 784),), kind="sigmoid", opset=13,
          features=["sigmoid-output"]),
     dict(name="fixed_batch1", make=FixedBatch, inputs=lambda n: (torch.randn(n, 16, 96),), kind="classifier",
