@@ -441,6 +441,9 @@ func setupBinarize(c *cli.Context, stderr io.Writer, method admmq.Method) (*binS
 		return nil, flagError(err, c, s.path)
 	}
 	for _, w := range warnings {
+		if c.Command.Name == "analyze" {
+			break // about --grid, which analyze does not take
+		}
 		fmt.Fprintln(stderr, "qtool:", "warning: "+warningText(w))
 	}
 	ok = true
