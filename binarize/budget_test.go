@@ -1,0 +1,242 @@
+package binarize
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/qtool/qtool/admmq/network"
+	"github.com/qtool/qtool/onnxio"
+	"github.com/qtool/qtool/onnxio/onnxpb"
+	"github.com/qtool/qtool/train"
+)
+
+// memSet is an in-memory labelled data set of [N, D] samples.
+type memSet struct {
+	d int
+	x []float32
+	y []int64
+}
+
+func (s *memSet) Len() int             { return len(s.y) }
+func (s *memSet) HasLabels() bool      { return true }
+func (s *memSet) SampleShape() []int64 { return []int64{int64(s.d)} }
+func (s *memSet) Close() error         { return nil }
+func (s *memSet) Read(idx []int, x []float32, y []int64) error {
+	for k, i := range idx {
+		copy(x[k*s.d:(k+1)*s.d], s.x[i*s.d:(i+1)*s.d])
+		if y != nil {
+			y[k] = s.y[i]
+		}
+	}
+	return nil
+}
+
+const chainWidth = 16
+
+// chainModel is x[N,16] → MatMul(a) → MatMul(b) → MatMul(c) → logits[N,16]. a and c are
+// random ±1 matrices: every grid holds them exactly, so projecting either alone changes
+// nothing. b is the sensitive layer by construction: a diagonal of magnitudes from 1 to
+// 2^-7 with off-diagonal entries of 10^-3: a 1-bit grid (one magnitude per output column
+// at most) turns it into a dense sign matrix and scrambles the classes.
+func chainModel(seed uint64) *onnxio.Model {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	sign := func() []float32 {
+		v := make([]float32, chainWidth*chainWidth)
+		for i := range v {
+			v[i] = 1
+			if rng.IntN(2) == 0 {
+				v[i] = -1
+			}
+		}
+		return v
+	}
+	b := make([]float32, chainWidth*chainWidth)
+	for i := range chainWidth {
+		for j := range chainWidth {
+			b[i*chainWidth+j] = float32(1e-3 * rng.NormFloat64())
+		}
+		b[i*chainWidth+i] = float32(math.Pow(2, -float64(i%8)))
+	}
+	dims := []int64{chainWidth, chainWidth}
+	info := func(name string) *onnxpb.ValueInfoProto {
+		return &onnxpb.ValueInfoProto{Name: proto.String(name), Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
+			TensorType: &onnxpb.TypeProto_Tensor{ElemType: proto.Int32(int32(onnxpb.TensorProto_FLOAT)), Shape: &onnxpb.TensorShapeProto{Dim: []*onnxpb.TensorShapeProto_Dimension{
+				{Value: &onnxpb.TensorShapeProto_Dimension_DimParam{DimParam: "N"}},
+				{Value: &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: chainWidth}}}}}}}}
+	}
+	mm := func(name, in, w, out string) *onnxpb.NodeProto {
+		return &onnxpb.NodeProto{OpType: proto.String("MatMul"), Name: proto.String(name), Input: []string{in, w}, Output: []string{out}}
+	}
+	g := &onnxpb.GraphProto{
+		Name: proto.String("chain"),
+		Node: []*onnxpb.NodeProto{mm("ma", "x", "a", "h1"), mm("mb", "h1", "b", "h2"), mm("mc", "h2", "c", "logits")},
+		Initializer: []*onnxpb.TensorProto{onnxio.FloatTensor("a", dims, sign()), onnxio.FloatTensor("b", dims, b),
+			onnxio.FloatTensor("c", dims, sign())},
+		Input:  []*onnxpb.ValueInfoProto{info("x")},
+		Output: []*onnxpb.ValueInfoProto{info("logits")},
+	}
+	return &onnxio.Model{Name: "chain.onnx", Proto: &onnxpb.ModelProto{IrVersion: proto.Int64(8), Graph: g,
+		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(13)}}}}
+}
+
+// chainData labels n Gaussian inputs with the model's own top-1 class, so that the
+// full-precision accuracy is 100 % and every drop is the quantization's.
+func chainData(t *testing.T, m *onnxio.Model, n int) *memSet {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(3, 4))
+	s := &memSet{d: chainWidth, x: make([]float32, n*chainWidth), y: make([]int64, n)}
+	for i := range s.x {
+		s.x[i] = float32(rng.NormFloat64())
+	}
+	pred, _, err := Predictions(context.Background(), m, &memSet{d: chainWidth, x: s.x, y: make([]int64, n)}, Options{Workers: 1}, chainSpecs(t, m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(s.y, pred)
+	return s
+}
+
+func chainSpecs(t *testing.T, m *onnxio.Model) []train.OutputSpec {
+	t.Helper()
+	o := Options{Workers: 1}.withDefaults()
+	teacher, err := Build(m, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, err := o.outputs(context.Background(), m, teacher, &memSet{d: chainWidth, x: make([]float32, 4*chainWidth), y: make([]int64, 4)}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return specs
+}
+
+func chainOptions() Options {
+	o := Defaults()
+	o.Iters, o.InnerEpochs, o.BatchSize, o.Workers, o.Validation = 1, 1, 100, 1, 0.25
+	return o
+}
+
+// TestAnalyzeFindsSensitiveLayer: on the chain built with one sensitive weight, Analyze
+// measures no loss for the ±1 weights on any grid and a large one for b on the 1-bit
+// grids, and the loss of all weights projected at once is at least b's.
+func TestAnalyzeFindsSensitiveLayer(t *testing.T) {
+	m := chainModel(1)
+	d := chainData(t, m, 800)
+	a, err := Analyze(context.Background(), m, Data{Calib: d}, chainOptions(), AnalyzeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Metric != MetricAccuracy || a.FullPrecision.Accuracy != 1 || a.ValidationSamples != 200 {
+		t.Fatalf("metric %s, full-precision accuracy %v on %d samples; want accuracy, 1 on 200", a.Metric, a.FullPrecision.Accuracy, a.ValidationSamples)
+	}
+	if a.BNRecalib {
+		t.Error("BatchNorm re-estimation reported on a model without BatchNorm")
+	}
+	for _, l := range a.Layers {
+		for _, g := range l.Grids {
+			if l.Name != "b" && g.Loss != 0 {
+				t.Errorf("%s on %s: loss %v, want 0 (a ±1 matrix is on every grid)", l.Name, g.Grid, g.Loss)
+			}
+			if l.Name == "b" && (g.Grid == network.Binary || g.Grid == network.BinaryChannel) && g.Loss < 0.3 {
+				t.Errorf("b on %s: loss %v, want a large drop", g.Grid, g.Loss)
+			}
+		}
+		if want := int64(chainWidth * chainWidth); l.Count != want || l.FloatBytes != 4*want {
+			t.Errorf("%s: %d values, %d bytes; want %d, %d", l.Name, l.Count, l.FloatBytes, want, 4*want)
+		}
+		bin, _ := l.On(network.Binary)
+		if bin.Bytes != chainWidth*chainWidth/8 {
+			t.Errorf("%s: %d packed bytes on the binary grid, want %d", l.Name, bin.Bytes, chainWidth*chainWidth/8)
+		}
+	}
+	b, _ := a.Layer("b")
+	for k, g := range a.All {
+		if g.Loss < b.Grids[k].Loss {
+			t.Errorf("all on %s: loss %v below b's alone %v", g.Grid, g.Loss, b.Grids[k].Loss)
+		}
+	}
+}
+
+// TestBudgetKeepsSensitiveLayer: under a 1 pp budget the selection puts the ±1 weights on
+// the binary grid (the smallest, and free) and b on a grid of more than one bit (or full
+// precision), the first trial meets the budget on the validation split, and the report
+// says why each grid was chosen.
+func TestBudgetKeepsSensitiveLayer(t *testing.T) {
+	m := chainModel(1)
+	d := chainData(t, m, 800)
+	drop := 0.01
+	res, err := Budget(context.Background(), m, Data{Calib: d}, chainOptions(), BudgetOptions{Constraint: Constraint{MaxDrop: &drop}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Trials) != 1 || res.Chosen != 0 || !res.Trials[0].Met {
+		t.Fatalf("trials %+v, chosen %d; want one trial that met the budget", res.Trials, res.Chosen)
+	}
+	for _, ch := range res.Trials[0].Choices {
+		switch {
+		case ch.Weight != "b" && ch.Grid != network.Binary:
+			t.Errorf("%s on %q, want binary", ch.Weight, ch.Grid)
+		case ch.Weight == "b" && (ch.Grid == network.Binary || ch.Grid == network.BinaryChannel):
+			t.Errorf("b on %s: the sensitive weight on a 1-bit grid", ch.Grid)
+		}
+		if ch.Reason == "" {
+			t.Errorf("%s: no reason", ch.Weight)
+		}
+	}
+	if res.Grid != MixedGrid {
+		t.Errorf("result grid %q, want %q", res.Grid, MixedGrid)
+	}
+	if got := res.FullPrecision.Accuracy - res.Binarized.Accuracy; got > drop {
+		t.Errorf("chosen file drops %v on validation, over the budget", got)
+	}
+}
+
+// TestBudgetRetries: given sensitivities that call b cheap on the binary grid (a lie), the
+// first trial puts it there and misses on the validation split; each retry relaxes b,
+// the most sensitive by the prediction, one grid up, until a trial meets the budget, and
+// the files only grow.
+func TestBudgetRetries(t *testing.T) {
+	m := chainModel(1)
+	d := chainData(t, m, 800)
+	o := chainOptions()
+	a, err := Analyze(context.Background(), m, Data{Calib: d}, o, AnalyzeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := a.Layer("b")
+	for k := range b.Grids {
+		b.Grids[k].Loss, b.Grids[k].Score.Accuracy = 0.005, 0.995
+	}
+	drop := 0.01
+	res, err := Budget(context.Background(), m, Data{Calib: d}, o, BudgetOptions{Constraint: Constraint{MaxDrop: &drop}, Analysis: a, MaxTrials: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Trials) < 2 || res.Trials[0].Met {
+		t.Fatalf("%d trials, first met %v; want a miss then a retry", len(res.Trials), len(res.Trials) > 0 && res.Trials[0].Met)
+	}
+	first := res.Trials[0]
+	if g := first.Choices[1].Grid; g != network.Binary {
+		t.Fatalf("first trial put b on %s, want binary (the lie)", g)
+	}
+	for i, tr := range res.Trials[:len(res.Trials)-1] {
+		if tr.Met || tr.Relaxed != "b" || len(tr.Missed) != 1 || tr.Missed[0] != "max-drop" {
+			t.Errorf("trial %d: met %v, relaxed %q, missed %v; want a max-drop miss relaxing b", i+1, tr.Met, tr.Relaxed, tr.Missed)
+		}
+		if next := res.Trials[i+1]; next.FileBytes < tr.FileBytes {
+			t.Errorf("trial %d's file (%d B) is smaller than trial %d's (%d B)", i+2, next.FileBytes, i+1, tr.FileBytes)
+		}
+	}
+	if res.Chosen != len(res.Trials)-1 || !res.Trials[res.Chosen].Met {
+		t.Errorf("chosen trial %d of %d", res.Chosen+1, len(res.Trials))
+	}
+	// One trial only: the miss is an error with the trial in it.
+	_, err = Budget(context.Background(), m, Data{Calib: d}, o, BudgetOptions{Constraint: Constraint{MaxDrop: &drop}, Analysis: a, MaxTrials: 1})
+	if me, ok := err.(*BudgetMissedError); !ok || len(me.Trials) != 1 {
+		t.Errorf("one trial: error %v, want a *BudgetMissedError with one trial", err)
+	}
+}
