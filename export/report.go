@@ -64,6 +64,10 @@ type TensorReport struct {
 	Role string `json:"role"`
 	// Reason says why a tensor was kept in full precision; empty for binarized ones.
 	Reason string `json:"reason,omitempty"`
+	// Grid names a quantized tensor's grid and Why says why it was chosen, when the
+	// caller gave them (CompareOptions.Grids): files whose tensors have different grids.
+	Grid string `json:"grid,omitempty"`
+	Why  string `json:"why,omitempty"`
 }
 
 // Totals are the whole-model figures.
@@ -107,6 +111,14 @@ type CompareOptions struct {
 	// Reasons gives, by tensor name, why a tensor was kept in full precision, such as
 	// "excluded by the user"; other kept tensors get a reason from the nodes that read them.
 	Reasons map[string]string
+	// Grids gives, by tensor name, a quantized tensor's grid and why it was chosen
+	// (TensorReport.Grid and Why); the tables then show them.
+	Grids map[string]GridChoice
+}
+
+// GridChoice is a tensor's grid and the reason it was chosen.
+type GridChoice struct {
+	Grid, Why string
 }
 
 // Compare builds the storage report of quant, the export of orig. The paths are the
@@ -169,6 +181,9 @@ func Compare(orig, quant *onnxio.Model, origPath, quantPath string, opts Compare
 			tr.Binarized = true
 		} else {
 			return nil, fmt.Errorf("export: report: %s has no tensor %q of %s; compare a model with its own export", quant.Name, p.Name, orig.Name)
+		}
+		if c, ok := opts.Grids[p.Name]; ok && tr.Binarized {
+			tr.Grid, tr.Why = c.Grid, c.Why
 		}
 		if tr.Count > 0 {
 			tr.BitsPerWeight = float64(tr.StoredBytes) * 8 / float64(tr.Count)
@@ -396,12 +411,29 @@ func (r *Report) WriteJSON(w io.Writer) error {
 func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "storage report: %s → %s\n\n", r.Original, r.Quantized)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "tensor\tshape\tcount\tbytes before\tbytes after\tbits/weight\tscale bytes\tformat\t")
+	grids := r.hasGrids()
+	head := "tensor\tshape\tcount\tbytes before\tbytes after\tbits/weight\tscale bytes\tformat\t"
+	if grids {
+		head += "grid\t"
+	}
+	fmt.Fprintln(tw, head)
 	for _, t := range r.Tensors {
-		fmt.Fprintf(tw, "%s\t%v\t%d\t%d\t%d\t%.3g\t%d\t%s\t\n", t.Name, t.Shape, t.Count, t.OriginalBytes, t.StoredBytes, t.BitsPerWeight, t.ScaleBytes, t.Format)
+		fmt.Fprintf(tw, "%s\t%v\t%d\t%d\t%d\t%.3g\t%d\t%s\t", t.Name, t.Shape, t.Count, t.OriginalBytes, t.StoredBytes, t.BitsPerWeight, t.ScaleBytes, t.Format)
+		if grids {
+			fmt.Fprintf(tw, "%s\t", t.Grid)
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if grids {
+		fmt.Fprintln(w)
+		for _, t := range r.Tensors {
+			if t.Why != "" {
+				fmt.Fprintf(w, "grid of %s: %s\n", t.Name, t.Why)
+			}
+		}
 	}
 	fmt.Fprintln(w)
 	for _, t := range r.keptSorted() {
@@ -421,10 +453,24 @@ func (r *Report) WriteText(w io.Writer) error {
 // WriteMarkdown writes the report as Markdown.
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(w, "# Storage report\n\n`%s` → `%s`\n\n", r.Original, r.Quantized)
-	fmt.Fprintln(w, "| tensor | shape | count | bytes before | bytes after | bits/weight | scale bytes | format | kept because |")
-	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|---|---|")
+	if r.hasGrids() {
+		fmt.Fprintln(w, "| tensor | shape | count | bytes before | bytes after | bits/weight | scale bytes | format | grid | why |")
+		fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|---|---|---|")
+	} else {
+		fmt.Fprintln(w, "| tensor | shape | count | bytes before | bytes after | bits/weight | scale bytes | format | kept because |")
+		fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|---|---|")
+	}
 	for _, t := range r.Tensors {
-		fmt.Fprintf(w, "| `%s` | %v | %d | %d | %d | %.3g | %d | %s | %s |\n", t.Name, t.Shape, t.Count, t.OriginalBytes, t.StoredBytes, t.BitsPerWeight, t.ScaleBytes, t.Format, t.Reason)
+		fmt.Fprintf(w, "| `%s` | %v | %d | %d | %d | %.3g | %d | %s | ", t.Name, t.Shape, t.Count, t.OriginalBytes, t.StoredBytes, t.BitsPerWeight, t.ScaleBytes, t.Format)
+		if r.hasGrids() {
+			why := t.Why
+			if !t.Binarized {
+				why = t.Reason
+			}
+			fmt.Fprintf(w, "%s | %s |\n", t.Grid, why)
+		} else {
+			fmt.Fprintf(w, "%s |\n", t.Reason)
+		}
 	}
 	fmt.Fprintln(w)
 	for _, l := range r.summary() {
@@ -445,6 +491,16 @@ func (r *Report) WriteFiles(jsonPath, mdPath string) error {
 		return fmt.Errorf("export: report: %w", err)
 	}
 	return nil
+}
+
+// hasGrids reports a report with per-tensor grids (CompareOptions.Grids).
+func (r *Report) hasGrids() bool {
+	for _, t := range r.Tensors {
+		if t.Grid != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Report) keptSorted() []TensorReport {

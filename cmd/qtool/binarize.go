@@ -257,7 +257,7 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 	if budget != nil {
 		sum.Budget = budgetRecord(budget.Analysis, budget.Trials, budget.Chosen, modelName)
 	}
-	if sum.Storage, err = export.Compare(s.teacher.Model, res.Model, s.path, out, export.CompareOptions{Reasons: budgetReasons(sum.Budget)}); err != nil {
+	if sum.Storage, err = export.Compare(s.teacher.Model, res.Model, s.path, out, budgetChoices(sum.Budget)); err != nil {
 		return err
 	}
 	sum.Storage.Original = modelName

@@ -16,6 +16,7 @@ import (
 	"github.com/qtool/qtool/admmq/network"
 	"github.com/qtool/qtool/binarize"
 	"github.com/qtool/qtool/calib"
+	"github.com/qtool/qtool/export"
 	"github.com/urfave/cli/v2"
 )
 
@@ -212,19 +213,21 @@ func writeTrials(w io.Writer, b *budgetJSON) {
 	}
 }
 
-// budgetReasons are the storage report's reasons for the weights the budget kept in full
-// precision.
-func budgetReasons(b *budgetJSON) map[string]string {
-	r := map[string]string{}
+// budgetChoices are the storage report's reasons for the weights the budget kept in full
+// precision, and the grids and reasons of the others.
+func budgetChoices(b *budgetJSON) export.CompareOptions {
+	o := export.CompareOptions{Reasons: map[string]string{}, Grids: map[string]export.GridChoice{}}
 	if b == nil || b.Chosen < 1 {
-		return r
+		return o
 	}
 	for _, ch := range b.Trials[b.Chosen-1].Choices {
 		if ch.Grid == "fp32" {
-			r[ch.Weight] = "kept by --budget: " + ch.Reason
+			o.Reasons[ch.Weight] = "kept by --budget: " + ch.Reason
+		} else {
+			o.Grids[ch.Weight] = export.GridChoice{Grid: ch.Grid, Why: ch.Reason}
 		}
 	}
-	return r
+	return o
 }
 
 // costlyLayers measures, after a failed --max-drop gate, which weights cost the most on
