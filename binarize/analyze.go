@@ -197,13 +197,9 @@ func Analyze(ctx context.Context, model *onnxio.Model, data Data, o Options, ao 
 	if err != nil {
 		return nil, err
 	}
-	m := model.Clone()
-	if _, err := train.SeparateBNStats(m); err != nil {
-		return nil, fmt.Errorf("%s: %w", model.Name, err)
-	}
-	g, err := engine.Build(m, o.engine())
+	m, g, err := trainedGraph(model, o)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", model.Name, err)
+		return nil, err
 	}
 	targets := make(map[network.Grid][]network.Target, len(grids))
 	for _, gr := range grids {
@@ -377,6 +373,21 @@ func splitCalib(data Data, o Options) (trainSet, valid calib.Dataset, err error)
 		}
 	}
 	return trainSet, valid, nil
+}
+
+// trainedGraph is a copy of model whose weights a run changes, and its graph.
+func trainedGraph(model *onnxio.Model, o Options) (*onnxio.Model, *engine.Graph, error) {
+	m := model.Clone()
+	// Merged initializers reach BatchNorm's running statistics through Identity nodes;
+	// give each node its own so that training and re-estimation can write them.
+	if _, err := train.SeparateBNStats(m); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", model.Name, err)
+	}
+	g, err := engine.Build(m, o.engine())
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", model.Name, err)
+	}
+	return m, g, nil
 }
 
 func hasBatchNorm(m *onnxio.Model) bool {

@@ -334,15 +334,9 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	}
 	cfg.Outputs = res.Outputs
 
-	m := model.Clone()
-	// Merged initializers reach BatchNorm's running statistics through Identity nodes;
-	// give each node its own so that training and re-estimation can write them.
-	if _, err := train.SeparateBNStats(m); err != nil {
-		return nil, fmt.Errorf("%s: %w", model.Name, err)
-	}
-	g, err := engine.Build(m, o.engine())
+	m, g, err := trainedGraph(model, o)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", model.Name, err)
+		return nil, err
 	}
 	if !o.NoRescale {
 		// The weights on the unscaled binary grid (all with --grid binary, the normalised

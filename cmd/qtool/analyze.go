@@ -144,15 +144,20 @@ func doAnalyze(ctx context.Context, c *cli.Context) error {
 		}
 	}
 	if c.Bool("json") {
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return writeJSON(c.App.Writer, rep)
 	}
 	return rep.writeText(c.App.Writer)
 }
 
-// analysisJSON is analyze's --json: losses in percentage points (`_pp`) for accuracy and
-// agreement, SQNR in dB.
+// writeJSON writes v as indented JSON, qtool's --json form.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// analysisJSON is analyze's --json: each `loss` in percentage points for accuracy and
+// agreement, the SQNR in dB otherwise (loss_unit says which).
 type analysisJSON struct {
 	Model  string   `json:"model"`
 	Metric string   `json:"metric"`

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -174,9 +173,7 @@ func (s *binSetup) runBudget(ctx context.Context, c *cli.Context, o binarize.Opt
 	if errors.As(err, &miss) {
 		rec := budgetRecord(a, miss.Trials, -1, s.path)
 		if c.Bool("json") {
-			enc := json.NewEncoder(c.App.Writer)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(map[string]any{"gate_passed": false, "failed_gates": []string{"--budget"}, "budget": rec}); err != nil {
+			if err := writeJSON(c.App.Writer, map[string]any{"gate_passed": false, "failed_gates": []string{"--budget"}, "budget": rec}); err != nil {
 				return nil, err
 			}
 		} else {

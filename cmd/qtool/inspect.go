@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -43,9 +42,7 @@ func inspectCommand() *cli.Command {
 			}
 			rep := inspectModel(m)
 			if c.Bool("json") {
-				enc := json.NewEncoder(c.App.Writer)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
+				return writeJSON(c.App.Writer, rep)
 			}
 			return rep.print(c.App.Writer)
 		},
