@@ -96,7 +96,8 @@ type Analysis struct {
 	Model  string
 	Metric Metric
 	Grids  []network.Grid
-	// TrainSamples re-estimate BatchNorm; ValidationSamples measure every score.
+	// TrainSamples re-estimate BatchNorm (AnalyzeOptions.BNSamples of the training
+	// split); ValidationSamples measure every score.
 	TrainSamples, ValidationSamples int
 	// BNRecalib reports whether BatchNorm statistics were re-estimated after each
 	// projection (the model has BatchNorm and Options.NoBNRecalib is off).
@@ -150,9 +151,17 @@ func (l *LayerSensitivity) On(g network.Grid) (GridSensitivity, bool) {
 type AnalyzeOptions struct {
 	// Grids are the grids every target is projected onto; nil means AnalyzeGrids.
 	Grids []network.Grid
+	// BNSamples caps the training samples BatchNorm is re-estimated on after each
+	// projection (zero: DefaultBNSamples; negative: all). The cost of an analysis is
+	// (weights × grids) passes over them, and a few hundred samples already fix the
+	// statistics far below the validation split's own noise.
+	BNSamples int
 	// Progress, when set, is called after each measurement with how many are done.
 	Progress func(done, total int)
 }
+
+// DefaultBNSamples is AnalyzeOptions.BNSamples's default.
+const DefaultBNSamples = 512
 
 // Analyze measures how sensitive model is to each target weight's quantization: for
 // every target of o.Selection and every grid, the weight alone is projected onto the grid
@@ -223,12 +232,24 @@ func Analyze(ctx context.Context, model *onnxio.Model, data Data, o Options, ao 
 			}
 		}
 	}
-	a := &Analysis{Model: model.Name, Grids: grids, TrainSamples: trainSet.Len(), ValidationSamples: valid.Len(),
+	bnSet := trainSet
+	if n := ao.BNSamples; n >= 0 {
+		if n == 0 {
+			n = DefaultBNSamples
+		}
+		if n < trainSet.Len() {
+			// A random subset, seeded as the split is, so that it spans the classes.
+			if _, bnSet, err = calib.Hold(trainSet, n, o.Seed); err != nil {
+				return nil, err
+			}
+		}
+	}
+	a := &Analysis{Model: model.Name, Grids: grids, TrainSamples: bnSet.Len(), ValidationSamples: valid.Len(),
 		BNRecalib: !o.NoBNRecalib && hasBatchNorm(m)}
 	for _, p := range model.Params() {
 		a.ModelBytes += onnxio.TensorBytes(p.Tensor)
 	}
-	pr := prober{ctx: ctx, g: g, m: m, teacher: teacher, train: trainSet, valid: valid, o: o, specs: specs,
+	pr := prober{ctx: ctx, g: g, m: m, teacher: teacher, train: bnSet, valid: valid, o: o, specs: specs,
 		recalib: a.BNRecalib, saved: map[string][]float32{}}
 	for _, p := range g.Params() {
 		if p.Value.F != nil {

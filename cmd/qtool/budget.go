@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -261,7 +260,7 @@ func costlyLayers(ctx context.Context, c *cli.Context, s *binSetup, o binarize.O
 			keep = append(keep, l.Weight)
 		}
 	}
-	return out, keepCommand(os.Args, strings.Join(keep, ",")), nil
+	return out, keepCommand(c, strings.Join(keep, ",")), nil
 }
 
 // costlyJSON is one weight the failed gate's sensitivity measurement blames.
@@ -272,22 +271,23 @@ type costlyJSON struct {
 	SharePct float64 `json:"share_of_param_bytes_pct"`
 }
 
-// keepCommand is args with --keep set to keep: the command to run again.
-func keepCommand(args []string, keep string) string {
-	var out []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--keep" || a == "-keep" {
-			i++
-			continue
-		}
-		if strings.HasPrefix(a, "--keep=") || strings.HasPrefix(a, "-keep=") {
-			continue
-		}
+// keepCommand is the command c ran, with --keep set to keep: the flags the user set, in
+// the command's order, so that the rerun changes nothing else.
+func keepCommand(c *cli.Context, keep string) string {
+	out := []string{"qtool", c.Command.Name}
+	for _, a := range c.Args().Slice() {
 		out = append(out, shellQuote(a))
 	}
-	if len(out) > 0 {
-		out[0] = "qtool"
+	for _, f := range c.Command.Flags {
+		name := f.Names()[0]
+		if name == "keep" || !c.IsSet(name) {
+			continue
+		}
+		if _, ok := f.(*cli.BoolFlag); ok {
+			out = append(out, "--"+name)
+			continue
+		}
+		out = append(out, "--"+name, shellQuote(fmt.Sprint(c.Value(name))))
 	}
 	return strings.Join(append(out, "--keep", shellQuote(keep)), " ")
 }
