@@ -397,7 +397,9 @@ func setupBinarize(c *cli.Context, stderr io.Writer, method admmq.Method) (*binS
 	default:
 		return nil, usagef("%s takes one MODEL.onnx argument, got %d", c.Command.Name, c.NArg())
 	}
-	if !c.IsSet("split") && c.String("eval-data") == "" {
+	// analyze's --data is the calibration data as binarize's is beside --eval-data: its
+	// validation split is the one binarize carves from it.
+	if !c.IsSet("split") && c.String("eval-data") == "" && c.Command.Name != "analyze" {
 		if err := c.Set("split", defaultSplit); err != nil {
 			return nil, err
 		}
