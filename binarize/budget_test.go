@@ -4,11 +4,15 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
+	"reflect"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/qtool/qtool/admmq/network"
+	"github.com/qtool/qtool/calib"
+	"github.com/qtool/qtool/internal/ortref"
 	"github.com/qtool/qtool/onnxio"
 	"github.com/qtool/qtool/onnxio/onnxpb"
 	"github.com/qtool/qtool/train"
@@ -238,5 +242,115 @@ func TestBudgetRetries(t *testing.T) {
 	_, err = Budget(context.Background(), m, Data{Calib: d}, o, BudgetOptions{Constraint: Constraint{MaxDrop: &drop}, Analysis: a, MaxTrials: 1})
 	if me, ok := err.(*BudgetMissedError); !ok || len(me.Trials) != 1 {
 		t.Errorf("one trial: error %v, want a *BudgetMissedError with one trial", err)
+	}
+}
+
+// TestAnalyzeAgainstOnnxruntime: the analysis's score of b projected alone onto
+// binary-channel is what onnxruntime counts on the validation split for the chain with b
+// replaced by its projection computed here from the definition (column c: sign(b)·mean|b|
+// over the column, MatMul's output channels being its columns).
+func TestAnalyzeAgainstOnnxruntime(t *testing.T) {
+	ortref.Require(t)
+	m := chainModel(1)
+	d := chainData(t, m, 800)
+	o := chainOptions()
+	a, err := Analyze(context.Background(), m, Data{Calib: d}, o, AnalyzeOptions{Grids: []network.Grid{network.BinaryChannel}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := a.Layer("b")
+	got := b.Grids[0].Score
+	p, _ := m.Param("b")
+	w, err := m.Tensor(p.Tensor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proj := make([]float32, len(w.Float))
+	for c := range chainWidth {
+		var s float64
+		for r := range chainWidth {
+			s += math.Abs(float64(w.Float[r*chainWidth+c]))
+		}
+		alpha := float32(s / chainWidth)
+		for r := range chainWidth {
+			proj[r*chainWidth+c] = alpha
+			if w.Float[r*chainWidth+c] < 0 {
+				proj[r*chainWidth+c] = -alpha
+			}
+		}
+	}
+	q := m.Clone()
+	if err := q.SetParam("b", onnxio.FloatTensor("b", []int64{chainWidth, chainWidth}, proj)); err != nil {
+		t.Fatal(err)
+	}
+	bytes, err := q.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, valid, err := calib.Hold(d, ValidationSize(d.Len(), o.Validation), o.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := valid.Len()
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	x, y := make([]float32, n*chainWidth), make([]int64, n)
+	if err := valid.Read(idx, x, y); err != nil {
+		t.Fatal(err)
+	}
+	outs, err := ortref.Run(bytes, []ortref.Tensor{{Name: "x", Shape: []int64{int64(n), chainWidth}, Data: x}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	correct := 0
+	for i := range n {
+		row := outs[0].Data[i*chainWidth : (i+1)*chainWidth]
+		best := 0
+		for j, v := range row {
+			if v > row[best] {
+				best = j
+			}
+		}
+		if int64(best) == y[i] {
+			correct++
+		}
+	}
+	if got.Positions != n || got.Correct != correct {
+		t.Errorf("analysis: %d of %d right; onnxruntime: %d of %d", got.Correct, got.Positions, correct, n)
+	}
+}
+
+// TestAnalyzeWorkers: the analysis of the CNN (BatchNorm re-estimated after every
+// projection) is the same with one worker and with three.
+func TestAnalyzeWorkers(t *testing.T) {
+	m, err := onnxio.Load(filepath.Join("..", "testmodels", "fmnist-cnn.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, data, o := small(t)
+	d, err := calib.Open(filepath.Join("..", "testmodels", "fmnist-calib.npz"), calib.Options{Input: calib.Input{Name: "input", Shape: []int64{-1, 1, 28, 28}, Classes: 10}, Limit: 300, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	data.Calib = d
+	ao := AnalyzeOptions{Grids: []network.Grid{network.Binary, network.Int4}, BNSamples: 100}
+	var runs []*Analysis
+	for _, w := range []int{1, 3} {
+		o.Workers = w
+		a, err := Analyze(context.Background(), m, data, o, ao)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !a.BNRecalib || a.TrainSamples != 100 {
+			t.Fatalf("BatchNorm re-estimated %v on %d samples, want on 100", a.BNRecalib, a.TrainSamples)
+		}
+		a.Seconds = 0
+		runs = append(runs, a)
+	}
+	if !reflect.DeepEqual(runs[0], runs[1]) {
+		t.Errorf("1 worker: %+v\n3 workers: %+v", runs[0], runs[1])
 	}
 }
