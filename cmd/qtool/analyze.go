@@ -24,6 +24,7 @@ import (
 	"github.com/qtool/qtool/binarize"
 	"github.com/qtool/qtool/internal/atomicfile"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
 )
 
 // pickFlags returns the flags of fs with the given names, so that a command shares
@@ -126,10 +127,19 @@ func doAnalyze(ctx context.Context, c *cli.Context) error {
 	defer s.Close()
 	ao := binarize.AnalyzeOptions{Grids: grids}
 	if !c.Bool("quiet") {
+		// Redrawn in place on a terminal; one line at the end in logs.
+		f, ok := stderr.(*os.File)
+		tty := ok && term.IsTerminal(int(f.Fd()))
 		ao.Progress = func(done, total int) {
-			fmt.Fprintf(stderr, "\ranalyze: %d/%d measurements", done, total)
+			if tty {
+				fmt.Fprintf(stderr, "\ranalyze: %d/%d measurements", done, total)
+			}
 			if done == total {
-				fmt.Fprintln(stderr)
+				if tty {
+					fmt.Fprintln(stderr)
+				} else {
+					fmt.Fprintf(stderr, "analyze: %d measurements\n", total)
+				}
 			}
 		}
 	}
