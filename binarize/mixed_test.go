@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/qtool/qtool/admmq/network"
@@ -100,6 +101,21 @@ func TestMixedGridsThroughOnnxruntime(t *testing.T) {
 	}
 	if seen != len(want) {
 		t.Errorf("%d of %d quantized weights in the report", seen, len(want))
+	}
+	// What `qtool inspect` reads back: each weight's code width, levels and scales.
+	qs, err := export.Quantized(res.Model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) != len(want) {
+		t.Errorf("%d quantized tensors in the file, want %d", len(qs), len(want))
+	}
+	for _, q := range qs {
+		g := want[q.Name]
+		levels := g.Levels()
+		if q.Format != "packed" || q.Bits != (export.Grid{Levels: levels}).Bits() || !slices.Equal(q.Levels, levels) || (q.Scales > 0) != g.Scaled() {
+			t.Errorf("%s on %s reads back as %+v", q.Name, g, q)
+		}
 	}
 	// 64 calibration images through both runtimes.
 	b, err := calib.NewBatches(d, calib.BatchOptions{Size: 64})

@@ -215,7 +215,17 @@ func Compare(orig, quant *onnxio.Model, origPath, quantPath string, opts Compare
 
 // quantizedNames reads the names export recorded under "qtool.tensors".
 func quantizedNames(m *onnxio.Model) (map[string]bool, error) {
+	names, err := quantizedList(m)
 	out := map[string]bool{}
+	for _, n := range names {
+		out[n] = true
+	}
+	return out, err
+}
+
+// quantizedList reads the names export recorded under "qtool.tensors", in their order.
+func quantizedList(m *onnxio.Model) ([]string, error) {
+	var out []string
 	for _, p := range m.Proto.GetMetadataProps() {
 		if p.GetKey() != metaTensors {
 			continue
@@ -224,9 +234,7 @@ func quantizedNames(m *onnxio.Model) (map[string]bool, error) {
 		if err := json.Unmarshal([]byte(p.GetValue()), &names); err != nil {
 			return nil, fmt.Errorf("export: report: %s: metadata %s is not a JSON list of names: %v", m.Name, metaTensors, err)
 		}
-		for _, n := range names {
-			out[n] = true
-		}
+		out = append(out, names...)
 	}
 	return out, nil
 }
