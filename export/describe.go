@@ -67,53 +67,35 @@ func Quantized(m *onnxio.Model) ([]QuantizedTensor, error) {
 	return out, nil
 }
 
-// describeUnpack walks the nodes that compute a quantized tensor back to its constants.
+// describeUnpack reads a quantized tensor's format, code width, levels and scales from
+// the constants its unpacking subgraph reads.
 func describeUnpack(m *onnxio.Model, n *onnxpb.NodeProto, producer map[string]*onnxpb.NodeProto, params map[string]onnxio.Param, q *QuantizedTensor) error {
-	seen := map[*onnxpb.NodeProto]bool{}
-	var walk func(n *onnxpb.NodeProto) error
-	walk = func(n *onnxpb.NodeProto) error {
-		if seen[n] {
-			return nil
-		}
-		seen[n] = true
-		for i, in := range n.GetInput() {
-			p, isParam := params[in]
-			switch op := n.GetOpType(); {
-			case in == "":
-			case isParam && op == "Cast" && i == 0:
-				q.Format = "packed"
-			case isParam && op == "DequantizeLinear":
-				q.Format = "qdq"
-				if i == 1 {
-					q.Scales = int(count(p.Tensor.GetDims()))
-				}
-			case isParam && op == "Gather" && i == 0:
-				t, err := m.Tensor(p.Tensor)
-				if err != nil {
-					return err
-				}
-				if dims := p.Tensor.GetDims(); len(dims) == 2 && dims[1] > 0 {
-					q.Bits = int(8 / dims[1])
-				}
-				for _, v := range t.Float {
-					if l := int(v); !slices.Contains(q.Levels, l) {
-						q.Levels = append(q.Levels, l)
-					}
-				}
-				slices.Sort(q.Levels)
-			case isParam && op == "Mul":
+	return walkUnpack(n, producer, params, func(op string, i int, _ string, p onnxio.Param) error {
+		switch {
+		case op == "Cast" && i == 0:
+			q.Format = "packed"
+		case op == "DequantizeLinear":
+			q.Format = "qdq"
+			if i == 1 {
 				q.Scales = int(count(p.Tensor.GetDims()))
-			case !isParam:
-				pn, ok := producer[in]
-				if !ok {
-					return fmt.Errorf("node %q reads %q, which is neither a constant nor computed", n.GetName(), in)
-				}
-				if err := walk(pn); err != nil {
-					return err
+			}
+		case op == "Gather" && i == 0:
+			t, err := m.Tensor(p.Tensor)
+			if err != nil {
+				return err
+			}
+			if dims := p.Tensor.GetDims(); len(dims) == 2 && dims[1] > 0 {
+				q.Bits = int(8 / dims[1])
+			}
+			for _, v := range t.Float {
+				if l := int(v); !slices.Contains(q.Levels, l) {
+					q.Levels = append(q.Levels, l)
 				}
 			}
+			slices.Sort(q.Levels)
+		case op == "Mul":
+			q.Scales = int(count(p.Tensor.GetDims()))
 		}
 		return nil
-	}
-	return walk(n)
+	})
 }

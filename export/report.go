@@ -268,6 +268,34 @@ func diskSize(m *onnxio.Model, path string) (int64, error) {
 // traceUnpack walks the nodes that compute a replaced parameter back to the constants
 // they read, and sorts those into stored values, scales and unpacking constants.
 func traceUnpack(m *onnxio.Model, n *onnxpb.NodeProto, producer map[string]*onnxpb.NodeProto, params map[string]onnxio.Param, tr *TensorReport, unpack map[string]bool) error {
+	err := walkUnpack(n, producer, params, func(op string, i int, in string, p onnxio.Param) error {
+		size := onnxio.TensorBytes(p.Tensor)
+		switch {
+		case op == "Cast" && i == 0, op == "DequantizeLinear" && i == 0:
+			tr.StoredBytes += size
+			tr.Format = "packed"
+			if op == "DequantizeLinear" {
+				tr.Format = "qdq"
+			}
+		case op == "Mul", op == "DequantizeLinear":
+			tr.ScaleBytes += size
+		default:
+			unpack[in] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if tr.Format == "" {
+		return errors.New("no stored values found behind it")
+	}
+	return nil
+}
+
+// walkUnpack calls visit for every constant the nodes computing n's outputs read, with
+// the reading node's operator and input index, walking back through computed inputs.
+func walkUnpack(n *onnxpb.NodeProto, producer map[string]*onnxpb.NodeProto, params map[string]onnxio.Param, visit func(op string, i int, in string, p onnxio.Param) error) error {
 	seen := map[*onnxpb.NodeProto]bool{}
 	var walk func(n *onnxpb.NodeProto) error
 	walk = func(n *onnxpb.NodeProto) error {
@@ -280,18 +308,8 @@ func traceUnpack(m *onnxio.Model, n *onnxpb.NodeProto, producer map[string]*onnx
 				continue
 			}
 			if p, ok := params[in]; ok {
-				size := onnxio.TensorBytes(p.Tensor)
-				switch op := n.GetOpType(); {
-				case op == "Cast" && i == 0, op == "DequantizeLinear" && i == 0:
-					tr.StoredBytes += size
-					tr.Format = "packed"
-					if op == "DequantizeLinear" {
-						tr.Format = "qdq"
-					}
-				case op == "Mul", op == "DequantizeLinear":
-					tr.ScaleBytes += size
-				default:
-					unpack[in] = true
+				if err := visit(n.GetOpType(), i, in, p); err != nil {
+					return err
 				}
 				continue
 			}
@@ -305,13 +323,7 @@ func traceUnpack(m *onnxio.Model, n *onnxpb.NodeProto, producer map[string]*onnx
 		}
 		return nil
 	}
-	if err := walk(n); err != nil {
-		return err
-	}
-	if tr.Format == "" {
-		return errors.New("no stored values found behind it")
-	}
-	return nil
+	return walk(n)
 }
 
 func keptReason(name string, c onnxio.Classification, given map[string]string) string {
