@@ -65,8 +65,13 @@ type Trial struct {
 	Met        bool
 	// Missed names the constraints the validation score missed.
 	Missed []string
-	// Relaxed is the weight the next trial moved to a larger grid, "" for the last.
-	Relaxed string
+	// Relaxed is the weight the next trial moved to a larger grid after a miss;
+	// Tightened says the next trial was chosen with twice the allowance after a success
+	// (the sensitivities overstate a fine-tuned file's loss). Neither for the last trial.
+	Relaxed   string
+	Tightened bool
+	// Scale is the factor the constraint's allowance was multiplied by in the selection.
+	Scale   float64
 	Seconds float64
 	result  *Result
 }
@@ -117,11 +122,14 @@ var ErrNoConstraint = errors.New("binarize: a budget needs a constraint: MaxDrop
 //     those that keep every predicted quantity within the constraint, until no move fits
 //     or the file reaches TargetSize;
 //  3. Run fine-tunes that configuration with o, and the trained file is scored on the
-//     validation split; when it misses, the quantized weight with the largest predicted
-//     loss moves to its next larger grid (or full precision) and the next trial runs, up
-//     to MaxTrials;
-//  4. the first trial that met the constraint — the smallest, as each retry only grows
-//     the file — is measured once on data.Eval and written to o.Output.
+//     validation split. When it misses, the quantized weight with the largest predicted
+//     loss moves to its next larger grid (or full precision); when it meets the
+//     constraint, the next configuration is chosen as in 2 with twice the allowance, as
+//     fine-tuning recovers part of what a projection alone loses. A configuration runs
+//     only if it is new and predicted smaller than the best file that met, up to
+//     MaxTrials;
+//  4. the smallest file that met the constraint on the validation split is measured once
+//     on data.Eval and written to o.Output.
 //
 // Without a passing trial it returns a *BudgetMissedError with every trial.
 func Budget(ctx context.Context, model *onnxio.Model, data Data, o Options, bo BudgetOptions) (*BudgetResult, error) {
@@ -150,34 +158,44 @@ func Budget(ctx context.Context, model *onnxio.Model, data Data, o Options, bo B
 		return nil, &OptionError{Field: "Constraint.MaxDrop", Value: *c.MaxDrop, Reason: "the model has no class or decision output to measure a drop on: constrain the SQNR"}
 	}
 	sel := newSelection(a, c)
-	config := sel.choose(bo.TargetSize)
+	cfg := sel.choose(bo.TargetSize)
 	out := &BudgetResult{Analysis: a, Chosen: -1}
 	run := o
 	run.Output, run.Verify = "", nil
 	for len(out.Trials) < bo.MaxTrials {
-		t, err := sel.trial(ctx, model, data, run, config)
+		t, err := sel.trial(ctx, model, data, run, cfg)
 		if err != nil {
 			return nil, err
 		}
-		next := -1
-		if !t.Met {
-			next = sel.relax(config)
-			if next >= 0 {
-				t.Relaxed = a.Layers[next].Name
-			}
-		}
 		out.Trials = append(out.Trials, t)
-		if bo.Trial != nil {
-			bo.Trial(t)
+		k := len(out.Trials) - 1
+		if t.Met && (out.Chosen < 0 || t.FileBytes < out.Trials[out.Chosen].FileBytes) {
+			out.Chosen = k
 		}
+		next := cfg.clone()
 		if t.Met {
-			out.Chosen = len(out.Trials) - 1
+			// The sensitivities are of projections without fine-tuning, which recovers part
+			// of the loss: try the configuration chosen with twice the allowance.
+			sel.scale *= 2
+			next = sel.choose(bo.TargetSize)
+			out.Trials[k].Tightened = true
+		} else if i := sel.relax(next); i >= 0 {
+			out.Trials[k].Relaxed = a.Layers[i].Name
+			sel.reasons[i] = fmt.Sprintf("relaxed after trial %d missed %v", k+1, t.Missed)
+		}
+		// Only a configuration smaller than the best file that met is worth a trial.
+		worth := !slices.Equal(next, cfg) &&
+			(out.Chosen < 0 || sel.predictBytes(next) < sel.predictBytes(config(out.Trials[out.Chosen].grids())))
+		if !worth {
+			out.Trials[k].Relaxed, out.Trials[k].Tightened = "", false
+		}
+		if bo.Trial != nil {
+			bo.Trial(out.Trials[k])
+		}
+		if !worth {
 			break
 		}
-		if next < 0 {
-			break // every weight is in full precision already
-		}
-		sel.reasons[next] = fmt.Sprintf("relaxed after trial %d missed %v", len(out.Trials), t.Missed)
+		cfg = next
 	}
 	if out.Chosen < 0 {
 		return nil, &BudgetMissedError{Model: model.Name, Trials: out.Trials}
@@ -197,10 +215,12 @@ type selection struct {
 	c       Constraint
 	grids   [][]network.Grid // per layer, candidates from smallest to largest
 	reasons []string
+	// scale multiplies the constraint's allowance in the selection (fits).
+	scale float64
 }
 
 func newSelection(a *Analysis, c Constraint) *selection {
-	s := &selection{a: a, c: c, reasons: make([]string, len(a.Layers))}
+	s := &selection{a: a, c: c, reasons: make([]string, len(a.Layers)), scale: 1}
 	for _, l := range a.Layers {
 		gs := slices.Clone(a.Grids)
 		slices.SortStableFunc(gs, func(x, y network.Grid) int {
@@ -215,6 +235,26 @@ func newSelection(a *Analysis, c Constraint) *selection {
 
 // config holds each layer's grid, "" for full precision.
 type config []network.Grid
+
+func (c config) clone() config { return slices.Clone(c) }
+
+// grids is the trial's configuration.
+func (t Trial) grids() []network.Grid {
+	g := make([]network.Grid, len(t.Choices))
+	for i, ch := range t.Choices {
+		g[i] = ch.Grid
+	}
+	return g
+}
+
+// predictBytes is the configuration's weights' size.
+func (s *selection) predictBytes(cfg config) int64 {
+	var b int64
+	for i, g := range cfg {
+		b += s.bytes(i, g)
+	}
+	return b
+}
 
 // losses are a layer's predicted losses on grid g: drop (or disagreement), disagreement
 // and noise-to-signal ratio, negatives as 0.
@@ -246,11 +286,13 @@ func (s *selection) predict(cfg config) Prediction {
 	return Prediction{Drop: d, Agreement: 1 - dis, SQNR: -10 * math.Log10(nsr)}
 }
 
+// fits reports whether p keeps the constraint, its allowance (the drop, the
+// disagreement, the noise-to-signal ratio) multiplied by s.scale.
 func (s *selection) fits(p Prediction) bool {
-	c := s.c
-	return (c.MaxDrop == nil || p.Drop <= *c.MaxDrop) &&
-		(c.MinAgreement == nil || p.Agreement >= *c.MinAgreement) &&
-		(c.MinSQNR == nil || p.SQNR >= *c.MinSQNR)
+	c, k := s.c, s.scale
+	return (c.MaxDrop == nil || p.Drop <= k**c.MaxDrop) &&
+		(c.MinAgreement == nil || 1-p.Agreement <= k*(1-*c.MinAgreement)) &&
+		(c.MinSQNR == nil || math.Pow(10, -p.SQNR/10) <= k*math.Pow(10, -*c.MinSQNR/10))
 }
 
 func (s *selection) bytes(i int, g network.Grid) int64 {
@@ -340,10 +382,14 @@ func (s *selection) why(i int, g network.Grid) string {
 			break
 		}
 	}
-	if g == "" {
-		return "full precision: no grid fit the budget left" + smaller
+	scaled := ""
+	if s.scale != 1 {
+		scaled = fmt.Sprintf(" (chosen with %g× the allowance)", s.scale)
 	}
-	return fmt.Sprintf("%s: predicted %s alone%s", g, unit(g), smaller)
+	if g == "" {
+		return "full precision: no grid fit the budget left" + smaller + scaled
+	}
+	return fmt.Sprintf("%s: predicted %s alone%s%s", g, unit(g), smaller, scaled)
 }
 
 // relax moves the quantized layer with the largest predicted loss (bytes breaking ties
@@ -377,7 +423,7 @@ func (s *selection) relax(cfg config) int {
 
 // trial fine-tunes cfg with Run and scores it on the validation split.
 func (s *selection) trial(ctx context.Context, model *onnxio.Model, data Data, o Options, cfg config) (Trial, error) {
-	t := Trial{Predicted: s.predict(cfg)}
+	t := Trial{Predicted: s.predict(cfg), Scale: s.scale}
 	o.Grids = map[string]network.Grid{}
 	var only []string
 	for i, g := range cfg {

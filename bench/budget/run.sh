@@ -2,7 +2,8 @@
 # Reproduces docs/results/budget: `binarize --budget --max-drop 1` on fmnist-cnn and
 # fmnist-resnet against all-binary (--grid auto), int8 and the hand-picked "keep first and
 # last", every run with the same training budget, and the sensitivity plot in docs/.
-# Usage: bench/budget/run.sh [MODEL...]   (default: fmnist-cnn fmnist-resnet)
+# Usage: [RUNS="analyze budget ..."] bench/budget/run.sh [MODEL...]
+# (default: fmnist-cnn fmnist-resnet; RUNS: analyze budget binary int8 keep-first-last)
 # Needs: apt-get install dataset-fashion-mnist. Runs from the repository root.
 #
 # Data: 2 000 seeded training images as calibration data (binarize carves its 500-image
@@ -16,17 +17,21 @@ OUT=docs/results/budget
 QTOOL=${QTOOL:-/tmp/qtool-bench}
 # 4 outer iterations × 2 inner epochs: what fits a shared 2-core machine, for every row.
 BUDGET=${BUDGET:---iters 4 --inner-epochs 2}
+RUNS=${RUNS:-analyze budget binary int8 keep-first-last}
 mkdir -p "$OUT"
 [ -x "$QTOOL" ] || go build -o "$QTOOL" ./cmd/qtool
 DATA="--data $TRAIN --eval-data $TEST --limit 2000 --seed 1"
 for m in ${*:-fmnist-cnn fmnist-resnet}; do
 	M=testmodels/$m.onnx
+	case " $RUNS " in *" analyze "*)
 	/usr/bin/time -f "%e s wall, %U s user" $QTOOL analyze $M --data $TRAIN --limit 2000 --seed 1 \
-		--plot $OUT/$m-sensitivity.png --json > $OUT/$m-analyze.json 2> $OUT/$m-analyze.log
+		--plot $OUT/$m-sensitivity.png --json > $OUT/$m-analyze.json 2> $OUT/$m-analyze.log ;;
+	esac
 	for run in "budget:--budget --max-drop 1 --max-trials 3" "binary:--grid auto" "int8:--grid int8" \
 		"keep-first-last:--grid auto --keep first,last"; do
 		name=${run%%:*}
 		flags=${run#*:}
+		case " $RUNS " in *" $name "*) ;; *) continue ;; esac
 		# Exit 3 (a missed gate or budget) is a result, not a failure of the script.
 		/usr/bin/time -f "%e s wall, %U s user" $QTOOL binarize $M $DATA $BUDGET $flags -o $OUT/$m-$name.onnx \
 			--json --log-every 120s > $OUT/$m-$name.json 2> $OUT/$m-$name.log || [ $? -eq 3 ]

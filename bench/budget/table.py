@@ -57,14 +57,15 @@ for m in ["fmnist-cnn", "fmnist-resnet"]:
     if b:
         print(f"Budget trials (validation split, {b['validation_samples']} images; sensitivities in "
               f"{b['analysis_seconds']:.1f} s):\n")
-        print("| trial | file bytes | predicted drop | validation drop | met | relaxed next |")
-        print("|--:|--:|--:|--:|---|---|")
+        print("| trial | allowance | file bytes | predicted drop | validation drop | met | next |")
+        print("|--:|--:|--:|--:|--:|---|---|")
         for t in b["trials"]:
             vd = t.get("validation_drop_pct")
             vd = "—" if vd is None else f"{vd:.2f}"
-            print(f"| {t['trial']} | {t['file_bytes']} | {t['predicted_drop_pct']:.2f} | {vd} | {t['met']} | {t.get('relaxed', '')} |")
+            nxt = "relax " + t["relaxed"] if t.get("relaxed") else ("2× allowance" if t.get("tightened") else "")
+            print(f"| {t['trial']} | {t['allowance_scale']:g}× | {t['file_bytes']} | {t['predicted_drop_pct']:.2f} | {vd} | {t['met']} | {nxt} |")
         last = b["trials"][b["chosen_trial"] - 1] if b["chosen_trial"] > 0 else b["trials"][-1]
-        print(f"\nGrids of trial {last['trial']}:\n")
+        print(f"\nGrids of trial {last['trial']} (the file written):\n")
         print("| weight | grid | bytes | why |")
         print("|---|---|--:|---|")
         for c in last["choices"]:

@@ -73,6 +73,8 @@ type trialJSON struct {
 	Met            bool         `json:"met"`
 	Missed         []string     `json:"missed,omitempty"`
 	Relaxed        string       `json:"relaxed,omitempty"`
+	Tightened      bool         `json:"tightened,omitempty"`
+	AllowanceScale float64      `json:"allowance_scale"`
 	Seconds        float64      `json:"seconds"`
 }
 
@@ -88,7 +90,7 @@ func trialRecords(a *binarize.Analysis, ts []binarize.Trial) []trialJSON {
 	for i, t := range ts {
 		r := trialJSON{Trial: i + 1, PredictedBytes: t.PredictedBytes, FileBytes: t.FileBytes,
 			PredictedDrop: toPct(t.Predicted.Drop), Validation: scoreRecord(t.Validation), Met: t.Met,
-			Missed: t.Missed, Relaxed: t.Relaxed, Seconds: roundTo(t.Seconds, 3)}
+			Missed: t.Missed, Relaxed: t.Relaxed, Tightened: t.Tightened, AllowanceScale: t.Scale, Seconds: roundTo(t.Seconds, 3)}
 		if !math.IsInf(t.Predicted.SQNR, 0) {
 			v := roundTo(t.Predicted.SQNR, 3)
 			r.PredictedSQNR = &v
@@ -187,13 +189,20 @@ func (s *binSetup) runBudget(ctx context.Context, c *cli.Context, o binarize.Opt
 func writeTrials(w io.Writer, b *budgetJSON) {
 	fmt.Fprintf(w, "budget: %d trial(s) on the validation split (%d samples); sensitivities in %.1f s\n", len(b.Trials), b.ValidationSamples, b.AnalysisSeconds)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "trial\tfile bytes\tpredicted drop\tvalidation drop\tmet\trelaxed next\t")
+	fmt.Fprintln(tw, "trial\tallowance\tfile bytes\tpredicted drop\tvalidation drop\tmet\tnext\t")
 	for _, t := range b.Trials {
 		vd := "n/a"
 		if t.ValidationDrop != nil {
 			vd = fmt.Sprintf("%.2f pp", *t.ValidationDrop)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%.2f pp\t%s\t%v\t%s\t\n", t.Trial, t.FileBytes, t.PredictedDrop, vd, t.Met, t.Relaxed)
+		next := ""
+		switch {
+		case t.Relaxed != "":
+			next = "relax " + t.Relaxed
+		case t.Tightened:
+			next = "2× allowance"
+		}
+		fmt.Fprintf(tw, "%d\t%g×\t%d\t%.2f pp\t%s\t%v\t%s\t\n", t.Trial, t.AllowanceScale, t.FileBytes, t.PredictedDrop, vd, t.Met, next)
 	}
 	tw.Flush()
 	show := len(b.Trials) - 1
