@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/qtool/qtool/admmq/network"
 	"github.com/qtool/qtool/onnxio"
 )
@@ -27,9 +29,10 @@ type Constraint struct {
 // BudgetOptions configures Budget.
 type BudgetOptions struct {
 	Constraint Constraint
-	// TargetSize > 0 stops shrinking once the predicted packed weights make the file at
-	// most this many bytes: the most accurate configuration of that size rather than the
-	// smallest that meets the constraint.
+	// TargetSize > 0 stops shrinking once the predicted file — the original's size with
+	// the chosen weights' float bytes replaced by their packed codes and scales, the
+	// unpacking constants not counted — is at most this many bytes: the most accurate
+	// configuration of that size rather than the smallest that meets the constraint.
 	TargetSize int64
 	// MaxTrials bounds the fine-tuning runs (zero: 3): the first configuration, and a
 	// relaxed one after each miss.
@@ -158,6 +161,14 @@ func Budget(ctx context.Context, model *onnxio.Model, data Data, o Options, bo B
 		return nil, &OptionError{Field: "Constraint.MaxDrop", Value: *c.MaxDrop, Reason: "the model has no class or decision output to measure a drop on: constrain the SQNR"}
 	}
 	sel := newSelection(a, c)
+	// The file as it is, external data included: what TargetSize is compared with once the
+	// chosen weights' float bytes are replaced by their packed ones.
+	sel.fileBytes = int64(proto.Size(model.Proto))
+	for _, p := range model.Params() {
+		if len(p.Tensor.GetExternalData()) > 0 {
+			sel.fileBytes += onnxio.TensorBytes(p.Tensor)
+		}
+	}
 	cfg := sel.choose(bo.TargetSize)
 	out := &BudgetResult{Analysis: a, Chosen: -1}
 	run := o
@@ -217,6 +228,8 @@ type selection struct {
 	reasons []string
 	// scale multiplies the constraint's allowance in the selection (fits).
 	scale float64
+	// fileBytes is the original file's size, the start of the predicted size.
+	fileBytes int64
 }
 
 func newSelection(a *Analysis, c Constraint) *selection {
@@ -324,7 +337,7 @@ func (s *selection) cost(before, after Prediction) float64 {
 func (s *selection) choose(target int64) config {
 	n := len(s.a.Layers)
 	cfg := make(config, n)
-	size := s.a.ModelBytes
+	size := s.fileBytes
 	for {
 		if target > 0 && size <= target {
 			break

@@ -365,3 +365,34 @@ func TestAnalyzeWorkers(t *testing.T) {
 		t.Errorf("1 worker: %+v\n3 workers: %+v", runs[0], runs[1])
 	}
 }
+
+// TestBudgetTargetSize: with a target size that one weight on the binary grid reaches, the
+// selection stops there and leaves the others in full precision. (Whether the trained file
+// then meets the drop is not the point: the weights kept in full precision are fine-tuned
+// at the base learning rate, which b, with entries down to 2^-7, does not survive.)
+func TestBudgetTargetSize(t *testing.T) {
+	m := chainModel(1)
+	d := chainData(t, m, 800)
+	drop := 0.01
+	file := int64(proto.Size(m.Proto))
+	one := int64(4*chainWidth*chainWidth - chainWidth*chainWidth/8) // a weight's float bytes less its packed ones
+	res, err := Budget(context.Background(), m, Data{Calib: d}, chainOptions(), BudgetOptions{Constraint: Constraint{MaxDrop: &drop},
+		TargetSize: file - one, MaxTrials: 1})
+	var trials []Trial
+	if me, ok := err.(*BudgetMissedError); ok {
+		trials = me.Trials
+	} else if err != nil {
+		t.Fatal(err)
+	} else {
+		trials = res.Trials
+	}
+	var quantized []string
+	for _, ch := range trials[0].Choices {
+		if ch.Grid != "" {
+			quantized = append(quantized, ch.Weight+"="+string(ch.Grid))
+		}
+	}
+	if len(quantized) != 1 || quantized[0] != "a=binary" {
+		t.Errorf("quantized %v, want only a on binary (the first free move that reaches the target)", quantized)
+	}
+}
