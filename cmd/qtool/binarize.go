@@ -300,7 +300,7 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 	}
 	if !sum.GatePassed && budget == nil && slices.Contains(sum.FailedGates, "--max-drop") {
 		// Which weights to keep: measured on the validation split, never the held-out set.
-		if sum.CostlyLayers, sum.KeepCommand, err = costlyLayers(ctx, c, s, o, res); err != nil {
+		if sum.CostlyLayers, sum.KeepCommand, err = costlyLayers(ctx, c, s, o, res, sum.DropPP-*sum.MaxDropPP); err != nil {
 			return err
 		}
 	}

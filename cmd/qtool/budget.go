@@ -237,8 +237,10 @@ func budgetChoices(b *budgetJSON) export.CompareOptions {
 
 // costlyLayers measures, after a failed --max-drop gate, which weights cost the most on
 // the run's own grids (binarize.Analyze on the validation split) and returns up to three
-// of them, most costly first, with the command that keeps them in full precision.
-func costlyLayers(ctx context.Context, c *cli.Context, s *binSetup, o binarize.Options, res *binarize.Result) ([]costlyJSON, string, error) {
+// of them, most costly first, with the command that keeps in full precision the fewest of
+// them whose drops alone add up to the excess over the gate (at most all but one weight:
+// keeping every one leaves nothing to binarize).
+func costlyLayers(ctx context.Context, c *cli.Context, s *binSetup, o binarize.Options, res *binarize.Result, excessPP float64) ([]costlyJSON, string, error) {
 	var grids []network.Grid
 	own := map[string]network.Grid{}
 	for _, t := range res.Targets {
@@ -264,10 +266,15 @@ func costlyLayers(ctx context.Context, c *cli.Context, s *binSetup, o binarize.O
 		return nil, "", nil
 	}
 	keep := splitList(c.String("keep"))
-	for _, l := range out {
-		if !slices.Contains(keep, l.Weight) {
-			keep = append(keep, l.Weight)
+	sum := 0.0
+	for _, l := range out[:min(len(out), len(res.Targets)-1)] {
+		keep = append(keep, l.Weight)
+		if sum += l.DropPP; sum >= excessPP {
+			break
 		}
+	}
+	if len(keep) == len(splitList(c.String("keep"))) {
+		return out, "", nil // a single weight: nothing to keep but it
 	}
 	return out, keepCommand(c, strings.Join(keep, ",")), nil
 }
@@ -317,5 +324,9 @@ func costlyText(s *binarizeSummary) string {
 	for _, l := range s.CostlyLayers {
 		parts = append(parts, fmt.Sprintf("%s (%s alone: −%.2f pp, %.1f %% of the parameter bytes)", l.Weight, l.Grid, l.DropPP, l.SharePct))
 	}
-	return fmt.Sprintf("\nthe weights that cost the most on the validation split: %s\nto keep them in full precision: %s", strings.Join(parts, "; "), s.KeepCommand)
+	text := fmt.Sprintf("\nthe weights that cost the most on the validation split: %s", strings.Join(parts, "; "))
+	if s.KeepCommand != "" {
+		text += "\nto keep the costliest in full precision: " + s.KeepCommand
+	}
+	return text
 }

@@ -155,7 +155,7 @@ func TestGateNamesCostlyLayers(t *testing.T) {
 			t.Errorf("costly %d: %+v", i, l)
 		}
 	}
-	if !strings.Contains(errs, "to keep them in full precision: qtool binarize") {
+	if !strings.Contains(errs, "to keep the costliest in full precision: qtool binarize") {
 		t.Errorf("stderr does not give the command:\n%s", errs)
 	}
 }
