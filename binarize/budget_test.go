@@ -368,8 +368,8 @@ func TestAnalyzeWorkers(t *testing.T) {
 
 // TestBudgetTargetSize: with a target size that one weight on the binary grid reaches, the
 // selection stops there and leaves the others in full precision. (Whether the trained file
-// then meets the drop is not the point: the weights kept in full precision are fine-tuned
-// at the base learning rate, which b, with entries down to 2^-7, does not survive.)
+// then meets the drop is not the point: b, kept in full precision with entries down to
+// 2^-7, loses a few points to fine-tuning even at its scaled rate.)
 func TestBudgetTargetSize(t *testing.T) {
 	m := chainModel(1)
 	d := chainData(t, m, 800)

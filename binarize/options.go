@@ -79,6 +79,10 @@ type Options struct {
 	// Grids gives single weights, by name, a grid of their own instead of Grid: a file
 	// of mixed grids (see Budget). Every name must be a targeted weight.
 	Grids map[string]network.Grid
+	// ScaleKeptLR trains the weights left in full precision (Selection) at LR times their
+	// mean magnitude, as the quantized ones are, instead of at LR itself (see
+	// keptMagnitudes). Budget sets it.
+	ScaleKeptLR bool
 	// Selection chooses the targeted weights; zero means every Conv, ConvTranspose,
 	// Gemm and MatMul weight.
 	Selection network.Selection

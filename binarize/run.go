@@ -380,6 +380,9 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", model.Name, err)
 		}
+		if o.ScaleKeptLR {
+			keptMagnitudes(m, g, f)
+		}
 		cfg.Optimizer = &gridLR{Optimizer: cfg.Optimizer, factor: f}
 	}
 	nd, err := networkData(trainSet, valid, o, teacher)

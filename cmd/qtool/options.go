@@ -74,7 +74,7 @@ func binarizeOptions(c *cli.Context, be backend, method admmq.Method) (binarize.
 		Loss: binarize.Loss(c.String("loss")), Temperature: c.Float64("temperature"), Start: binarize.Start(c.String("start")),
 		NoRescale: c.Bool("no-rescale"), NoBNRecalib: c.Bool("no-bn-recalib"), LastIterate: c.Bool("last-iterate"),
 		AbsoluteRho: c.Bool("absolute-rho"), BalanceRho: c.Bool("balance-rho"), StatSamples: c.Int("stat-samples"),
-		Seed: c.Uint64("seed"), Version: version,
+		Seed: c.Uint64("seed"), Version: version, ScaleKeptLR: c.Bool("scale-kept-lr"),
 		BLAS: be.BLAS, Workers: be.Workers, MaxMemory: be.MaxMemory,
 	}
 	// --validation 0 means none; the library reads 0 as its default.
