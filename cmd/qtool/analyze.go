@@ -77,12 +77,12 @@ func runAnalyze(c *cli.Context) error {
 	return interrupted(ctx, doAnalyze(ctx, c), "no analysis written")
 }
 
-func parseGrids(s string) ([]network.Grid, error) {
+func parseGrids(flag, s string) ([]network.Grid, error) {
 	var gs []network.Grid
 	for _, f := range splitList(s) {
 		g, err := network.ParseGrid(f)
 		if err != nil || g == network.Auto {
-			return nil, usagef("--grids %s: want grids among %s", f, gridNames())
+			return nil, usagef("%s %s: want grids among %s", flag, f, gridNames())
 		}
 		if !slices.Contains(gs, g) {
 			gs = append(gs, g)
@@ -110,7 +110,7 @@ func doAnalyze(ctx context.Context, c *cli.Context) error {
 	if !c.IsSet("data") {
 		return usagef("analyze needs --data CALIB")
 	}
-	grids, err := parseGrids(c.String("grids"))
+	grids, err := parseGrids("--grids", c.String("grids"))
 	if err != nil {
 		return err
 	}

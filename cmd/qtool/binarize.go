@@ -174,6 +174,11 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if c.Bool("budget") {
+		if _, err := budgetOptions(c); err != nil {
+			return err
+		}
+	}
 	s, err := setupBinarize(c, stderr, method)
 	if err != nil {
 		return err

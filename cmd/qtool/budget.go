@@ -122,23 +122,34 @@ func budgetRecord(a *binarize.Analysis, ts []binarize.Trial, chosen int, model s
 		Sensitivity: analysisRecord(a, model)}
 }
 
+// budgetOptions checks --budget's flags, before any work, and maps them.
+func budgetOptions(c *cli.Context) (binarize.BudgetOptions, error) {
+	k, err := budgetConstraint(c)
+	if err != nil {
+		return binarize.BudgetOptions{}, err
+	}
+	if c.IsSet("checkpoint") || c.IsSet("resume") {
+		// A checkpoint is of one run; a budget is several.
+		return binarize.BudgetOptions{}, usagef("--budget runs several trainings: --checkpoint and --resume do not apply")
+	}
+	if c.Int("max-trials") < 1 {
+		return binarize.BudgetOptions{}, usagef("--max-trials %d: want at least 1", c.Int("max-trials"))
+	}
+	bo := binarize.BudgetOptions{Constraint: k, MaxTrials: c.Int("max-trials")}
+	if v := c.String("target-size"); v != "" {
+		if bo.TargetSize, err = calib.ParseSize(v); err != nil {
+			return bo, usagef("--target-size: %v", err)
+		}
+	}
+	bo.Grids, err = parseGrids("--budget-grids", c.String("budget-grids"))
+	return bo, err
+}
+
 // runBudget runs binarize.Budget with the flags. A miss on every trial is the gate's
 // failure: the trials are printed (or given as JSON) and the exit code is 3.
 func (s *binSetup) runBudget(ctx context.Context, c *cli.Context, o binarize.Options, stderr io.Writer) (*binarize.BudgetResult, error) {
-	k, err := budgetConstraint(c)
+	bo, err := budgetOptions(c)
 	if err != nil {
-		return nil, err
-	}
-	bo := binarize.BudgetOptions{Constraint: k, MaxTrials: c.Int("max-trials")}
-	if c.Int("max-trials") < 1 {
-		return nil, usagef("--max-trials %d: want at least 1", c.Int("max-trials"))
-	}
-	if v := c.String("target-size"); v != "" {
-		if bo.TargetSize, err = calib.ParseSize(v); err != nil {
-			return nil, usagef("--target-size: %v", err)
-		}
-	}
-	if bo.Grids, err = parseGrids(c.String("budget-grids")); err != nil {
 		return nil, err
 	}
 	quiet := c.Bool("quiet")

@@ -21,6 +21,7 @@ var optionFlags = map[string]string{
 	"Schedule": "--lr-schedule", "Loss": "--loss", "Start": "--start", "Format": "--format", "Opset": "--opset",
 	"StatSamples": "--stat-samples", "BatchSize": "--batch-size", "Workers": "--max-memory",
 	"ClassAxis": "--class-axis", "OutputWeights": "--output-weights", "Validation": "--validation",
+	"Grids": "--budget-grids", "MaxTrials": "--max-trials", "Constraint.MaxDrop": "--max-drop",
 }
 
 // flagError turns the library's typed errors into flag advice: usage errors naming the
