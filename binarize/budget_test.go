@@ -396,3 +396,57 @@ func TestBudgetTargetSize(t *testing.T) {
 		t.Errorf("quantized %v, want only a on binary (the first free move that reaches the target)", quantized)
 	}
 }
+
+// TestBudgetSQNR: declared without a class axis, the chain's output is a feature map: the
+// analysis measures SQNR (noise-to-signal ratios as losses, +Inf dB for the exact ±1
+// weights) and a budget of 20 dB keeps b off the 1-bit grids, the trained file meeting it
+// on validation.
+func TestBudgetSQNR(t *testing.T) {
+	m := chainModel(1)
+	d := chainData(t, m, 800)
+	o := chainOptions()
+	o.ClassAxis = map[string]int{"logits": train.NoClassAxis}
+	a, err := Analyze(context.Background(), m, Data{Calib: &unlabelled{d}}, o, AnalyzeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Metric != MetricSQNR {
+		t.Fatalf("metric %s, want sqnr", a.Metric)
+	}
+	for _, l := range a.Layers {
+		for _, g := range l.Grids {
+			if want := math.Pow(10, -g.Score.SQNR/10); g.Loss != want {
+				t.Errorf("%s on %s: loss %v, want the noise-to-signal ratio %v", l.Name, g.Grid, g.Loss, want)
+			}
+			if l.Name != "b" && !math.IsInf(g.Score.SQNR, 1) {
+				t.Errorf("%s on %s: SQNR %v dB, want +Inf (exact)", l.Name, g.Grid, g.Score.SQNR)
+			}
+		}
+	}
+	sqnr := 20.0
+	res, err := Budget(context.Background(), m, Data{Calib: &unlabelled{d}}, o, BudgetOptions{Constraint: Constraint{MinSQNR: &sqnr}, Analysis: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chosen := res.Trials[res.Chosen]
+	if g := chosen.Choices[1].Grid; g == network.Binary || g == network.BinaryChannel {
+		t.Errorf("b on %s under a 20 dB budget", g)
+	}
+	if !chosen.Met || chosen.Validation.SQNR < sqnr {
+		t.Errorf("chosen trial: met %v at %v dB", chosen.Met, chosen.Validation.SQNR)
+	}
+}
+
+// unlabelled hides a set's labels.
+type unlabelled struct{ *memSet }
+
+func (u *unlabelled) HasLabels() bool { return false }
+func (u *unlabelled) Read(idx []int, x []float32, y []int64) error {
+	if err := u.memSet.Read(idx, x, nil); err != nil {
+		return err
+	}
+	for i := range y {
+		y[i] = -1
+	}
+	return nil
+}
