@@ -81,6 +81,7 @@ Examples:
    qtool binarize
    qtool binarize testmodels/fmnist-mlp.onnx --data /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz --limit 10000 -o mlp-bin.onnx
    qtool binarize model.onnx --data calib.npz --max-drop 1.5 --json --report report   # CI gate
+   qtool binarize model.onnx --data calib.npz --eval-data holdout.npz --budget --max-drop 1   # smallest file within 1 pp
    qtool binarize testmodels/fmnist-cnn.onnx --data testmodels/fmnist-calib.npz --grid binary-channel --algo admm-r --p 0.3`,
 		Flags: append(append([]cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output `FILE` (default: NAME-binary.onnx in the current folder)"},
