@@ -361,7 +361,7 @@ func plotAnalysis(w io.Writer, r *analysisJSON) error {
 	top.Y.Max += 0.3 * (top.Y.Max - math.Min(top.Y.Min, 0))
 	top.Add(plotter.NewGrid())
 	bottom := plot.New()
-	bottom.Y.Label.Text = "share of param bytes (%)"
+	bottom.Y.Label.Text = "bytes (% of params)"
 	shares := make(plotter.Values, n)
 	for i, l := range r.Layers {
 		shares[i] = l.SharePct
@@ -378,15 +378,29 @@ func plotAnalysis(w io.Writer, r *analysisJSON) error {
 	bottom.X.Tick.Label.XAlign = draw.XRight
 	bottom.X.Tick.Label.YAlign = draw.YTop
 	top.HideX()
-	img := vgimg.New(figureWidth, 1.6*figureHeight)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8), PadY: vg.Points(2)}
-	// The top panel takes two thirds of the height; Align gives both the same x range.
-	canvases := plot.Align([][]*plot.Plot{{top}, {bottom}}, tiles, dc)
-	top.Draw(canvases[0][0])
-	bottom.Draw(canvases[1][0])
+	// Tick labels of one width on both y axes put both data areas at the same x, so the
+	// bars line up with the layer names below without plot.Align's equal heights.
+	top.Y.Tick.Marker, bottom.Y.Tick.Marker = fixedTicks{}, fixedTicks{}
+	h := 1.5 * figureHeight
+	img := vgimg.New(figureWidth, h)
+	dc := draw.Crop(draw.New(img), vg.Points(4), -vg.Points(8), vg.Points(4), -vg.Points(4))
+	top.Draw(draw.Crop(dc, 0, 0, 0.36*h, 0))
+	bottom.Draw(draw.Crop(dc, 0, 0, 0, -0.64*h))
 	_, err = vgimg.PngCanvas{Canvas: img}.WriteTo(w)
 	return err
+}
+
+// fixedTicks are plot's default ticks labelled in a fixed width.
+type fixedTicks struct{}
+
+func (fixedTicks) Ticks(min, max float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(min, max)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = fmt.Sprintf("%7.1f", ts[i].Value)
+		}
+	}
+	return ts
 }
 
 // shortName keeps the end of a long name, where graph-exported names differ.
