@@ -342,3 +342,22 @@ func costlyText(s *binarizeSummary) string {
 	}
 	return text
 }
+
+// writeBudgetMarkdown is the report's budget section: every trial, then the chosen one's
+// grids with their reasons.
+func writeBudgetMarkdown(w io.Writer, b *budgetJSON) {
+	fmt.Fprintf(w, "\n## Budget\n\n%d trial(s), each measured on the validation split (%d samples); trial %d written.\n\n", len(b.Trials), b.ValidationSamples, b.Chosen)
+	fmt.Fprintln(w, "| trial | allowance | file bytes | predicted drop (pp) | validation drop (pp) | met | grids |")
+	fmt.Fprintln(w, "|--:|--:|--:|--:|--:|---|---|")
+	for _, t := range b.Trials {
+		vd := "n/a"
+		if t.ValidationDrop != nil {
+			vd = fmt.Sprintf("%.2f", *t.ValidationDrop)
+		}
+		var grids []string
+		for _, ch := range t.Choices {
+			grids = append(grids, ch.Grid)
+		}
+		fmt.Fprintf(w, "| %d | %g× | %d | %.2f | %s | %v | %s |\n", t.Trial, t.AllowanceScale, t.FileBytes, t.PredictedDrop, vd, t.Met, strings.Join(grids, " "))
+	}
+}

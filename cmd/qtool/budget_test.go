@@ -75,7 +75,7 @@ func TestBinarizeBudget(t *testing.T) {
 	dir := t.TempDir()
 	o := filepath.Join(dir, "b.onnx")
 	out, errs, code := runSplit(t, "binarize", cnnModel, "--data", calibData, "-o", o, "--budget", "--max-drop", "100",
-		"--iters", "1", "--inner-epochs", "1", "--json", "-q")
+		"--iters", "1", "--inner-epochs", "1", "--json", "-q", "--report", filepath.Join(dir, "rep"))
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -104,6 +104,13 @@ func TestBinarizeBudget(t *testing.T) {
 	}
 	if len(grids) != 3 || grids["fc.weight"] != "binary" {
 		t.Errorf("report grids %v", grids)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "rep.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "## Budget") || !strings.Contains(string(md), "| grid | why |") {
+		t.Errorf("the Markdown report has no budget section or grid column:\n%s", md)
 	}
 }
 

@@ -332,6 +332,9 @@ func writeReport(path string, s *binarizeSummary) error {
 	for _, w := range s.Warnings {
 		fmt.Fprintf(&b, "\n> %s\n", w)
 	}
+	if s.Budget != nil {
+		writeBudgetMarkdown(&b, s.Budget)
+	}
 	if s.Storage != nil {
 		b.WriteString("\n## Storage\n\n")
 		if err := s.Storage.WriteMarkdown(&b); err != nil {
