@@ -76,6 +76,13 @@ type Options struct {
 	// network.Auto chooses per weight: Binary where a normalisation follows,
 	// BinaryChannel elsewhere. Any other grid is used for every weight.
 	Grid network.Grid
+	// Grids gives single weights, by name, a grid of their own instead of Grid: a file
+	// of mixed grids (see Budget). Every name must be a targeted weight.
+	Grids map[string]network.Grid
+	// ScaleKeptLR trains the weights left in full precision (Selection) at LR times their
+	// mean magnitude, as the quantized ones are, instead of at LR itself (see
+	// keptMagnitudes). Budget sets it.
+	ScaleKeptLR bool
 	// Selection chooses the targeted weights; zero means every Conv, ConvTranspose,
 	// Gemm and MatMul weight.
 	Selection network.Selection
@@ -285,6 +292,11 @@ func (o Options) Validate() error {
 	}
 	if _, err := network.ParseGrid(string(o.Grid)); err != nil {
 		return bad("Grid", o.Grid, err.Error())
+	}
+	for _, name := range sortedKeys(o.Grids) {
+		if g := o.Grids[name]; g == network.Auto || !slices.Contains(network.Grids(), g) {
+			return bad("Grids", fmt.Sprintf("%s=%s", name, g), "want one of "+gridList())
+		}
 	}
 	if len(o.Selection.Keep) > 0 && len(o.Selection.Only) > 0 {
 		return bad("Selection", o.Selection, "Keep and Only exclude each other")

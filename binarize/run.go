@@ -243,6 +243,9 @@ func Targets(m *onnxio.Model, o Options) ([]network.Target, []Warning, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if ts, err = withGrids(m, ts, o); err != nil {
+		return nil, nil, err
+	}
 	var ws []Warning
 	for _, t := range ts {
 		if t.Grid == network.Binary && !t.Normalized {
@@ -264,14 +267,9 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	}
 	// trainSet is what the weights are trained on: Calib less the validation split when
 	// the split is carved from it. The carved views need no closing (calib.Hold).
-	trainSet, valid := data.Calib, data.Validation
-	if valid == nil {
-		if n := ValidationSize(data.Calib.Len(), o.Validation); n > 0 {
-			var err error
-			if trainSet, valid, err = calib.Hold(data.Calib, n, o.Seed); err != nil {
-				return nil, err
-			}
-		}
+	trainSet, valid, err := splitCalib(data, o)
+	if err != nil {
+		return nil, err
 	}
 	report := SplitHeldOut
 	if data.Eval == nil {
@@ -292,7 +290,7 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Method: o.Method, Grid: o.Grid, Seed: o.Seed, Labelled: data.Calib.HasLabels(),
+	res := &Result{Method: o.Method, Grid: network.Grid(o.gridName()), Seed: o.Seed, Labelled: data.Calib.HasLabels(),
 		TrainSamples: trainSet.Len(), ReportSplit: report}
 	if res.Targets, res.Warnings, err = Targets(model, o); err != nil {
 		return nil, err
@@ -345,15 +343,9 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	}
 	cfg.Outputs = res.Outputs
 
-	m := model.Clone()
-	// Merged initializers reach BatchNorm's running statistics through Identity nodes;
-	// give each node its own so that training and re-estimation can write them.
-	if _, err := train.SeparateBNStats(m); err != nil {
-		return nil, fmt.Errorf("%s: %w", model.Name, err)
-	}
-	g, err := engine.Build(m, o.engine())
+	m, g, err := trainedGraph(model, o)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", model.Name, err)
+		return nil, err
 	}
 	if !o.NoRescale {
 		// The weights on the unscaled binary grid (all with --grid binary, the normalised
@@ -397,6 +389,9 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", model.Name, err)
 		}
+		if o.ScaleKeptLR {
+			keptMagnitudes(m, g, f)
+		}
 		cfg.Optimizer = &gridLR{Optimizer: cfg.Optimizer, factor: f}
 	}
 	nd, err := networkData(trainSet, valid, o, teacher)
@@ -429,7 +424,7 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 		return nil, fmt.Errorf("%s: %w", model.Name, err)
 	}
 	eo := export.Options{Format: o.Format, Opset: o.Opset, Metadata: export.Metadata{
-		Version: o.Version, Algorithm: fileName(o.Method), Grid: string(o.Grid), Seed: o.Seed}}
+		Version: o.Version, Algorithm: fileName(o.Method), Grid: o.gridName(), Seed: o.Seed}}
 	xm, err := export.Export(m, res.Weights, eo)
 	if err != nil {
 		return nil, err // export's errors name the model

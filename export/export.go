@@ -349,6 +349,11 @@ func scaleTensor(name string, g Grid, dims []int64) *onnxpb.TensorProto {
 }
 
 func levelsKey(levels []int) string {
+	// A run of consecutive levels (the k-bit grids) is written as its ends: int8's 255
+	// levels listed one by one made a 1 KB constant name that broke `qtool inspect`.
+	if n := len(levels); n > 4 && levels[n-1]-levels[0] == n-1 {
+		return fmt.Sprintf("%d..%d", levels[0], levels[n-1])
+	}
 	s := make([]string, len(levels))
 	for i, l := range levels {
 		s[i] = strconv.Itoa(l)

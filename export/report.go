@@ -68,6 +68,10 @@ type TensorReport struct {
 	Role string `json:"role"`
 	// Reason says why a tensor was kept in full precision; empty for binarized ones.
 	Reason string `json:"reason,omitempty"`
+	// Grid names a quantized tensor's grid and Why says why it was chosen, when the
+	// caller gave them (CompareOptions.Grids): files whose tensors have different grids.
+	Grid string `json:"grid,omitempty"`
+	Why  string `json:"why,omitempty"`
 }
 
 // Totals are the whole-model figures.
@@ -111,6 +115,14 @@ type CompareOptions struct {
 	// Reasons gives, by tensor name, why a tensor was kept in full precision, such as
 	// "excluded by the user"; other kept tensors get a reason from the nodes that read them.
 	Reasons map[string]string
+	// Grids gives, by tensor name, a quantized tensor's grid and why it was chosen
+	// (TensorReport.Grid and Why); the tables then show them.
+	Grids map[string]GridChoice
+}
+
+// GridChoice is a tensor's grid and the reason it was chosen.
+type GridChoice struct {
+	Grid, Why string
 }
 
 // Compare builds the storage report of quant, the export of orig. The paths are the
@@ -196,6 +208,9 @@ func Compare(orig, quant *onnxio.Model, origPath, quantPath string, opts Compare
 		} else {
 			return nil, fmt.Errorf("export: report: %s has no tensor %q of %s; compare a model with its own export", quant.Name, p.Name, orig.Name)
 		}
+		if c, ok := opts.Grids[p.Name]; ok && tr.Binarized {
+			tr.Grid, tr.Why = c.Grid, c.Why
+		}
 		if tr.Count > 0 {
 			tr.BitsPerWeight = float64(tr.StoredBytes) * 8 / float64(tr.Count)
 		}
@@ -230,7 +245,17 @@ func Compare(orig, quant *onnxio.Model, origPath, quantPath string, opts Compare
 
 // quantizedNames reads the names export recorded under "qtool.tensors".
 func quantizedNames(m *onnxio.Model) (map[string]bool, error) {
+	names, err := quantizedList(m)
 	out := map[string]bool{}
+	for _, n := range names {
+		out[n] = true
+	}
+	return out, err
+}
+
+// quantizedList reads the names export recorded under "qtool.tensors", in their order.
+func quantizedList(m *onnxio.Model) ([]string, error) {
+	var out []string
 	for _, p := range m.Proto.GetMetadataProps() {
 		if p.GetKey() != metaTensors {
 			continue
@@ -239,9 +264,7 @@ func quantizedNames(m *onnxio.Model) (map[string]bool, error) {
 		if err := json.Unmarshal([]byte(p.GetValue()), &names); err != nil {
 			return nil, fmt.Errorf("export: report: %s: metadata %s is not a JSON list of names: %v", m.Name, metaTensors, err)
 		}
-		for _, n := range names {
-			out[n] = true
-		}
+		out = append(out, names...)
 	}
 	return out, nil
 }
@@ -303,6 +326,34 @@ func diskSize(m *onnxio.Model, path string) (int64, error) {
 // traceUnpack walks the nodes that compute a replaced parameter back to the constants
 // they read, and sorts those into stored values, scales and unpacking constants.
 func traceUnpack(m *onnxio.Model, n *onnxpb.NodeProto, producer map[string]*onnxpb.NodeProto, params map[string]onnxio.Param, tr *TensorReport, unpack map[string]bool) error {
+	err := walkUnpack(n, producer, params, func(op string, i int, in string, p onnxio.Param) error {
+		size := onnxio.TensorBytes(p.Tensor)
+		switch {
+		case op == "Cast" && i == 0, op == "DequantizeLinear" && i == 0:
+			tr.StoredBytes += size
+			tr.Format = "packed"
+			if op == "DequantizeLinear" {
+				tr.Format = "qdq"
+			}
+		case op == "Mul", op == "DequantizeLinear":
+			tr.ScaleBytes += size
+		default:
+			unpack[in] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if tr.Format == "" {
+		return errors.New("no stored values found behind it")
+	}
+	return nil
+}
+
+// walkUnpack calls visit for every constant the nodes computing n's outputs read, with
+// the reading node's operator and input index, walking back through computed inputs.
+func walkUnpack(n *onnxpb.NodeProto, producer map[string]*onnxpb.NodeProto, params map[string]onnxio.Param, visit func(op string, i int, in string, p onnxio.Param) error) error {
 	seen := map[*onnxpb.NodeProto]bool{}
 	var walk func(n *onnxpb.NodeProto) error
 	walk = func(n *onnxpb.NodeProto) error {
@@ -315,18 +366,8 @@ func traceUnpack(m *onnxio.Model, n *onnxpb.NodeProto, producer map[string]*onnx
 				continue
 			}
 			if p, ok := params[in]; ok {
-				size := onnxio.TensorBytes(p.Tensor)
-				switch op := n.GetOpType(); {
-				case op == "Cast" && i == 0, op == "DequantizeLinear" && i == 0:
-					tr.StoredBytes += size
-					tr.Format = "packed"
-					if op == "DequantizeLinear" {
-						tr.Format = "qdq"
-					}
-				case op == "Mul", op == "DequantizeLinear":
-					tr.ScaleBytes += size
-				default:
-					unpack[in] = true
+				if err := visit(n.GetOpType(), i, in, p); err != nil {
+					return err
 				}
 				continue
 			}
@@ -340,13 +381,7 @@ func traceUnpack(m *onnxio.Model, n *onnxpb.NodeProto, producer map[string]*onnx
 		}
 		return nil
 	}
-	if err := walk(n); err != nil {
-		return err
-	}
-	if tr.Format == "" {
-		return errors.New("no stored values found behind it")
-	}
-	return nil
+	return walk(n)
 }
 
 func keptReason(name string, c onnxio.Classification, given map[string]string) string {
@@ -454,12 +489,29 @@ func (r *Report) WriteJSON(w io.Writer) error {
 func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "storage report: %s → %s\n\n", r.Original, r.Quantized)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "tensor\tshape\tcount\tbytes before\tbytes after\tbits/weight\tscale bytes\tformat\t")
+	grids := r.hasGrids()
+	head := "tensor\tshape\tcount\tbytes before\tbytes after\tbits/weight\tscale bytes\tformat\t"
+	if grids {
+		head += "grid\t"
+	}
+	fmt.Fprintln(tw, head)
 	for _, t := range r.Tensors {
-		fmt.Fprintf(tw, "%s\t%v\t%d\t%d\t%d\t%.3g\t%d\t%s\t\n", t.Name, t.Shape, t.Count, t.OriginalBytes, t.StoredBytes, t.BitsPerWeight, t.ScaleBytes, t.Format)
+		fmt.Fprintf(tw, "%s\t%v\t%d\t%d\t%d\t%.3g\t%d\t%s\t", t.Name, t.Shape, t.Count, t.OriginalBytes, t.StoredBytes, t.BitsPerWeight, t.ScaleBytes, t.Format)
+		if grids {
+			fmt.Fprintf(tw, "%s\t", t.Grid)
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if grids {
+		fmt.Fprintln(w)
+		for _, t := range r.Tensors {
+			if t.Why != "" {
+				fmt.Fprintf(w, "grid of %s: %s\n", t.Name, t.Why)
+			}
+		}
 	}
 	fmt.Fprintln(w)
 	for _, t := range r.keptSorted() {
@@ -479,10 +531,24 @@ func (r *Report) WriteText(w io.Writer) error {
 // WriteMarkdown writes the report as Markdown.
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(w, "# Storage report\n\n`%s` → `%s`\n\n", r.Original, r.Quantized)
-	fmt.Fprintln(w, "| tensor | shape | count | bytes before | bytes after | bits/weight | scale bytes | format | kept because |")
-	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|---|---|")
+	if r.hasGrids() {
+		fmt.Fprintln(w, "| tensor | shape | count | bytes before | bytes after | bits/weight | scale bytes | format | grid | why |")
+		fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|---|---|---|")
+	} else {
+		fmt.Fprintln(w, "| tensor | shape | count | bytes before | bytes after | bits/weight | scale bytes | format | kept because |")
+		fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|---|---|")
+	}
 	for _, t := range r.Tensors {
-		fmt.Fprintf(w, "| `%s` | %v | %d | %d | %d | %.3g | %d | %s | %s |\n", t.Name, t.Shape, t.Count, t.OriginalBytes, t.StoredBytes, t.BitsPerWeight, t.ScaleBytes, t.Format, t.Reason)
+		fmt.Fprintf(w, "| `%s` | %v | %d | %d | %d | %.3g | %d | %s | ", t.Name, t.Shape, t.Count, t.OriginalBytes, t.StoredBytes, t.BitsPerWeight, t.ScaleBytes, t.Format)
+		if r.hasGrids() {
+			why := t.Why
+			if !t.Binarized {
+				why = t.Reason
+			}
+			fmt.Fprintf(w, "%s | %s |\n", t.Grid, why)
+		} else {
+			fmt.Fprintf(w, "%s |\n", t.Reason)
+		}
 	}
 	fmt.Fprintln(w)
 	for _, l := range r.summary() {
@@ -503,6 +569,16 @@ func (r *Report) WriteFiles(jsonPath, mdPath string) error {
 		return fmt.Errorf("export: report: %w", err)
 	}
 	return nil
+}
+
+// hasGrids reports a report with per-tensor grids (CompareOptions.Grids).
+func (r *Report) hasGrids() bool {
+	for _, t := range r.Tensors {
+		if t.Grid != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Report) keptSorted() []TensorReport {

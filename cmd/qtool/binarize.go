@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -80,6 +81,7 @@ Examples:
    qtool binarize
    qtool binarize testmodels/fmnist-mlp.onnx --data /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz --limit 10000 -o mlp-bin.onnx
    qtool binarize model.onnx --data calib.npz --max-drop 1.5 --json --report report   # CI gate
+   qtool binarize model.onnx --data calib.npz --eval-data holdout.npz --budget --max-drop 1   # smallest file within 1 pp
    qtool binarize testmodels/fmnist-cnn.onnx --data testmodels/fmnist-calib.npz --grid binary-channel --algo admm-r --p 0.3`,
 		Flags: append(append([]cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output `FILE` (default: NAME-binary.onnx in the current folder)"},
@@ -95,7 +97,7 @@ Examples:
 			&cli.DurationFlag{Name: "log-every", Value: 10 * time.Second, Usage: "interval of progress lines when stderr is not a terminal"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
 			seedFlag(),
-		}, append(gateFlags(), algoAndObjectiveFlags()...)...), dataFlags()...),
+		}, append(append(gateFlags(), budgetFlags()...), algoAndObjectiveFlags()...)...), dataFlags()...),
 		Action: runBinarize,
 	}
 }
@@ -127,6 +129,9 @@ func binarizeOutputs(c *cli.Context, grid network.Grid) (string, error) {
 		suffix := "binary"
 		if grid != network.Binary && grid != network.Auto { // auto grids are binary too
 			suffix = string(grid)
+		}
+		if c.Bool("budget") {
+			suffix = "budget"
 		}
 		out = base + "-" + suffix + ".onnx"
 	}
@@ -170,6 +175,11 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if c.Bool("budget") {
+		if _, err := budgetOptions(c); err != nil {
+			return err
+		}
+	}
 	s, err := setupBinarize(c, stderr, method)
 	if err != nil {
 		return err
@@ -206,7 +216,15 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 	}
 	prog := newProgress(stderr, string(method), o.TotalEpochs(), c.Duration("log-every"), c.Bool("quiet"))
 	o.Progress = prog.update
-	res, err := s.run(ctx, c, o)
+	var res *binarize.Result
+	var budget *binarize.BudgetResult
+	if c.Bool("budget") {
+		if budget, err = s.runBudget(ctx, c, o, stderr); err == nil {
+			res = budget.Result
+		}
+	} else {
+		res, err = s.run(ctx, c, o)
+	}
 	prog.finish()
 	if err != nil {
 		return err
@@ -242,7 +260,10 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 	}
 	// The sizes are of the files on disk (the embedded model's temporary copy); the
 	// report names the model as the summary does.
-	if sum.Storage, err = export.Compare(s.teacher.Model, res.Model, s.path, out, export.CompareOptions{}); err != nil {
+	if budget != nil {
+		sum.Budget = budgetRecord(budget.Analysis, budget.Trials, budget.Chosen, modelName)
+	}
+	if sum.Storage, err = export.Compare(s.teacher.Model, res.Model, s.path, out, budgetChoices(sum.Budget)); err != nil {
 		return err
 	}
 	sum.Storage.Original = modelName
@@ -283,6 +304,12 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 			sum.FailedGates = append(sum.FailedGates, g.Gate)
 		}
 	}
+	if !sum.GatePassed && budget == nil && slices.Contains(sum.FailedGates, "--max-drop") {
+		// Which weights to keep: measured on the validation split, never the held-out set.
+		if sum.CostlyLayers, sum.KeepCommand, err = costlyLayers(ctx, c, s, o, res, sum.DropPP-*sum.MaxDropPP); err != nil {
+			return err
+		}
+	}
 	sum.Seconds = roundTo(time.Since(start).Seconds(), 3)
 	if p := c.String("report"); p != "" {
 		if err := writeReport(p, sum); err != nil {
@@ -297,6 +324,9 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 		}
 	} else {
 		printSummary(c.App.Writer, sum)
+		if sum.Budget != nil {
+			writeTrials(c.App.Writer, sum.Budget)
+		}
 		fmt.Fprintln(c.App.Writer)
 		if err := sum.Storage.WriteText(c.App.Writer); err != nil {
 			return err
@@ -309,7 +339,7 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 				failed = append(failed, g.String())
 			}
 		}
-		return exitError{code: exitGateFail, err: fmt.Errorf("gate failed: %s (%s written)", strings.Join(failed, "; "), out)}
+		return exitError{code: exitGateFail, err: fmt.Errorf("gate failed: %s (%s written)%s", strings.Join(failed, "; "), out, costlyText(sum))}
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/qtool/qtool/export"
 	"github.com/qtool/qtool/onnxio"
 	"github.com/qtool/qtool/onnxio/onnxpb"
 )
@@ -42,10 +42,16 @@ func inspectCommand() *cli.Command {
 				return err
 			}
 			rep := inspectModel(m)
+			qs, err := export.Quantized(m)
+			if err != nil {
+				return err
+			}
+			for _, q := range qs {
+				rep.Quantized = append(rep.Quantized, inspectQuantized{Name: q.Name, Format: q.Format, Bits: q.Bits,
+					Levels: len(q.Levels), Scales: q.Scales, Grid: q.Grid()})
+			}
 			if c.Bool("json") {
-				enc := json.NewEncoder(c.App.Writer)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
+				return writeJSON(c.App.Writer, rep)
 			}
 			return rep.print(c.App.Writer)
 		},
@@ -69,6 +75,17 @@ type inspectReport struct {
 	Ops    []inspectOp    `json:"ops"`
 	Params []inspectParam `json:"parameters"`
 	Totals inspectTotals  `json:"totals"`
+	// Quantized lists the weights of a file qtool exported, each with its own grid.
+	Quantized []inspectQuantized `json:"quantized,omitempty"`
+}
+
+type inspectQuantized struct {
+	Name   string `json:"name"`
+	Format string `json:"format"`
+	Bits   int    `json:"bits,omitempty"`
+	Levels int    `json:"level_count,omitempty"`
+	Scales int    `json:"scales"`
+	Grid   string `json:"grid"`
 }
 
 type inspectOpset struct {
@@ -407,6 +424,18 @@ func (r *inspectReport) print(out io.Writer) error {
 	w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "  parameters\t%d\t%d elements\t%s\n", t.Params, t.Elements, byteSize(t.Bytes))
 	fmt.Fprintf(w, "  binarization targets\t%d\t%d elements\t%s (%.1f%% of parameter bytes)\n", t.TargetParams, t.TargetElements, byteSize(t.TargetBytes), share)
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if len(r.Quantized) == 0 {
+		return nil
+	}
+	fmt.Fprintf(out, "\nquantized by qtool (%d)\n", len(r.Quantized))
+	w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "  NAME\tFORMAT\tBITS\tGRID")
+	for _, q := range r.Quantized {
+		fmt.Fprintf(w, "  %s\t%s\t%d\t%s\n", q.Name, q.Format, q.Bits, q.Grid)
+	}
 	return w.Flush()
 }
 

@@ -99,6 +99,7 @@ func commands() []*cli.Command {
 		versionCommand(),
 		benchCommand(),
 		inspectCommand(),
+		analyzeCommand(),
 		evalCommand(),
 		reportCommand(),
 		binarizeCommand(),

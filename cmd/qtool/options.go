@@ -21,6 +21,7 @@ var optionFlags = map[string]string{
 	"Schedule": "--lr-schedule", "Loss": "--loss", "Start": "--start", "Format": "--format", "Opset": "--opset",
 	"StatSamples": "--stat-samples", "BatchSize": "--batch-size", "Workers": "--max-memory",
 	"ClassAxis": "--class-axis", "OutputWeights": "--output-weights", "Validation": "--validation",
+	"Grids": "--budget-grids", "MaxTrials": "--max-trials", "Constraint.MaxDrop": "--max-drop",
 }
 
 // flagError turns the library's typed errors into flag advice: usage errors naming the
@@ -74,7 +75,7 @@ func binarizeOptions(c *cli.Context, be backend, method admmq.Method) (binarize.
 		Loss: binarize.Loss(c.String("loss")), Temperature: c.Float64("temperature"), Start: binarize.Start(c.String("start")),
 		NoRescale: c.Bool("no-rescale"), NoBNRecalib: c.Bool("no-bn-recalib"), LastIterate: c.Bool("last-iterate"),
 		AbsoluteRho: c.Bool("absolute-rho"), BalanceRho: c.Bool("balance-rho"), StatSamples: c.Int("stat-samples"),
-		Seed: c.Uint64("seed"), Version: version,
+		Seed: c.Uint64("seed"), Version: version, ScaleKeptLR: c.Bool("scale-kept-lr"),
 		BLAS: be.BLAS, Workers: be.Workers, MaxMemory: be.MaxMemory,
 	}
 	// --validation 0 means none; the library reads 0 as its default.

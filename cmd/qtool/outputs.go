@@ -70,6 +70,8 @@ var fingerprintSkip = map[string]bool{
 	"quiet": true, "max-drop": true, "min-sqnr": true, "min-agreement": true, "format": true, "opset": true, "max-memory": true,
 	// Identified by content below, not by name.
 	"data": true, "eval-data": true, "labels": true,
+	// --budget refuses checkpoints: its flags never reach one.
+	"budget": true, "target-size": true, "max-trials": true, "budget-grids": true,
 }
 
 // runFingerprint identifies everything that decides a binarize run's result, for its

@@ -397,7 +397,9 @@ func setupBinarize(c *cli.Context, stderr io.Writer, method admmq.Method) (*binS
 	default:
 		return nil, usagef("%s takes one MODEL.onnx argument, got %d", c.Command.Name, c.NArg())
 	}
-	if !c.IsSet("split") && c.String("eval-data") == "" {
+	// analyze's --data is the calibration data as binarize's is beside --eval-data: its
+	// validation split is the one binarize carves from it.
+	if !c.IsSet("split") && c.String("eval-data") == "" && c.Command.Name != "analyze" {
 		if err := c.Set("split", defaultSplit); err != nil {
 			return nil, err
 		}
@@ -441,6 +443,9 @@ func setupBinarize(c *cli.Context, stderr io.Writer, method admmq.Method) (*binS
 		return nil, flagError(err, c, s.path)
 	}
 	for _, w := range warnings {
+		if c.Command.Name == "analyze" {
+			break // about --grid, which analyze does not take
+		}
 		fmt.Fprintln(stderr, "qtool:", "warning: "+warningText(w))
 	}
 	ok = true

@@ -77,6 +77,12 @@ type binarizeSummary struct {
 	// Storage is export's storage report of the output against the input.
 	Storage *export.Report `json:"storage,omitempty"`
 	History []iterRecord   `json:"history"`
+	// Budget is --budget's trials and choices.
+	Budget *budgetJSON `json:"budget,omitempty"`
+	// CostlyLayers are, after a failed --max-drop gate, the weights that cost the most
+	// alone on the validation split, and KeepCommand the command that keeps them.
+	CostlyLayers []costlyJSON `json:"costly_layers,omitempty"`
+	KeepCommand  string       `json:"keep_command,omitempty"`
 }
 
 // splitCounts are the sample counts of the three splits.
@@ -325,6 +331,9 @@ func writeReport(path string, s *binarizeSummary) error {
 	}
 	for _, w := range s.Warnings {
 		fmt.Fprintf(&b, "\n> %s\n", w)
+	}
+	if s.Budget != nil {
+		writeBudgetMarkdown(&b, s.Budget)
 	}
 	if s.Storage != nil {
 		b.WriteString("\n## Storage\n\n")

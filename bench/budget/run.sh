@@ -1,0 +1,45 @@
+#!/bin/sh
+# Reproduces docs/results/budget: `binarize --budget --max-drop 1` on fmnist-cnn and
+# fmnist-resnet against all-binary (--grid auto), int8 and the hand-picked "keep first and
+# last" (with the kept weights at the base learning rate, and scaled as --budget trains
+# them), every run with the same training budget, and the sensitivity plots.
+# Usage: [RUNS="analyze budget ..."] bench/budget/run.sh [MODEL...]
+# (default: fmnist-cnn fmnist-resnet; RUNS: analyze budget binary int8 keep-first-last
+# keep-first-last-scaled)
+# Needs: apt-get install dataset-fashion-mnist. Runs from the repository root.
+#
+# Data: 2 000 seeded training images as calibration data (binarize carves its 500-image
+# validation split from them: every choice of --budget is made there) and 2 000 seeded
+# test images held out (--limit applies to both), measured once per file.
+set -eu
+FM=/usr/share/datasets/fashion-mnist
+TRAIN=$FM/train-images-idx3-ubyte.gz
+TEST=$FM/t10k-images-idx3-ubyte.gz
+OUT=docs/results/budget
+# The files themselves are not kept in the repository.
+FILES=${FILES:-/tmp/qtool-budget}
+QTOOL=${QTOOL:-/tmp/qtool-bench}
+# 4 outer iterations × 2 inner epochs: what fits a shared 2-core machine, for every row.
+BUDGET=${BUDGET:---iters 4 --inner-epochs 2}
+RUNS=${RUNS:-analyze budget binary int8 keep-first-last keep-first-last-scaled}
+mkdir -p "$OUT" "$FILES"
+[ -x "$QTOOL" ] || go build -o "$QTOOL" ./cmd/qtool
+DATA="--data $TRAIN --eval-data $TEST --limit 2000 --seed 1"
+for m in ${*:-fmnist-cnn fmnist-resnet}; do
+	M=testmodels/$m.onnx
+	case " $RUNS " in *" analyze "*)
+	/usr/bin/time -f "%e s wall, %U s user" $QTOOL analyze $M --data $TRAIN --limit 2000 --seed 1 \
+		--plot $OUT/$m-sensitivity.png --json > $OUT/$m-analyze.json 2> $OUT/$m-analyze.log ;;
+	esac
+	for run in "budget:--budget --max-drop 1 --max-trials 3" "binary:--grid auto" "int8:--grid int8" \
+		"keep-first-last:--grid auto --keep first,last" \
+		"keep-first-last-scaled:--grid auto --keep first,last --scale-kept-lr"; do
+		name=${run%%:*}
+		flags=${run#*:}
+		case " $RUNS " in *" $name "*) ;; *) continue ;; esac
+		# Exit 3 (a missed gate or budget) is a result, not a failure of the script.
+		/usr/bin/time -f "%e s wall, %U s user" $QTOOL binarize $M $DATA $BUDGET $flags -o $FILES/$m-$name.onnx \
+			--json --log-every 120s > $OUT/$m-$name.json 2> $OUT/$m-$name.log || [ $? -eq 3 ]
+	done
+done
+/usr/bin/python3 bench/budget/table.py $OUT > $OUT/README.md

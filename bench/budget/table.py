@@ -1,0 +1,75 @@
+#!/usr/bin/python3
+"""Writes docs/results/budget/README.md from bench/budget/run.sh's JSON files."""
+import json
+import os
+import sys
+
+out = sys.argv[1]
+runs = [("budget", "`--budget --max-drop 1`"), ("binary", "all binary (`--grid auto`)"),
+        ("int8", "all int8 (`--grid int8`)"), ("keep-first-last", "`--grid auto --keep first,last`"),
+        ("keep-first-last-scaled", "the same, `--scale-kept-lr`")]
+print("# Binarizing to a budget (bench/budget/run.sh)\n")
+print("2 000 seeded Fashion-MNIST training images as calibration data (500 of them the validation")
+print("split every choice is made on), 2 000 seeded test images held out and measured once per file;")
+print("every run 4 outer iterations × 2 inner epochs, seed 1. Drops in percentage points below the")
+print("full-precision model on the same held-out images; the interval is the binarized accuracy's")
+print("Wilson 95 % interval (±1–2 pp at 2 000 images).\n")
+
+
+def timing(path):
+    try:
+        with open(path) as f:
+            lines = [l.strip() for l in f if "s wall" in l]
+        return lines[-1] if lines else "?"
+    except OSError:
+        return "?"
+
+
+for m in ["fmnist-cnn", "fmnist-resnet"]:
+    if not os.path.exists(f"{out}/{m}-budget.json"):
+        continue
+    print(f"## {m}\n")
+    print("| run | file bytes | × smaller | held-out accuracy | 95 % interval | drop (pp) | gate 1 pp | time |")
+    print("|---|--:|--:|--:|---|--:|---|---|")
+    for name, label in runs:
+        p = f"{out}/{m}-{name}.json"
+        try:
+            with open(p) as f:
+                s = json.load(f)
+        except (OSError, ValueError):
+            print(f"| {label} | — | | | | | | |")
+            continue
+        if "binary_accuracy_pct" not in s:
+            print(f"| {label} | no file: the budget was missed on validation | | | | | | {timing(p[:-5] + '.log')} |")
+            continue
+        ci = s.get("binary_accuracy_ci95_pct") or [0, 0]
+        gate = "—"
+        if name == "budget":
+            gate = "passed" if s.get("gate_passed") else "failed"
+        else:
+            gate = "passed" if s["drop_pct"] <= 1 else "failed"
+        print(f"| {label} | {s['output_bytes']} | {s['input_bytes'] / s['output_bytes']:.1f} | "
+              f"{s['binary_accuracy_pct']:.2f} % | {ci[0]:.2f}–{ci[1]:.2f} | {s['drop_pct']:.2f} | {gate} | {timing(p[:-5] + '.log')} |")
+    print(f"\nFull precision: {s['fp_accuracy_pct']:.2f} % on the same {s['splits']['held_out']} held-out images; "
+          f"original file {s['input_bytes']} B.\n")
+    with open(f"{out}/{m}-budget.json") as f:
+        s = json.load(f)
+    b = s.get("budget")
+    if b:
+        print(f"Budget trials (validation split, {b['validation_samples']} images; sensitivities in "
+              f"{b['analysis_seconds']:.1f} s):\n")
+        print("| trial | allowance | file bytes | predicted drop | validation drop | met | next |")
+        print("|--:|--:|--:|--:|--:|---|---|")
+        for t in b["trials"]:
+            vd = t.get("validation_drop_pct")
+            vd = "—" if vd is None else f"{vd:.2f}"
+            nxt = "relax " + t["relaxed"] if t.get("relaxed") else ("2× allowance" if t.get("tightened") else "")
+            print(f"| {t['trial']} | {t['allowance_scale']:g}× | {t['file_bytes']} | {t['predicted_drop_pct']:.2f} | {vd} | {t['met']} | {nxt} |")
+        last = b["trials"][b["chosen_trial"] - 1] if b["chosen_trial"] > 0 else b["trials"][-1]
+        print(f"\nGrids of trial {last['trial']} (the file written):\n")
+        print("| weight | grid | bytes | why |")
+        print("|---|---|--:|---|")
+        for c in last["choices"]:
+            print(f"| `{c['weight']}` | {c['grid']} | {c['bytes']} | {c['reason']} |")
+        print()
+    print(f"Sensitivity plot: [{m}-sensitivity.png]({m}-sensitivity.png); analysis: {timing(f'{out}/{m}-analyze.log')}.\n")
