@@ -24,6 +24,10 @@ type convKernel struct {
 	tab  nnGatherTable // im2col index lists of the last 2-D geometry that uses them
 	gws  [][]float32   // depthwise weight-gradient partial sums of workers 1..
 
+	dwPlan dwPlan      // the padded-plane depthwise layout (nn_depthwise.go)
+	dwBuf  [][]float32 // each worker's padded plane
+	dwFor  []nnGeom    // the geometry each dwBuf was laid out for
+
 	direct  convDirect // the direct path's packed weights and worker scratch
 	full    []float32  // a fused MaxPool's input when the direct path cannot pool
 	fullT   Tensor     // the tensor over full
@@ -40,6 +44,7 @@ type convKernel struct {
 	epiM, epiO int
 	epiFn      func(lo, hi int)
 	noDirect   bool // tests: force im2col + Sgemm even where the direct path runs
+	noDWPad    bool // tests: force the generic depthwise loop where the padded plane runs
 }
 
 // nnColBudget is the number of float32 values a chunk's column matrix and output planes
@@ -493,6 +498,10 @@ func (k *convKernel) forwardDepthwise(ctx *Context, d *convDims, x, w, bias, y [
 			})
 			return true
 		}
+	}
+	if !k.noDWPad && dwPadOK(g) && dwPlaneFast() {
+		k.forwardDWPad(ctx, d, x, w, bias, y, act)
+		return true
 	}
 	// Output planes are independent: split over (item, channel) so that batch 1 also
 	// uses every worker.

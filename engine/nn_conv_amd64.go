@@ -195,3 +195,25 @@ func colTPlan(p *cpPlan, xp, colT []float32) {
 	}
 	copyPlanAVX512(&colT[0], &xp[0], &p.e[0], len(p.e))
 }
+
+//go:noescape
+func dwPlaneAVX512(xp, y *float32, oh, ow, rowStep, s2 int, w *float32, k int, offs *int64, tail uint64, idx *int32)
+
+// dwPlaneFast reports whether dwPlane runs in assembly.
+func dwPlaneFast() bool { return convTileOK() }
+
+// dwPlane is dwPlaneGo (see there) in assembly where the CPU allows: xp is the padded
+// plane laid out by p, y the output plane, w the taps.
+func dwPlane(p *dwPlan, xp, y, w []float32) {
+	g := &p.g
+	oh, ow := g.out[1], g.out[2]
+	if !dwPlaneFast() {
+		dwPlaneGo(p, xp, y, w)
+		return
+	}
+	if len(xp) < p.size || len(y) < oh*ow || len(w) < len(p.offs) || len(p.offs) == 0 || oh*ow == 0 {
+		panic(fmt.Sprintf("depthwise plane out of range: %+v, lens %d %d %d", p.g, len(xp), len(y), len(w)))
+	}
+	even := [16]int32{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}
+	dwPlaneAVX512(&xp[0], &y[0], oh, ow, 4*g.s[1]*p.pw, g.s[2], &w[0], len(p.offs), &p.offs[0], laneMask(ow%16), &even[0])
+}

@@ -886,3 +886,87 @@ cptail:
 cpdone:
 	VZEROUPPER
 	RET
+
+// func dwPlaneAVX512(xp, y *float32, oh, ow, rowStep, s2 int, w *float32, k int, offs *int64, tail uint64, idx *int32)
+//
+// One output plane of a depthwise convolution from the padded plane xp (see dwPlaneGo):
+// 16 outputs of a row at a time, tap after tap, each product rounded (VMULPS) before it
+// is added (VADDPS) so that the sum is dwPlaneGo's bit for bit. Output row o1's first tap
+// is rowStep bytes after row o1−1's; at column stride 2 two loads and the permutation idx
+// (0, 2, …, 30) give the 16 even columns. tail masks a row's last chunk (ow mod 16
+// lanes; unused when that is 0).
+TEXT ·dwPlaneAVX512(SB), NOSPLIT, $0-88
+	MOVQ xp+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ oh+16(FP), R8
+	MOVQ s2+40(FP), R14
+	MOVQ w+48(FP), R15
+	MOVQ k+56(FP), R10
+	MOVQ offs+64(FP), R9
+	MOVQ tail+72(FP), AX
+	KMOVW AX, K2
+	MOVQ idx+80(FP), AX
+	VMOVDQU32 (AX), Z31
+	MOVQ $0xffff, AX
+	KMOVW AX, K3
+	MOVQ R14, DX
+	SHLQ $6, DX // input bytes per 16 outputs
+
+dwrow:
+	MOVQ SI, AX
+	MOVQ ow+24(FP), BX
+
+dwchunk:
+	KMOVW K3, K1
+	CMPQ BX, $16
+	JGE  dwfull
+	KMOVW K2, K1
+
+dwfull:
+	VXORPS Z0, Z0, Z0
+	MOVQ R9, R11
+	MOVQ R15, R12
+	MOVQ R10, CX
+	CMPQ R14, $1
+	JNE  dwtaps2
+
+dwtaps1:
+	MOVQ (R11), R13
+	VBROADCASTSS (R12), Z1
+	VMULPS (AX)(R13*1), Z1, Z2
+	VADDPS Z2, Z0, Z0
+	ADDQ $8, R11
+	ADDQ $4, R12
+	DECQ CX
+	JNZ  dwtaps1
+	JMP  dwstore
+
+dwtaps2:
+	MOVQ (R11), R13
+	VMOVUPS (AX)(R13*1), Z2
+	VMOVUPS 64(AX)(R13*1), Z3
+	VPERMT2PS Z3, Z31, Z2
+	VBROADCASTSS (R12), Z1
+	VMULPS Z2, Z1, Z2
+	VADDPS Z2, Z0, Z0
+	ADDQ $8, R11
+	ADDQ $4, R12
+	DECQ CX
+	JNZ  dwtaps2
+
+dwstore:
+	VMOVUPS Z0, K1, (DI)
+	CMPQ BX, $16
+	JLE  dwrowdone
+	SUBQ $16, BX
+	ADDQ $64, DI
+	ADDQ DX, AX
+	JMP  dwchunk
+
+dwrowdone:
+	LEAQ (DI)(BX*4), DI
+	ADDQ rowStep+32(FP), SI
+	DECQ R8
+	JNZ  dwrow
+	VZEROUPPER
+	RET

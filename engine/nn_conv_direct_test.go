@@ -56,19 +56,8 @@ func TestConvDirectMatchesGemm(t *testing.T) {
 				if !d.depthwise && !direct.directOK(&d) {
 					t.Fatal("the direct path does not take this case")
 				}
-				for _, act := range []*nnClamp{nil, {relu: true}, {lo: -0.5, hi: 0.75}, {swish: true, a: 1.0 / 6, b: 0.5}} {
-					wantAct := append([]float64(nil), want...)
-					if act != nil {
-						for i, v := range wantAct {
-							if act.relu {
-								wantAct[i] = max(v, 0)
-							} else if act.swish {
-								wantAct[i] = v * min(max(v/6+0.5, 0), 1)
-							} else {
-								wantAct[i] = min(max(v, float64(act.lo)), float64(act.hi))
-							}
-						}
-					}
+				for _, act := range testActs {
+					wantAct := refAct(want, act)
 					outs := [2][]float32{}
 					for j, k := range []*convKernel{direct, gemm} {
 						y := nntRun(t, k, ctx, in)[0]
@@ -114,6 +103,26 @@ func TestConvDirectMatchesGemm(t *testing.T) {
 			})
 		}
 	}
+}
+
+// testActs are the activations a convolution fuses, as the tests run them.
+var testActs = []*nnClamp{nil, {relu: true}, {lo: -0.5, hi: 0.75}, {swish: true, a: 1.0 / 6, b: 0.5}}
+
+// refAct applies act (nil: none) to a copy of the reference values want, in float64.
+func refAct(want []float64, act *nnClamp) []float64 {
+	out := append([]float64(nil), want...)
+	for i, v := range out {
+		switch {
+		case act == nil:
+		case act.relu:
+			out[i] = max(v, 0)
+		case act.swish:
+			out[i] = v * min(max(v/6+0.5, 0), 1)
+		default:
+			out[i] = min(max(v, float64(act.lo)), float64(act.hi))
+		}
+	}
+	return out
 }
 
 // convGrads runs k's Backward at gy into gradients pre-filled with random values (or

@@ -46,3 +46,9 @@ func transpose(t, a []float32, R, C int) { transposeGo(t, a, R, C) }
 func colTPlanFast() bool { return false }
 
 func colTPlan(p *cpPlan, xp, colT []float32) { panic("colTPlan without colTPlanFast") }
+
+// dwPlaneFast is false without the assembly: the generic depthwise loop is as fast as
+// dwPlaneGo in Go.
+func dwPlaneFast() bool { return false }
+
+func dwPlane(p *dwPlan, xp, y, w []float32) { dwPlaneGo(p, xp, y, w) }
