@@ -217,3 +217,26 @@ func dwPlane(p *dwPlan, xp, y, w []float32) {
 	even := [16]int32{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}
 	dwPlaneAVX512(&xp[0], &y[0], oh, ow, 4*g.s[1]*p.pw, g.s[2], &w[0], len(p.offs), &p.offs[0], laneMask(ow%16), &even[0])
 }
+
+//go:noescape
+func sigmoidAVX512(x, y *float32, n int, consts *float32)
+
+// sigmoidFast reports whether sigmoidVec runs in assembly.
+func sigmoidFast() bool { return convTileOK() }
+
+// sigmoidVec sets y[i] = sigmoidF32(x[i]) (len(y) ≥ len(x)), in assembly where the CPU
+// allows.
+func sigmoidVec(x, y []float32) {
+	if len(y) < len(x) {
+		panic(fmt.Sprintf("sigmoid of %d values into %d", len(x), len(y)))
+	}
+	if !sigmoidFast() {
+		for i, v := range x {
+			y[i] = sigmoidF32(v)
+		}
+		return
+	}
+	if len(x) > 0 {
+		sigmoidAVX512(&x[0], &y[0], len(x), &sigConsts[0])
+	}
+}

@@ -970,3 +970,82 @@ dwrowdone:
 	JNZ  dwrow
 	VZEROUPPER
 	RET
+
+// SIGMOID(z) sets z to sigmoidF32(z) with Z1-Z4 and K2 as scratch and the constants in
+// Z17 (0), Z18 (sign bit), Z19 (1) and Z21-Z30 (sigConsts' first ten), each operation
+// in sigmoidF32's order. The clamp takes t as the second source, so that NaN passes.
+#define SIGMOID(z) \
+	VORPS Z18, z, Z4 ; \
+	VMAXPS Z4, Z21, Z4 ; \
+	VMULPS Z22, Z4, Z1 ; \
+	VRNDSCALEPS $0, Z1, Z1 ; \
+	VMULPS Z23, Z1, Z2 ; \
+	VSUBPS Z2, Z4, Z4 ; \
+	VMULPS Z24, Z1, Z2 ; \
+	VSUBPS Z2, Z4, Z4 ; \
+	VMULPS Z4, Z4, Z3 ; \
+	VMULPS Z25, Z4, Z2 ; \
+	VADDPS Z26, Z2, Z2 ; \
+	VMULPS Z4, Z2, Z2 ; \
+	VADDPS Z27, Z2, Z2 ; \
+	VMULPS Z4, Z2, Z2 ; \
+	VADDPS Z28, Z2, Z2 ; \
+	VMULPS Z4, Z2, Z2 ; \
+	VADDPS Z29, Z2, Z2 ; \
+	VMULPS Z4, Z2, Z2 ; \
+	VADDPS Z30, Z2, Z2 ; \
+	VMULPS Z3, Z2, Z2 ; \
+	VADDPS Z4, Z2, Z2 ; \
+	VADDPS Z19, Z2, Z2 ; \
+	VSCALEFPS Z1, Z2, Z2 ; \
+	VADDPS Z19, Z2, Z3 ; \
+	VCMPPS $13, Z17, z, K2 ; \
+	VMOVAPS Z19, K2, Z2 ; \
+	VDIVPS Z3, Z2, z
+
+// func sigmoidAVX512(x, y *float32, n int, consts *float32)
+TEXT ·sigmoidAVX512(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ consts+24(FP), AX
+	VBROADCASTSS 0(AX), Z21
+	VBROADCASTSS 4(AX), Z22
+	VBROADCASTSS 8(AX), Z23
+	VBROADCASTSS 12(AX), Z24
+	VBROADCASTSS 16(AX), Z25
+	VBROADCASTSS 20(AX), Z26
+	VBROADCASTSS 24(AX), Z27
+	VBROADCASTSS 28(AX), Z28
+	VBROADCASTSS 32(AX), Z29
+	VBROADCASTSS 36(AX), Z30
+	VBROADCASTSS 40(AX), Z19
+	VXORPS Z17, Z17, Z17
+	MOVL $0x80000000, AX
+	VPBROADCASTD AX, Z18
+
+sigloop:
+	CMPQ CX, $16
+	JLT  sigtail
+	VMOVUPS (SI), Z0
+	SIGMOID(Z0)
+	VMOVUPS Z0, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP  sigloop
+
+sigtail:
+	TESTQ CX, CX
+	JZ    sigdone
+	MOVQ  $1, AX
+	SHLQ  CX, AX
+	DECQ  AX
+	KMOVW AX, K1
+	VMOVUPS.Z (SI), K1, Z0
+	SIGMOID(Z0)
+	VMOVUPS Z0, K1, (DI)
+
+sigdone:
+	VZEROUPPER
+	RET

@@ -52,3 +52,12 @@ func colTPlan(p *cpPlan, xp, colT []float32) { panic("colTPlan without colTPlanF
 func dwPlaneFast() bool { return false }
 
 func dwPlane(p *dwPlan, xp, y, w []float32) { dwPlaneGo(p, xp, y, w) }
+
+// sigmoidFast is false without the assembly: sigmoidSlice takes the scalar sigmoid.
+func sigmoidFast() bool { return false }
+
+func sigmoidVec(x, y []float32) {
+	for i, v := range x {
+		y[i] = sigmoidF32(v)
+	}
+}
