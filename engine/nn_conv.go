@@ -41,10 +41,11 @@ type convKernel struct {
 	resFn      func(lo, hi int)
 	// Likewise the bias and activation of depthwise planes off the assembly path:
 	// planeEpilogue's arguments are resY, resR (the bias), resAct, epiM and epiO.
-	epiM, epiO int
-	epiFn      func(lo, hi int)
-	noDirect   bool // tests: force im2col + Sgemm even where the direct path runs
-	noDWPad    bool // tests: force the generic depthwise loop where the padded plane runs
+	epiM, epiO  int
+	epiFn       func(lo, hi int)
+	noDirect    bool // tests: force im2col + Sgemm even where the direct path runs
+	noDWPad     bool // tests: force the generic depthwise loop where the padded plane runs
+	forceDirect bool // tests: the direct path for planes smaller than convDirectMinPlane too
 }
 
 // nnColBudget is the number of float32 values a chunk's column matrix and output planes

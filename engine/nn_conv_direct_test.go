@@ -46,6 +46,7 @@ func TestConvDirectMatchesGemm(t *testing.T) {
 				}
 				want, _ := refConv(to64(in[0].F), c.x, to64(in[1].F), c.w, b, max(c.group, 1), strides, dil, pads)
 				direct := buildKernel(t, n).(*convKernel)
+				direct.forceDirect = true
 				gemm := buildKernel(t, n).(*convKernel)
 				gemm.noDirect = true
 				ctx := nntGoCtx(workers)
@@ -209,6 +210,7 @@ func TestConvFusedPool(t *testing.T) {
 				}
 				k := buildKernel(t, n).(*convKernel)
 				k.noDirect = noDirect
+				k.forceDirect = !noDirect
 				pn := nntNode("MaxPool", 12, 1, 1, attrInts("kernel_shape", int64(tc.k), int64(tc.k)), attrInts("strides", int64(tc.s), int64(tc.s)))
 				pool := buildKernel(t, pn).(*poolKernel)
 				out := NewFloat([]int{N, M, PH, PW}, make([]float32, len(want)))
@@ -259,6 +261,7 @@ func TestConvResidual(t *testing.T) {
 					}
 					k := buildKernel(t, n).(*convKernel)
 					k.noDirect = noDirect
+					k.forceDirect = !noDirect
 					y := NewFloat(ws, make([]float32, len(want)))
 					for i := range y.F {
 						y.F[i] = float32(math.NaN())
@@ -288,6 +291,7 @@ func TestConvDirectWorkersAgree(t *testing.T) {
 			var first []float32
 			for _, workers := range []int{1, 2, 3, 7} {
 				k := buildKernel(t, n).(*convKernel)
+				k.forceDirect = true
 				y := nntRun(t, k, nntGoCtx(workers), in)[0].F
 				if first == nil {
 					first = y
@@ -300,6 +304,7 @@ func TestConvDirectWorkersAgree(t *testing.T) {
 				}
 			}
 			k := buildKernel(t, n).(*convKernel)
+			k.forceDirect = true
 			ctx := nntGoCtx(3)
 			out := nntRun(t, k, ctx, in)
 			gy := nntRand(r, out[0].Shape, -1, 1)
