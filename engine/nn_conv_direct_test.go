@@ -13,6 +13,8 @@ import (
 // last item is alone), planes of one pixel, pointwise layers with groups, and the
 // fmnist layers.
 var directCases = append([]convCase{
+	// One image and more row blocks than workers: the workers split the output channels.
+	{name: "one_item_m37", x: []int{1, 5, 12, 14}, w: []int{37, 5, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 	{name: "m13_odd_batch", x: []int{5, 3, 9, 11}, w: []int{13, 3, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 	{name: "m1_one_item", x: []int{1, 2, 6, 6}, w: []int{1, 2, 3, 3}, pads: []int{1, 1, 1, 1}},
 	{name: "one_pixel", x: []int{3, 4, 3, 3}, w: []int{10, 4, 3, 3}, bias: true},
@@ -237,6 +239,7 @@ func TestConvResidual(t *testing.T) {
 		{name: "strided_1x1", x: []int{3, 8, 14, 14}, w: []int{13, 8, 1, 1}, strides: []int{2, 2}},
 		{name: "padded_3x3", x: []int{2, 4, 14, 14}, w: []int{8, 4, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 		{name: "depthwise", x: []int{2, 6, 7, 7}, w: []int{6, 1, 3, 3}, group: 6, pads: []int{1, 1, 1, 1}, bias: true},
+		{name: "one_item_m37", x: []int{1, 5, 12, 14}, w: []int{37, 5, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 	}
 	for _, c := range cases {
 		for _, noDirect := range []bool{false, true} {
