@@ -1,6 +1,10 @@
 package engine
 
-import "math"
+import (
+	"math"
+
+	"gonum.org/v1/gonum/blas"
+)
 
 // convKernel is Conv. On CPUs with the AVX-512 tile kernel every convolution but the
 // depthwise ones takes the direct path (nn_conv_direct.go), parallel over images. Without
@@ -456,6 +460,13 @@ func (k *convKernel) forwardGemm(ctx *Context, d *convDims, x, w, bias, y []floa
 			col, ld := k.cols(ctx, d, x, s, cnt, grp)
 			if direct {
 				yo := (s*d.M + grp*d.Mg) * O
+				if O == 1 {
+					// One output pixel of one image (ResNet's last stage on small
+					// inputs at batch 1): a matrix-vector product reads the weights
+					// once, where Sgemm would first copy them into its panels.
+					ctx.BLAS.Sgemv(blas.NoTrans, d.Mg, CgK, 1, wg, CgK, col, ld, beta, y[yo:yo+d.Mg], 1)
+					continue
+				}
 				nnSgemmLD(ctx.BLAS, false, false, d.Mg, O, CgK, 1, wg, CgK, col, ld, beta, y[yo:yo+d.Mg*O], O)
 				continue
 			}

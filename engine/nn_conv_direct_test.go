@@ -14,6 +14,8 @@ import (
 // fmnist layers.
 var directCases = append([]convCase{
 	// One image and more row blocks than workers: the workers split the output channels.
+	// One image and one output pixel: a matrix-vector product off the direct path.
+	{name: "one_item_one_pixel", x: []int{1, 6, 3, 3}, w: []int{20, 6, 3, 3}, bias: true},
 	{name: "one_item_m37", x: []int{1, 5, 12, 14}, w: []int{37, 5, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 	{name: "m13_odd_batch", x: []int{5, 3, 9, 11}, w: []int{13, 3, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 	{name: "m1_one_item", x: []int{1, 2, 6, 6}, w: []int{1, 2, 3, 3}, pads: []int{1, 1, 1, 1}},
