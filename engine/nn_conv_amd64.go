@@ -197,25 +197,38 @@ func colTPlan(p *cpPlan, xp, colT []float32) {
 }
 
 //go:noescape
-func dwPlaneAVX512(xp, y *float32, oh, ow, rowStep, s2 int, w *float32, k int, offs *int64, tail uint64, idx *int32)
+func dwPlaneAVX512(xp, y *float32, oh, ow, rowStep, s2 int, w *float32, k int, offs *int64, tail uint64, idx *int32, bias float32, flags int, lo, hi int32, a, b float32)
+
+// dwBias tells dwPlaneAVX512 to add its bias (beside the tile kernel's activation flags).
+const dwBias = 16
 
 // dwPlaneFast reports whether dwPlane runs in assembly.
 func dwPlaneFast() bool { return convTileOK() }
 
-// dwPlane is dwPlaneGo (see there) in assembly where the CPU allows: xp is the padded
-// plane laid out by p, y the output plane, w the taps.
-func dwPlane(p *dwPlan, xp, y, w []float32) {
+// dwPlane sets the output plane y to act(dwPlaneGo's sum + bias[0]) (bias and act nil
+// for none), from the padded plane xp laid out by p and the taps w, in assembly where
+// the CPU allows: the bias and activation in the same pass, computed as planeBiasAct
+// computes them.
+func dwPlane(p *dwPlan, xp, y, w, bias []float32, act *nnClamp) {
 	g := &p.g
 	oh, ow := g.out[1], g.out[2]
-	if !dwPlaneFast() {
+	t, ok := dw3x3Flags(act)
+	if !dwPlaneFast() || !ok {
 		dwPlaneGo(p, xp, y, w)
+		planeBiasAct(y[:oh*ow], bias, act)
 		return
 	}
-	if len(xp) < p.size || len(y) < oh*ow || len(w) < len(p.offs) || len(p.offs) == 0 || oh*ow == 0 {
+	if len(xp) < p.size || len(y) < oh*ow || len(w) < len(p.offs) || len(p.offs) == 0 || oh*ow == 0 || (bias != nil && len(bias) == 0) {
 		panic(fmt.Sprintf("depthwise plane out of range: %+v, lens %d %d %d", p.g, len(xp), len(y), len(w)))
 	}
+	var bv float32
+	if bias != nil {
+		t.flags |= dwBias
+		bv = bias[0]
+	}
 	even := [16]int32{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}
-	dwPlaneAVX512(&xp[0], &y[0], oh, ow, 4*g.s[1]*p.pw, g.s[2], &w[0], len(p.offs), &p.offs[0], laneMask(ow%16), &even[0])
+	dwPlaneAVX512(&xp[0], &y[0], oh, ow, 4*g.s[1]*p.pw, g.s[2], &w[0], len(p.offs), &p.offs[0], laneMask(ow%16), &even[0],
+		bv, t.flags, t.lo, t.hi, t.a, t.b)
 }
 
 //go:noescape

@@ -31,6 +31,18 @@
 	VPMINSD Z28, Z16, Z16 ; \
 	VMULPS Z16, z, z
 
+// ACTCONSTS loads the constants of RELU, CLIP and SWISH (Z26-Z30) from the arguments
+// lo, hi (int32 keys or bit patterns), a and b, through the scratch register r.
+#define ACTCONSTS(r, lo, hi, a, b) \
+	MOVL $0x7fffffff, r ; \
+	VPBROADCASTD r, Z26 ; \
+	MOVL lo, r ; \
+	VPBROADCASTD r, Z27 ; \
+	MOVL hi, r ; \
+	VPBROADCASTD r, Z28 ; \
+	VBROADCASTSS a, Z29 ; \
+	VBROADCASTSS b, Z30
+
 #define TILEACT(f) \
 	f(Z0) ; f(Z1) ; f(Z2) ; f(Z3) ; f(Z4) ; f(Z5) ; f(Z6) ; f(Z7) ; \
 	f(Z8) ; f(Z9) ; f(Z10) ; f(Z11) ; f(Z12) ; f(Z13) ; f(Z14) ; f(Z15)
@@ -61,14 +73,7 @@ TEXT ·convTileAVX512(SB), NOSPLIT, $0-128
 	MOVQ nrb+96(FP), DX
 	// Activation constants: the key mask, the bounds (Clip keys, or 0 and the bits of 1
 	// for HardSwish) and HardSwish's slope and offset.
-	MOVL $0x7fffffff, BX
-	VPBROADCASTD BX, Z26
-	MOVL lo+112(FP), BX
-	VPBROADCASTD BX, Z27
-	MOVL hi+116(FP), BX
-	VPBROADCASTD BX, Z28
-	VBROADCASTSS sa+120(FP), Z29
-	VBROADCASTSS sb+124(FP), Z30
+	ACTCONSTS(BX, lo+112(FP), hi+116(FP), sa+120(FP), sb+124(FP))
 
 block:
 	MOVQ b0+16(FP), SI
@@ -887,15 +892,16 @@ cpdone:
 	VZEROUPPER
 	RET
 
-// func dwPlaneAVX512(xp, y *float32, oh, ow, rowStep, s2 int, w *float32, k int, offs *int64, tail uint64, idx *int32)
+// func dwPlaneAVX512(xp, y *float32, oh, ow, rowStep, s2 int, w *float32, k int, offs *int64, tail uint64, idx *int32, bias float32, flags int, lo, hi int32, a, b float32)
 //
 // One output plane of a depthwise convolution from the padded plane xp (see dwPlaneGo):
 // 16 outputs of a row at a time, tap after tap, each product rounded (VMULPS) before it
 // is added (VADDPS) so that the sum is dwPlaneGo's bit for bit. Output row o1's first tap
 // is rowStep bytes after row o1−1's; at column stride 2 two loads and the permutation idx
 // (0, 2, …, 30) give the 16 even columns. tail masks a row's last chunk (ow mod 16
-// lanes; unused when that is 0).
-TEXT ·dwPlaneAVX512(SB), NOSPLIT, $0-88
+// lanes; unused when that is 0). Then, by flags, the bias (dwBias) and the activation
+// (tileRelu, tileClip, tileSwish with lo, hi, a and b as the tile kernel takes them).
+TEXT ·dwPlaneAVX512(SB), NOSPLIT, $0-120
 	MOVQ xp+0(FP), SI
 	MOVQ y+8(FP), DI
 	MOVQ oh+16(FP), R8
@@ -911,6 +917,8 @@ TEXT ·dwPlaneAVX512(SB), NOSPLIT, $0-88
 	KMOVW AX, K3
 	MOVQ R14, DX
 	SHLQ $6, DX // input bytes per 16 outputs
+	VBROADCASTSS bias+88(FP), Z4
+	ACTCONSTS(AX, lo+104(FP), hi+108(FP), a+112(FP), b+116(FP))
 
 dwrow:
 	MOVQ SI, AX
@@ -955,6 +963,29 @@ dwtaps2:
 	JNZ  dwtaps2
 
 dwstore:
+	MOVQ flags+96(FP), R13
+	TESTQ $16, R13
+	JZ   dwact
+	VADDPS Z4, Z0, Z0
+
+dwact:
+	TESTQ $2, R13
+	JZ   dwclip
+	RELU(Z0)
+	JMP  dwput
+
+dwclip:
+	TESTQ $4, R13
+	JZ   dwswish
+	CLIP(Z0)
+	JMP  dwput
+
+dwswish:
+	TESTQ $8, R13
+	JZ   dwput
+	SWISH(Z0)
+
+dwput:
 	VMOVUPS Z0, K1, (DI)
 	CMPQ BX, $16
 	JLE  dwrowdone

@@ -51,7 +51,10 @@ func colTPlan(p *cpPlan, xp, colT []float32) { panic("colTPlan without colTPlanF
 // dwPlaneGo in Go.
 func dwPlaneFast() bool { return false }
 
-func dwPlane(p *dwPlan, xp, y, w []float32) { dwPlaneGo(p, xp, y, w) }
+func dwPlane(p *dwPlan, xp, y, w, bias []float32, act *nnClamp) {
+	dwPlaneGo(p, xp, y, w)
+	planeBiasAct(y[:p.g.outSize()], bias, act)
+}
 
 // sigmoidFast is false without the assembly: sigmoidSlice takes the scalar sigmoid.
 func sigmoidFast() bool { return false }

@@ -293,13 +293,11 @@ func (k *convKernel) forwardDWPad(ctx *Context, d *convDims, x, w, bias, y []flo
 			i, m := pl/d.M, pl%d.M
 			c := m / d.Mg
 			p.fill(buf, x[(i*d.C+c)*isz:(i*d.C+c+1)*isz])
-			yp := y[pl*O : (pl+1)*O]
-			dwPlane(p, buf, yp, w[m*K:(m+1)*K])
 			var bm []float32
 			if bias != nil {
 				bm = bias[m : m+1]
 			}
-			planeBiasAct(yp, bm, act)
+			dwPlane(p, buf, y[pl*O:(pl+1)*O], w[m*K:(m+1)*K], bm, act)
 		}
 	})
 }

@@ -117,15 +117,25 @@ func checkDWPlanes(t *testing.T, d *convDims, x, w []float32) {
 				}
 			}
 		}
-		got := make([]float32, O+1)
-		got[O] = 42
-		dwPlane(&p, buf, got[:O], w[m*K:(m+1)*K])
-		if got[O] != 42 {
-			t.Fatalf("plane %d: dwPlane wrote past the plane", m)
-		}
-		for i := range want {
-			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("plane %d: dwPlane [%d] = %v, dwPlaneGo %v", m, i, got[i], want[i])
+		// With each activation (and a Clip with a NaN bound, which the assembly leaves
+		// to planeBiasAct), with and without a bias: dwPlane against dwPlaneGo plus
+		// planeBiasAct.
+		acts := append([]*nnClamp{{lo: float32(math.NaN()), hi: 0.5}}, testActs...)
+		for _, act := range acts {
+			for _, bias := range [][]float32{nil, {0.25}} {
+				wantAct := append([]float32(nil), want...)
+				planeBiasAct(wantAct, bias, act)
+				got := make([]float32, O+1)
+				got[O] = 42
+				dwPlane(&p, buf, got[:O], w[m*K:(m+1)*K], bias, act)
+				if got[O] != 42 {
+					t.Fatalf("plane %d: dwPlane wrote past the plane", m)
+				}
+				for i := range wantAct {
+					if math.Float32bits(got[i]) != math.Float32bits(wantAct[i]) {
+						t.Fatalf("plane %d, act %v, bias %v: dwPlane [%d] = %v, dwPlaneGo %v", m, act, bias, i, got[i], wantAct[i])
+					}
+				}
 			}
 		}
 	}
