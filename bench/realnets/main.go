@@ -260,6 +260,13 @@ func runTrain(dir string, names []string, mode, python string, batch, steps, thr
 		args := append([]string{script, "train"}, names...)
 		args = append(args, "--batch", fmt.Sprint(batch), "--steps", fmt.Sprint(steps), "--threads", fmt.Sprint(threads))
 		cmd := exec.Command(python, args...)
+		// OpenMP threads spin while they wait for work; on a machine shared with other
+		// jobs that made PyTorch's steps 10-40 times slower (the transformer: 426 ms
+		// against 11 ms). qtool's workers and onnxruntime's (NoSpinning) sleep too.
+		cmd.Env = os.Environ()
+		if os.Getenv("OMP_WAIT_POLICY") == "" {
+			cmd.Env = append(cmd.Env, "OMP_WAIT_POLICY=PASSIVE")
+		}
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
