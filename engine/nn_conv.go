@@ -31,6 +31,11 @@ type convKernel struct {
 	dwPlan dwPlan      // the padded-plane depthwise layout (nn_depthwise.go)
 	dwBuf  [][]float32 // each worker's padded plane
 	dwFor  []nnGeom    // the geometry each dwBuf was laid out for
+	// The same for the input gradient's convolution, and the flipped taps.
+	dwPlanT dwPlan
+	dwBufT  [][]float32
+	dwForT  []nnGeom
+	wflip   []float32
 
 	direct  convDirect // the direct path's packed weights and worker scratch
 	full    []float32  // a fused MaxPool's input when the direct path cannot pool
@@ -679,6 +684,24 @@ func (k *convKernel) backwardDepthwise(ctx *Context, d *convDims, x, w, gy, gx, 
 		nw = min(d.N, convGradSlots)
 		k.gws = nnScratch(k.gws, nw, len(w))
 	}
+	pad := !k.noDWPad && !(same3 && fast) && dwPadOK(g) && dwPlaneFast()
+	var p, pT *dwPlan
+	if pad {
+		p = k.dwPlan.setup(g)
+		dwBuffers(&k.dwBuf, &k.dwFor, nw, p)
+		if t, ok := dwTransposed(g); ok && gx != nil {
+			// The input gradient of unit strides is the convolution of the padded output
+			// gradient with the flipped taps.
+			pT = k.dwPlanT.setup(&t)
+			dwBuffers(&k.dwBufT, &k.dwForT, nw, pT)
+			k.wflip = nnGrow(k.wflip, len(w))
+			for m := 0; m < d.M; m++ {
+				for t := 0; t < K; t++ {
+					k.wflip[m*K+t] = w[m*K+K-1-t]
+				}
+			}
+		}
+	}
 	nnEach(ctx, nw, d.N, func(wk, lo, hi int) {
 		gwk := gw
 		if wk > 0 && gw != nil {
@@ -686,6 +709,10 @@ func (k *convKernel) backwardDepthwise(ctx *Context, d *convDims, x, w, gy, gx, 
 			clear(gwk)
 		}
 		for i := lo; i < hi; i++ {
+			if pad {
+				k.backwardDWPad(d, p, pT, wk, i, x, w, gy, gx, gwk)
+				continue
+			}
 			for m := 0; m < d.M; m++ {
 				c := m / d.Mg
 				var gxc, xc []float32

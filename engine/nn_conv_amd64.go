@@ -199,8 +199,12 @@ func colTPlan(p *cpPlan, xp, colT []float32) {
 //go:noescape
 func dwPlaneAVX512(xp, y *float32, oh, ow, rowStep, s2 int, w *float32, k int, offs *int64, tail uint64, idx *int32, bias float32, flags int, lo, hi int32, a, b float32)
 
-// dwBias tells dwPlaneAVX512 to add its bias (beside the tile kernel's activation flags).
-const dwBias = 16
+// dwBias and dwAdd tell dwPlaneAVX512 to add its bias, and to add the sum to y rather
+// than set y to it (beside the tile kernel's activation flags).
+const (
+	dwBias = 16
+	dwAdd  = 32
+)
 
 // dwPlaneFast reports whether dwPlane runs in assembly.
 func dwPlaneFast() bool { return convTileOK() }
@@ -210,25 +214,57 @@ func dwPlaneFast() bool { return convTileOK() }
 // the CPU allows: the bias and activation in the same pass, computed as planeBiasAct
 // computes them.
 func dwPlane(p *dwPlan, xp, y, w, bias []float32, act *nnClamp) {
-	g := &p.g
-	oh, ow := g.out[1], g.out[2]
 	t, ok := dw3x3Flags(act)
 	if !dwPlaneFast() || !ok {
-		dwPlaneGo(p, xp, y, w)
-		planeBiasAct(y[:oh*ow], bias, act)
+		dwPlaneGo(p, xp, y, w, false)
+		planeBiasAct(y[:p.g.outSize()], bias, act)
 		return
-	}
-	if len(xp) < p.size || len(y) < oh*ow || len(w) < len(p.offs) || len(p.offs) == 0 || oh*ow == 0 || (bias != nil && len(bias) == 0) {
-		panic(fmt.Sprintf("depthwise plane out of range: %+v, lens %d %d %d", p.g, len(xp), len(y), len(w)))
 	}
 	var bv float32
 	if bias != nil {
 		t.flags |= dwBias
 		bv = bias[0]
 	}
-	even := [16]int32{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}
-	dwPlaneAVX512(&xp[0], &y[0], oh, ow, 4*g.s[1]*p.pw, g.s[2], &w[0], len(p.offs), &p.offs[0], laneMask(ow%16), &even[0],
-		bv, t.flags, t.lo, t.hi, t.a, t.b)
+	dwPlaneAsm(p, xp, y, w, bv, t)
+}
+
+// dwPlaneAdd adds dwPlaneGo's sum to y (dwPlaneGo with add).
+func dwPlaneAdd(p *dwPlan, xp, y, w []float32) {
+	if !dwPlaneFast() {
+		dwPlaneGo(p, xp, y, w, true)
+		return
+	}
+	dwPlaneAsm(p, xp, y, w, 0, tileAct{flags: dwAdd})
+}
+
+// dwEven is the permutation that takes the even lanes of two registers.
+var dwEven = [16]int32{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}
+
+func dwPlaneAsm(p *dwPlan, xp, y, w []float32, bias float32, t tileAct) {
+	g := &p.g
+	oh, ow := g.out[1], g.out[2]
+	if len(xp) < p.size || len(y) < oh*ow || len(w) < len(p.offs) || len(p.offs) == 0 || oh*ow == 0 {
+		panic(fmt.Sprintf("depthwise plane out of range: %+v, lens %d %d %d", p.g, len(xp), len(y), len(w)))
+	}
+	dwPlaneAVX512(&xp[0], &y[0], oh, ow, 4*g.s[1]*p.pw, g.s[2], &w[0], len(p.offs), &p.offs[0], laneMask(ow%16), &dwEven[0],
+		bias, t.flags, t.lo, t.hi, t.a, t.b)
+}
+
+//go:noescape
+func dwGradWAVX512(xp, gy *float32, oh, ow, rowStep, s2, k int, offs *int64, tail uint64, idx *int32, gw *float32)
+
+// dwGradW is dwGradWGo (see there) in assembly where the CPU allows.
+func dwGradW(p *dwPlan, xp, gy, gw []float32) {
+	g := &p.g
+	oh, ow := g.out[1], g.out[2]
+	if !dwPlaneFast() {
+		dwGradWGo(p, xp, gy, gw)
+		return
+	}
+	if len(xp) < p.size || len(gy) < oh*ow || len(gw) < len(p.offs) || len(p.offs) == 0 || oh*ow == 0 {
+		panic(fmt.Sprintf("depthwise weight gradient out of range: %+v, lens %d %d %d", p.g, len(xp), len(gy), len(gw)))
+	}
+	dwGradWAVX512(&xp[0], &gy[0], oh, ow, 4*g.s[1]*p.pw, g.s[2], len(p.offs), &p.offs[0], laneMask(ow%16), &dwEven[0], &gw[0])
 }
 
 //go:noescape

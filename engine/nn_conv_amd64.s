@@ -964,6 +964,12 @@ dwtaps2:
 
 dwstore:
 	MOVQ flags+96(FP), R13
+	TESTQ $32, R13
+	JZ   dwnoadd
+	VMOVUPS.Z (DI), K1, Z5
+	VADDPS Z5, Z0, Z0
+
+dwnoadd:
 	TESTQ $16, R13
 	JZ   dwact
 	VADDPS Z4, Z0, Z0
@@ -1078,5 +1084,76 @@ sigtail:
 	VMOVUPS Z0, K1, (DI)
 
 sigdone:
+	VZEROUPPER
+	RET
+
+// func dwGradWAVX512(xp, gy *float32, oh, ow, rowStep, s2, k int, offs *int64, tail uint64, idx *int32, gw *float32)
+//
+// Adds to gw[t], for each of the k taps, the sum over the output plane gy of gy times
+// the padded plane xp under tap t (see dwGradWGo): 16 lanes of products, rounded before
+// they are added (lanes past a row's end multiply to zero), then summed by HSUMADD.
+TEXT ·dwGradWAVX512(SB), NOSPLIT, $0-88
+	MOVQ gw+80(FP), AX
+	MOVQ offs+56(FP), R9
+	MOVQ k+48(FP), R10
+	MOVQ s2+40(FP), R14
+	MOVQ tail+64(FP), BX
+	KMOVW BX, K2
+	MOVQ idx+72(FP), BX
+	VMOVDQU32 (BX), Z31
+	MOVQ $0xffff, BX
+	KMOVW BX, K3
+	MOVQ R14, DX
+	SHLQ $6, DX // input bytes per 16 outputs
+
+gwtap:
+	VXORPS Z5, Z5, Z5
+	MOVQ xp+0(FP), SI
+	ADDQ (R9), SI
+	MOVQ gy+8(FP), DI
+	MOVQ oh+16(FP), R8
+
+gwrow:
+	MOVQ SI, R11
+	MOVQ ow+24(FP), BX
+
+gwchunk:
+	KMOVW K3, K1
+	CMPQ BX, $16
+	JGE  gwfull
+	KMOVW K2, K1
+
+gwfull:
+	VMOVUPS.Z (DI), K1, Z2
+	CMPQ R14, $1
+	JNE  gws2
+	VMULPS.Z (R11), Z2, K1, Z3
+	JMP  gwacc
+
+gws2:
+	VMOVUPS (R11), Z3
+	VMOVUPS 64(R11), Z4
+	VPERMT2PS Z4, Z31, Z3
+	VMULPS.Z Z3, Z2, K1, Z3
+
+gwacc:
+	VADDPS Z3, Z5, Z5
+	CMPQ BX, $16
+	JLE  gwrowdone
+	SUBQ $16, BX
+	ADDQ $64, DI
+	ADDQ DX, R11
+	JMP  gwchunk
+
+gwrowdone:
+	LEAQ (DI)(BX*4), DI
+	ADDQ rowStep+32(FP), SI
+	DECQ R8
+	JNZ  gwrow
+	HSUMADD(Z5, 0)
+	ADDQ $4, AX
+	ADDQ $8, R9
+	DECQ R10
+	JNZ  gwtap
 	VZEROUPPER
 	RET

@@ -52,9 +52,13 @@ func colTPlan(p *cpPlan, xp, colT []float32) { panic("colTPlan without colTPlanF
 func dwPlaneFast() bool { return false }
 
 func dwPlane(p *dwPlan, xp, y, w, bias []float32, act *nnClamp) {
-	dwPlaneGo(p, xp, y, w)
+	dwPlaneGo(p, xp, y, w, false)
 	planeBiasAct(y[:p.g.outSize()], bias, act)
 }
+
+func dwPlaneAdd(p *dwPlan, xp, y, w []float32) { dwPlaneGo(p, xp, y, w, true) }
+
+func dwGradW(p *dwPlan, xp, gy, gw []float32) { dwGradWGo(p, xp, gy, gw) }
 
 // sigmoidFast is false without the assembly: sigmoidSlice takes the scalar sigmoid.
 func sigmoidFast() bool { return false }

@@ -239,8 +239,9 @@ func (p *dwPlan) fill(dst, x []float32) {
 }
 
 // dwPlaneGo is the definition of dwPlane: y[o1, o2] = Σ over taps t, in order, of
-// w[t]·xp[o1·s1·pw + o2·s2 + offs[t]/4], each product rounded before it is added.
-func dwPlaneGo(p *dwPlan, xp, y, w []float32) {
+// w[t]·xp[o1·s1·pw + o2·s2 + offs[t]/4], each product rounded before it is added; with
+// add, that sum plus y[o1, o2].
+func dwPlaneGo(p *dwPlan, xp, y, w []float32, add bool) {
 	g := &p.g
 	for o1 := 0; o1 < g.out[1]; o1++ {
 		for o2 := 0; o2 < g.out[2]; o2++ {
@@ -249,9 +250,62 @@ func dwPlaneGo(p *dwPlan, xp, y, w []float32) {
 			for t, off := range p.offs {
 				acc += float32(w[t] * xp[base+int(off/4)])
 			}
+			if add {
+				acc += y[o1*g.out[2]+o2]
+			}
 			y[o1*g.out[2]+o2] = acc
 		}
 	}
+}
+
+// dwGradWGo is the definition of dwGradW: gw[t] += Σ over the plane of
+// gy[o1, o2]·xp[o1·s1·pw + o2·s2 + offs[t]/4], summed as the assembly sums it: in 16
+// lanes (lane j takes the outputs o2 ≡ j mod 16 of every row, a zero where a row's last
+// chunk has no output), then the lanes pairwise by halves.
+func dwGradWGo(p *dwPlan, xp, gy, gw []float32) {
+	g := &p.g
+	oh, ow := g.out[1], g.out[2]
+	for t, off := range p.offs {
+		var acc [16]float32
+		for o1 := 0; o1 < oh; o1++ {
+			for c0 := 0; c0 < ow; c0 += 16 {
+				for j := range acc {
+					v := float32(0)
+					if o := c0 + j; o < ow {
+						v = float32(gy[o1*ow+o] * xp[o1*g.s[1]*p.pw+o*g.s[2]+int(off/4)])
+					}
+					acc[j] += v
+				}
+			}
+		}
+		var s8 [8]float32
+		for i := range s8 {
+			s8[i] = acc[i] + acc[i+8]
+		}
+		var s4 [4]float32
+		for i := range s4 {
+			s4[i] = s8[i] + s8[i+4]
+		}
+		gw[t] += (s4[0] + s4[1]) + (s4[2] + s4[3])
+	}
+}
+
+// dwTransposed returns the geometry whose padded-plane convolution with the flipped
+// taps is the input gradient of the unit-stride geometry g (the output gradient padded
+// by k − 1 − p on each side), and whether there is one.
+func dwTransposed(g *nnGeom) (nnGeom, bool) {
+	t := nnGeom{nd: 2, k: g.k, s: g.s, d: g.d, in: g.out, out: g.in}
+	if g.s[1] != 1 || g.s[2] != 1 {
+		return t, false
+	}
+	for j := 1; j < nnMaxSpatial; j++ {
+		t.pb[j] = g.k[j] - 1 - g.pb[j]
+		t.pe[j] = g.k[j] - 1 - g.pe[j]
+		if t.pb[j] < 0 || t.pe[j] < 0 {
+			return t, false
+		}
+	}
+	return t, dwPadOK(&t)
 }
 
 // planeBiasAct adds bias (when not nil) to the plane y and applies act (when not nil),
@@ -269,6 +323,22 @@ func planeBiasAct(y []float32, bias []float32, act *nnClamp) {
 	}
 }
 
+// dwBuffers makes sure each of nw workers has a padded-plane buffer laid out for p in
+// bufs, for[i] recording the geometry of bufs[i]: the padding stays zero from plane to
+// plane, and only the interior is copied.
+func dwBuffers(bufs *[][]float32, geoms *[]nnGeom, nw int, p *dwPlan) {
+	for len(*bufs) < nw {
+		*bufs = append(*bufs, nil)
+		*geoms = append(*geoms, nnGeom{})
+	}
+	for i := range nw {
+		if len((*bufs)[i]) != p.size || (*geoms)[i] != p.g {
+			(*bufs)[i] = make([]float32, p.size)
+			(*geoms)[i] = p.g
+		}
+	}
+}
+
 // forwardDWPad is forwardDepthwise on the padded plane (dwPadOK and dwPlaneFast),
 // bias and act included, parallel over output planes.
 func (k *convKernel) forwardDWPad(ctx *Context, d *convDims, x, w, bias, y []float32, act *nnClamp) {
@@ -276,17 +346,7 @@ func (k *convKernel) forwardDWPad(ctx *Context, d *convDims, x, w, bias, y []flo
 	isz, O, K := g.inSize(), g.outSize(), g.kSize()
 	p := k.dwPlan.setup(g)
 	nw := nnWorkers(ctx, d.N*d.M)
-	for len(k.dwBuf) < nw {
-		k.dwBuf = append(k.dwBuf, nil)
-		k.dwFor = append(k.dwFor, nnGeom{})
-	}
-	for i := range nw {
-		// The padding stays zero from plane to plane; only the interior is copied.
-		if len(k.dwBuf[i]) != p.size || k.dwFor[i] != *g {
-			k.dwBuf[i] = make([]float32, p.size)
-			k.dwFor[i] = *g
-		}
-	}
+	dwBuffers(&k.dwBuf, &k.dwFor, nw, p)
 	nnEach(ctx, nw, d.N*d.M, func(wk, lo, hi int) {
 		buf := k.dwBuf[wk]
 		for pl := lo; pl < hi; pl++ {
@@ -300,4 +360,37 @@ func (k *convKernel) forwardDWPad(ctx *Context, d *convDims, x, w, bias, y []flo
 			dwPlane(p, buf, y[pl*O:(pl+1)*O], w[m*K:(m+1)*K], bm, act)
 		}
 	})
+}
+
+// backwardDWPad adds image i's gradients on the padded planes with worker wk's buffers:
+// the weight gradient (into gw when not nil) by dwGradW over the padded image planes, and
+// the input gradient (into gx when not nil) by dwPlaneAdd over the padded output
+// gradient when pT (unit strides) is set, else by the generic loop.
+func (k *convKernel) backwardDWPad(d *convDims, p, pT *dwPlan, wk, i int, x, w, gy, gx, gw []float32) {
+	g := &d.g
+	isz, O, K := g.inSize(), g.outSize(), g.kSize()
+	for m := 0; m < d.M; m++ {
+		c := m / d.Mg
+		gym := gy[(i*d.M+m)*O : (i*d.M+m+1)*O]
+		if gw != nil {
+			p.fill(k.dwBuf[wk], x[(i*d.C+c)*isz:(i*d.C+c+1)*isz])
+			dwGradW(p, k.dwBuf[wk], gym, gw[m*K:(m+1)*K])
+		}
+		if gx == nil {
+			continue
+		}
+		gxc := gx[(i*d.C+c)*isz : (i*d.C+c+1)*isz]
+		if pT != nil {
+			pT.fill(k.dwBufT[wk], gym)
+			dwPlaneAdd(pT, k.dwBufT[wk], gxc, k.wflip[m*K:(m+1)*K])
+			continue
+		}
+		r := m * K
+		for k1 := 0; k1 < g.k[1]; k1++ {
+			for k2 := 0; k2 < g.k[2]; k2++ {
+				nnDepthwiseBackRow(g, w[r], nil, gym, gxc, 0, k1, k2)
+				r++
+			}
+		}
+	}
 }

@@ -56,6 +56,18 @@ func TestDepthwisePaddedPlane(t *testing.T) {
 				generic := buildKernel(t, n).(*convKernel)
 				generic.noDWPad = true
 				ctx := nntGoCtx(workers)
+				// Backward: both paths against the float64 adjoint.
+				gy := nntRand(r, nntRun(t, k, ctx, in)[0].Shape, -1, 1)
+				wgx, wgw, wgb := refConvGrad(to64(in[0].F), c.x, to64(in[1].F), c.w, to64(gy.F), c.group, strides, dil, pads)
+				for _, kk := range []*convKernel{k, generic} {
+					out := nntRun(t, kk, ctx, in)
+					grads := convGrads(t, kk, ctx, in, out, gy, true)
+					nntClose(t, fmt.Sprintf("gX (padded %v)", !kk.noDWPad), grads[0].F, wgx, 1e-5, 1e-5)
+					nntClose(t, fmt.Sprintf("gW (padded %v)", !kk.noDWPad), grads[1].F, wgw, 1e-4, 1e-5)
+					if c.bias {
+						nntClose(t, "gB", grads[2].F, wgb, 1e-4, 1e-5)
+					}
+				}
 				for _, act := range testActs {
 					wantAct := refAct(want, act)
 					var outs [2][]float32
@@ -100,7 +112,7 @@ func checkDWPlanes(t *testing.T, d *convDims, x, w []float32) {
 		c := m / d.Mg
 		p.fill(buf, x[c*isz:(c+1)*isz])
 		want := make([]float32, O)
-		dwPlaneGo(&p, buf, want, w[m*K:(m+1)*K])
+		dwPlaneGo(&p, buf, want, w[m*K:(m+1)*K], false)
 		for o1 := 0; o1 < g.out[1]; o1++ {
 			for o2 := 0; o2 < g.out[2]; o2++ {
 				var s float64
@@ -120,6 +132,46 @@ func checkDWPlanes(t *testing.T, d *convDims, x, w []float32) {
 		// With each activation (and a Clip with a NaN bound, which the assembly leaves
 		// to planeBiasAct), with and without a bias: dwPlane against dwPlaneGo plus
 		// planeBiasAct.
+		// Add mode, and the weight gradient of a random output gradient: assembly
+		// against the definitions bit for bit, and the gradient against float64.
+		gy := make([]float32, O)
+		for i := range gy {
+			gy[i] = float32(math.Sin(float64(m*O+i))) / 2
+		}
+		addGot, addWant := append([]float32(nil), gy...), append([]float32(nil), gy...)
+		dwPlaneAdd(&p, buf, addGot, w[m*K:(m+1)*K])
+		dwPlaneGo(&p, buf, addWant, w[m*K:(m+1)*K], true)
+		gwGot, gwWant := make([]float32, K), make([]float32, K)
+		for t := range gwGot {
+			gwGot[t], gwWant[t] = 0.5, 0.5
+		}
+		dwGradW(&p, buf, gy, gwGot)
+		dwGradWGo(&p, buf, gy, gwWant)
+		for i := range addGot {
+			if math.Float32bits(addGot[i]) != math.Float32bits(addWant[i]) {
+				t.Fatalf("plane %d: dwPlaneAdd [%d] = %v, dwPlaneGo %v", m, i, addGot[i], addWant[i])
+			}
+		}
+		for k1 := 0; k1 < g.k[1]; k1++ {
+			for k2 := 0; k2 < g.k[2]; k2++ {
+				tap := k1*g.k[2] + k2
+				if math.Float32bits(gwGot[tap]) != math.Float32bits(gwWant[tap]) {
+					t.Fatalf("plane %d: dwGradW [%d] = %v, dwGradWGo %v", m, tap, gwGot[tap], gwWant[tap])
+				}
+				s := 0.5
+				for o1 := 0; o1 < g.out[1]; o1++ {
+					for o2 := 0; o2 < g.out[2]; o2++ {
+						i1, i2 := o1*g.s[1]+k1-g.pb[1], o2*g.s[2]+k2-g.pb[2]
+						if i1 >= 0 && i1 < g.in[1] && i2 >= 0 && i2 < g.in[2] {
+							s += float64(gy[o1*g.out[2]+o2]) * float64(x[c*isz+i1*g.in[2]+i2])
+						}
+					}
+				}
+				if math.Abs(float64(gwGot[tap])-s) > 1e-5*(1+float64(O)) {
+					t.Fatalf("plane %d: dwGradW [%d] = %v, reference %v", m, tap, gwGot[tap], s)
+				}
+			}
+		}
 		acts := append([]*nnClamp{{lo: float32(math.NaN()), hi: 0.5}}, testActs...)
 		for _, act := range acts {
 			for _, bias := range [][]float32{nil, {0.25}} {
