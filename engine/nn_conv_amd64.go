@@ -289,3 +289,29 @@ func sigmoidVec(x, y []float32) {
 		sigmoidAVX512(&x[0], &y[0], len(x), &sigConsts[0])
 	}
 }
+
+//go:noescape
+func sumsAVX512(x, gr *float32, n int, mu, inv float32, mode int, out *float64)
+
+// nnSumsFast reports whether nnSums runs in assembly.
+func nnSumsFast() bool { return convTileOK() }
+
+// nnSums is nnSums16 (see there) in assembly where the CPU allows.
+func nnSums(x, g []float32, mu, inv float32, mode int) (float64, float64) {
+	if !nnSumsFast() {
+		return nnSums16(x, g, mu, inv, mode)
+	}
+	if len(x) == 0 {
+		return 0, 0
+	}
+	gp := &x[0]
+	if mode == 2 {
+		if len(g) < len(x) {
+			panic(fmt.Sprintf("sums of %d values with %d gradients", len(x), len(g)))
+		}
+		gp = &g[0]
+	}
+	var out [2]float64
+	sumsAVX512(&x[0], gp, len(x), mu, inv, mode, &out[0])
+	return out[0], out[1]
+}

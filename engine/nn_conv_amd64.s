@@ -1157,3 +1157,95 @@ gwrowdone:
 	JNZ  gwtap
 	VZEROUPPER
 	RET
+
+// LANES16(lo, hi) leaves in the low lane of lo the sum of the 16 float64 lanes lo and hi
+// by halves, as nnLanes16 adds them; hi is clobbered.
+#define LANES16(lo, hi, ylo, yhi, xlo, xhi) \
+	VADDPD hi, lo, lo ; \
+	VEXTRACTF64X4 $1, lo, yhi ; \
+	VADDPD yhi, ylo, ylo ; \
+	VEXTRACTF128 $1, ylo, xhi ; \
+	VADDPD xhi, xlo, xlo ; \
+	VPERMILPD $1, xlo, xhi ; \
+	VADDSD xhi, xlo, xlo
+
+// func sumsAVX512(x, gr *float32, n int, mu, inv float32, mode int, out *float64)
+//
+// The float64 sums of nnSums16, 16 elements at a time: Z0/Z1 hold lanes 0-7 and 8-15 of
+// the first sum, Z2/Z3 of the second; the last chunk loads zeros past the end.
+TEXT ·sumsAVX512(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ gr+8(FP), DI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS mu+24(FP), Z9
+	VBROADCASTSS inv+28(FP), Z10
+	MOVQ mode+32(FP), R8
+	VXORPD Z0, Z0, Z0
+	VXORPD Z1, Z1, Z1
+	VXORPD Z2, Z2, Z2
+	VXORPD Z3, Z3, Z3
+	MOVQ $0xffff, AX
+	KMOVW AX, K3
+
+sumchunk:
+	KMOVW K3, K1
+	CMPQ CX, $16
+	JGE  sumfull
+	MOVQ $1, AX
+	SHLQ CX, AX
+	DECQ AX
+	KMOVW AX, K1
+
+sumfull:
+	VMOVUPS.Z (SI), K1, Z4
+	CMPQ R8, $1
+	JEQ  summode1
+	JGT  summode2
+	VCVTPS2PD Y4, Z6
+	VEXTRACTF64X4 $1, Z4, Y5
+	VCVTPS2PD Y5, Z7
+	VADDPD Z6, Z0, Z0
+	VADDPD Z7, Z1, Z1
+	JMP  sumnext
+
+summode1:
+	VSUBPS.Z Z9, Z4, K1, Z4
+	VCVTPS2PD Y4, Z6
+	VEXTRACTF64X4 $1, Z4, Y5
+	VCVTPS2PD Y5, Z7
+	VMULPD Z6, Z6, Z8
+	VADDPD Z8, Z0, Z0
+	VMULPD Z7, Z7, Z8
+	VADDPD Z8, Z1, Z1
+	VADDPD Z6, Z2, Z2
+	VADDPD Z7, Z3, Z3
+	JMP  sumnext
+
+summode2:
+	VMOVUPS.Z (DI), K1, Z5
+	VCVTPS2PD Y5, Z6
+	VEXTRACTF64X4 $1, Z5, Y8
+	VCVTPS2PD Y8, Z7
+	VADDPD Z6, Z0, Z0
+	VADDPD Z7, Z1, Z1
+	VSUBPS Z9, Z4, Z4
+	VMULPS Z4, Z5, Z4
+	VMULPS Z10, Z4, Z4
+	VCVTPS2PD Y4, Z6
+	VEXTRACTF64X4 $1, Z4, Y5
+	VCVTPS2PD Y5, Z7
+	VADDPD Z6, Z2, Z2
+	VADDPD Z7, Z3, Z3
+	ADDQ $64, DI
+
+sumnext:
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JGT  sumchunk
+	MOVQ out+40(FP), AX
+	LANES16(Z0, Z1, Y0, Y1, X0, X1)
+	VMOVSD X0, (AX)
+	LANES16(Z2, Z3, Y2, Y3, X2, X3)
+	VMOVSD X2, 8(AX)
+	VZEROUPPER
+	RET

@@ -68,3 +68,10 @@ func sigmoidVec(x, y []float32) {
 		y[i] = sigmoidF32(v)
 	}
 }
+
+// nnSumsFast is false without the assembly: the Go loops of nn_norm.go run.
+func nnSumsFast() bool { return false }
+
+func nnSums(x, g []float32, mu, inv float32, mode int) (float64, float64) {
+	return nnSums16(x, g, mu, inv, mode)
+}
