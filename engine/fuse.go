@@ -116,7 +116,12 @@ func (k *convBNKernel) residual(in []*Tensor) *Tensor {
 // fuseConvBN replaces each foldable Conv → BatchNormalization pair of an inference plan's
 // steps with one convBNKernel step, placed where the Conv ran: the
 // BatchNormalization's other inputs are parameters, available at any point.
-func (g *Graph) fuseConvBN(p *plan) {
+//
+// A dry run (PlanBytes) leaves Conv steps without a BatchNormalization unfused, counting
+// them as before they fused: binarize sizes its teacher's memory limit from this count,
+// and fusing them here dropped whole activations from it that the teacher's runs still
+// held (the corpus's CTC models' first Conv: 6 MiB at batch 48).
+func (g *Graph) fuseConvBN(p *plan, dry bool) {
 	uses := make([]int, len(p.values))
 	for _, st := range p.steps {
 		for _, id := range st.node.in {
@@ -151,6 +156,9 @@ func (g *Graph) fuseConvBN(p *plan) {
 		bs := p.steps[t].node
 		bn, ok := bs.k.(*batchNormKernel)
 		if !ok {
+			if dry {
+				continue
+			}
 			// No BatchNormalization (exporters fold it into the weights): the Conv
 			// with its own weight and bias, and what follows it fused as below.
 			in := []int{cs.in[0], cs.in[1], -1, -1, -1, -1, -1}

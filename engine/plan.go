@@ -230,7 +230,7 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record, dry bool) (p *plan,
 		}
 	}
 	if !training && !record && !g.noFuse {
-		g.fuseConvBN(p)
+		g.fuseConvBN(p, dry)
 	}
 
 	// Which values carry gradients: float values that depend on a trainable parameter
