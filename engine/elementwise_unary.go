@@ -212,12 +212,7 @@ func unaryOps() []unaryOp {
 				}
 			}},
 		{name: "Sigmoid", keep: keepY,
-			fwd: func(_ *unaryKernel, x, y []float32) {
-				y = y[:len(x)]
-				for i, v := range x {
-					y[i] = sigmoid(v)
-				}
-			},
+			fwd: func(_ *unaryKernel, x, y []float32) { sigmoidSlice(x, y) },
 			vjp: func(_ *unaryKernel, dst, _, y, g []float32) {
 				for i := range dst {
 					dst[i] += g[i] * y[i] * (1 - y[i])

@@ -49,6 +49,7 @@ type convBNKernel struct {
 	cl   nnClamp      // act's bounds in this run
 	pool *poolKernel  // a following MaxPool, or nil
 	res  bool         // input 7 is a residual added before act
+	noBN bool         // no BatchNormalization: the Conv's own weight and bias, inputs 3-6 unused
 	// w and b hold the folded weight and bias; they belong to the plan, so that plans of
 	// other input shapes keep their own.
 	w, b *Tensor
@@ -74,6 +75,9 @@ func (k *convBNKernel) Infer(in []*Tensor) ([]*Tensor, error) {
 
 func (k *convBNKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	w, b := in[1], in[2]
+	if k.noBN {
+		return k.conv.run(ctx, in[0], w, b, out[0], k.clamp(in), k.pool, k.full(out), k.residual(in))
+	}
 	scale, shift, mean, vr := in[3].F, in[4].F, in[5].F, in[6].F
 	M := len(scale)
 	if w.Len() != len(k.w.F) || len(k.b.F) != M || len(shift) != M || len(mean) != M || len(vr) != M || (b != nil && len(b.F) != M) {
@@ -94,29 +98,47 @@ func (k *convBNKernel) Forward(ctx *Context, in, out []*Tensor) error {
 		}
 		k.b.F[m] = float32((bm-float64(mean[m]))*a + float64(shift[m]))
 	}
-	var cl *nnClamp
-	if k.act != nil {
-		k.cl = nnClamp{relu: k.act.op.name == "Relu", swish: k.act.op.name == "HardSwish", a: k.act.alpha, b: k.act.beta}
-		if k.act.op.clip {
-			k.cl.lo, k.cl.hi = k.act.bounds(in[7:])
-		}
-		cl = &k.cl
-	}
-	var res *Tensor
-	if k.res {
-		res = in[7]
-	}
-	var full *Tensor
+	return k.conv.run(ctx, in[0], k.w, k.b, out[0], k.clamp(in), k.pool, k.full(out), k.residual(in))
+}
+
+// full returns the buffer of the convolution's whole output that a fused MaxPool leaves
+// the step as its second output, or nil.
+func (k *convBNKernel) full(out []*Tensor) *Tensor {
 	if k.pool != nil {
-		full = out[1]
+		return out[1]
 	}
-	return k.conv.run(ctx, in[0], k.w, k.b, out[0], cl, k.pool, full, res)
+	return nil
+}
+
+// clamp returns the fused activation with this run's bounds, or nil.
+func (k *convBNKernel) clamp(in []*Tensor) *nnClamp {
+	if k.act == nil {
+		return nil
+	}
+	k.cl = nnClamp{relu: k.act.op.name == "Relu", swish: k.act.op.name == "HardSwish", a: k.act.alpha, b: k.act.beta}
+	if k.act.op.clip {
+		k.cl.lo, k.cl.hi = k.act.bounds(in[7:])
+	}
+	return &k.cl
+}
+
+// residual returns the fused residual, or nil.
+func (k *convBNKernel) residual(in []*Tensor) *Tensor {
+	if k.res {
+		return in[7]
+	}
+	return nil
 }
 
 // fuseConvBN replaces each foldable Conv → BatchNormalization pair of an inference plan's
 // steps with one convBNKernel step, placed where the Conv ran: the
 // BatchNormalization's other inputs are parameters, available at any point.
-func (g *Graph) fuseConvBN(p *plan) {
+//
+// A dry run (PlanBytes) leaves Conv steps without a BatchNormalization unfused, counting
+// them as before they fused: binarize sizes its teacher's memory limit from this count,
+// and fusing them here dropped whole activations from it that the teacher's runs still
+// held (the corpus's CTC models' first Conv: 6 MiB at batch 48).
+func (g *Graph) fuseConvBN(p *plan, dry bool) {
 	uses := make([]int, len(p.values))
 	for _, st := range p.steps {
 		for _, id := range st.node.in {
@@ -150,7 +172,24 @@ func (g *Graph) fuseConvBN(p *plan) {
 		t += s + 1
 		bs := p.steps[t].node
 		bn, ok := bs.k.(*batchNormKernel)
-		if !ok || bn.trainingMode || bn.outputs != 1 || len(bs.out) != 1 || len(bs.in) != 5 || bs.in[0] != c || p.steps[t].on != p.steps[s].on {
+		if !ok {
+			if dry {
+				continue
+			}
+			// No BatchNormalization (exporters fold it into the weights): the Conv
+			// with its own weight and bias, and what follows it fused as below.
+			in := []int{cs.in[0], cs.in[1], -1, -1, -1, -1, -1}
+			if len(cs.in) > 2 {
+				in[2] = cs.in[2]
+			}
+			k := &convBNKernel{conv: conv, noBN: true}
+			gn := &gnode{n: cs.n, op: cs.op, k: k, in: in, out: []int{c}}
+			if g.fuseAfter(p, gn, k, s, s, uses, drop) {
+				p.steps[s] = step{node: gn, on: p.steps[s].on}
+			}
+			continue
+		}
+		if bn.trainingMode || bn.outputs != 1 || len(bs.out) != 1 || len(bs.in) != 5 || bs.in[0] != c || p.steps[t].on != p.steps[s].on {
 			continue
 		}
 		if !frozen(cs.in[1]) || (len(cs.in) > 2 && cs.in[2] >= 0 && !frozen(cs.in[2])) {
@@ -171,44 +210,7 @@ func (g *Graph) fuseConvBN(p *plan) {
 			}
 			gn := &gnode{n: cs.n, op: fmt.Sprintf("%s+%s", cs.op, bs.op), k: k, in: in, out: []int{bs.out[0]}}
 			drop[t] = true
-			if a := g.fusableAct(p, bs.out[0], uses, t); a >= 0 {
-				as := p.steps[a].node
-				k.act = as.k.(*unaryKernel)
-				gn.op += "+" + as.op
-				gn.in = append(append(gn.in, -1), as.in[1:]...)
-				gn.out = []int{as.out[0]}
-				drop[a] = true
-			} else if r, other := g.fusableAdd(p, bs.out[0], uses, t, s); r >= 0 {
-				// The residual takes the place of the activation's own input.
-				rs := p.steps[r].node
-				k.res = true
-				gn.op += "+" + rs.op
-				gn.in = append(gn.in, other)
-				gn.out = []int{rs.out[0]}
-				drop[r] = true
-				if a := g.fusableAct(p, rs.out[0], uses, r); a >= 0 {
-					as := p.steps[a].node
-					k.act = as.k.(*unaryKernel)
-					gn.op += "+" + as.op
-					gn.in = append(gn.in, as.in[1:]...)
-					gn.out = []int{as.out[0]}
-					drop[a] = true
-				}
-			}
-			if m := g.fusablePool(p, gn.out[0], uses, t); m >= 0 && !k.res {
-				ms := p.steps[m].node
-				k.pool = ms.k.(*poolKernel)
-				gn.op += "+" + ms.op
-				// The convolution's full output gets a buffer of the plan, used when the
-				// direct path cannot pool (which depends on the CPU): counted always, so
-				// that the plan's bytes do not.
-				full := len(p.values)
-				p.values = append(p.values, value{kind: kindNode, index: -1})
-				p.vals = append(p.vals, &Tensor{DType: Float32, Shape: slices.Clone(p.vals[gn.out[0]].Shape)})
-				p.prod = append(p.prod, gn)
-				gn.out = []int{ms.out[0], full}
-				drop[m] = true
-			}
+			g.fuseAfter(p, gn, k, t, s, uses, drop)
 			p.steps[s] = step{node: gn, on: p.steps[s].on}
 		}
 	}
@@ -219,6 +221,52 @@ func (g *Graph) fuseConvBN(p *plan) {
 		}
 	}
 	p.steps = kept
+}
+
+// fuseAfter joins to the fused step gn (kernel k, standing at step s, its output made at
+// step t) an activation, or a residual Add with the activation after it, and then a
+// MaxPool, each when it alone reads the value before it; it reports whether it joined any.
+func (g *Graph) fuseAfter(p *plan, gn *gnode, k *convBNKernel, t, s int, uses []int, drop []bool) bool {
+	n := len(gn.op)
+	if a := g.fusableAct(p, gn.out[0], uses, t); a >= 0 {
+		as := p.steps[a].node
+		k.act = as.k.(*unaryKernel)
+		gn.op += "+" + as.op
+		gn.in = append(append(gn.in, -1), as.in[1:]...)
+		gn.out = []int{as.out[0]}
+		drop[a] = true
+	} else if r, other := g.fusableAdd(p, gn.out[0], uses, t, s); r >= 0 {
+		// The residual takes the place of the activation's own input.
+		rs := p.steps[r].node
+		k.res = true
+		gn.op += "+" + rs.op
+		gn.in = append(gn.in, other)
+		gn.out = []int{rs.out[0]}
+		drop[r] = true
+		if a := g.fusableAct(p, rs.out[0], uses, r); a >= 0 {
+			as := p.steps[a].node
+			k.act = as.k.(*unaryKernel)
+			gn.op += "+" + as.op
+			gn.in = append(gn.in, as.in[1:]...)
+			gn.out = []int{as.out[0]}
+			drop[a] = true
+		}
+	}
+	if m := g.fusablePool(p, gn.out[0], uses, t); m >= 0 && !k.res {
+		ms := p.steps[m].node
+		k.pool = ms.k.(*poolKernel)
+		gn.op += "+" + ms.op
+		// The convolution's full output gets a buffer of the plan, used when the
+		// direct path cannot pool (which depends on the CPU): counted always, so
+		// that the plan's bytes do not.
+		full := len(p.values)
+		p.values = append(p.values, value{kind: kindNode, index: -1})
+		p.vals = append(p.vals, &Tensor{DType: Float32, Shape: slices.Clone(p.vals[gn.out[0]].Shape)})
+		p.prod = append(p.prod, gn)
+		gn.out = []int{ms.out[0], full}
+		drop[m] = true
+	}
+	return len(gn.op) > n
 }
 
 // fusablePool returns the index of the step after t that max-pools value id without

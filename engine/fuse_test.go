@@ -3,11 +3,14 @@ package engine
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	qblas "github.com/qtool/qtool/engine/blas"
 	"github.com/qtool/qtool/onnxio"
+	"github.com/qtool/qtool/onnxio/onnxpb"
 )
 
 // fusedPair returns a test model's graph, which fuses, and a second graph of the same
@@ -426,5 +429,74 @@ func TestNNClampEdgeValues(t *testing.T) {
 				t.Errorf("%s, no bias: %g → %g, want %g", c.name, v, got[i], w)
 			}
 		}
+	}
+}
+
+// TestFuseConvWithoutBN checks the fusion of what follows a Conv that no
+// BatchNormalization follows, as in models whose exporter folded BatchNormalization into
+// the weights: Relu, a residual Add with its Relu, Clip with parameter bounds then a
+// MaxPool, a depthwise Conv with HardSwish; a Conv read by two nodes, and a Sigmoid,
+// stay apart. The fused plan must agree with the unfused one within float rounding.
+func TestFuseConvWithoutBN(t *testing.T) {
+	r := rand.New(rand.NewPCG(16, 7))
+	param := func(name string, dims ...int64) *onnxpb.TensorProto {
+		n := 1
+		for _, d := range dims {
+			n *= int(d)
+		}
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(r.Float64()*2-1) / 3
+		}
+		return onnxio.FloatTensor(name, dims, v)
+	}
+	pad1 := attrInts("pads", 1, 1, 1, 1)
+	nodes := []*onnxpb.NodeProto{
+		gNode("Conv", []string{"x", "w1", "b1"}, []string{"c1"}, pad1),
+		gNode("Relu", []string{"c1"}, []string{"r1"}),
+		gNode("Conv", []string{"r1", "w2"}, []string{"c2"}, pad1),
+		gNode("Add", []string{"c2", "r1"}, []string{"a2"}),
+		gNode("Relu", []string{"a2"}, []string{"r2"}),
+		gNode("Conv", []string{"r2", "w3", "b3"}, []string{"c3"}, pad1),
+		gNode("Clip", []string{"c3", "lo", "hi"}, []string{"k3"}),
+		gNode("MaxPool", []string{"k3"}, []string{"p3"}, attrInts("kernel_shape", 2, 2), attrInts("strides", 2, 2)),
+		gNode("Conv", []string{"p3", "w4", "b4"}, []string{"c4"}, pad1, attrI("group", 8)),
+		gNode("HardSwish", []string{"c4"}, []string{"h4"}),
+		gNode("Conv", []string{"h4", "w5"}, []string{"c5"}),
+		gNode("Sigmoid", []string{"c5"}, []string{"s5"}),
+		gNode("Mul", []string{"c5", "s5"}, []string{"y"}),
+	}
+	m := gModel(14, nodes, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, 3, 4, 18, 18)}, []string{"y"},
+		param("w1", 8, 4, 3, 3), param("b1", 8), param("w2", 8, 8, 3, 3), param("w3", 8, 8, 3, 3), param("b3", 8),
+		onnxio.FloatTensor("lo", nil, []float32{-0.25}), onnxio.FloatTensor("hi", nil, []float32{0.5}),
+		param("w4", 8, 1, 3, 3), param("b4", 8), param("w5", 16, 8, 1, 1))
+	fused, err := Build(m, Options{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := Build(m, Options{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain.noFuse = true
+	x := nntRand(r, []int{3, 4, 18, 18}, -1, 1)
+	got, err := fused.Forward(nil, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := plain.Forward(nil, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := closeTensors(got[0], want[0], 1e-5, 1e-5); err != nil {
+		t.Error(err)
+	}
+	var ops []string
+	for _, st := range fused.last.steps {
+		ops = append(ops, st.node.op)
+	}
+	wantOps := []string{"Conv+Relu", "Conv+Add+Relu", "Conv+Clip+MaxPool", "Conv+HardSwish", "Conv", "Sigmoid", "Mul"}
+	if !slices.Equal(ops, wantOps) {
+		t.Errorf("fused plan runs %v, want %v", ops, wantOps)
 	}
 }

@@ -3,6 +3,8 @@ package engine
 import (
 	"math"
 	"slices"
+
+	"gonum.org/v1/gonum/blas"
 )
 
 // convKernel is Conv. On CPUs with the AVX-512 tile kernel every convolution but the
@@ -27,6 +29,15 @@ type convKernel struct {
 	tab  nnGatherTable // im2col index lists of the last 2-D geometry that uses them
 	gws  [][]float32   // depthwise weight-gradient partial sums of workers 1..
 
+	dwPlan dwPlan      // the padded-plane depthwise layout (nn_depthwise.go)
+	dwBuf  [][]float32 // each worker's padded plane
+	dwFor  []nnGeom    // the geometry each dwBuf was laid out for
+	// The same for the input gradient's convolution, and the flipped taps.
+	dwPlanT dwPlan
+	dwBufT  [][]float32
+	dwForT  []nnGeom
+	wflip   []float32
+
 	direct  convDirect // the direct path's packed weights and worker scratch
 	poolIn  [1]*Tensor // the fused MaxPool's arguments
 	poolOut [1]*Tensor
@@ -38,9 +49,11 @@ type convKernel struct {
 	resFn      func(lo, hi int)
 	// Likewise the bias and activation of depthwise planes off the assembly path:
 	// planeEpilogue's arguments are resY, resR (the bias), resAct, epiM and epiO.
-	epiM, epiO int
-	epiFn      func(lo, hi int)
-	noDirect   bool // tests: force im2col + Sgemm even where the direct path runs
+	epiM, epiO  int
+	epiFn       func(lo, hi int)
+	noDirect    bool // tests: force im2col + Sgemm even where the direct path runs
+	noDWPad     bool // tests: force the generic depthwise loop where the padded plane runs
+	forceDirect bool // tests: the direct path for planes smaller than convDirectMinPlane too
 }
 
 // nnColBudget is the number of float32 values a chunk's column matrix and output planes
@@ -452,6 +465,13 @@ func (k *convKernel) forwardGemm(ctx *Context, d *convDims, x, w, bias, y []floa
 			col, ld := k.cols(ctx, d, x, s, cnt, grp)
 			if direct {
 				yo := (s*d.M + grp*d.Mg) * O
+				if O == 1 {
+					// One output pixel of one image (ResNet's last stage on small
+					// inputs at batch 1): a matrix-vector product reads the weights
+					// once, where Sgemm would first copy them into its panels.
+					ctx.BLAS.Sgemv(blas.NoTrans, d.Mg, CgK, 1, wg, CgK, col, ld, beta, y[yo:yo+d.Mg], 1)
+					continue
+				}
 				nnSgemmLD(ctx.BLAS, false, false, d.Mg, O, CgK, 1, wg, CgK, col, ld, beta, y[yo:yo+d.Mg*O], O)
 				continue
 			}
@@ -495,6 +515,10 @@ func (k *convKernel) forwardDepthwise(ctx *Context, d *convDims, x, w, bias, y [
 			})
 			return true
 		}
+	}
+	if !k.noDWPad && dwPadOK(g) && dwPlaneFast() {
+		k.forwardDWPad(ctx, d, x, w, bias, y, act)
+		return true
 	}
 	// Output planes are independent: split over (item, channel) so that batch 1 also
 	// uses every worker.
@@ -660,6 +684,24 @@ func (k *convKernel) backwardDepthwise(ctx *Context, d *convDims, x, w, gy, gx, 
 		nw = min(d.N, convGradSlots)
 		k.gws = nnScratch(k.gws, nw, len(w))
 	}
+	pad := !k.noDWPad && !(same3 && fast) && dwPadOK(g) && dwPlaneFast()
+	var p, pT *dwPlan
+	if pad {
+		p = k.dwPlan.setup(g)
+		dwBuffers(&k.dwBuf, &k.dwFor, nw, p)
+		if t, ok := dwTransposed(g); ok && gx != nil {
+			// The input gradient of unit strides is the convolution of the padded output
+			// gradient with the flipped taps.
+			pT = k.dwPlanT.setup(&t)
+			dwBuffers(&k.dwBufT, &k.dwForT, nw, pT)
+			k.wflip = nnGrow(k.wflip, len(w))
+			for m := 0; m < d.M; m++ {
+				for t := 0; t < K; t++ {
+					k.wflip[m*K+t] = w[m*K+K-1-t]
+				}
+			}
+		}
+	}
 	nnEach(ctx, nw, d.N, func(wk, lo, hi int) {
 		gwk := gw
 		if wk > 0 && gw != nil {
@@ -667,6 +709,10 @@ func (k *convKernel) backwardDepthwise(ctx *Context, d *convDims, x, w, gy, gx, 
 			clear(gwk)
 		}
 		for i := lo; i < hi; i++ {
+			if pad {
+				k.backwardDWPad(d, p, pT, wk, i, x, w, gy, gx, gwk)
+				continue
+			}
 			for m := 0; m < d.M; m++ {
 				c := m / d.Mg
 				var gxc, xc []float32

@@ -195,3 +195,123 @@ func colTPlan(p *cpPlan, xp, colT []float32) {
 	}
 	copyPlanAVX512(&colT[0], &xp[0], &p.e[0], len(p.e))
 }
+
+//go:noescape
+func dwPlaneAVX512(xp, y *float32, oh, ow, rowStep, s2 int, w *float32, k int, offs *int64, tail uint64, idx *int32, bias float32, flags int, lo, hi int32, a, b float32)
+
+// dwBias and dwAdd tell dwPlaneAVX512 to add its bias, and to add the sum to y rather
+// than set y to it (beside the tile kernel's activation flags).
+const (
+	dwBias = 16
+	dwAdd  = 32
+)
+
+// dwPlaneFast reports whether dwPlane runs in assembly.
+func dwPlaneFast() bool { return convTileOK() }
+
+// dwPlane sets the output plane y to act(dwPlaneGo's sum + bias[0]) (bias and act nil
+// for none), from the padded plane xp laid out by p and the taps w, in assembly where
+// the CPU allows: the bias and activation in the same pass, computed as planeBiasAct
+// computes them.
+func dwPlane(p *dwPlan, xp, y, w, bias []float32, act *nnClamp) {
+	t, ok := dw3x3Flags(act)
+	if !dwPlaneFast() || !ok {
+		dwPlaneGo(p, xp, y, w, false)
+		planeBiasAct(y[:p.g.outSize()], bias, act)
+		return
+	}
+	var bv float32
+	if bias != nil {
+		t.flags |= dwBias
+		bv = bias[0]
+	}
+	dwPlaneAsm(p, xp, y, w, bv, t)
+}
+
+// dwPlaneAdd adds dwPlaneGo's sum to y (dwPlaneGo with add).
+func dwPlaneAdd(p *dwPlan, xp, y, w []float32) {
+	if !dwPlaneFast() {
+		dwPlaneGo(p, xp, y, w, true)
+		return
+	}
+	dwPlaneAsm(p, xp, y, w, 0, tileAct{flags: dwAdd})
+}
+
+// dwEven is the permutation that takes the even lanes of two registers.
+var dwEven = [16]int32{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}
+
+func dwPlaneAsm(p *dwPlan, xp, y, w []float32, bias float32, t tileAct) {
+	g := &p.g
+	oh, ow := g.out[1], g.out[2]
+	if len(xp) < p.size || len(y) < oh*ow || len(w) < len(p.offs) || len(p.offs) == 0 || oh*ow == 0 {
+		panic(fmt.Sprintf("depthwise plane out of range: %+v, lens %d %d %d", p.g, len(xp), len(y), len(w)))
+	}
+	dwPlaneAVX512(&xp[0], &y[0], oh, ow, 4*g.s[1]*p.pw, g.s[2], &w[0], len(p.offs), &p.offs[0], laneMask(ow%16), &dwEven[0],
+		bias, t.flags, t.lo, t.hi, t.a, t.b)
+}
+
+//go:noescape
+func dwGradWAVX512(xp, gy *float32, oh, ow, rowStep, s2, k int, offs *int64, tail uint64, idx *int32, gw *float32)
+
+// dwGradW is dwGradWGo (see there) in assembly where the CPU allows.
+func dwGradW(p *dwPlan, xp, gy, gw []float32) {
+	g := &p.g
+	oh, ow := g.out[1], g.out[2]
+	if !dwPlaneFast() {
+		dwGradWGo(p, xp, gy, gw)
+		return
+	}
+	if len(xp) < p.size || len(gy) < oh*ow || len(gw) < len(p.offs) || len(p.offs) == 0 || oh*ow == 0 {
+		panic(fmt.Sprintf("depthwise weight gradient out of range: %+v, lens %d %d %d", p.g, len(xp), len(gy), len(gw)))
+	}
+	dwGradWAVX512(&xp[0], &gy[0], oh, ow, 4*g.s[1]*p.pw, g.s[2], len(p.offs), &p.offs[0], laneMask(ow%16), &dwEven[0], &gw[0])
+}
+
+//go:noescape
+func sigmoidAVX512(x, y *float32, n int, consts *float32)
+
+// sigmoidFast reports whether sigmoidVec runs in assembly.
+func sigmoidFast() bool { return convTileOK() }
+
+// sigmoidVec sets y[i] = sigmoidF32(x[i]) (len(y) ≥ len(x)), in assembly where the CPU
+// allows.
+func sigmoidVec(x, y []float32) {
+	if len(y) < len(x) {
+		panic(fmt.Sprintf("sigmoid of %d values into %d", len(x), len(y)))
+	}
+	if !sigmoidFast() {
+		for i, v := range x {
+			y[i] = sigmoidF32(v)
+		}
+		return
+	}
+	if len(x) > 0 {
+		sigmoidAVX512(&x[0], &y[0], len(x), &sigConsts[0])
+	}
+}
+
+//go:noescape
+func sumsAVX512(x, gr *float32, n int, mu, inv float32, mode int, out *float64)
+
+// nnSumsFast reports whether nnSums runs in assembly.
+func nnSumsFast() bool { return convTileOK() }
+
+// nnSums is nnSums16 (see there) in assembly where the CPU allows.
+func nnSums(x, g []float32, mu, inv float32, mode int) (float64, float64) {
+	if !nnSumsFast() {
+		return nnSums16(x, g, mu, inv, mode)
+	}
+	if len(x) == 0 {
+		return 0, 0
+	}
+	gp := &x[0]
+	if mode == 2 {
+		if len(g) < len(x) {
+			panic(fmt.Sprintf("sums of %d values with %d gradients", len(x), len(g)))
+		}
+		gp = &g[0]
+	}
+	var out [2]float64
+	sumsAVX512(&x[0], gp, len(x), mu, inv, mode, &out[0])
+	return out[0], out[1]
+}

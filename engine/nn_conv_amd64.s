@@ -31,6 +31,18 @@
 	VPMINSD Z28, Z16, Z16 ; \
 	VMULPS Z16, z, z
 
+// ACTCONSTS loads the constants of RELU, CLIP and SWISH (Z26-Z30) from the arguments
+// lo, hi (int32 keys or bit patterns), a and b, through the scratch register r.
+#define ACTCONSTS(r, lo, hi, a, b) \
+	MOVL $0x7fffffff, r ; \
+	VPBROADCASTD r, Z26 ; \
+	MOVL lo, r ; \
+	VPBROADCASTD r, Z27 ; \
+	MOVL hi, r ; \
+	VPBROADCASTD r, Z28 ; \
+	VBROADCASTSS a, Z29 ; \
+	VBROADCASTSS b, Z30
+
 #define TILEACT(f) \
 	f(Z0) ; f(Z1) ; f(Z2) ; f(Z3) ; f(Z4) ; f(Z5) ; f(Z6) ; f(Z7) ; \
 	f(Z8) ; f(Z9) ; f(Z10) ; f(Z11) ; f(Z12) ; f(Z13) ; f(Z14) ; f(Z15)
@@ -61,14 +73,7 @@ TEXT ·convTileAVX512(SB), NOSPLIT, $0-128
 	MOVQ nrb+96(FP), DX
 	// Activation constants: the key mask, the bounds (Clip keys, or 0 and the bits of 1
 	// for HardSwish) and HardSwish's slope and offset.
-	MOVL $0x7fffffff, BX
-	VPBROADCASTD BX, Z26
-	MOVL lo+112(FP), BX
-	VPBROADCASTD BX, Z27
-	MOVL hi+116(FP), BX
-	VPBROADCASTD BX, Z28
-	VBROADCASTSS sa+120(FP), Z29
-	VBROADCASTSS sb+124(FP), Z30
+	ACTCONSTS(BX, lo+112(FP), hi+116(FP), sa+120(FP), sb+124(FP))
 
 block:
 	MOVQ b0+16(FP), SI
@@ -884,5 +889,363 @@ cptail:
 	JNZ  cpentry
 
 cpdone:
+	VZEROUPPER
+	RET
+
+// func dwPlaneAVX512(xp, y *float32, oh, ow, rowStep, s2 int, w *float32, k int, offs *int64, tail uint64, idx *int32, bias float32, flags int, lo, hi int32, a, b float32)
+//
+// One output plane of a depthwise convolution from the padded plane xp (see dwPlaneGo):
+// 16 outputs of a row at a time, tap after tap, each product rounded (VMULPS) before it
+// is added (VADDPS) so that the sum is dwPlaneGo's bit for bit. Output row o1's first tap
+// is rowStep bytes after row o1−1's; at column stride 2 two loads and the permutation idx
+// (0, 2, …, 30) give the 16 even columns. tail masks a row's last chunk (ow mod 16
+// lanes; unused when that is 0). Then, by flags, the bias (dwBias) and the activation
+// (tileRelu, tileClip, tileSwish with lo, hi, a and b as the tile kernel takes them).
+TEXT ·dwPlaneAVX512(SB), NOSPLIT, $0-120
+	MOVQ xp+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ oh+16(FP), R8
+	MOVQ s2+40(FP), R14
+	MOVQ w+48(FP), R15
+	MOVQ k+56(FP), R10
+	MOVQ offs+64(FP), R9
+	MOVQ tail+72(FP), AX
+	KMOVW AX, K2
+	MOVQ idx+80(FP), AX
+	VMOVDQU32 (AX), Z31
+	MOVQ $0xffff, AX
+	KMOVW AX, K3
+	MOVQ R14, DX
+	SHLQ $6, DX // input bytes per 16 outputs
+	VBROADCASTSS bias+88(FP), Z4
+	ACTCONSTS(AX, lo+104(FP), hi+108(FP), a+112(FP), b+116(FP))
+
+dwrow:
+	MOVQ SI, AX
+	MOVQ ow+24(FP), BX
+
+dwchunk:
+	KMOVW K3, K1
+	CMPQ BX, $16
+	JGE  dwfull
+	KMOVW K2, K1
+
+dwfull:
+	VXORPS Z0, Z0, Z0
+	MOVQ R9, R11
+	MOVQ R15, R12
+	MOVQ R10, CX
+	CMPQ R14, $1
+	JNE  dwtaps2
+
+dwtaps1:
+	MOVQ (R11), R13
+	VBROADCASTSS (R12), Z1
+	VMULPS (AX)(R13*1), Z1, Z2
+	VADDPS Z2, Z0, Z0
+	ADDQ $8, R11
+	ADDQ $4, R12
+	DECQ CX
+	JNZ  dwtaps1
+	JMP  dwstore
+
+dwtaps2:
+	MOVQ (R11), R13
+	VMOVUPS (AX)(R13*1), Z2
+	VMOVUPS 64(AX)(R13*1), Z3
+	VPERMT2PS Z3, Z31, Z2
+	VBROADCASTSS (R12), Z1
+	VMULPS Z2, Z1, Z2
+	VADDPS Z2, Z0, Z0
+	ADDQ $8, R11
+	ADDQ $4, R12
+	DECQ CX
+	JNZ  dwtaps2
+
+dwstore:
+	MOVQ flags+96(FP), R13
+	TESTQ $32, R13
+	JZ   dwnoadd
+	VMOVUPS.Z (DI), K1, Z5
+	VADDPS Z5, Z0, Z0
+
+dwnoadd:
+	TESTQ $16, R13
+	JZ   dwact
+	VADDPS Z4, Z0, Z0
+
+dwact:
+	TESTQ $2, R13
+	JZ   dwclip
+	RELU(Z0)
+	JMP  dwput
+
+dwclip:
+	TESTQ $4, R13
+	JZ   dwswish
+	CLIP(Z0)
+	JMP  dwput
+
+dwswish:
+	TESTQ $8, R13
+	JZ   dwput
+	SWISH(Z0)
+
+dwput:
+	VMOVUPS Z0, K1, (DI)
+	CMPQ BX, $16
+	JLE  dwrowdone
+	SUBQ $16, BX
+	ADDQ $64, DI
+	ADDQ DX, AX
+	JMP  dwchunk
+
+dwrowdone:
+	LEAQ (DI)(BX*4), DI
+	ADDQ rowStep+32(FP), SI
+	DECQ R8
+	JNZ  dwrow
+	VZEROUPPER
+	RET
+
+// SIGMOID(z) sets z to sigmoidF32(z) with Z1-Z4 and K2 as scratch and the constants in
+// Z17 (0), Z18 (sign bit), Z19 (1) and Z21-Z30 (sigConsts' first ten), each operation
+// in sigmoidF32's order. The clamp takes t as the second source, so that NaN passes.
+#define SIGMOID(z) \
+	VORPS Z18, z, Z4 ; \
+	VMAXPS Z4, Z21, Z4 ; \
+	VMULPS Z22, Z4, Z1 ; \
+	VRNDSCALEPS $0, Z1, Z1 ; \
+	VMULPS Z23, Z1, Z2 ; \
+	VSUBPS Z2, Z4, Z4 ; \
+	VMULPS Z24, Z1, Z2 ; \
+	VSUBPS Z2, Z4, Z4 ; \
+	VMULPS Z4, Z4, Z3 ; \
+	VMULPS Z25, Z4, Z2 ; \
+	VADDPS Z26, Z2, Z2 ; \
+	VMULPS Z4, Z2, Z2 ; \
+	VADDPS Z27, Z2, Z2 ; \
+	VMULPS Z4, Z2, Z2 ; \
+	VADDPS Z28, Z2, Z2 ; \
+	VMULPS Z4, Z2, Z2 ; \
+	VADDPS Z29, Z2, Z2 ; \
+	VMULPS Z4, Z2, Z2 ; \
+	VADDPS Z30, Z2, Z2 ; \
+	VMULPS Z3, Z2, Z2 ; \
+	VADDPS Z4, Z2, Z2 ; \
+	VADDPS Z19, Z2, Z2 ; \
+	VSCALEFPS Z1, Z2, Z2 ; \
+	VADDPS Z19, Z2, Z3 ; \
+	VCMPPS $13, Z17, z, K2 ; \
+	VMOVAPS Z19, K2, Z2 ; \
+	VDIVPS Z3, Z2, z
+
+// func sigmoidAVX512(x, y *float32, n int, consts *float32)
+TEXT ·sigmoidAVX512(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ consts+24(FP), AX
+	VBROADCASTSS 0(AX), Z21
+	VBROADCASTSS 4(AX), Z22
+	VBROADCASTSS 8(AX), Z23
+	VBROADCASTSS 12(AX), Z24
+	VBROADCASTSS 16(AX), Z25
+	VBROADCASTSS 20(AX), Z26
+	VBROADCASTSS 24(AX), Z27
+	VBROADCASTSS 28(AX), Z28
+	VBROADCASTSS 32(AX), Z29
+	VBROADCASTSS 36(AX), Z30
+	VBROADCASTSS 40(AX), Z19
+	VXORPS Z17, Z17, Z17
+	MOVL $0x80000000, AX
+	VPBROADCASTD AX, Z18
+
+sigloop:
+	CMPQ CX, $16
+	JLT  sigtail
+	VMOVUPS (SI), Z0
+	SIGMOID(Z0)
+	VMOVUPS Z0, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP  sigloop
+
+sigtail:
+	TESTQ CX, CX
+	JZ    sigdone
+	MOVQ  $1, AX
+	SHLQ  CX, AX
+	DECQ  AX
+	KMOVW AX, K1
+	VMOVUPS.Z (SI), K1, Z0
+	SIGMOID(Z0)
+	VMOVUPS Z0, K1, (DI)
+
+sigdone:
+	VZEROUPPER
+	RET
+
+// func dwGradWAVX512(xp, gy *float32, oh, ow, rowStep, s2, k int, offs *int64, tail uint64, idx *int32, gw *float32)
+//
+// Adds to gw[t], for each of the k taps, the sum over the output plane gy of gy times
+// the padded plane xp under tap t (see dwGradWGo): 16 lanes of products, rounded before
+// they are added (lanes past a row's end multiply to zero), then summed by HSUMADD.
+TEXT ·dwGradWAVX512(SB), NOSPLIT, $0-88
+	MOVQ gw+80(FP), AX
+	MOVQ offs+56(FP), R9
+	MOVQ k+48(FP), R10
+	MOVQ s2+40(FP), R14
+	MOVQ tail+64(FP), BX
+	KMOVW BX, K2
+	MOVQ idx+72(FP), BX
+	VMOVDQU32 (BX), Z31
+	MOVQ $0xffff, BX
+	KMOVW BX, K3
+	MOVQ R14, DX
+	SHLQ $6, DX // input bytes per 16 outputs
+
+gwtap:
+	VXORPS Z5, Z5, Z5
+	MOVQ xp+0(FP), SI
+	ADDQ (R9), SI
+	MOVQ gy+8(FP), DI
+	MOVQ oh+16(FP), R8
+
+gwrow:
+	MOVQ SI, R11
+	MOVQ ow+24(FP), BX
+
+gwchunk:
+	KMOVW K3, K1
+	CMPQ BX, $16
+	JGE  gwfull
+	KMOVW K2, K1
+
+gwfull:
+	VMOVUPS.Z (DI), K1, Z2
+	CMPQ R14, $1
+	JNE  gws2
+	VMULPS.Z (R11), Z2, K1, Z3
+	JMP  gwacc
+
+gws2:
+	VMOVUPS (R11), Z3
+	VMOVUPS 64(R11), Z4
+	VPERMT2PS Z4, Z31, Z3
+	VMULPS.Z Z3, Z2, K1, Z3
+
+gwacc:
+	VADDPS Z3, Z5, Z5
+	CMPQ BX, $16
+	JLE  gwrowdone
+	SUBQ $16, BX
+	ADDQ $64, DI
+	ADDQ DX, R11
+	JMP  gwchunk
+
+gwrowdone:
+	LEAQ (DI)(BX*4), DI
+	ADDQ rowStep+32(FP), SI
+	DECQ R8
+	JNZ  gwrow
+	HSUMADD(Z5, 0)
+	ADDQ $4, AX
+	ADDQ $8, R9
+	DECQ R10
+	JNZ  gwtap
+	VZEROUPPER
+	RET
+
+// LANES16(lo, hi) leaves in the low lane of lo the sum of the 16 float64 lanes lo and hi
+// by halves, as nnLanes16 adds them; hi is clobbered.
+#define LANES16(lo, hi, ylo, yhi, xlo, xhi) \
+	VADDPD hi, lo, lo ; \
+	VEXTRACTF64X4 $1, lo, yhi ; \
+	VADDPD yhi, ylo, ylo ; \
+	VEXTRACTF128 $1, ylo, xhi ; \
+	VADDPD xhi, xlo, xlo ; \
+	VPERMILPD $1, xlo, xhi ; \
+	VADDSD xhi, xlo, xlo
+
+// func sumsAVX512(x, gr *float32, n int, mu, inv float32, mode int, out *float64)
+//
+// The float64 sums of nnSums16, 16 elements at a time: Z0/Z1 hold lanes 0-7 and 8-15 of
+// the first sum, Z2/Z3 of the second; the last chunk loads zeros past the end.
+TEXT ·sumsAVX512(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ gr+8(FP), DI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS mu+24(FP), Z9
+	VBROADCASTSS inv+28(FP), Z10
+	MOVQ mode+32(FP), R8
+	VXORPD Z0, Z0, Z0
+	VXORPD Z1, Z1, Z1
+	VXORPD Z2, Z2, Z2
+	VXORPD Z3, Z3, Z3
+	MOVQ $0xffff, AX
+	KMOVW AX, K3
+
+sumchunk:
+	KMOVW K3, K1
+	CMPQ CX, $16
+	JGE  sumfull
+	MOVQ $1, AX
+	SHLQ CX, AX
+	DECQ AX
+	KMOVW AX, K1
+
+sumfull:
+	VMOVUPS.Z (SI), K1, Z4
+	CMPQ R8, $1
+	JEQ  summode1
+	JGT  summode2
+	VCVTPS2PD Y4, Z6
+	VEXTRACTF64X4 $1, Z4, Y5
+	VCVTPS2PD Y5, Z7
+	VADDPD Z6, Z0, Z0
+	VADDPD Z7, Z1, Z1
+	JMP  sumnext
+
+summode1:
+	VSUBPS.Z Z9, Z4, K1, Z4
+	VCVTPS2PD Y4, Z6
+	VEXTRACTF64X4 $1, Z4, Y5
+	VCVTPS2PD Y5, Z7
+	VMULPD Z6, Z6, Z8
+	VADDPD Z8, Z0, Z0
+	VMULPD Z7, Z7, Z8
+	VADDPD Z8, Z1, Z1
+	VADDPD Z6, Z2, Z2
+	VADDPD Z7, Z3, Z3
+	JMP  sumnext
+
+summode2:
+	VMOVUPS.Z (DI), K1, Z5
+	VCVTPS2PD Y5, Z6
+	VEXTRACTF64X4 $1, Z5, Y8
+	VCVTPS2PD Y8, Z7
+	VADDPD Z6, Z0, Z0
+	VADDPD Z7, Z1, Z1
+	VSUBPS Z9, Z4, Z4
+	VMULPS Z4, Z5, Z4
+	VMULPS Z10, Z4, Z4
+	VCVTPS2PD Y4, Z6
+	VEXTRACTF64X4 $1, Z4, Y5
+	VCVTPS2PD Y5, Z7
+	VADDPD Z6, Z2, Z2
+	VADDPD Z7, Z3, Z3
+	ADDQ $64, DI
+
+sumnext:
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JGT  sumchunk
+	MOVQ out+40(FP), AX
+	LANES16(Z0, Z1, Y0, Y1, X0, X1)
+	VMOVSD X0, (AX)
+	LANES16(Z2, Z3, Y2, Y3, X2, X3)
+	VMOVSD X2, 8(AX)
 	VZEROUPPER
 	RET

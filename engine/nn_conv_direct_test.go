@@ -14,6 +14,10 @@ import (
 // last item is alone), planes of one pixel, pointwise layers with groups, and the
 // fmnist layers.
 var directCases = append([]convCase{
+	// One image and more row blocks than workers: the workers split the output channels.
+	// One image and one output pixel: a matrix-vector product off the direct path.
+	{name: "one_item_one_pixel", x: []int{1, 6, 3, 3}, w: []int{20, 6, 3, 3}, bias: true},
+	{name: "one_item_m37", x: []int{1, 5, 12, 14}, w: []int{37, 5, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 	{name: "m13_odd_batch", x: []int{5, 3, 9, 11}, w: []int{13, 3, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 	{name: "m1_one_item", x: []int{1, 2, 6, 6}, w: []int{1, 2, 3, 3}, pads: []int{1, 1, 1, 1}},
 	{name: "one_pixel", x: []int{3, 4, 3, 3}, w: []int{10, 4, 3, 3}, bias: true},
@@ -47,6 +51,7 @@ func TestConvDirectMatchesGemm(t *testing.T) {
 				}
 				want, _ := refConv(to64(in[0].F), c.x, to64(in[1].F), c.w, b, max(c.group, 1), strides, dil, pads)
 				direct := buildKernel(t, n).(*convKernel)
+				direct.forceDirect = true
 				gemm := buildKernel(t, n).(*convKernel)
 				gemm.noDirect = true
 				ctx := nntGoCtx(workers)
@@ -57,19 +62,8 @@ func TestConvDirectMatchesGemm(t *testing.T) {
 				if !d.depthwise && !direct.directOK(&d) {
 					t.Fatal("the direct path does not take this case")
 				}
-				for _, act := range []*nnClamp{nil, {relu: true}, {lo: -0.5, hi: 0.75}, {swish: true, a: 1.0 / 6, b: 0.5}} {
-					wantAct := append([]float64(nil), want...)
-					if act != nil {
-						for i, v := range wantAct {
-							if act.relu {
-								wantAct[i] = max(v, 0)
-							} else if act.swish {
-								wantAct[i] = v * min(max(v/6+0.5, 0), 1)
-							} else {
-								wantAct[i] = min(max(v, float64(act.lo)), float64(act.hi))
-							}
-						}
-					}
+				for _, act := range testActs {
+					wantAct := refAct(want, act)
 					outs := [2][]float32{}
 					for j, k := range []*convKernel{direct, gemm} {
 						y := nntRun(t, k, ctx, in)[0]
@@ -115,6 +109,26 @@ func TestConvDirectMatchesGemm(t *testing.T) {
 			})
 		}
 	}
+}
+
+// testActs are the activations a convolution fuses, as the tests run them.
+var testActs = []*nnClamp{nil, {relu: true}, {lo: -0.5, hi: 0.75}, {swish: true, a: 1.0 / 6, b: 0.5}}
+
+// refAct applies act (nil: none) to a copy of the reference values want, in float64.
+func refAct(want []float64, act *nnClamp) []float64 {
+	out := append([]float64(nil), want...)
+	for i, v := range out {
+		switch {
+		case act == nil:
+		case act.relu:
+			out[i] = max(v, 0)
+		case act.swish:
+			out[i] = v * min(max(v/6+0.5, 0), 1)
+		default:
+			out[i] = min(max(v, float64(act.lo)), float64(act.hi))
+		}
+	}
+	return out
 }
 
 // convGrads runs k's Backward at gy into gradients pre-filled with random values (or
@@ -201,6 +215,7 @@ func TestConvFusedPool(t *testing.T) {
 				}
 				k := buildKernel(t, n).(*convKernel)
 				k.noDirect = noDirect
+				k.forceDirect = !noDirect
 				pn := nntNode("MaxPool", 12, 1, 1, attrInts("kernel_shape", int64(tc.k), int64(tc.k)), attrInts("strides", int64(tc.s), int64(tc.s)))
 				pool := buildKernel(t, pn).(*poolKernel)
 				out := NewFloat([]int{N, M, PH, PW}, make([]float32, len(want)))
@@ -228,6 +243,7 @@ func TestConvResidual(t *testing.T) {
 		{name: "strided_1x1", x: []int{3, 8, 14, 14}, w: []int{13, 8, 1, 1}, strides: []int{2, 2}},
 		{name: "padded_3x3", x: []int{2, 4, 14, 14}, w: []int{8, 4, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 		{name: "depthwise", x: []int{2, 6, 7, 7}, w: []int{6, 1, 3, 3}, group: 6, pads: []int{1, 1, 1, 1}, bias: true},
+		{name: "one_item_m37", x: []int{1, 5, 12, 14}, w: []int{37, 5, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 	}
 	for _, c := range cases {
 		for _, noDirect := range []bool{false, true} {
@@ -252,6 +268,7 @@ func TestConvResidual(t *testing.T) {
 					}
 					k := buildKernel(t, n).(*convKernel)
 					k.noDirect = noDirect
+					k.forceDirect = !noDirect
 					y := NewFloat(ws, make([]float32, len(want)))
 					for i := range y.F {
 						y.F[i] = float32(math.NaN())
@@ -281,6 +298,7 @@ func TestConvDirectWorkersAgree(t *testing.T) {
 			var first []float32
 			for _, workers := range []int{1, 2, 3, 7} {
 				k := buildKernel(t, n).(*convKernel)
+				k.forceDirect = true
 				y := nntRun(t, k, nntGoCtx(workers), in)[0].F
 				if first == nil {
 					first = y
@@ -293,6 +311,7 @@ func TestConvDirectWorkersAgree(t *testing.T) {
 				}
 			}
 			k := buildKernel(t, n).(*convKernel)
+			k.forceDirect = true
 			ctx := nntGoCtx(3)
 			out := nntRun(t, k, ctx, in)
 			gy := nntRand(r, out[0].Shape, -1, 1)

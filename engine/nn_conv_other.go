@@ -46,3 +46,32 @@ func transpose(t, a []float32, R, C int) { transposeGo(t, a, R, C) }
 func colTPlanFast() bool { return false }
 
 func colTPlan(p *cpPlan, xp, colT []float32) { panic("colTPlan without colTPlanFast") }
+
+// dwPlaneFast is false without the assembly: the generic depthwise loop is as fast as
+// dwPlaneGo in Go.
+func dwPlaneFast() bool { return false }
+
+func dwPlane(p *dwPlan, xp, y, w, bias []float32, act *nnClamp) {
+	dwPlaneGo(p, xp, y, w, false)
+	planeBiasAct(y[:p.g.outSize()], bias, act)
+}
+
+func dwPlaneAdd(p *dwPlan, xp, y, w []float32) { dwPlaneGo(p, xp, y, w, true) }
+
+func dwGradW(p *dwPlan, xp, gy, gw []float32) { dwGradWGo(p, xp, gy, gw) }
+
+// sigmoidFast is false without the assembly: sigmoidSlice takes the scalar sigmoid.
+func sigmoidFast() bool { return false }
+
+func sigmoidVec(x, y []float32) {
+	for i, v := range x {
+		y[i] = sigmoidF32(v)
+	}
+}
+
+// nnSumsFast is false without the assembly: the Go loops of nn_norm.go run.
+func nnSumsFast() bool { return false }
+
+func nnSums(x, g []float32, mu, inv float32, mode int) (float64, float64) {
+	return nnSums16(x, g, mu, inv, mode)
+}

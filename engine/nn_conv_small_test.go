@@ -110,6 +110,7 @@ func TestConvKernelBeyondImage(t *testing.T) {
 				for _, workers := range []int{1, 2} {
 					k := buildKernel(t, n).(*convKernel)
 					k.noDirect = noDirect
+					k.forceDirect = !noDirect
 					what := fmt.Sprintf("noDirect=%v workers=%d", noDirect, workers)
 					ctx := nntGoCtx(workers)
 					out := nntRun(t, k, ctx, in)

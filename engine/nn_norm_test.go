@@ -355,3 +355,51 @@ func TestBatchNormGradientChannelSums(t *testing.T) {
 		}
 	}
 }
+
+// TestNormSums checks the float64 sums of BatchNormalization (nnSums) against their
+// definition nnSums16 bit for bit at every length up to 40 and a long one, and both,
+// with the dispatching nnSum64, nnSumSqDev64 and nnSumGrad64, against float64 sums.
+func TestNormSums(t *testing.T) {
+	r := rand.New(rand.NewPCG(16, 2))
+	x, g := make([]float32, 1000), make([]float32, 1000)
+	for i := range x {
+		x[i], g[i] = float32(r.NormFloat64()*3+1), float32(r.NormFloat64())
+	}
+	const mu, inv = float32(0.75), float32(1.25)
+	for _, n := range append([]int{1000}, func() []int {
+		var s []int
+		for n := 0; n <= 40; n++ {
+			s = append(s, n)
+		}
+		return s
+	}()...) {
+		xs, gs := x[:n], g[:n]
+		var want [3][2]float64
+		for i := range xs {
+			d := float64(xs[i] - mu)
+			want[0][0] += float64(xs[i])
+			want[1][0] += d * d
+			want[1][1] += d
+			want[2][0] += float64(gs[i])
+			want[2][1] += float64(gs[i]*(xs[i]-mu)) * float64(inv)
+		}
+		for mode := range 3 {
+			a, b := nnSums(xs, gs, mu, inv, mode)
+			da, db := nnSums16(xs, gs, mu, inv, mode)
+			if math.Float64bits(a) != math.Float64bits(da) || math.Float64bits(b) != math.Float64bits(db) {
+				t.Fatalf("n %d mode %d: nnSums %v %v, nnSums16 %v %v", n, mode, a, b, da, db)
+			}
+		}
+		got := [3][2]float64{{nnSum64(xs)}}
+		got[1][0], got[1][1] = nnSumSqDev64(xs, mu)
+		got[2][0], got[2][1] = nnSumGrad64(xs, gs, mu, inv)
+		for mode := range got {
+			for j := range 2 {
+				// float32 rounding of each product g·(x−mu)·inv, then float64 sums.
+				if d := math.Abs(got[mode][j] - want[mode][j]); d > 1e-5*(1+float64(n)) {
+					t.Fatalf("n %d mode %d sum %d: %v, float64 %v", n, mode, j, got[mode][j], want[mode][j])
+				}
+			}
+		}
+	}
+}

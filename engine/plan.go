@@ -205,7 +205,7 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record, dry bool) (p *plan,
 	sc := &scheduler{g: g, p: p, b: b, konst: x.konst, training: training}
 	p.steps = sc.prune(x.run, x.guards, p.outIDs)
 	if !training && !record && !g.noFuse {
-		g.fuseConvBN(p)
+		g.fuseConvBN(p, dry)
 		// Fused steps may hold buffers of their own, values that no node computes.
 		sc.konst = append(sc.konst, make([]bool, len(p.values)-len(sc.konst))...)
 	}

@@ -21,12 +21,12 @@ import (
 	"runtime"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	gblas "gonum.org/v1/gonum/blas"
 
 	"github.com/qtool/qtool/engine"
 	"github.com/qtool/qtool/engine/blas"
+	"github.com/qtool/qtool/internal/benchkit"
 	"github.com/qtool/qtool/internal/ortref"
 	"github.com/qtool/qtool/onnxio"
 	"github.com/qtool/qtool/testmodels/papermlp"
@@ -59,7 +59,7 @@ func loadModels(names []string) ([]modelData, error) {
 		if name == "paper-mlp" {
 			m = papermlp.New(papermlp.PaperWidth, 1)
 		} else {
-			p := filepath.Join(moduleRoot(), "testmodels", name+".onnx")
+			p := filepath.Join(benchkit.ModuleRoot(), "testmodels", name+".onnx")
 			var err error
 			if m, err = onnxio.Load(p); err != nil {
 				return nil, err
@@ -82,31 +82,15 @@ func loadModels(names []string) ([]modelData, error) {
 	return out, nil
 }
 
-func moduleRoot() string {
-	dir, _ := os.Getwd()
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d
-		}
-		if filepath.Dir(d) == d {
-			return dir
-		}
-	}
-}
-
 func run(names, modes []string, batchList string, seconds float64, threads int) error {
 	runtime.GOMAXPROCS(threads)
 	ver, lib, err := ortref.Version()
 	if err != nil {
 		return fmt.Errorf("onnxruntime: %w (%s)", err, ortref.InstallHint)
 	}
-	var batches []int
-	for _, s := range strings.Split(batchList, ",") {
-		var b int
-		if _, err := fmt.Sscan(s, &b); err != nil || b < 1 {
-			return fmt.Errorf("bad batch size %q", s)
-		}
-		batches = append(batches, b)
+	batches, err := benchkit.Batches(batchList)
+	if err != nil {
+		return err
 	}
 	models, err := loadModels(names)
 	if err != nil {
@@ -151,23 +135,6 @@ func numel(s []int64) int64 {
 	return n
 }
 
-// measure runs f until seconds have passed (after one warm-up call) and returns calls per
-// second.
-func measure(seconds float64, f func() error) (float64, error) {
-	if err := f(); err != nil {
-		return 0, err
-	}
-	n := 0
-	start := time.Now()
-	for time.Since(start).Seconds() < seconds || n < 3 {
-		if err := f(); err != nil {
-			return 0, err
-		}
-		n++
-	}
-	return float64(n) / time.Since(start).Seconds(), nil
-}
-
 func timeORT(md modelData, shape []int64, x []float32, seconds float64, threads int) (float64, error) {
 	s, err := ortref.NewSession(md.bytes, ortref.Options{IntraOpThreads: threads, NoSpinning: true})
 	if err != nil {
@@ -175,7 +142,7 @@ func timeORT(md modelData, shape []int64, x []float32, seconds float64, threads 
 	}
 	defer s.Close()
 	in := []ortref.Tensor{{Name: s.InputNames()[0], Shape: shape, Data: x}}
-	rate, err := measure(seconds, func() error { _, err := s.Run(in); return err })
+	rate, err := benchkit.Rate(seconds, func() error { _, err := s.Run(in); return err })
 	return rate * float64(shape[0]), err
 }
 
@@ -190,6 +157,6 @@ func timeQtool(md modelData, shape []int64, x []float32, seconds float64, impl g
 	}
 	in := engine.NewFloat(ishape, x)
 	ctx := &engine.Context{BLAS: impl, Workers: threads, NoGrad: true}
-	rate, err := measure(seconds, func() error { _, err := g.Forward(ctx, in); return err })
+	rate, err := benchkit.Rate(seconds, func() error { _, err := g.Forward(ctx, in); return err })
 	return rate * float64(shape[0]), err
 }

@@ -25,29 +25,24 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"sort"
 	"strings"
-	"syscall"
 	"text/tabwriter"
-	"time"
 
 	gblas "gonum.org/v1/gonum/blas"
 
 	"github.com/qtool/qtool/engine"
 	"github.com/qtool/qtool/engine/blas"
+	"github.com/qtool/qtool/internal/benchkit"
 	"github.com/qtool/qtool/onnxio"
 	"github.com/qtool/qtool/testmodels/papermlp"
-	"github.com/qtool/qtool/train"
 )
 
 func main() {
@@ -260,24 +255,6 @@ func loadModel(name, dir string, width int) (*onnxio.Model, []int64, error) {
 	return nil, nil, fmt.Errorf("unknown model %q: use mlp, cnn or resnet", name)
 }
 
-// trainableNames lists every float initializer except BatchNormalization's running
-// statistics, as PyTorch's model.parameters() does.
-func trainableNames(m *onnxio.Model) []string {
-	running := map[string]bool{}
-	for _, n := range m.Proto.GetGraph().GetNode() {
-		if n.GetOpType() == "BatchNormalization" && len(n.GetInput()) >= 5 {
-			running[n.GetInput()[3]], running[n.GetInput()[4]] = true, true
-		}
-	}
-	var names []string
-	for _, t := range m.Proto.GetGraph().GetInitializer() {
-		if onnxio.IsFloat(onnxio.DataType(t.GetDataType())) && !running[t.GetName()] && len(t.GetDims()) > 0 {
-			names = append(names, t.GetName())
-		}
-	}
-	return names
-}
-
 // timeQtool trains model for warmup+steps steps through train.Fit and returns the median
 // (or with stat "min" the shortest) step time and the CPU time per step, in milliseconds.
 func timeQtool(name, dir string, width, batch, steps, warmup int, impl gblas.Float32, threads int, stat string) (ms, cpu float64, err error) {
@@ -289,92 +266,13 @@ func timeQtool(name, dir string, width, batch, steps, warmup int, impl gblas.Flo
 	if err != nil {
 		return 0, 0, err
 	}
-	if err := g.SetTrainable(trainableNames(m)...); err != nil {
+	if err := g.SetTrainable(benchkit.TrainableNames(m)...); err != nil {
 		return 0, 0, err
 	}
 	// The graph holds its own copy of the weights; drop the model's so that peak memory is
 	// that of training.
 	m = nil
 	runtime.GC()
-	data := newFixedBatches(batch, sample, warmup+steps+1)
-	var stamps []time.Time
-	var cpus []time.Duration
-	_, err = train.Fit(context.Background(), g, data, train.Options{
-		Epochs: 1, Optimizer: train.NewAdam(train.AdamOptions{}), Schedule: train.Constant{LR: 1e-3},
-		Engine: &engine.Context{BLAS: impl, Workers: threads}, Seed: 1,
-		// The hook runs at the same point of every step, between backward and update.
-		GradHook: func(int) error {
-			stamps = append(stamps, time.Now())
-			cpus = append(cpus, cpuTime())
-			return nil
-		},
-	})
-	if err != nil {
-		return 0, 0, err
-	}
-	var d []float64
-	for i := warmup + 1; i < len(stamps); i++ {
-		d = append(d, float64(stamps[i].Sub(stamps[i-1]))/1e6)
-	}
-	sort.Float64s(d)
-	if len(d) == 0 {
-		return 0, 0, fmt.Errorf("no timed steps")
-	}
-	cpu = float64(cpus[len(cpus)-1]-cpus[warmup]) / 1e6 / float64(len(d))
-	if stat == "min" {
-		return d[0], cpu, nil
-	}
-	// The median as Python's statistics.median takes it, for a like comparison.
-	if len(d)%2 == 0 {
-		return (d[len(d)/2-1] + d[len(d)/2]) / 2, cpu, nil
-	}
-	return d[len(d)/2], cpu, nil
+	return benchkit.TimeGraphSteps(g, benchkit.Step{Batch: batch, Steps: steps, Warmup: warmup, Classes: 10,
+		Sample: sample, BLAS: impl, Threads: threads, Min: stat == "min"})
 }
-
-// cpuTime returns the process's user and system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// fixedBatches yields the same random batch (uniform [0,1) pixels, random labels) a fixed
-// number of times: a train.Batcher that costs nothing to read.
-type fixedBatches struct {
-	x        []float32
-	y        []int64
-	shape    []int64
-	n, count int
-}
-
-func newFixedBatches(batch int, sample []int64, count int) *fixedBatches {
-	r := rand.New(rand.NewPCG(1, 2))
-	size := 1
-	for _, d := range sample {
-		size *= int(d)
-	}
-	b := &fixedBatches{x: make([]float32, batch*size), y: make([]int64, batch), count: count,
-		shape: append([]int64{int64(batch)}, sample...)}
-	for i := range b.x {
-		b.x[i] = r.Float32()
-	}
-	for i := range b.y {
-		b.y[i] = int64(r.IntN(10))
-	}
-	return b
-}
-
-func (b *fixedBatches) Next() bool {
-	if b.n >= b.count {
-		return false
-	}
-	b.n++
-	return true
-}
-func (b *fixedBatches) X() []float32   { return b.x }
-func (b *fixedBatches) Y() []int64     { return b.y }
-func (b *fixedBatches) Shape() []int64 { return b.shape }
-func (b *fixedBatches) Reset()         { b.n = 0 }
-func (b *fixedBatches) Err() error     { return nil }

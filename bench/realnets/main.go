@@ -1,0 +1,310 @@
+//go:build cgo
+
+// Command realnets measures qtool on real architectures against onnxruntime 1.30
+// (inference) and PyTorch 1.13 (training steps), each comparison in the same run with the
+// same thread count: torchvision ResNet-18 at 32 and 224 px, MobileNetV2,
+// MobileNetV3-small, EfficientNet-B0, ShuffleNetV2 and SqueezeNet at 224 px, a
+// 2-layer TransformerEncoder over 16 tokens and the MobileNetV3-style OCR classifier of
+// bench/memory at 3×48×192. realnets.py exports them with /usr/bin/python3 (random
+// weights, fixed seeds) into .cache/realnets/ once.
+//
+//	go run ./bench/realnets                          # inference, batch 1 and 32, every model
+//	go run ./bench/realnets -models ocr,transformer -seconds 5
+//	go run ./bench/realnets -train                   # training steps, batch 32, against PyTorch
+//	go run ./bench/realnets -models ocr -ort=false -cpuprofile ocr.prof
+//
+// Inference prints samples/s and the ratio qtool/onnxruntime (above 1, qtool is faster);
+// training prints step times and PyTorch's step time over qtool's (above 1, qtool is
+// faster). It needs cgo and onnxruntime's library (see internal/ortref).
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"text/tabwriter"
+
+	"golang.org/x/sys/cpu"
+
+	"github.com/qtool/qtool/engine"
+	"github.com/qtool/qtool/engine/blas"
+	"github.com/qtool/qtool/internal/benchkit"
+	"github.com/qtool/qtool/internal/ortref"
+	"github.com/qtool/qtool/onnxio"
+)
+
+const allModels = "resnet18-32,resnet18-224,mobilenet_v2,mobilenet_v3_small,efficientnet_b0,shufflenet_v2,squeezenet,transformer,ocr"
+
+// The training default leaves out the 224 px nets but MobileNetV3-small: a step of
+// ResNet-18 at 224 px and batch 32 takes seconds on two cores.
+const trainModels = "resnet18-32,mobilenet_v3_small,transformer,ocr"
+
+func main() {
+	var (
+		models  = flag.String("models", "", "comma-separated models (default: "+allModels+"; with -train "+trainModels+")")
+		batches = flag.String("batches", "1,32", "comma-separated batch sizes (inference)")
+		seconds = flag.Float64("seconds", 2, "measuring time per configuration (inference)")
+		threads = flag.Int("threads", 2, "threads of every engine")
+		mode    = flag.String("blas", "openblas", "qtool's BLAS: openblas, go or auto")
+		ort     = flag.Bool("ort", true, "measure onnxruntime too (inference)")
+		doTrain = flag.Bool("train", false, "time training steps (forward, backward, Adam) against PyTorch instead")
+		batch   = flag.Int("batch", 32, "batch size (training)")
+		steps   = flag.Int("steps", 5, "timed steps (training; median)")
+		python  = flag.String("python", "/usr/bin/python3", "Python with PyTorch and torchvision; exports the models, and times PyTorch's steps (empty: skip those, models must be cached)")
+		cache   = flag.String("cache", "", "folder of the exported models (default .cache/realnets/ under the module root)")
+		cpuprof = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	)
+	flag.Parse()
+	if *models == "" {
+		*models = allModels
+		if *doTrain {
+			*models = trainModels
+		}
+	}
+	if *cpuprof != "" {
+		f, err := os.Create(*cpuprof)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "realnets:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
+	runtime.GOMAXPROCS(*threads)
+	names := strings.Split(*models, ",")
+	dir, err := ensureExported(*python, *cache, names)
+	if err == nil {
+		if *doTrain {
+			err = runTrain(dir, names, *mode, *python, *batch, *steps, *threads)
+		} else {
+			err = runInfer(dir, names, *mode, *batches, *seconds, *threads, *ort)
+		}
+	}
+	if err != nil {
+		pprof.StopCPUProfile()
+		fmt.Fprintln(os.Stderr, "realnets:", err)
+		os.Exit(1)
+	}
+}
+
+// ensureExported returns the folder holding the exported models, keyed by the scripts
+// that make them so that a changed script exports again, running realnets.py for the
+// models not there yet.
+func ensureExported(python, cache string, names []string) (string, error) {
+	root := benchkit.ModuleRoot()
+	script := filepath.Join(root, "bench", "realnets", "realnets.py")
+	h := sha256.New()
+	for _, p := range []string{script, filepath.Join(root, "bench", "memory", "make.py"), filepath.Join(root, "testmodels", "corpus", "make.py")} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return "", err
+		}
+		h.Write(b)
+	}
+	if cache == "" {
+		cache = filepath.Join(root, ".cache", "realnets")
+	}
+	dir := filepath.Join(cache, hex.EncodeToString(h.Sum(nil))[:12])
+	var missing []string
+	for _, n := range names {
+		if _, err := os.Stat(filepath.Join(dir, n+".json")); err != nil {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) == 0 {
+		return dir, nil
+	}
+	if python == "" {
+		return "", fmt.Errorf("%s not exported in %s and -python is empty", strings.Join(missing, ","), dir)
+	}
+	fmt.Fprintf(os.Stderr, "exporting %s into %s\n", strings.Join(missing, ","), dir)
+	cmd := exec.Command(python, append([]string{script, "export", dir}, missing...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s export: %w: %s", script, err, strings.TrimSpace(stderr.String()))
+	}
+	return dir, nil
+}
+
+type info struct {
+	Shape   []int64 `json:"shape"`
+	Classes int     `json:"classes"`
+	Params  int     `json:"params"`
+}
+
+func readInfo(dir, name string) (info, error) {
+	var in info
+	b, err := os.ReadFile(filepath.Join(dir, name+".json"))
+	if err == nil {
+		err = json.Unmarshal(b, &in)
+	}
+	return in, err
+}
+
+func header(threads int, what string) {
+	fmt.Printf("%s; %d threads, %d CPUs, AVX-512 kernels %v, %s\n\n", what, threads, runtime.NumCPU(), cpu.X86.HasAVX512F, runtime.Version())
+}
+
+func runInfer(dir string, names []string, mode, batchList string, seconds float64, threads int, withORT bool) error {
+	batches, err := benchkit.Batches(batchList)
+	if err != nil {
+		return err
+	}
+	impl, binfo, err := blas.Select(mode)
+	if err != nil {
+		return err
+	}
+	what := "inference, qtool BLAS " + binfo.Name
+	if withORT {
+		ver, lib, err := ortref.Version()
+		if err != nil {
+			return fmt.Errorf("onnxruntime: %w (%s)", err, ortref.InstallHint)
+		}
+		what += fmt.Sprintf(", onnxruntime %s (%s)", ver, lib)
+	}
+	header(threads, what)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "model\tbatch\tonnxruntime samples/s\tqtool samples/s\tqtool/onnxruntime\t")
+	for _, name := range names {
+		in, err := readInfo(dir, name)
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(dir, name+".onnx")
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		m, err := onnxio.Load(path)
+		if err != nil {
+			return err
+		}
+		g, err := engine.Build(m, engine.Options{BLAS: impl, Workers: threads})
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		for _, b := range batches {
+			shape := append([]int64{int64(b)}, in.Shape...)
+			ishape := make([]int, len(shape))
+			n := 1
+			for i, d := range shape {
+				ishape[i] = int(d)
+				n *= int(d)
+			}
+			x := make([]float32, n)
+			r := rand.New(rand.NewPCG(1, 2))
+			for i := range x {
+				x[i] = r.Float32()
+			}
+			ortRate := 0.0
+			if withORT {
+				s, err := ortref.NewSession(raw, ortref.Options{IntraOpThreads: threads, NoSpinning: true})
+				if err != nil {
+					return fmt.Errorf("%s: onnxruntime: %w", name, err)
+				}
+				ins := []ortref.Tensor{{Name: s.InputNames()[0], Shape: shape, Data: x}}
+				ortRate, err = benchkit.Rate(seconds, func() error { _, err := s.Run(ins); return err })
+				s.Close()
+				if err != nil {
+					return fmt.Errorf("%s: onnxruntime: %w", name, err)
+				}
+				ortRate *= float64(b)
+			}
+			t := engine.NewFloat(ishape, x)
+			ctx := &engine.Context{BLAS: impl, Workers: threads, NoGrad: true}
+			rate, err := benchkit.Rate(seconds, func() error { _, err := g.Forward(ctx, t); return err })
+			if err != nil {
+				return fmt.Errorf("%s: qtool: %w", name, err)
+			}
+			rate *= float64(b)
+			ratio := "-"
+			if withORT {
+				ratio = fmt.Sprintf("%.2f×", rate/ortRate)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%s\t\n", name, b, ortRate, rate, ratio)
+			fmt.Fprintf(os.Stderr, "%s batch %d: %s\n", name, b, ratio)
+		}
+	}
+	return tw.Flush()
+}
+
+type torchStep struct {
+	Model string  `json:"model"`
+	MS    float64 `json:"ms"`
+	Torch string  `json:"torch"`
+}
+
+func runTrain(dir string, names []string, mode, python string, batch, steps, threads int) error {
+	impl, binfo, err := blas.SelectWith(mode, blas.Options{Threads: threads})
+	if err != nil {
+		return err
+	}
+	torch := map[string]torchStep{}
+	if python != "" {
+		script := filepath.Join(benchkit.ModuleRoot(), "bench", "realnets", "realnets.py")
+		args := append([]string{script, "train"}, names...)
+		args = append(args, "--batch", fmt.Sprint(batch), "--steps", fmt.Sprint(steps), "--threads", fmt.Sprint(threads))
+		cmd := exec.Command(python, args...)
+		// OpenMP threads spin while they wait for work; on a machine shared with other
+		// jobs that made PyTorch's steps 10-40 times slower (the transformer: 426 ms
+		// against 11 ms). qtool's workers and onnxruntime's (NoSpinning) sleep too.
+		cmd.Env = os.Environ()
+		if os.Getenv("OMP_WAIT_POLICY") == "" {
+			cmd.Env = append(cmd.Env, "OMP_WAIT_POLICY=PASSIVE")
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return fmt.Errorf("%s train: %w: %s", script, err, strings.TrimSpace(stderr.String()))
+		}
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		for sc.Scan() {
+			var t torchStep
+			if err := json.Unmarshal(sc.Bytes(), &t); err != nil {
+				return fmt.Errorf("%s: bad output line %q: %w", script, sc.Text(), err)
+			}
+			torch[t.Model] = t
+		}
+	}
+	header(threads, fmt.Sprintf("training step (forward, backward, Adam), batch %d, median of %d steps, qtool BLAS %s", batch, steps, binfo.Name))
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "model\tPyTorch ms\tqtool ms\tPyTorch/qtool\t")
+	for _, name := range names {
+		in, err := readInfo(dir, name)
+		if err != nil {
+			return err
+		}
+		m, err := onnxio.Load(filepath.Join(dir, name+"-train.onnx"))
+		if err != nil {
+			return err
+		}
+		ms, _, err := benchkit.TimeSteps(m, benchkit.Step{Batch: batch, Steps: steps, Warmup: 2, Classes: in.Classes,
+			Sample: in.Shape, BLAS: impl, Threads: threads})
+		if err != nil {
+			return fmt.Errorf("%s: qtool: %w", name, err)
+		}
+		tms, ratio := "-", "-"
+		if t, ok := torch[name]; ok {
+			tms, ratio = fmt.Sprintf("%.1f", t.MS), fmt.Sprintf("%.2f×", t.MS/ms)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%s\t\n", name, tms, ms, ratio)
+		fmt.Fprintf(os.Stderr, "%s: %s\n", name, ratio)
+	}
+	return tw.Flush()
+}

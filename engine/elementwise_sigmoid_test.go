@@ -1,0 +1,58 @@
+package engine
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestSigmoidVector checks sigmoidVec against its definition sigmoidF32 bit for bit
+// (NaN matching any NaN), at every length up to 40 for the masked tail, on random values
+// and on the edges: zeros, infinities, NaN, the clamps and where exp over- and
+// underflows; and sigmoidF32 against the float64 sigmoid within 4 units in the last
+// place (plus the smallest subnormal where σ is subnormal itself).
+func TestSigmoidVector(t *testing.T) {
+	edges := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
+		100, -100, 110, -110, 120, -120, 88.7, -88.7, 87, -87, 103.9, -103.9, 104, -104, 1e-8, -1e-8, 1, -1, 16.6, -16.6}
+	r := rand.New(rand.NewPCG(16, 1))
+	x := append([]float32(nil), edges...)
+	for range 4000 {
+		x = append(x, float32(r.NormFloat64()*8))
+	}
+	for range 1000 {
+		x = append(x, float32(r.Float64()*240-120))
+	}
+	for _, v := range x {
+		got := float64(sigmoidF32(v))
+		want := 1 / (1 + math.Exp(-float64(v)))
+		if math.IsNaN(float64(v)) {
+			if !math.IsNaN(got) {
+				t.Fatalf("sigmoidF32(NaN) = %v", got)
+			}
+			continue
+		}
+		if d := math.Abs(got - want); d > 4*0x1p-24*want+0x1p-149 {
+			t.Fatalf("sigmoidF32(%v) = %v, float64 %v: %.3g ulp off", v, got, want, d/(0x1p-24*want))
+		}
+	}
+	check := func(x []float32) {
+		t.Helper()
+		y := make([]float32, len(x)+1)
+		y[len(x)] = 42
+		sigmoidVec(x, y[:len(x)])
+		if y[len(x)] != 42 {
+			t.Fatalf("length %d: sigmoidVec wrote past its output", len(x))
+		}
+		for i, v := range x {
+			want := sigmoidF32(v)
+			if math.Float32bits(y[i]) != math.Float32bits(want) && !(want != want && y[i] != y[i]) {
+				t.Fatalf("sigmoidVec(%v) = %v, sigmoidF32 %v", v, y[i], want)
+			}
+		}
+	}
+	for n := 0; n <= 40; n++ {
+		check(x[:n])
+		check(x[len(x)-n:])
+	}
+	check(x)
+}
