@@ -418,6 +418,7 @@ func (o Options) config(loss train.Loss) (network.Config, error) {
 	if !o.LastIterate {
 		cfg.Export = network.IterateBest
 	}
+	cfg.ScoreRecalibrated = !o.NoBNRecalib
 	cfg.ScaleFree = !o.AbsoluteRho
 	if o.BalanceRho {
 		cfg.Balance = &admmq.Balancing{}
