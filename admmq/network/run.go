@@ -873,8 +873,10 @@ func (r *Run) lossGradient(ctx context.Context) error {
 				continue
 			}
 			var ys []int64
+			// One label per sample, or T per sample for [N, T] sequence labels.
 			if y := sub.Y(); y != nil {
-				ys = y[c[0]:c[1]]
+				per := train.LabelsPer(y, n)
+				ys = y[c[0]*per : c[1]*per]
 			}
 			var touts []*engine.Tensor
 			if train.NeedsTeacher(r.cfg.Loss) {
