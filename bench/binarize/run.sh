@@ -157,6 +157,7 @@ defaults)
 		$QTOOL compare testmodels/$m.onnx --data $TRAIN --limit 10000 --eval-data $TEST \
 			--algos pgd,admm-q --seeds 3 --out $D/$m --log-every 60s > $D/$m.txt 2> $D/$m.log
 	done
+	python3 bench/binarize/defaults_table.py $D > $D/table.md
 	;;
 esac
 done
