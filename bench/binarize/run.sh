@@ -1,8 +1,8 @@
 #!/bin/sh
 # Reproduces docs/results/binarize: the paper's network table on Fashion-MNIST ("with
 # pre-training"), the CNN/ResNet grids, distillation without labels and the speed run.
-# Usage: bench/binarize/run.sh [mlp60k|mlp60k-rho1|mlp60k-nobn|cnn10k|cnn10k-rho1|distill60k|mlp|mlp-admm|cnn|distill|speed|paper|defaults-rho|defaults-subset|defaults]...
-# (default: all but the last three, which write docs/results/defaults)
+# Usage: bench/binarize/run.sh [mlp60k|mlp60k-rho1|mlp60k-nobn|cnn10k|cnn10k-rho1|distill60k|mlp|mlp-admm|cnn|distill|speed|paper|defaults-rho|defaults-subset|defaults-resnet|defaults]...
+# (default: all but the last four, which write docs/results/defaults)
 # Needs: apt-get install dataset-fashion-mnist. Runs from the repository root.
 set -eu
 FM=/usr/share/datasets/fashion-mnist
@@ -145,6 +145,19 @@ defaults-subset)
 		for a in i-admm-q pgd; do
 			$QTOOL binarize --algo $a --seed $seed -o /tmp/defaults-bench.onnx --json > $D/subset-$a-$seed.json 2>> $D/subset.log
 			python3 bench/binarize/summary.py $D/subset-$a-$seed.json fmnist-mlp-subset default >> $D/subset.txt
+		done
+	done
+	;;
+defaults-resnet)
+	# fmnist-resnet's pairs of the defaults section one binarize run at a time (PGD, then
+	# ADMM-Q, seed by seed), so that a budget that ends early still leaves whole pairs.
+	D=docs/results/defaults
+	mkdir -p $D
+	for seed in 1 2 3; do
+		for a in pgd i-admm-q; do
+			$QTOOL binarize testmodels/fmnist-resnet.onnx --data $TRAIN --limit 10000 --eval-data $TEST --algo $a \
+				--seed $seed -o /tmp/defaults-bench-resnet.onnx --json > $D/resnet-$a-$seed.json 2>> $D/resnet.log
+			python3 bench/binarize/summary.py $D/resnet-$a-$seed.json fmnist-resnet default >> $D/resnet.txt
 		done
 	done
 	;;
