@@ -94,6 +94,9 @@ type Result struct {
 	// Exported is the 1-based outer iteration whose state was exported: the one with the
 	// best validation score unless Options.LastIterate, or the last.
 	Exported int
+	// RhoScales is each target's factor on Options.Rho (network.Run.RhoScales): tensor t's
+	// ρ at iteration r is Rho.Rho(r)·RhoScales[t] (ADMM variants but ADMM-S).
+	RhoScales []float64
 	// FullPrecision and Binarized are measured on ReportSplit: the model as given,
 	// and the exported file as read back against the full-precision model, with the
 	// fidelity of every output in Binarized.Outputs.
@@ -425,6 +428,7 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 		return nil, err
 	}
 	res.History = run.History()
+	res.RhoScales = run.RhoScales()
 	ws, err := run.Finish(ctx, m, o.Grid, !o.NoBNRecalib)
 	res.Exported = run.Exported()
 	if err != nil {

@@ -494,6 +494,11 @@ func trainable(c onnxio.Classification) bool {
 	return false
 }
 
+// RhoScales returns each target's factor on the schedule's ρ, in target order: 1, the
+// scale-free 1/mean(y⁰²) or GradientRho's ‖∇f(y⁰)‖/‖y⁰‖ (measured in the first iteration;
+// before it, the scale-free factor).
+func (r *Run) RhoScales() []float64 { return slices.Clone(r.rhoScale) }
+
 // Iter returns the number of outer iterations completed.
 func (r *Run) Iter() int { return r.iter }
 

@@ -223,6 +223,12 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 		ExportedIter: res.Exported, LastIterate: o.LastIterate,
 		Objective: res.Objective, Outputs: outputRecords(res.Binarized.Outputs),
 	}
+	if network.IsADMM(method) && method != admmq.ADMMS {
+		sum.RhoFactors = map[string]float64{}
+		for i, t := range res.Targets {
+			sum.RhoFactors[t.Name] = res.RhoScales[i]
+		}
+	}
 	if res.Binarized.Labelled {
 		sum.AccuracyCI = wilsonPct(res.Binarized.Correct, res.Binarized.Positions)
 		if res.FullPrecision.Labelled {
