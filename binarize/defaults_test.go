@@ -1,6 +1,7 @@
 package binarize
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -68,5 +69,29 @@ func TestDefaultSelection(t *testing.T) {
 	var oe *OptionError
 	if err := bad.Validate(); !errors.As(err, &oe) || oe.Field != "Selection" {
 		t.Errorf("Keep none,first: %v, want an *OptionError on Selection", err)
+	}
+}
+
+// TestRhoScalesReported: the result gives one ρ factor per binarized weight; under the
+// default gradient scale they are the measured ‖∇f(y⁰)‖/‖y⁰‖, far below the grid scale's
+// exact 1 on the ±1 grid (fmnist-mlp's gradients are ~1e-5 of its weights), which is what
+// RhoGrid reports instead.
+func TestRhoScalesReported(t *testing.T) {
+	m, data, o := small(t)
+	for _, scale := range []RhoScale{RhoGradient, RhoGrid} {
+		o := o
+		o.RhoScale = scale
+		res, err := Run(context.Background(), m, data, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.RhoScales) != len(res.Targets) {
+			t.Fatalf("%s: %d ρ factors for %d weights", scale, len(res.RhoScales), len(res.Targets))
+		}
+		for i, k := range res.RhoScales {
+			if scale == RhoGrid && k != 1 || scale == RhoGradient && !(k > 0 && k < 1e-2) {
+				t.Errorf("%s: %s's ρ factor %v", scale, res.Targets[i].Name, k)
+			}
+		}
 	}
 }
