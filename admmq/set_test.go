@@ -303,7 +303,7 @@ func TestSetErrors(t *testing.T) {
 		{Kind: KindLattice},
 		{Kind: KindTernary, Alpha: -1},
 		{Kind: KindBinary, PerChannel: true},
-		{Kind: KindUniform, Bits: 3, Scale: ScaleOptimal},
+		{Kind: KindUniform, Bits: 3, Scale: "median"},
 	}
 	for _, sp := range bad {
 		if _, err := NewSet(sp); err == nil {
