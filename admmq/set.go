@@ -1,6 +1,7 @@
 package admmq
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -60,7 +61,9 @@ const (
 	// minimiser: for any α ≥ 0 the best signs are sign(z), and then the best α is mean|z|);
 	// for ternary the exact optimum over the prefixes of |z| sorted in decreasing order:
 	// with support of size k the error is ‖z‖² − (Σ_{top k}|z|)²/k, so α = P_k/k for the k
-	// that maximises P_k²/k (smallest such k on ties). Not defined for uniform grids.
+	// that maximises P_k²/k (smallest such k on ties); for uniform grids the exact optimum
+	// over every α at which some level changes (uniformScale), as Leng et al. (2018) fit the
+	// scale jointly with the levels.
 	ScaleOptimal ScaleRule = "optimal"
 	// ScaleMax sets α = max|z|/m for uniform grids so that the extreme level reaches the
 	// largest magnitude; a heuristic, not the joint minimiser.
@@ -122,8 +125,8 @@ func NewSet(spec Spec) (*Set, error) {
 		if spec.Bits < 2 || spec.Bits > 31 {
 			return nil, fmt.Errorf("admmq: uniform set: bits = %d, want 2..31", spec.Bits)
 		}
-		if s.scale != ScaleFixed && s.scale != ScaleMax {
-			return nil, fmt.Errorf("admmq: uniform set: scale rule %q not supported (use fixed or max)", s.scale)
+		if s.scale != ScaleFixed && s.scale != ScaleMax && s.scale != ScaleOptimal {
+			return nil, fmt.Errorf("admmq: uniform set: scale rule %q not supported (use fixed, max or optimal)", s.scale)
 		}
 		s.m = float64(int64(1)<<(spec.Bits-1) - 1)
 	case KindBox:
@@ -285,6 +288,15 @@ func groupScaleT[T Float](s *Set, src []T, outer, channels, inner, c int) float6
 			}
 		}
 		return sum / float64(n)
+	case s.spec.Kind == KindUniform && s.scale == ScaleOptimal:
+		var abs []float64
+		for o := 0; o < outer; o++ {
+			off := (o*channels + c) * inner
+			for _, x := range src[off : off+inner] {
+				abs = append(abs, math.Abs(float64(x)))
+			}
+		}
+		return uniformScale(abs, int(s.m))
 	case s.spec.Kind == KindUniform: // ScaleMax
 		var mx float64
 		for o := 0; o < outer; o++ {
@@ -318,6 +330,45 @@ func groupScaleT[T Float](s *Set, src []T, outer, channels, inner, c int) float6
 		s.pool.Put(bp)
 		return alpha
 	}
+}
+
+// uniformScale returns the α ≥ 0 minimising Σ_i (a_i − α·q_i)² with q_i the nearest level
+// of {0..m} to a_i/α (a_i = |z_i|: the signs follow z). Level q_i reaches k once α ≤
+// a_i/(k − ½), so over each interval between consecutive such breakpoints every q_i is
+// fixed and the error is the quadratic Σa² − 2α·Σaq + α²·Σq², least at Σaq/Σq² or at the
+// interval's end; sweeping the breakpoints downwards visits every interval with running
+// sums, in O(n·m·log(n·m)). The largest α wins ties.
+func uniformScale(a []float64, m int) float64 {
+	type event struct {
+		alpha, a float64
+		k        int
+	}
+	var ev []event
+	var szz float64
+	for _, v := range a {
+		szz += v * v
+		if v > 0 {
+			for k := 1; k <= m; k++ {
+				ev = append(ev, event{v / (float64(k) - 0.5), v, k})
+			}
+		}
+	}
+	slices.SortFunc(ev, func(x, y event) int { return cmp.Compare(y.alpha, x.alpha) })
+	bestE, bestA := szz, 0.0
+	var szq, sqq float64
+	for j, e := range ev {
+		szq += e.a
+		sqq += float64(2*e.k - 1)
+		lo := 0.0
+		if j+1 < len(ev) {
+			lo = ev[j+1].alpha
+		}
+		al := min(max(szq/sqq, lo), e.alpha)
+		if en := szz - 2*al*szq + al*al*sqq; en < bestE {
+			bestE, bestA = en, al
+		}
+	}
+	return bestA
 }
 
 // RoundHalfUp rounds to the nearest integer, ties toward +∞, the tie rule of every Set.

@@ -303,7 +303,7 @@ func TestSetErrors(t *testing.T) {
 		{Kind: KindLattice},
 		{Kind: KindTernary, Alpha: -1},
 		{Kind: KindBinary, PerChannel: true},
-		{Kind: KindUniform, Bits: 3, Scale: ScaleOptimal},
+		{Kind: KindUniform, Bits: 3, Scale: "median"},
 	}
 	for _, sp := range bad {
 		if _, err := NewSet(sp); err == nil {
@@ -459,5 +459,54 @@ func TestProjectParallelMatchesSerial(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestUniformJointScaleBruteForce: on int2 and int3 grids ScaleOptimal's projection has the
+// least error over every α and every choice of levels (enumerated), as Leng et al. fit
+// the scale; ScaleMax (α = max|z|/m) misses that optimum on some draws, the negative
+// control that the comparison tells the two apart.
+func TestUniformJointScaleBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, bits := range []int{2, 3} {
+		m := 1<<(bits-1) - 1
+		var levels []float64
+		for l := -m; l <= m; l++ {
+			levels = append(levels, float64(l))
+		}
+		opt := MustSet(Spec{Kind: KindUniform, Bits: bits, Scale: ScaleOptimal})
+		mx := MustSet(Spec{Kind: KindUniform, Bits: bits, Scale: ScaleMax})
+		maxMissed := 0
+		for trial := 0; trial < 200; trial++ {
+			z := make([]float64, 1+rng.IntN(5))
+			for i := range z {
+				z[i] = rng.NormFloat64()
+				if rng.IntN(4) == 0 {
+					z[i] = float64(rng.IntN(3)-1) * 0.5
+				}
+			}
+			want := bruteJoint(z, levels)
+			errOf := func(s *Set) float64 {
+				p := make([]float64, len(z))
+				if err := s.Project64(p, z, Layout{}); err != nil {
+					t.Fatal(err)
+				}
+				var e float64
+				for i := range p {
+					e += (p[i] - z[i]) * (p[i] - z[i])
+				}
+				return e
+			}
+			if e := errOf(opt); math.Abs(e-want) > 1e-9*(1+want) {
+				t.Fatalf("int%d: projection of %v has error %v, joint optimum %v", bits, z, e, want)
+			}
+			if errOf(mx) > want*(1+1e-6)+1e-12 {
+				maxMissed++
+			}
+		}
+		if maxMissed == 0 {
+			t.Errorf("int%d: ScaleMax reached the joint optimum on every draw: the test cannot tell a non-optimal scale", bits)
+		}
+		t.Logf("int%d: ScaleMax above the optimum on %d of 200 draws", bits, maxMissed)
 	}
 }

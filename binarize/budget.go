@@ -124,7 +124,7 @@ var ErrNoConstraint = errors.New("binarize: a budget needs a constraint: MaxDrop
 //     predicted loss added (a move that adds none first, then the most bytes saved) among
 //     those that keep every predicted quantity within the constraint, until no move fits
 //     or the file reaches TargetSize;
-//  3. Run fine-tunes that configuration with o (with ScaleKeptLR), and the trained file is scored on the
+//  3. Run fine-tunes that configuration with o, and the trained file is scored on the
 //     validation split. When it misses, the quantized weight with the largest predicted
 //     loss moves to its next larger grid (or full precision); when it meets the
 //     constraint, the next configuration is chosen as in 2 with twice the allowance, as
@@ -144,9 +144,6 @@ func Budget(ctx context.Context, model *onnxio.Model, data Data, o Options, bo B
 		return nil, err
 	}
 	o = o.withDefaults()
-	// The weights kept in full precision are the sensitive ones: fine-tuning them at the
-	// base rate undoes the point of keeping them (see keptMagnitudes).
-	o.ScaleKeptLR = true
 	if bo.MaxTrials == 0 {
 		bo.MaxTrials = 3
 	}

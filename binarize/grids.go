@@ -97,27 +97,3 @@ func describe(g network.Grid) string {
 	return fmt.Sprint(g)
 }
 
-// keptMagnitudes adds to f, for every weight of m left in full precision (a linear
-// operator's weight that is not a target), its mean |w|: a kept weight then moves by the
-// same fraction of its size per Adam step as a quantized one. At the base rate itself a
-// weight of entries ~1e-2 moves by its own size in one step, and fine-tuning wrecks the
-// very layers kept for their sensitivity (fmnist-cnn with conv1 and fc kept, conv2 binary,
-// on fmnist-calib.npz's 200 held-out images: 10 pp drop at the base rate, 3.5 pp scaled).
-func keptMagnitudes(m *onnxio.Model, g *engine.Graph, f map[string]float64) {
-	for name, c := range m.ParamRoles() {
-		if _, target := f[name]; target || c.Role != onnxio.RoleWeight {
-			continue
-		}
-		p := g.Param(name)
-		if p == nil || p.Value.DType != engine.Float32 || len(p.Value.F) == 0 {
-			continue
-		}
-		var sum float64
-		for _, v := range p.Value.F {
-			sum += math.Abs(float64(v))
-		}
-		if mean := sum / float64(len(p.Value.F)); mean > 0 {
-			f[name] = mean
-		}
-	}
-}

@@ -24,7 +24,7 @@ func TestKeptMagnitudes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keptMagnitudes(m, g, f)
+	keptMagnitudes(g, m, ts, f)
 	if len(f) != 3 || f["a"] != 1 {
 		t.Fatalf("factors %v, want a: 1 and b, c", f)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/qtool/qtool/admmq/network"
 	"github.com/qtool/qtool/engine"
+	"github.com/qtool/qtool/onnxio"
 	"github.com/qtool/qtool/train"
 )
 
@@ -39,9 +40,34 @@ func gridMagnitudes(g *engine.Graph, targets []network.Target) (map[string]float
 	return out, nil
 }
 
+// keptMagnitudes returns, for each weight of m that is no target (kept in full
+// precision and fine-tuned with the rest), the mean |w| of its values in g: the rate a
+// kept weight trains at is relative to its own magnitude, as a target's is to its grid's.
+// An absolute 1e-2 on a kept layer of weights ~1e-3 blew the loss up (TestGridRelativeLR).
+func keptMagnitudes(g *engine.Graph, m *onnxio.Model, targets []network.Target, into map[string]float64) {
+	target := make(map[string]bool, len(targets))
+	for _, t := range targets {
+		target[t.Name] = true
+	}
+	for name, c := range m.ParamRoles() {
+		p := g.Param(name)
+		if c.Role != onnxio.RoleWeight || target[name] || p == nil || p.Value.DType != engine.Float32 {
+			continue
+		}
+		var sum float64
+		for _, v := range p.Value.F {
+			sum += math.Abs(float64(v))
+		}
+		if mean := sum / float64(max(len(p.Value.F), 1)); mean > 0 {
+			into[name] = mean
+		}
+	}
+}
+
 // gridLR is an optimizer whose rate for a target weight is the base rate times the mean
-// magnitude of the weight's grid (gridMagnitudes); every other parameter (biases,
-// normalisation) takes the base rate. Adam's step is about lr per element whatever the
+// magnitude of the weight's grid (gridMagnitudes), for a kept weight its own mean
+// magnitude (keptMagnitudes); every other parameter (biases, normalisation) takes the
+// base rate. Adam's step is about lr per element whatever the
 // gradient's size, so with the base rate 1e-2 a weight moves by 1 % of its grid's
 // magnitude per step on every grid: on a per-channel binary grid with weights of 1e-3
 // an absolute 1e-2 would jump ten times the distance between grid points at each step.

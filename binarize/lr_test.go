@@ -63,9 +63,10 @@ func tinyWeights(t *testing.T) (*onnxio.Model, Data) {
 }
 
 // TestGridRelativeLR: on a per-channel binary grid over weights of about 1e-3, the
-// default learning rate (relative to each weight's grid magnitude) keeps the first
-// epoch's loss near the full-precision model's, while the same base rate applied to
-// every parameter as an absolute step (the policy before) blows it up.
+// default learning rate (relative to each binarized weight's grid magnitude, and to each
+// kept layer's own magnitude: the first and last stay in float by default) keeps the
+// first epoch's loss near the full-precision model's, while the same base rate applied
+// to every parameter as an absolute step (the policy before) blows it up.
 func TestGridRelativeLR(t *testing.T) {
 	m, data := tinyWeights(t)
 	o := Defaults()

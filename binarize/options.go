@@ -65,6 +65,33 @@ const (
 	StartPretrained Start = "pretrained"
 )
 
+// RhoScale names how Options.Rho becomes each weight tensor's ρ.
+type RhoScale string
+
+// The ρ scales.
+const (
+	// RhoGradient makes ρ̄ relative to the loss's gradient at the start: tensor t's ρ is
+	// ρ̄·‖∇_t f(y⁰)‖/‖y⁰_t‖ (network.Config.GradientRho). Measured (issue 15): the
+	// per-weight gradients of fmnist-mlp are ~5e-5 of its weights and those of fmnist-cnn
+	// ~1e-2, so no absolute ρ suits both: ρ = 1 pinned the MLP's x to y (no sign flipped,
+	// PGD's result) and ρ = 1e-5, which flips the MLP's signs, wrecked the CNN.
+	RhoGradient RhoScale = "gradient"
+	// RhoGrid is ρ̄/mean(y⁰_t²), distances counted in grid steps (network.Config.ScaleFree):
+	// ρ̄ itself on the ±1 grid.
+	RhoGrid RhoScale = "grid"
+	// RhoAbsolute gives every tensor ρ itself, the paper's setting.
+	RhoAbsolute RhoScale = "absolute"
+)
+
+// DefaultKeep is the weights Run keeps in full precision when Options.Selection is zero:
+// the first and the last, as binary networks in practice do (XNOR-Net, Bi-Real, …),
+// unless that leaves no weight to binarize. KeepNone binarizes every weight, the paper's
+// setting.
+var DefaultKeep = []string{"first", "last"}
+
+// KeepNone, as the only name of Selection.Keep, binarizes every weight.
+const KeepNone = "none"
+
 // Options configures Run. Every zero field takes its default, so the zero Options is
 // `qtool binarize` without flags — except Seed, which is used as it is (the CLI's
 // --seed defaults to 1; Defaults sets 1 too).
@@ -72,27 +99,24 @@ type Options struct {
 	// Method is the algorithm; zero means admmq.IADMMQ, what users call ADMM-Q (a
 	// network has no exact x-update, so admmq.ADMMQ itself is refused).
 	Method admmq.Method
-	// Grid is the set the weights are put on; zero means network.Binary (±1, no scale).
-	// network.Auto chooses per weight: Binary where a normalisation follows,
-	// BinaryChannel elsewhere. Any other grid is used for every weight.
+	// Grid is the set the weights are put on; zero means network.Auto: per weight,
+	// Binary (±1, no scale) where a normalisation follows and absorbs the scale,
+	// BinaryChannel elsewhere (PyTorch's exports fold BatchNorm into the convolutions, and
+	// ±1 without a scale gave them SQNRs of −450 dB). Any other grid is used for every
+	// weight.
 	Grid network.Grid
 	// Grids gives single weights, by name, a grid of their own instead of Grid: a file
 	// of mixed grids (see Budget). Every name must be a targeted weight.
 	Grids map[string]network.Grid
-	// ScaleKeptLR trains the weights left in full precision (Selection) at LR times their
-	// mean magnitude, as the quantized ones are, instead of at LR itself (see
-	// keptMagnitudes). Budget sets it.
-	ScaleKeptLR bool
-	// Selection chooses the targeted weights; zero means every Conv, ConvTranspose,
-	// Gemm and MatMul weight.
+	// Selection chooses the targeted weights among every Conv, ConvTranspose, Gemm and
+	// MatMul weight; zero means Keep DefaultKeep (every weight when that leaves none), and
+	// Keep {KeepNone} every weight.
 	Selection network.Selection
-	// Rho is the penalty schedule; a zero Rho0 means 1 (measured: the best ρ depends on
-	// the network by orders of magnitude, and a too small one collapses while a large
-	// one only makes ADMM-Q behave like PGD).
+	// Rho is the penalty schedule, read as RhoScale says; a zero Rho0 means DefaultRho.
 	Rho admmq.Schedule
-	// AbsoluteRho takes Rho as every tensor's ρ, as the paper does. By default Rho is the
-	// scale-free ρ̄ of network.Config.ScaleFree: tensor t's ρ is ρ̄/mean(P_A(x⁰_t)²), one
-	// setting meaning the same on an MLP, a CNN and a scaled grid.
+	// RhoScale says how Rho becomes each tensor's ρ; zero means RhoGradient.
+	// AbsoluteRho is RhoScale = RhoAbsolute, the paper's setting.
+	RhoScale    RhoScale
 	AbsoluteRho bool
 	// BalanceRho adapts ρ by residual balancing (admmq.Balancing, μ = 10, τ = 2).
 	BalanceRho bool
@@ -204,9 +228,15 @@ func (o Options) withDefaults() Options {
 		o.Method = admmq.IADMMQ
 	}
 	if o.Grid == "" {
-		o.Grid = network.Binary
+		o.Grid = network.Auto
 	}
-	set(&o.Rho.Rho0, 1)
+	if o.AbsoluteRho {
+		o.RhoScale = RhoAbsolute
+	}
+	if o.RhoScale == "" {
+		o.RhoScale = RhoGradient
+	}
+	set(&o.Rho.Rho0, DefaultRho)
 	set(&o.P, 0.3)
 	set(&o.Beta, 1e3)
 	seti(&o.Iters, 8)
@@ -237,6 +267,11 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
+
+// DefaultRho is ρ̄ under RhoGradient: an exact x-update from y⁰ would move each tensor
+// by about ‖y⁰_t‖/ρ̄. Chosen on validation splits only (issue 15; README "ρ, residuals
+// and the exported iterate").
+const DefaultRho = 1
 
 // DefaultValidation is the default fraction of the calibration data held out for
 // validation. A tenth costs the training little; ValidationSize raises it on small sets
@@ -300,6 +335,14 @@ func (o Options) Validate() error {
 	}
 	if len(o.Selection.Keep) > 0 && len(o.Selection.Only) > 0 {
 		return bad("Selection", o.Selection, "Keep and Only exclude each other")
+	}
+	if k := o.Selection.Keep; len(k) > 1 && slices.Contains(k, KeepNone) {
+		return bad("Selection", o.Selection, "Keep "+KeepNone+" keeps no weight: it stands alone")
+	}
+	switch o.RhoScale {
+	case RhoGradient, RhoGrid, RhoAbsolute:
+	default:
+		return bad("RhoScale", o.RhoScale, "want gradient, grid or absolute")
 	}
 	if err := o.Rho.Validate(); err != nil {
 		return bad("Rho", o.Rho, err.Error())
@@ -430,7 +473,10 @@ func (o Options) config(loss train.Loss) (network.Config, error) {
 	if !o.LastIterate {
 		cfg.Export = network.IterateBest
 	}
-	cfg.ScaleFree = !o.AbsoluteRho
+	cfg.ScoreRecalibrated = !o.NoBNRecalib
+	// A tensor without gradient falls back to the grid's scale.
+	cfg.ScaleFree = o.RhoScale != RhoAbsolute
+	cfg.GradientRho = o.RhoScale == RhoGradient
 	if o.BalanceRho {
 		cfg.Balance = &admmq.Balancing{}
 	}

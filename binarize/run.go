@@ -94,6 +94,9 @@ type Result struct {
 	// Exported is the 1-based outer iteration whose state was exported: the one with the
 	// best validation score unless Options.LastIterate, or the last.
 	Exported int
+	// RhoScales is each target's factor on Options.Rho (network.Run.RhoScales): tensor t's
+	// ρ at iteration r is Rho.Rho(r)·RhoScales[t] (ADMM variants but ADMM-S).
+	RhoScales []float64
 	// FullPrecision and Binarized are measured on ReportSplit: the model as given,
 	// and the exported file as read back against the full-precision model, with the
 	// fidelity of every output in Binarized.Outputs.
@@ -239,7 +242,12 @@ func (o Options) engine() engine.Options {
 // about them. A Selection that does not fit m is a *network.SelectionError.
 func Targets(m *onnxio.Model, o Options) ([]network.Target, []Warning, error) {
 	o = o.withDefaults()
-	ts, err := network.Targets(m, o.Grid, o.Selection)
+	ts, err := network.Targets(m, o.Grid, o.selection())
+	var se *network.SelectionError
+	if errors.As(err, &se) && se.Name == "" && o.Selection.Keep == nil && o.Selection.Only == nil {
+		// A model of one or two weights: the default keeps none of them rather than all.
+		ts, err = network.Targets(m, o.Grid, network.Selection{})
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -253,6 +261,18 @@ func Targets(m *onnxio.Model, o Options) ([]network.Target, []Warning, error) {
 		}
 	}
 	return ts, ws, nil
+}
+
+// selection is o.Selection as network reads it: zero keeps DefaultKeep, Keep {KeepNone}
+// nothing.
+func (o Options) selection() network.Selection {
+	switch k := o.Selection.Keep; {
+	case len(k) == 1 && k[0] == KeepNone:
+		return network.Selection{}
+	case k == nil && o.Selection.Only == nil:
+		return network.Selection{Keep: DefaultKeep}
+	}
+	return o.Selection
 }
 
 // Run binarizes model on data with o and returns the result. model is never modified.
@@ -389,9 +409,7 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", model.Name, err)
 		}
-		if o.ScaleKeptLR {
-			keptMagnitudes(m, g, f)
-		}
+		keptMagnitudes(g, m, res.Targets, f)
 		cfg.Optimizer = &gridLR{Optimizer: cfg.Optimizer, factor: f}
 	}
 	nd, err := networkData(trainSet, valid, o, teacher)
@@ -411,6 +429,7 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 		return nil, err
 	}
 	res.History = run.History()
+	res.RhoScales = run.RhoScales()
 	ws, err := run.Finish(ctx, m, o.Grid, !o.NoBNRecalib)
 	res.Exported = run.Exported()
 	if err != nil {

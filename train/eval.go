@@ -90,7 +90,7 @@ func Evaluate(ctx context.Context, g *engine.Graph, data Batcher, o EvalOptions)
 			return m, fmt.Errorf("evaluate: %w", err)
 		}
 		labels := data.Y()
-		lab := labelsPer(labels, n) > 0 && labelled(labels)
+		lab := LabelsPer(labels, n) > 0 && labelled(labels)
 		labelledAll = labelledAll && lab
 		var routs []*engine.Tensor
 		if o.Reference != nil && o.ReferenceCache != nil {

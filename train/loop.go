@@ -248,7 +248,7 @@ func (s *stepper) step(run, teach *engine.Context, g *engine.Graph, o Options, d
 		return 0, 0, err
 	}
 	labels := data.Y()
-	per := labelsPer(labels, n)
+	per := LabelsPer(labels, n)
 	if o.Loss.NeedsLabels() {
 		if per == 0 || !labelled(labels) {
 			return 0, 0, fmt.Errorf("the %T loss needs labels, but the data has none: use a distillation loss with the full-precision model as teacher", o.Loss)
@@ -352,10 +352,10 @@ func labelled(y []int64) bool {
 	return len(y) > 0
 }
 
-// labelsPer returns the labels per sample of a batch of n samples: 1 for one label per
+// LabelsPer returns the labels per sample of a batch of n samples: 1 for one label per
 // sample, T for [N, T] sequence labels (one per position), 0 when labels do not split
 // evenly into n samples (or there are none).
-func labelsPer(labels []int64, n int) int {
+func LabelsPer(labels []int64, n int) int {
 	if n <= 0 || len(labels) == 0 || len(labels)%n != 0 {
 		return 0
 	}

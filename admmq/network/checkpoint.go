@@ -14,7 +14,7 @@ import (
 )
 
 // checkpointVersion changes whenever the checkpoint's layout does.
-const checkpointVersion = 3
+const checkpointVersion = 4
 
 // namedParam is one float parameter. A slice sorted by name, not a map: gob writes maps
 // in Go's random iteration order, and the same state must give the same bytes.
@@ -48,6 +48,9 @@ type checkpoint struct {
 	RhoFactor float64
 	// Best is the best iterate's state under IterateBest (nil: none yet).
 	Best *snapshot
+	// RhoScale is each tensor's factor on ρ: Config.GradientRho's depend on y⁰, which a
+	// resumed run no longer has.
+	RhoScale []float64
 }
 
 // Checkpoint serializes the run's state between outer iterations: x (every float
@@ -59,6 +62,9 @@ func (r *Run) Checkpoint() ([]byte, error) {
 		Version: checkpointVersion, Algo: r.cfg.Method, Seed: r.cfg.Seed,
 		Y: r.y, Lambda: r.lambda, LastY: r.lastY,
 		Iter: r.iter, Epoch: r.epoch, Step: r.step, Best: r.best, RhoFactor: r.rhoFactor,
+	}
+	if !r.gradRho {
+		c.RhoScale = r.rhoScale
 	}
 	// Wall-clock times would make two checkpoints of the same run differ; a resumed run
 	// reports 0 s for the iterations it restored.
@@ -165,6 +171,13 @@ func (r *Run) Restore(data []byte) error {
 	r.best = c.Best
 	if r.rhoFactor = c.RhoFactor; !(r.rhoFactor > 0) {
 		return fmt.Errorf("checkpoint's ρ factor %v: want > 0", c.RhoFactor)
+	}
+	if c.RhoScale != nil {
+		if len(c.RhoScale) != len(r.rhoScale) {
+			return fmt.Errorf("checkpoint holds %d ρ factors, this run %d weights", len(c.RhoScale), len(r.rhoScale))
+		}
+		copy(r.rhoScale, c.RhoScale)
+		r.gradRho = false
 	}
 	if r.best != nil && len(r.best.Y) != len(r.y) {
 		return fmt.Errorf("checkpoint's best iterate holds %d weights, this run %d", len(r.best.Y), len(r.y))

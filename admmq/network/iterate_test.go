@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/qtool/qtool/admmq"
@@ -224,4 +226,124 @@ func TestChangedSplit(t *testing.T) {
 	if want := float64(len(r.y)) / float64(n); st.Flipped != want || st.ScalesChanged != 0 {
 		t.Fatalf("after one flip per tensor: flipped %v (want %v), scales changed %v (want 0)", st.Flipped, want, st.ScalesChanged)
 	}
+}
+
+// TestBestIterateRecalibrated: with ScoreRecalibrated every iteration's score is the
+// validation accuracy of the model Finish exports after that iteration (BatchNorm
+// re-estimated), so the chosen iterate's score is exactly what the exported graph
+// measures on the validation data, and it is the best of them. Negative control: scored
+// with the statistics as training left them, the same run's exported graph measures
+// something else than its score, the mismatch this option removes.
+func TestBestIterateRecalibrated(t *testing.T) {
+	ctx := context.Background()
+	exported := func(recal bool) (score, got float64, hist []IterStats) {
+		r, g, m := newRunWith(t, Binary, func(c *Config) {
+			c.Export, c.ScoreRecalibrated = IterateBest, recal
+			c.Rho.Rho0 = 1e-4
+		})
+		if err := r.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		hist = r.History()
+		score = hist[r.Exported()-1].Accuracy
+		if _, err := r.Finish(ctx, m, Binary, true); err != nil {
+			t.Fatal(err)
+		}
+		r.data.Eval.Reset()
+		mt, err := train.Evaluate(ctx, g, r.data.Eval, train.EvalOptions{Engine: &engine.Context{Workers: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return score, mt.Accuracy, hist
+	}
+	score, got, hist := exported(true)
+	for _, h := range hist {
+		t.Logf("recalibrated: iter %d acc %.4f flipped %.4f best %v", h.Iter, h.Accuracy, h.Flipped, h.Best)
+		if h.Accuracy > score {
+			t.Errorf("iteration %d scored %v above the exported iterate's %v", h.Iter, h.Accuracy, score)
+		}
+	}
+	if got != score {
+		t.Errorf("exported graph's validation accuracy %v, its recalibrated score %v: want equal", got, score)
+	}
+	score, got, hist = exported(false)
+	for _, h := range hist {
+		t.Logf("as trained: iter %d acc %.4f best %v", h.Iter, h.Accuracy, h.Best)
+	}
+	if got == score {
+		t.Errorf("negative control: scored before re-estimation, the exported graph still measures its score %v", got)
+	}
+}
+
+// TestGradientRho: under GradientRho tensor t's factor on ρ is ‖∇_t f(y⁰)‖/‖y⁰_t‖.
+// The gradient's norm is checked without backpropagation: the central difference of the
+// loss along the gradient's own direction is its norm (Cauchy–Schwarz's equality case),
+// while along a random direction it is far smaller (the negative control).
+func TestGradientRho(t *testing.T) {
+	ctx := context.Background()
+	// On the grid, as binarize starts: the gradient below is then the one at y⁰.
+	r, _, _ := newRunWith(t, Binary, func(c *Config) { c.GradientRho, c.StartOnGrid = true, true })
+	if err := r.measureGradientRho(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.lossGradient(ctx); err != nil {
+		t.Fatal(err)
+	}
+	loss := func() float64 {
+		mt, err := train.Evaluate(ctx, r.g, &limit{b: r.data.Calib, n: r.stepsN}, train.EvalOptions{Loss: r.cfg.Loss, Engine: &engine.Context{Workers: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mt.Loss
+	}
+	// along returns the central difference of the loss along the unit vector of d.
+	along := func(w []float32, d []float64, h float64) float64 {
+		var n2 float64
+		for _, v := range d {
+			n2 += v * v
+		}
+		n := math.Sqrt(n2)
+		orig := slices.Clone(w)
+		for j := range w {
+			w[j] = orig[j] + float32(h*d[j]/n)
+		}
+		lp := loss()
+		for j := range w {
+			w[j] = orig[j] - float32(h*d[j]/n)
+		}
+		lm := loss()
+		copy(w, orig)
+		return (lp - lm) / (2 * h)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i, p := range r.params {
+		var y2 float64
+		grad := make([]float64, len(p.Grad.F))
+		for j, v := range p.Grad.F {
+			grad[j] = float64(v)
+			y2 += float64(r.y[i][j]) * float64(r.y[i][j])
+		}
+		norm := r.rhoScale[i] * math.Sqrt(y2)
+		fd := along(p.Value.F, grad, 1e-3*math.Sqrt(y2))
+		t.Logf("%s: ρ factor %.4g, ‖g‖ %.4g, derivative along g %.4g", r.targets[i].Name, r.rhoScale[i], norm, fd)
+		if !(math.Abs(fd-norm) <= 0.02*norm) {
+			t.Errorf("%s: ρ factor × ‖y⁰‖ = %.6g, the loss's derivative along its gradient %.6g", r.targets[i].Name, norm, fd)
+		}
+		rnd := make([]float64, len(grad))
+		for j := range rnd {
+			rnd[j] = rng.NormFloat64()
+		}
+		if fr := along(p.Value.F, rnd, 0.05*math.Sqrt(y2)); !(math.Abs(fr) < 0.5*norm) {
+			t.Errorf("negative control %s: along a random direction %.4g, not well below ‖g‖ %.4g", r.targets[i].Name, fr, norm)
+		}
+	}
+}
+
+// TestGradientRhoResume: GradientRho's factors, measured at y⁰, survive a checkpoint:
+// every resumed run ends as the uninterrupted one.
+func TestGradientRhoResume(t *testing.T) {
+	resumeAll(t, func(c *Config) {
+		c.Export, c.GradientRho, c.StartOnGrid, c.ScoreRecalibrated = IterateBest, true, true, true
+		c.Rho = admmq.Schedule{Rho0: 1}
+	})
 }

@@ -53,6 +53,15 @@ type Config struct {
 	// scaled grid whatever the weights' scale. ADMM-S keeps the absolute ρ: its y-update
 	// takes one ρ for the whole variable.
 	ScaleFree bool
+	// GradientRho makes ρ_r relative to the loss's gradient at the start: tensor t's
+	// penalty is ρ̄·‖∇_t f(y⁰)‖/‖y⁰_t‖ (the gradient over the StatSamples subset, in
+	// inference mode, measured once before the first y-update). An exact x-update from
+	// x = y⁰ then moves t by about ‖y⁰_t‖/ρ̄ whatever the network, the layer's width or the
+	// grid's scale, so one ρ̄ lets signs flip on an MLP whose per-weight gradients are 1e-5
+	// and on a CNN whose gradients are 1e-2 (issue 15: an absolute ρ = 1 pinned x to y on
+	// fmnist-mlp, ρ = 1e-5 wrecked fmnist-cnn). It replaces ScaleFree's factor, to which a
+	// tensor without gradient falls back; ADMM-S keeps the absolute ρ.
+	GradientRho bool
 	// Balance, when set, adapts ρ after every iteration by residual balancing (a factor
 	// on the schedule, common to all tensors: the residuals are summed over the tensors,
 	// since one tensor's inexact x-update is too noisy to steer its own ρ). λ is unscaled
@@ -106,6 +115,14 @@ type Config struct {
 	// Export chooses the iterate Finish exports: IterateLast (the zero value, the
 	// paper's) or IterateBest, the one with the best score on Data.Eval (binarize gives it the validation split).
 	Export Iterate
+	// ScoreRecalibrated measures each iteration's accuracy of y (IterStats.Accuracy, the
+	// score IterateBest ranks by) after re-estimating the BatchNorm statistics over the
+	// calibration data, as Finish(…, recalib = true) does, so that the score is the
+	// exported model's own: with the statistics as training left them, the iterates'
+	// ranking can differ from the exported files' (issue 15: chosen at 82.5 %, exported
+	// 79.5 %, the last iterate 80.5 %). The statistics are restored afterwards; it costs one
+	// forward pass over the calibration data per iteration.
+	ScoreRecalibrated bool
 }
 
 // Iterate says which outer iteration's state Finish exports.
@@ -212,6 +229,7 @@ type IterStats struct {
 
 // Run is one algorithm run on a graph. It is not safe for concurrent use.
 type Run struct {
+	m       *onnxio.Model
 	g       *engine.Graph
 	targets []Target
 	params  []*engine.Param // targets' params, in order
@@ -248,6 +266,9 @@ type Run struct {
 	// function of the model, so not checkpointed); rhoFactor is residual balancing's.
 	rhoScale  []float64
 	rhoFactor float64
+	// gradRho is set while GradientRho's factors are still to be measured (at the first
+	// iteration: they are then checkpointed, since y⁰ is gone by a resume).
+	gradRho bool
 }
 
 // snapshot is the state Finish needs to export an iterate: every float parameter of the
@@ -321,7 +342,7 @@ func New(m *onnxio.Model, g *engine.Graph, targets []Target, cfg Config, data Da
 	if cfg.Loss.NeedsLabels() && !data.Labelled {
 		return nil, errors.New("network: the loss needs labels but the calibration data have none: use distillation")
 	}
-	r := &Run{g: g, targets: targets, cfg: cfg, data: data}
+	r := &Run{m: m, g: g, targets: targets, cfg: cfg, data: data}
 	var names []string
 	roles := m.ParamRoles()
 	for _, p := range g.Params() {
@@ -363,6 +384,7 @@ func New(m *onnxio.Model, g *engine.Graph, targets []Target, cfg Config, data Da
 		}
 	}
 	r.rhoFactor = 1
+	r.gradRho = cfg.GradientRho && IsADMM(cfg.Method) && cfg.Method != admmq.ADMMS
 	r.pcg = rand.NewPCG(cfg.Seed, 0x6e6574776f726b) // stream "network"
 	r.eng = engine.Context{BLAS: cfg.BLAS, Workers: cfg.Workers, Rand: rand.New(r.pcg)}
 	r.feed = &feed{b: data.Train, limit: cfg.InnerSteps}
@@ -472,6 +494,11 @@ func trainable(c onnxio.Classification) bool {
 	return false
 }
 
+// RhoScales returns each target's factor on the schedule's ρ, in target order: 1, the
+// scale-free 1/mean(y⁰²) or GradientRho's ‖∇f(y⁰)‖/‖y⁰‖ (measured in the first iteration;
+// before it, the scale-free factor).
+func (r *Run) RhoScales() []float64 { return slices.Clone(r.rhoScale) }
+
 // Iter returns the number of outer iterations completed.
 func (r *Run) Iter() int { return r.iter }
 
@@ -504,6 +531,11 @@ func (r *Run) iteration(ctx context.Context) error {
 	rho := r.cfg.Rho.Rho(it) * r.rhoFactor
 	st := IterStats{Iter: it + 1, Rho: rho}
 	admm := IsADMM(r.cfg.Method)
+	if r.gradRho {
+		if err := r.measureGradientRho(ctx); err != nil {
+			return err
+		}
+	}
 	if admm {
 		changed, err := r.updateY(rho, it)
 		if err != nil {
@@ -737,6 +769,13 @@ func (r *Run) measure(ctx context.Context, st *IterStats, rho float64) error {
 		if r.data.Eval == nil {
 			return nil
 		}
+		if r.cfg.ScoreRecalibrated {
+			restore, err := r.recalibrate(ctx)
+			if err != nil {
+				return err
+			}
+			defer restore()
+		}
 		me, err := train.Evaluate(ctx, r.g, splitBy(r.data.Eval, r.cfg.MicroBatch), train.EvalOptions{Reference: r.data.Teacher, Engine: &evalCtx, Outputs: r.cfg.Outputs, ReferenceCache: &r.evalRef})
 		if err != nil {
 			return fmt.Errorf("network: evaluating y: %w", err)
@@ -754,64 +793,9 @@ func (r *Run) measure(ctx context.Context, st *IterStats, rho float64) error {
 // criterion evaluates ‖∇ₓL(x, y, λ)‖ (inference mode, fixed subset) and tests Alg. 2's
 // stopping rule.
 func (r *Run) criterion(ctx context.Context, rho float64, xprev [][]float32) (float64, bool, error) {
-	gctx := r.eng
-	gctx.Rand, gctx.Training, gctx.NoGrad = nil, false, false
-	tctx := gctx
-	tctx.NoGrad = true
-	r.g.ZeroGrad()
-	sub := splitBy(&limit{b: r.data.Calib, n: r.stepsN}, r.cfg.MicroBatch)
-	total := min(r.stepsN*r.data.BatchSize, r.data.Samples)
-	totals, err := r.batchTotals(ctx, sub, total, &tctx)
-	if err != nil {
+	if err := r.lossGradient(ctx); err != nil {
 		return 0, false, err
 	}
-	var grads train.Gradients
-	var feed, tfeed train.Feed
-	for sub.Next() {
-		if err := ctx.Err(); err != nil {
-			return 0, false, err
-		}
-		if err := feed.Load(r.g, sub); err != nil {
-			return 0, false, fmt.Errorf("network: %w", err)
-		}
-		if train.NeedsTeacher(r.cfg.Loss) {
-			if err := tfeed.Load(r.data.Teacher, sub); err != nil {
-				return 0, false, fmt.Errorf("network: teacher: %w", err)
-			}
-		}
-		// A model declaring a fixed batch runs on chunks of it (train.Feed.Chunks); a
-		// last chunk shorter than a declared batch above 1 is left out, as in training.
-		n := feed.N
-		for _, c := range feed.Chunks(r.g) {
-			nc := c[1] - c[0]
-			if nc != n && nc != train.DeclaredBatch(r.g) {
-				continue
-			}
-			var ys []int64
-			if y := sub.Y(); y != nil {
-				per := len(y) / n
-				ys = y[c[0]*per : c[1]*per]
-			}
-			var touts []*engine.Tensor
-			if train.NeedsTeacher(r.cfg.Loss) {
-				var err error
-				if touts, err = r.data.Teacher.Forward(&tctx, tfeed.Slice(c[0], c[1], nc)...); err != nil {
-					return 0, false, fmt.Errorf("network: teacher: %w", err)
-				}
-			}
-			outs, err := r.g.Forward(&gctx, feed.Slice(c[0], c[1], nc)...)
-			if err != nil {
-				return 0, false, fmt.Errorf("network: %w", err)
-			}
-			if _, err := train.ChunkLoss(r.cfg.Loss, r.g, outs, touts, ys, nc, totals, &grads); err != nil {
-				return 0, false, fmt.Errorf("network: %w", err)
-			}
-			if err := r.g.Backward(&gctx, grads.Outputs()...); err != nil {
-				return 0, false, fmt.Errorf("network: %w", err)
-			}
-		}
-	}
-	sub.Reset()
 	var gn2, dy2, dp2 float64
 	for i, p := range r.params {
 		g := append([]float32(nil), p.Grad.F...)
@@ -827,6 +811,103 @@ func (r *Run) criterion(ctx context.Context, rho float64, xprev [][]float32) (fl
 	r.g.ZeroGrad()
 	gn := math.Sqrt(gn2)
 	return gn, gn <= rho*r.cfg.Gamma*math.Sqrt(min(dy2, dp2)), nil
+}
+
+// measureGradientRho sets each tensor's factor on ρ to ‖∇_t f(y⁰)‖/‖y⁰_t‖
+// (Config.GradientRho), keeping the scale-free factor where the gradient is zero or y⁰ is.
+func (r *Run) measureGradientRho(ctx context.Context) error {
+	y0 := make([][]float32, len(r.params))
+	for i := range r.params {
+		var err error
+		if y0[i], err = r.gridY(i); err != nil {
+			return err
+		}
+	}
+	err := r.withWeights(y0, func() error { return r.lossGradient(ctx) })
+	if err != nil {
+		return fmt.Errorf("network: measuring the gradient for ρ: %w", err)
+	}
+	for i, p := range r.params {
+		var g2, y2 float64
+		for j, g := range p.Grad.F {
+			g2 += float64(g) * float64(g)
+			y2 += float64(y0[i][j]) * float64(y0[i][j])
+		}
+		if k := math.Sqrt(g2 / y2); k > 0 && !math.IsInf(k, 0) {
+			r.rhoScale[i] = k
+		} else {
+			r.rhoScale[i] = admmq.ScaleFreeRho(y0[i])
+		}
+	}
+	r.g.ZeroGrad()
+	r.gradRho = false
+	return nil
+}
+
+// lossGradient leaves in the parameters' gradients ∇f at the current weights: the
+// training loss's mean over the fixed subset of the calibration data, in inference mode
+// so that it depends on the weights alone (no Dropout, no batch statistics).
+func (r *Run) lossGradient(ctx context.Context) error {
+	gctx := r.eng
+	gctx.Rand, gctx.Training, gctx.NoGrad = nil, false, false
+	tctx := gctx
+	tctx.NoGrad = true
+	r.g.ZeroGrad()
+	sub := splitBy(&limit{b: r.data.Calib, n: r.stepsN}, r.cfg.MicroBatch)
+	total := min(r.stepsN*r.data.BatchSize, r.data.Samples)
+	totals, err := r.batchTotals(ctx, sub, total, &tctx)
+	if err != nil {
+		return err
+	}
+	var grads train.Gradients
+	var feed, tfeed train.Feed
+	for sub.Next() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := feed.Load(r.g, sub); err != nil {
+			return fmt.Errorf("network: %w", err)
+		}
+		if train.NeedsTeacher(r.cfg.Loss) {
+			if err := tfeed.Load(r.data.Teacher, sub); err != nil {
+				return fmt.Errorf("network: teacher: %w", err)
+			}
+		}
+		// A model declaring a fixed batch runs on chunks of it (train.Feed.Chunks); a
+		// last chunk shorter than a declared batch above 1 is left out, as in training.
+		n := feed.N
+		for _, c := range feed.Chunks(r.g) {
+			nc := c[1] - c[0]
+			if nc != n && nc != train.DeclaredBatch(r.g) {
+				continue
+			}
+			var ys []int64
+			// One label per sample, or T per sample for [N, T] sequence labels.
+			if y := sub.Y(); y != nil {
+				per := train.LabelsPer(y, n)
+				ys = y[c[0]*per : c[1]*per]
+			}
+			var touts []*engine.Tensor
+			if train.NeedsTeacher(r.cfg.Loss) {
+				var err error
+				if touts, err = r.data.Teacher.Forward(&tctx, tfeed.Slice(c[0], c[1], nc)...); err != nil {
+					return fmt.Errorf("network: teacher: %w", err)
+				}
+			}
+			outs, err := r.g.Forward(&gctx, feed.Slice(c[0], c[1], nc)...)
+			if err != nil {
+				return fmt.Errorf("network: %w", err)
+			}
+			if _, err := train.ChunkLoss(r.cfg.Loss, r.g, outs, touts, ys, nc, totals, &grads); err != nil {
+				return fmt.Errorf("network: %w", err)
+			}
+			if err := r.g.Backward(&gctx, grads.Outputs()...); err != nil {
+				return fmt.Errorf("network: %w", err)
+			}
+		}
+	}
+	sub.Reset()
+	return nil
 }
 
 // Weight is a targeted weight after Finish, exactly on its grid: every value is
@@ -873,14 +954,52 @@ func (r *Run) Finish(ctx context.Context, m *onnxio.Model, grid Grid, recalib bo
 		ws = append(ws, w)
 	}
 	if recalib {
-		rc := r.eng
-		rc.Rand = rand.New(rand.NewPCG(r.cfg.Seed, 0x626e)) // stream "bn"
-		r.data.Calib.Reset()
-		if err := train.RecalibrateBN(ctx, r.g, m, splitBy(r.data.Calib, r.cfg.MicroBatch), &rc); err != nil {
-			return nil, fmt.Errorf("network: re-estimating BatchNorm statistics: %w", err)
+		if err := r.recalibrateBN(ctx, m); err != nil {
+			return nil, err
 		}
 	}
 	return ws, nil
+}
+
+// recalibrateBN re-estimates m's BatchNorm statistics in the graph over the calibration
+// data with the weights it holds, from the same random stream each time, so that the
+// in-loop score (ScoreRecalibrated) and Finish compute the same statistics.
+func (r *Run) recalibrateBN(ctx context.Context, m *onnxio.Model) error {
+	rc := r.eng
+	rc.Rand = rand.New(rand.NewPCG(r.cfg.Seed, 0x626e)) // stream "bn"
+	r.data.Calib.Reset()
+	if err := train.RecalibrateBN(ctx, r.g, m, splitBy(r.data.Calib, r.cfg.MicroBatch), &rc); err != nil {
+		return fmt.Errorf("network: re-estimating BatchNorm statistics: %w", err)
+	}
+	return nil
+}
+
+// recalibrate sets the targeted weights to their exported values (snap of y, which the
+// caller has put in the graph) and re-estimates the BatchNorm statistics as Finish does;
+// restore puts back every parameter it changed.
+func (r *Run) recalibrate(ctx context.Context) (restore func(), err error) {
+	var saved [][]float32
+	params := r.g.Params()
+	for _, p := range params {
+		saved = append(saved, slices.Clone(p.Value.F))
+	}
+	restore = func() {
+		for i, p := range params {
+			copy(p.Value.F, saved[i])
+		}
+	}
+	for i, p := range r.params {
+		// Finish snaps with the target's grid; a caller's own set has none and its
+		// values are its levels.
+		if g := r.targets[i].Grid; g != "" {
+			copy(p.Value.F, snap(g, p.Value.F, r.targets[i]).Values)
+		}
+	}
+	if err := r.recalibrateBN(ctx, r.m); err != nil {
+		restore()
+		return nil, err
+	}
+	return restore, nil
 }
 
 // feed adapts the shuffled calibration batches to train.Fit: one Fit epoch is one pass,

@@ -21,7 +21,7 @@ FILES=${FILES:-/tmp/qtool-budget}
 QTOOL=${QTOOL:-/tmp/qtool-bench}
 # 4 outer iterations × 2 inner epochs: what fits a shared 2-core machine, for every row.
 BUDGET=${BUDGET:---iters 4 --inner-epochs 2}
-RUNS=${RUNS:-analyze budget binary int8 keep-first-last keep-first-last-scaled}
+RUNS=${RUNS:-analyze budget binary int8 keep-first-last}
 mkdir -p "$OUT" "$FILES"
 [ -x "$QTOOL" ] || go build -o "$QTOOL" ./cmd/qtool
 DATA="--data $TRAIN --eval-data $TEST --limit 2000 --seed 1"
@@ -31,9 +31,8 @@ for m in ${*:-fmnist-cnn fmnist-resnet}; do
 	/usr/bin/time -f "%e s wall, %U s user" $QTOOL analyze $M --data $TRAIN --limit 2000 --seed 1 \
 		--plot $OUT/$m-sensitivity.png --json > $OUT/$m-analyze.json 2> $OUT/$m-analyze.log ;;
 	esac
-	for run in "budget:--budget --max-drop 1 --max-trials 3" "binary:--grid auto" "int8:--grid int8" \
-		"keep-first-last:--grid auto --keep first,last" \
-		"keep-first-last-scaled:--grid auto --keep first,last --scale-kept-lr"; do
+	for run in "budget:--budget --max-drop 1 --max-trials 3" "binary:--grid auto --keep none" "int8:--grid int8 --keep none" \
+		"keep-first-last:--grid auto --keep first,last"; do
 		name=${run%%:*}
 		flags=${run#*:}
 		case " $RUNS " in *" $name "*) ;; *) continue ;; esac

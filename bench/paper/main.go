@@ -30,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qtool/qtool/admmq/network"
 	"github.com/qtool/qtool/binarize"
 	"github.com/qtool/qtool/calib"
 	"github.com/qtool/qtool/engine"
@@ -147,8 +148,11 @@ func binarizeRun(ctx context.Context, m *onnxio.Model, tr, te calib.Dataset, alg
 	if err != nil {
 		return 0, err
 	}
+	// The paper binarizes every layer to ±1; ρ as docs/results/paper was measured with
+	// (before issue 15's defaults).
 	res, err := binarize.Run(ctx, m, binarize.Data{Calib: tr, Eval: te}, binarize.Options{
 		Method: method, Iters: iters, InnerEpochs: inner, Seed: seed, BLAS: impl, Workers: workers,
+		Selection: network.Selection{Keep: []string{binarize.KeepNone}}, Grid: network.Binary, RhoScale: binarize.RhoGrid,
 	})
 	if err != nil {
 		return 0, err

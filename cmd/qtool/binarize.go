@@ -32,8 +32,9 @@ func algoFlags() []cli.Flag {
 	const cat = "Algorithm"
 	d := binarize.Defaults()
 	return []cli.Flag{
-		&cli.Float64Flag{Name: "rho", Category: cat, Value: d.Rho.Rho0, Usage: "ADMM penalty ρ₀, scale-free: tensor t's ρ is ρ₀/mean(P(x⁰_t)²), ρ₀ itself on the ±1 grid, ρ₀/α² on a grid of scale α (see --absolute-rho)"},
-		&cli.BoolFlag{Name: "absolute-rho", Category: cat, Usage: "use --rho as every tensor's ρ, the paper's setting (and the README's tables before scale-free ρ)"},
+		&cli.Float64Flag{Name: "rho", Category: cat, Value: d.Rho.Rho0, Usage: "ADMM penalty ρ₀, read as --rho-scale says"},
+		&cli.StringFlag{Name: "rho-scale", Category: cat, Value: string(d.RhoScale), Usage: "how --rho becomes tensor t's ρ: gradient (ρ₀·‖∇f(y⁰_t)‖/‖y⁰_t‖, relative to the loss's gradient at the start), grid (ρ₀/mean(P(x⁰_t)²): ρ₀ itself on the ±1 grid, ρ₀/α² on a grid of scale α) or absolute (ρ₀ itself, the paper's)"},
+		&cli.BoolFlag{Name: "absolute-rho", Category: cat, Usage: "--rho-scale absolute: every tensor's ρ is --rho, the paper's setting (and the README's older tables)"},
 		&cli.BoolFlag{Name: "balance-rho", Category: cat, Usage: "adapt ρ by residual balancing (Boyd et al. 2011 §3.4.1: ×2 when ‖x−y‖ > 10·‖ρΔy‖, ÷2 in the reverse case)"},
 		&cli.Float64Flag{Name: "rho-growth", Category: cat, Value: 1, Usage: "multiply ρ by `G` every --rho-every iterations (1: constant, the paper's analysis)"},
 		&cli.IntFlag{Name: "rho-every", Category: cat, Value: 1, Usage: "grow ρ every `K` outer iterations"},
@@ -47,7 +48,7 @@ func algoFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "lr", Category: cat, Value: d.LR, Usage: "learning rate"},
 		&cli.StringFlag{Name: "lr-schedule", Category: cat, Value: string(d.Schedule), Usage: "constant, step (×0.1 at half the epochs, the paper's) or cosine"},
 		&cli.IntFlag{Name: "epochs", Category: cat, Usage: "gd-proj: fine-tuning epochs (default: --iters × --inner-epochs)"},
-		&cli.StringFlag{Name: "keep", Category: cat, Usage: "keep these weights in full precision: first, last, or parameter `NAME`s, comma-separated; none binarizes every weight (the paper's setting, the default)"},
+		&cli.StringFlag{Name: "keep", Category: cat, Usage: "keep these weights in full precision: first, last, or parameter `NAME`s, comma-separated; none binarizes every weight (the paper's setting) (default: first,last, or none when that leaves no weight)"},
 		&cli.StringFlag{Name: "only", Category: cat, Usage: "binarize only these weight `NAME`s, comma-separated"},
 		&cli.StringFlag{Name: "grid", Category: cat, Value: string(d.Grid), Usage: "auto (per weight: binary where a normalisation follows, binary-channel elsewhere), binary (±1, no scale), binary-channel (±α per channel), ternary, int2, int4 or int8, for every weight"},
 		&cli.StringFlag{Name: "loss", Category: cat, Value: string(d.Loss), Usage: "objective (every output matched with the full-precision model; labels supervise the classifier output), ce, hinge (the paper's code), distill, mse, or auto: for a single [batch, classes] output ce with labels and distill without, objective otherwise"},
@@ -239,6 +240,12 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 		BNRecalib: !o.NoBNRecalib, BLAS: s.be.Info.Name, History: iterRecords(res.History, perSample(res)),
 		ExportedIter: res.Exported, LastIterate: o.LastIterate,
 		Objective: res.Objective, Outputs: outputRecords(res.Binarized.Outputs),
+	}
+	if network.IsADMM(method) && method != admmq.ADMMS {
+		sum.RhoFactors = map[string]float64{}
+		for i, t := range res.Targets {
+			sum.RhoFactors[t.Name] = res.RhoScales[i]
+		}
 	}
 	if res.Binarized.Labelled {
 		sum.AccuracyCI = wilsonPct(res.Binarized.Correct, res.Binarized.Positions)

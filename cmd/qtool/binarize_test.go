@@ -110,14 +110,14 @@ func engineLogits(t *testing.T, path, data string, n int) ([]float32, []int64, [
 func TestBinarizeDigitsOnGridAndRuntimes(t *testing.T) {
 	dir := t.TempDir()
 	packed, float := filepath.Join(dir, "p.onnx"), filepath.Join(dir, "f.onnx")
-	out, code, err := runArgs(t, binArgs(digitsModel, digitsData, packed)...)
+	out, code, err := runArgs(t, binArgs(digitsModel, digitsData, packed, "--grid", "binary")...)
 	if code != 0 {
 		t.Fatalf("exit %d: %v\n%s", code, err, out)
 	}
 	if !strings.Contains(out, "fc2.weight") || !strings.Contains(out, "binary-channel") {
 		t.Errorf("no warning about fc2.weight lacking normalisation:\n%s", out)
 	}
-	if out, code, err := runArgs(t, binArgs(digitsModel, digitsData, float, "--format", "float")...); code != 0 {
+	if out, code, err := runArgs(t, binArgs(digitsModel, digitsData, float, "--format", "float", "--grid", "binary")...); code != 0 {
 		t.Fatalf("exit %d: %v\n%s", code, err, out)
 	}
 	vals := paramValues(t, float)

@@ -25,7 +25,6 @@ func budgetFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "budget", Category: cat, Usage: "choose a grid (or full precision) per weight: the smallest file whose validation score keeps --max-drop, --min-sqnr or --min-agreement (chosen from qtool analyze's sensitivities, fine-tuned and checked on validation: a miss relaxes the most sensitive weight, a success tries twice the allowance; the smallest file that met is written)"},
 		&cli.StringFlag{Name: "target-size", Category: cat, Usage: "with --budget: stop shrinking once the predicted file (packed weights and scales, lookup tables not counted) is at most `BYTES` (e.g. 200KiB), keeping the rest more precise"},
 		&cli.IntFlag{Name: "max-trials", Category: cat, Value: 3, Usage: "with --budget: at most `N` fine-tuning runs (trials)"},
-		&cli.BoolFlag{Name: "scale-kept-lr", Category: cat, Usage: "train the weights kept in full precision (--keep, or chosen by --budget) at --lr times their mean |w|, as the quantized ones, instead of at --lr itself"},
 		&cli.StringFlag{Name: "budget-grids", Category: cat, Usage: "with --budget: candidate `GRIDS`, comma-separated (default: binary,binary-channel,ternary,int4,int8)"},
 	}
 }

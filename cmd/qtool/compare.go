@@ -408,10 +408,10 @@ func correctness(ctx context.Context, r *binarize.Result, eval calib.Dataset, o 
 // accuracyCurveNote says how accuracy.png measures, against the table.
 func accuracyCurveNote(bnRecalibrated bool) string {
 	if bnRecalibrated {
-		return "Lines in accuracy.png: held-out accuracy of y at each outer iteration with the BatchNorm statistics as training left them, " +
-			"before their re-estimation; large marks at the last iteration: the exported models after re-estimation, as in the table"
+		return "Lines in accuracy.png: validation accuracy of y at each outer iteration after BatchNorm re-estimation, the score the " +
+			"exported iterate is chosen by; large marks at the last iteration: the exported models on the held-out data, as in the table"
 	}
-	return "Lines in accuracy.png: held-out accuracy of y at each outer iteration; BatchNorm statistics are not re-estimated " +
+	return "Lines in accuracy.png: validation accuracy of y at each outer iteration; BatchNorm statistics are not re-estimated " +
 		"(--no-bn-recalib), as in the table; large marks at the last iteration: the exported models, as in the table"
 }
 
@@ -452,7 +452,7 @@ func (res *compareResult) figures() []figure {
 		admmOnly       bool
 		value          func(network.IterStats) float64
 	}{
-		{"accuracy.png", "held-out accuracy of y per outer iteration (mean over seeds)", "accuracy (%)", false, func(s network.IterStats) float64 { return 100 * s.Accuracy }},
+		{"accuracy.png", "validation accuracy of y per outer iteration (mean over seeds)", "accuracy (%)", false, func(s network.IterStats) float64 { return 100 * s.Accuracy }},
 		{"lagrangian.png", "augmented Lagrangian L(x, y, λ) (mean over seeds)", "L", true, func(s network.IterStats) float64 { return s.Lagrangian }},
 		{"residual.png", "‖x − y‖ (mean over seeds)", "‖x − y‖", true, func(s network.IterStats) float64 { return s.Residual }},
 	}
@@ -489,7 +489,7 @@ func (res *compareResult) figures() []figure {
 		}
 		if len(f.marks) > 0 {
 			if res.BNRecalibrated {
-				f.title += "\nlines: before BatchNorm re-estimation; large marks: exported models, as in the table"
+				f.title += "\nlines: validation, BatchNorm re-estimated; large marks: exported models, as in the table"
 			} else {
 				f.title += "\nlines: BatchNorm as trained (--no-bn-recalib); large marks: exported models, as in the table"
 			}

@@ -121,7 +121,7 @@ func TestIdenticalGroups(t *testing.T) {
 
 // TestCompareFigures inspects the plots' structure: every line has its own colour and
 // dash pattern, a curve equal to an earlier one says so in its legend entry, the
-// accuracy plot says it is measured before BatchNorm re-estimation and marks the table's
+// accuracy plot says it is measured with BatchNorm re-estimated and marks the table's
 // values, and the legend is laid out beside the data, not over it.
 func TestCompareFigures(t *testing.T) {
 	hist := func(accs ...float64) []network.IterStats {
@@ -159,7 +159,7 @@ func TestCompareFigures(t *testing.T) {
 	if acc.curves[3].identicalTo != "" || acc.curves[1].identicalTo != "" {
 		t.Error("a distinct curve is marked identical")
 	}
-	if !strings.Contains(acc.title, "before BatchNorm re-estimation") || len(acc.marks) != 4 || acc.marks[3].pts[0].Y != 87 || acc.marks[3].pts[0].X != 2 {
+	if !strings.Contains(acc.title, "BatchNorm re-estimated") || len(acc.marks) != 4 || acc.marks[3].pts[0].Y != 87 || acc.marks[3].pts[0].X != 2 {
 		t.Errorf("accuracy plot: title %q, marks %+v", acc.title, acc.marks)
 	}
 	// The residual plot shows the ADMM variants only; their residuals coincide here.

@@ -17,7 +17,7 @@ import (
 var optionFlags = map[string]string{
 	"Method": "--algo", "Grid": "--grid", "Selection": "--keep/--only", "Rho": "--rho", "P": "--p",
 	"Beta": "--beta", "Iters": "--iters", "InnerEpochs": "--inner-epochs", "InnerSteps": "--inner-steps",
-	"Gamma": "--criterion", "LR": "--lr", "Temperature": "--temperature", "Optimizer": "--optimizer",
+	"Gamma": "--criterion", "RhoScale": "--rho-scale", "LR": "--lr", "Temperature": "--temperature", "Optimizer": "--optimizer",
 	"Schedule": "--lr-schedule", "Loss": "--loss", "Start": "--start", "Format": "--format", "Opset": "--opset",
 	"StatSamples": "--stat-samples", "BatchSize": "--batch-size", "Workers": "--max-memory",
 	"ClassAxis": "--class-axis", "OutputWeights": "--output-weights", "Validation": "--validation",
@@ -75,16 +75,21 @@ func binarizeOptions(c *cli.Context, be backend, method admmq.Method) (binarize.
 		Loss: binarize.Loss(c.String("loss")), Temperature: c.Float64("temperature"), Start: binarize.Start(c.String("start")),
 		NoRescale: c.Bool("no-rescale"), NoBNRecalib: c.Bool("no-bn-recalib"), LastIterate: c.Bool("last-iterate"),
 		AbsoluteRho: c.Bool("absolute-rho"), BalanceRho: c.Bool("balance-rho"), StatSamples: c.Int("stat-samples"),
-		Seed: c.Uint64("seed"), Version: version, ScaleKeptLR: c.Bool("scale-kept-lr"),
+		Seed: c.Uint64("seed"), Version: version,
 		BLAS: be.BLAS, Workers: be.Workers, MaxMemory: be.MaxMemory,
 	}
 	// --validation 0 means none; the library reads 0 as its default.
 	if o.Validation = c.Float64("validation"); o.Validation == 0 {
 		o.Validation = -1
 	}
-	// --keep none: every weight, the paper's setting (the default today).
-	if k := o.Selection.Keep; len(k) == 1 && strings.EqualFold(k[0], "none") {
-		o.Selection = network.Selection{}
+	if k := o.Selection.Keep; len(k) == 1 && strings.EqualFold(k[0], binarize.KeepNone) {
+		k[0] = binarize.KeepNone
+	}
+	if c.IsSet("rho-scale") {
+		if c.Bool("absolute-rho") && c.String("rho-scale") != string(binarize.RhoAbsolute) {
+			return o, usagef("--absolute-rho and --rho-scale %s contradict each other", c.String("rho-scale"))
+		}
+		o.RhoScale = binarize.RhoScale(strings.ToLower(c.String("rho-scale")))
 	}
 	if c.Command.Name == "binarize" {
 		o.Format, o.Opset = export.Format(c.String("format")), c.Int64("opset")

@@ -69,11 +69,13 @@ type binarizeSummary struct {
 	BNRecalib   bool           `json:"bn_recalibrated"`
 	// ExportedIter is the outer iteration whose weights were exported; LastIterate says
 	// it was chosen as the last (--last-iterate), not by the best validation accuracy.
-	ExportedIter int      `json:"exported_iter"`
-	LastIterate  bool     `json:"last_iterate,omitempty"`
-	Seconds      float64  `json:"seconds"`
-	BLAS         string   `json:"blas"`
-	Warnings     []string `json:"warnings,omitempty"`
+	ExportedIter int `json:"exported_iter"`
+	// RhoFactors is each binarized weight's factor on --rho (see --rho-scale), by name.
+	RhoFactors  map[string]float64 `json:"rho_factors,omitempty"`
+	LastIterate bool               `json:"last_iterate,omitempty"`
+	Seconds     float64            `json:"seconds"`
+	BLAS        string             `json:"blas"`
+	Warnings    []string           `json:"warnings,omitempty"`
 	// Storage is export's storage report of the output against the input.
 	Storage *export.Report `json:"storage,omitempty"`
 	History []iterRecord   `json:"history"`

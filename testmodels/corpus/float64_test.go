@@ -351,8 +351,9 @@ func TestCorpusBinarizedFloat64(t *testing.T) {
 	for _, m := range models {
 		t.Run(m.Name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), m.Name+"-1bit.onnx")
-			cmd := exec.Command(qtool, "binarize", filepath.Join(dir, m.File), "--data", filepath.Join(dir, m.Data),
-				"--iters", "1", "--inner-steps", "2", "--limit", "64", "--seed", "1", "-o", out, "--json", "--x-key", m.Inputs[0].Name)
+			args := []string{"binarize", filepath.Join(dir, m.File), "--data", filepath.Join(dir, m.Data),
+				"--iters", "1", "--inner-steps", "2", "--limit", "64", "--seed", "1", "-o", out, "--json", "--x-key", m.Inputs[0].Name}
+			cmd := exec.Command(qtool, append(args, mismatchSetting(m)...)...)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			if err := cmd.Run(); err != nil {
