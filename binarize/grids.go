@@ -2,12 +2,10 @@ package binarize
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
 	"github.com/qtool/qtool/admmq/network"
-	"github.com/qtool/qtool/engine"
 	"github.com/qtool/qtool/onnxio"
 )
 
