@@ -94,4 +94,3 @@ func describe(g network.Grid) string {
 	}
 	return fmt.Sprint(g)
 }
-
