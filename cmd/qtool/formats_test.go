@@ -59,7 +59,7 @@ func TestBinarizeFormatsGridsInOnnxruntime(t *testing.T) {
 			t.Run(m.name+"/"+string(grid), func(t *testing.T) {
 				run := func(format export.Format, extra ...string) (string, int, string) {
 					out := filepath.Join(dir, fmt.Sprintf("%s-%s-%s%s.onnx", m.name, grid, format, strings.Join(extra, "")))
-					args := append([]string{"binarize", model, "--data", m.data, "-o", out, "--format", string(format), "--grid", string(grid),
+					args := append([]string{"binarize", model, "--data", m.data, "-o", out, "--format", string(format), "--grid", string(grid), "--keep", "none",
 						"--iters", "1", "--inner-steps", "1", "--limit", "64", "--seed", "3", "-q"}, extra...)
 					o, code, err := runArgs(t, args...)
 					if err != nil {
@@ -229,7 +229,7 @@ func TestMatMulNBitsRefusesGemmBeforeTraining(t *testing.T) {
 	if err := m.Save(model); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"binarize", model, "--data", fmnistCalib, "-o", out, "--format", "matmulnbits", "--iters", "1", "--inner-steps", "1", "--limit", "64", "-q"}
+	args := []string{"binarize", model, "--data", fmnistCalib, "-o", out, "--format", "matmulnbits", "--keep", "none", "--iters", "1", "--inner-steps", "1", "--limit", "64", "-q"}
 	msg, code, err := runArgs(t, args...)
 	if err != nil {
 		msg += err.Error()
