@@ -1,11 +1,10 @@
 #!/bin/sh
 # Reproduces docs/results/budget: `binarize --budget --max-drop 1` on fmnist-cnn and
-# fmnist-resnet against all-binary (--grid auto), int8 and the hand-picked "keep first and
-# last" (with the kept weights at the base learning rate, and scaled as --budget trains
-# them), every run with the same training budget, and the sensitivity plots.
+# fmnist-resnet against all-binary (--grid auto --keep none), int8 (--keep none) and the
+# hand-picked "keep first and last" (the defaults), every run with the same training budget,
+# and the sensitivity plots.
 # Usage: [RUNS="analyze budget ..."] bench/budget/run.sh [MODEL...]
-# (default: fmnist-cnn fmnist-resnet; RUNS: analyze budget binary int8 keep-first-last
-# keep-first-last-scaled)
+# (default: fmnist-cnn fmnist-resnet; RUNS: analyze budget binary int8 keep-first-last)
 # Needs: apt-get install dataset-fashion-mnist. Runs from the repository root.
 #
 # Data: 2 000 seeded training images as calibration data (binarize carves its 500-image
