@@ -66,7 +66,8 @@ for m in ["fmnist-cnn", "fmnist-resnet"]:
             nxt = "relax " + t["relaxed"] if t.get("relaxed") else ("2× allowance" if t.get("tightened") else "")
             print(f"| {t['trial']} | {t['allowance_scale']:g}× | {t['file_bytes']} | {t['predicted_drop_pct']:.2f} | {vd} | {t['met']} | {nxt} |")
         last = b["trials"][b["chosen_trial"] - 1] if b["chosen_trial"] > 0 else b["trials"][-1]
-        print(f"\nGrids of trial {last['trial']} (the file written):\n")
+        what = "the file written" if b["chosen_trial"] > 0 else "the last trial; no file was written"
+        print(f"\nGrids of trial {last['trial']} ({what}):\n")
         print("| weight | grid | bytes | why |")
         print("|---|---|--:|---|")
         for c in last["choices"]:
