@@ -401,23 +401,8 @@ func (k *einsumKernel) Forward(ctx *Context, in, out []*Tensor) error {
 		k.walk(p.sum, y, p.walk.ps, in[0].F, p.walk.st, &p.walk)
 		return nil
 	}
-	a, b, c := in[0].F, in[1].F, y
-	if !p.aDirect {
-		k.ap = grow(k.ap, p.batch*p.m*p.k)
-		if p.aSum {
-			clear(k.ap)
-		}
-		k.walk(p.aSum, k.ap, p.aw.ps, a, p.aw.st, &p.aw)
-		a = k.ap
-	}
-	if !p.bDirect {
-		k.bp = grow(k.bp, p.batch*p.k*p.nn)
-		if p.bSum {
-			clear(k.bp)
-		}
-		k.walk(p.bSum, k.bp, p.bw.ps, b, p.bw.st, &p.bw)
-		b = k.bp
-	}
+	a, b := k.operands(p, in)
+	c := y
 	if !p.cDirect {
 		k.cp = grow(k.cp, p.batch*p.m*p.nn)
 		c = k.cp
@@ -434,6 +419,30 @@ func (k *einsumKernel) Forward(ctx *Context, in, out []*Tensor) error {
 		k.walk(false, y, p.cw.st, c, p.cw.ps, &p.cw)
 	}
 	return nil
+}
+
+// operands returns the product's operands as its GEMM reads them: the inputs' data where
+// they are laid out for it, else packed into the kernel's buffers (the forward's packed
+// buffers may have been reused before the backward pass, so it packs again).
+func (k *einsumKernel) operands(p *einsumPlan, in []*Tensor) (a, b []float32) {
+	a, b = in[0].F, in[1].F
+	if !p.aDirect {
+		k.ap = grow(k.ap, p.batch*p.m*p.k)
+		if p.aSum {
+			clear(k.ap)
+		}
+		k.walk(p.aSum, k.ap, p.aw.ps, a, p.aw.st, &p.aw)
+		a = k.ap
+	}
+	if !p.bDirect {
+		k.bp = grow(k.bp, p.batch*p.k*p.nn)
+		if p.bSum {
+			clear(k.bp)
+		}
+		k.walk(p.bSum, k.bp, p.bw.ps, b, p.bw.st, &p.bw)
+		b = k.bp
+	}
+	return a, b
 }
 
 // Retains keeps the operands of a product, whose VJP reads them; a one-operand
@@ -465,25 +474,7 @@ func (k *einsumKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) erro
 		k.walk(false, k.gcp, p.cw.ps, gy, p.cw.st, &p.cw)
 		gc = k.gcp
 	}
-	// The operands as the forward GEMM read them: direct data, or packed again (the
-	// forward's packed buffers may have been reused since).
-	a, b := in[0].F, in[1].F
-	if !p.aDirect {
-		k.ap = grow(k.ap, p.batch*p.m*p.k)
-		if p.aSum {
-			clear(k.ap)
-		}
-		k.walk(p.aSum, k.ap, p.aw.ps, a, p.aw.st, &p.aw)
-		a = k.ap
-	}
-	if !p.bDirect {
-		k.bp = grow(k.bp, p.batch*p.k*p.nn)
-		if p.bSum {
-			clear(k.bp)
-		}
-		k.walk(p.bSum, k.bp, p.bw.ps, b, p.bw.st, &p.bw)
-		b = k.bp
-	}
+	a, b := k.operands(p, in)
 	ta, tb := p.aDirect && p.aTrans, p.bDirect && p.bTrans
 	mk, kn, mn := p.m*p.k, p.k*p.nn, p.m*p.nn
 	if gin[0] != nil {
