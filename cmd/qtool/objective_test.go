@@ -6,10 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qtool/qtool/binarize"
-	"github.com/qtool/qtool/calib"
 	"github.com/qtool/qtool/internal/ortref"
-	"github.com/qtool/qtool/onnxio"
 )
 
 // TestEvalOutputsMatchONNXRuntime writes every output of the shipped models with
@@ -23,31 +20,16 @@ func TestEvalOutputsMatchONNXRuntime(t *testing.T) {
 			model := "../../testmodels/" + name + ".onnx"
 			got, shape := evalOutputs(t, model, data, "logits")
 			// The same samples as eval read, through calib as eval does.
-			m, err := onnxio.Load(model)
-			if err != nil {
-				t.Fatal(err)
-			}
-			g, err := binarize.Build(m, binarize.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, err := calib.Open(data, calib.Options{Input: binarize.InputOf(g), Seed: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := calib.NewBatches(d, calib.BatchOptions{Size: d.Len()})
-			if err != nil || !b.Next() {
-				t.Fatal(err, b.Err())
-			}
-			if len(shape) != 2 || shape[0] != d.Len() || shape[1] != 10 {
-				t.Fatalf("logits of shape %v for %d samples", shape, d.Len())
+			x, xshape, _ := readData(t, model, data)
+			if n := int(xshape[0]); len(shape) != 2 || shape[0] != n || shape[1] != 10 {
+				t.Fatalf("logits of shape %v for %d samples", shape, n)
 			}
 			s, err := ortref.NewSessionFile(model, ortref.Options{IntraOpThreads: 1, NoSpinning: true})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			res, err := s.Run([]ortref.Tensor{{Name: s.InputNames()[0], Shape: b.Shape(), Data: b.X()}})
+			res, err := s.Run([]ortref.Tensor{{Name: s.InputNames()[0], Shape: xshape, Data: x}})
 			if err != nil {
 				t.Fatal(err)
 			}
