@@ -184,6 +184,10 @@ type Options struct {
 	Format  export.Format
 	Opset   int64
 	Version string
+	// NBitsBlockSize and NBitsMinBits are export's BlockSize and MinBits for the
+	// MatMulNBits format (zero: export's defaults); other formats ignore them.
+	NBitsBlockSize int
+	NBitsMinBits   int
 	// Output, when set, is the file the model is written to. An existing file is
 	// replaced only once the new one (written next to it) has been read back, built and
 	// evaluated, so a failure or a cancellation leaves the old file or the new one.
@@ -404,6 +408,12 @@ func (o Options) Validate() error {
 	if _, err := export.ParseFormat(string(o.Format)); err != nil {
 		return bad("Format", o.Format, err.Error())
 	}
+	if b := o.NBitsBlockSize; b != 0 && (b < 16 || b&(b-1) != 0) {
+		return bad("NBitsBlockSize", b, "want a power of two of at least 16, as MatMulNBits requires")
+	}
+	if b := o.NBitsMinBits; b != 0 && b != 2 && b != 4 && b != 8 {
+		return bad("NBitsMinBits", b, "want 2, 4 or 8, the MatMulNBits widths onnxruntime runs")
+	}
 	if o.Opset != 0 && (o.Opset < export.MinOpset || o.Opset > onnxio.MaxOpset) {
 		return bad("Opset", o.Opset, fmt.Sprintf("qtool writes opsets %d to %d", export.MinOpset, onnxio.MaxOpset))
 	}
@@ -524,4 +534,10 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// exportOptions is what every export call of a run shares, so the check before training
+// and the final write cannot disagree on the format's parameters.
+func (o Options) exportOptions() export.Options {
+	return export.Options{Format: o.Format, Opset: o.Opset, BlockSize: o.NBitsBlockSize, MinBits: o.NBitsMinBits}
 }

@@ -302,7 +302,7 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 		return nil, &OpsetError{Model: model.Name, Want: o.Opset, Has: model.Opset("")}
 	}
 	// A format or opset the export cannot write is refused now, not after the training.
-	if err := export.Check(model, export.Options{Format: o.Format, Opset: o.Opset}); err != nil {
+	if err := export.Check(model, o.exportOptions()); err != nil {
 		return nil, err
 	}
 	start := time.Now()
@@ -313,15 +313,6 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	res := &Result{Method: o.Method, Grid: network.Grid(o.gridName()), Seed: o.Seed, Labelled: data.Calib.HasLabels(),
 		TrainSamples: trainSet.Len(), ReportSplit: report}
 	if res.Targets, res.Warnings, err = Targets(model, o); err != nil {
-		return nil, err
-	}
-	// A weight the format cannot carry (a Gemm MatMulNBits cannot express) is refused
-	// now too, knowing which weights are trained.
-	names := make([]string, len(res.Targets))
-	for i, t := range res.Targets {
-		names[i] = t.Name
-	}
-	if err := export.CheckWeights(model, names, export.Options{Format: o.Format, Opset: o.Opset}); err != nil {
 		return nil, err
 	}
 	if valid != nil {
@@ -442,8 +433,8 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	if err := g.WriteParams(m); err != nil {
 		return nil, fmt.Errorf("%s: %w", model.Name, err)
 	}
-	eo := export.Options{Format: o.Format, Opset: o.Opset, Metadata: export.Metadata{
-		Version: o.Version, Algorithm: fileName(o.Method), Grid: o.gridName(), Seed: o.Seed}}
+	eo := o.exportOptions()
+	eo.Metadata = export.Metadata{Version: o.Version, Algorithm: fileName(o.Method), Grid: o.gridName(), Seed: o.Seed}
 	xm, err := export.Export(m, res.Weights, eo)
 	if err != nil {
 		return nil, err // export's errors name the model

@@ -162,9 +162,6 @@ func Export(m *onnxio.Model, weights []Weight, opts Options) (*onnxio.Model, err
 		case MatMulNBits:
 			block := cmp.Or(opts.BlockSize, DefaultBlockSize)
 			if err := e.matmulnbits(p, w.Grid, codes, dims, block, cmp.Or(opts.MinBits, DefaultMinBits)); err != nil {
-				if _, ok := err.(*GemmError); ok {
-					return nil, err
-				}
 				return nil, fmt.Errorf("export: %s: tensor %q: %w", m.Name, w.Name, err)
 			}
 		}
@@ -260,9 +257,9 @@ type editor struct {
 	inits  []*onnxpb.TensorProto
 	drop   map[string]bool   // parameters replaced by a subgraph
 	shared map[string]string // key of a shared constant → its name
-	// after holds nodes to insert right after an existing node (an Add after a
-	// MatMulNBits that replaced a Gemm).
-	after map[*onnxpb.NodeProto][]*onnxpb.NodeProto
+	// before and after hold nodes to insert right before or after an existing node (a
+	// Transpose or a Mul feeding, an Add following, a MatMulNBits that replaced a Gemm).
+	before, after map[*onnxpb.NodeProto][]*onnxpb.NodeProto
 	// nbits maps each weight stored in MatMulNBits to the node that reads it.
 	nbits map[string]string
 	// readers and pinned are consumers' result, computed on first use.
@@ -272,7 +269,7 @@ type editor struct {
 
 func newEditor(m *onnxio.Model, opset int64) *editor {
 	e := &editor{m: m, opset: opset, used: map[string]bool{}, drop: map[string]bool{}, shared: map[string]string{},
-		after: map[*onnxpb.NodeProto][]*onnxpb.NodeProto{}, nbits: map[string]string{}}
+		before: map[*onnxpb.NodeProto][]*onnxpb.NodeProto{}, after: map[*onnxpb.NodeProto][]*onnxpb.NodeProto{}, nbits: map[string]string{}}
 	g := m.Proto.GetGraph()
 	mark := func(names ...string) {
 		for _, s := range names {
@@ -480,7 +477,7 @@ func (e *editor) commit() {
 	})
 	var placed []*onnxpb.NodeProto
 	for _, n := range nodes {
-		placed = append(append(placed, n), e.after[n]...)
+		placed = append(append(append(placed, e.before[n]...), n), e.after[n]...)
 	}
 	g.Node = append(e.nodes, placed...)
 	g.Initializer = append(g.Initializer, e.inits...)

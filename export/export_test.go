@@ -222,20 +222,27 @@ func checkUnpackInORT(t *testing.T, q *onnxio.Model, ws []Weight) {
 	g.Node = slices.DeleteFunc(g.Node, func(n *onnxpb.NodeProto) bool {
 		return !strings.HasPrefix(n.GetName(), "qtool/") && n.GetOpType() != "Constant"
 	})
-	// An Add the matmulnbits format put after a MatMulNBits reads the product, which is
-	// gone with that node.
-	known := map[string]bool{}
-	for _, p := range sub.Params() {
-		known[p.Name] = true
-	}
-	for _, n := range g.Node {
-		for _, o := range n.GetOutput() {
-			known[o] = true
+	// The nodes the matmulnbits format put around a MatMulNBits (a Transpose of A, a Mul
+	// of the product, an Add after it) read values that are gone with that node, or
+	// are computed from them: drop nodes until every input left is known.
+	for {
+		known := map[string]bool{}
+		for _, p := range sub.Params() {
+			known[p.Name] = true
+		}
+		for _, n := range g.Node {
+			for _, o := range n.GetOutput() {
+				known[o] = true
+			}
+		}
+		before := len(g.Node)
+		g.Node = slices.DeleteFunc(g.Node, func(n *onnxpb.NodeProto) bool {
+			return slices.ContainsFunc(n.GetInput(), func(in string) bool { return in != "" && !known[in] })
+		})
+		if len(g.Node) == before {
+			break
 		}
 	}
-	g.Node = slices.DeleteFunc(g.Node, func(n *onnxpb.NodeProto) bool {
-		return slices.ContainsFunc(n.GetInput(), func(in string) bool { return in != "" && !known[in] })
-	})
 	g.ValueInfo = nil
 	g.Output = nil
 	nbits := nbitsWeights(t, q)

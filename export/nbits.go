@@ -2,7 +2,6 @@ package export
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
 
 	"google.golang.org/protobuf/proto"
@@ -50,20 +49,6 @@ func nbitsCodes(levels []int, minBits int) (bits, zp int, explicit, ok bool) {
 	return 0, 0, false, false
 }
 
-// A GemmError reports a Gemm whose weight the matmulnbits format cannot carry: MatMulNBits
-// computes A·Wᵀ + bias, so a Gemm that transposes A or scales by alpha or beta ≠ 1 would
-// change meaning. Its message names Options.Format, never a command-line flag.
-type GemmError struct {
-	Model, Node, Weight string
-	// Attr is the attribute at fault ("transA", "alpha" or "beta") and Value its value.
-	Attr  string
-	Value float32
-}
-
-func (e *GemmError) Error() string {
-	return fmt.Sprintf("export: %s: Gemm %q (weight %q) has %s = %v, which the matmulnbits format cannot carry (MatMulNBits computes A·Wᵀ + bias); set Options.Format to packed or qdq, or keep this weight in full precision", e.Model, e.Node, e.Weight, e.Attr, e.Value)
-}
-
 // nbitsUse is how a weight is consumed when the matmulnbits format can carry it: by one
 // MatMul or Gemm as input 1, nothing else reading it.
 type nbitsUse struct {
@@ -72,6 +57,11 @@ type nbitsUse struct {
 	kn bool
 	// axis is the weight's output-channel axis, along which its scales must run.
 	axis int
+	// transA, alpha and beta are a Gemm's (false, 1, 1 otherwise), which MatMulNBits
+	// (A·Wᵀ + bias) lacks: the export transposes A in front of it, multiplies C by beta
+	// in front and the product by alpha after it.
+	transA      bool
+	alpha, beta float32
 }
 
 // consumers maps every value name to the top-level nodes that read it, and marks as
@@ -120,22 +110,21 @@ func bodies(n *onnxpb.NodeProto) []*onnxpb.GraphProto {
 }
 
 // nbitsTarget returns how MatMulNBits can replace the node that reads weight w, ok false
-// when it cannot (the weight then stays in the packed format), or a *GemmError for a
-// Gemm whose attributes MatMulNBits cannot express.
-func (e *editor) nbitsTarget(w string, dims []int64) (nbitsUse, bool, error) {
+// when it cannot (the weight then stays in the packed format).
+func (e *editor) nbitsTarget(w string, dims []int64) (nbitsUse, bool) {
 	readers, pinned := e.consumers()
 	rs := readers[w]
 	if pinned[w] || len(rs) != 1 || len(dims) != 2 {
-		return nbitsUse{}, false, nil
+		return nbitsUse{}, false
 	}
 	n := rs[0]
 	in := n.GetInput()
 	if d := n.GetDomain(); d != "" && d != "ai.onnx" || len(in) < 2 || in[1] != w || in[0] == w {
-		return nbitsUse{}, false, nil
+		return nbitsUse{}, false
 	}
 	switch n.GetOpType() {
 	case "MatMul":
-		return nbitsUse{node: n, kn: true, axis: 1}, true, nil
+		return nbitsUse{node: n, kn: true, axis: 1, alpha: 1, beta: 1}, true
 	case "Gemm":
 		attr := func(name string, def float32) float32 {
 			for _, a := range n.GetAttribute() {
@@ -148,42 +137,13 @@ func (e *editor) nbitsTarget(w string, dims []int64) (nbitsUse, bool, error) {
 			}
 			return def
 		}
-		for _, c := range []struct {
-			name   string
-			want   float32
-			counts bool
-		}{{"transA", 0, true}, {"alpha", 1, true}, {"beta", 1, len(in) > 2 && in[2] != ""}} {
-			if v := attr(c.name, c.want); c.counts && v != c.want {
-				return nbitsUse{}, false, &GemmError{Model: e.m.Name, Node: n.GetName(), Weight: w, Attr: c.name, Value: v}
-			}
-		}
+		u := nbitsUse{node: n, kn: true, axis: 1, transA: attr("transA", 0) != 0, alpha: attr("alpha", 1), beta: attr("beta", 1)}
 		if attr("transB", 0) != 0 {
-			return nbitsUse{node: n, axis: 0}, true, nil
+			u.kn, u.axis = false, 0
 		}
-		return nbitsUse{node: n, kn: true, axis: 1}, true, nil
+		return u, true
 	}
-	return nbitsUse{}, false, nil
-}
-
-// CheckWeights reports the error Export would return for the named weights of m before
-// they are trained: with the matmulnbits format, a Gemm among their readers that
-// MatMulNBits cannot express (*GemmError). It does not change m.
-func CheckWeights(m *onnxio.Model, names []string, opts Options) error {
-	out, format, opset, err := prepare(m, opts)
-	if err != nil || format != MatMulNBits {
-		return err
-	}
-	e := newEditor(out, opset)
-	for _, name := range names {
-		p, ok := out.Param(name)
-		if !ok {
-			continue
-		}
-		if _, _, err := e.nbitsTarget(name, p.Tensor.GetDims()); err != nil {
-			return err
-		}
-	}
-	return nil
+	return nbitsUse{}, false
 }
 
 // matmulnbits replaces the node that reads parameter p by com.microsoft MatMulNBits
@@ -191,10 +151,7 @@ func CheckWeights(m *onnxio.Model, names []string, opts Options) error {
 // (not the weight of a MatMul or Gemm, read by several nodes, scales not along the
 // output channels, levels too far apart for 8-bit codes).
 func (e *editor) matmulnbits(p onnxio.Param, g Grid, codes []uint8, dims []int64, block, minBits int) error {
-	use, ok, err := e.nbitsTarget(p.Name, dims)
-	if err != nil {
-		return err
-	}
+	use, ok := e.nbitsTarget(p.Name, dims)
 	bits, zp, explicit, fits := nbitsCodes(g.Levels, minBits)
 	if !ok || !fits || g.perChannel() && g.Axis != use.axis {
 		return e.packed(p, g, codes, dims)
@@ -237,7 +194,15 @@ func (e *editor) matmulnbits(p onnxio.Param, g Grid, codes []uint8, dims []int64
 		}
 	}
 	w := p.Name
-	inputs := []string{use.node.GetInput()[0], e.init(onnxio.BytesTensor(e.name(w, "nbits"), []int64{int64(n), int64(kb), int64(blob)}, data)),
+	node := use.node
+	a := node.GetInput()[0]
+	if use.transA {
+		at := e.name(w, "A_transposed")
+		e.before[node] = append(e.before[node], &onnxpb.NodeProto{OpType: proto.String("Transpose"), Name: proto.String(e.name(node.GetName(), "Transpose")),
+			Input: []string{a}, Output: []string{at}, Attribute: []*onnxpb.AttributeProto{attrInts("perm", 1, 0)}})
+		a = at
+	}
+	inputs := []string{a, e.init(onnxio.BytesTensor(e.name(w, "nbits"), []int64{int64(n), int64(kb), int64(blob)}, data)),
 		e.init(onnxio.FloatTensor(e.name(w, "scales"), []int64{int64(n), int64(kb)}, scales)), ""}
 	if explicit {
 		row := (kb*bits + 7) / 8
@@ -250,20 +215,40 @@ func (e *editor) matmulnbits(p onnxio.Param, g Grid, codes []uint8, dims []int64
 		}
 		inputs[3] = e.init(onnxio.BytesTensor(e.name(w, "zero_points"), []int64{int64(n), int64(row)}, z))
 	}
-	node := use.node
-	out := node.GetOutput()
+	// Gemm's alpha·(A·W) + beta·C becomes MatMulNBits, then a Mul by alpha, then an Add
+	// of C (MatMulNBits' bias input when C is [N] and alpha is 1), built from the output
+	// back; the stored codes stay the weight itself.
+	out := slices.Clone(node.GetOutput())
+	var tail []*onnxpb.NodeProto
 	if node.GetOpType() == "Gemm" && len(node.GetInput()) > 2 && node.GetInput()[2] != "" {
 		c := node.GetInput()[2]
-		if cp, ok := e.m.Param(c); ok && slices.Equal(cp.Tensor.GetDims(), []int64{int64(n)}) {
+		cp, isParam := e.m.Param(c)
+		if use.beta != 1 {
+			// beta·C as Gemm computes it, one float32 product per element.
+			cb := e.name(w, "C_beta")
+			beta := e.init(onnxio.FloatTensor(e.name(w, "beta"), nil, []float32{use.beta}))
+			e.before[node] = append(e.before[node], &onnxpb.NodeProto{OpType: proto.String("Mul"), Name: proto.String(e.name(node.GetName(), "Mul")),
+				Input: []string{c, beta}, Output: []string{cb}})
+			c = cb
+		}
+		if use.alpha == 1 && isParam && slices.Equal(cp.Tensor.GetDims(), []int64{int64(n)}) {
 			inputs = append(inputs, "", c)
 		} else {
 			// C of another shape broadcasts as Gemm's C does: an Add after the product.
 			prod := e.name(w, "product")
-			e.after[node] = append(e.after[node], &onnxpb.NodeProto{OpType: proto.String("Add"), Name: proto.String(e.name(node.GetName(), "Add")),
-				Input: []string{prod, c}, Output: slices.Clone(out)})
+			tail = append(tail, &onnxpb.NodeProto{OpType: proto.String("Add"), Name: proto.String(e.name(node.GetName(), "Add")),
+				Input: []string{prod, c}, Output: out})
 			out = []string{prod}
 		}
 	}
+	if use.alpha != 1 {
+		unscaled := e.name(w, "unscaled")
+		alpha := e.init(onnxio.FloatTensor(e.name(w, "alpha"), nil, []float32{use.alpha}))
+		tail = append([]*onnxpb.NodeProto{{OpType: proto.String("Mul"), Name: proto.String(e.name(node.GetName(), "alpha")),
+			Input: []string{unscaled, alpha}, Output: out}}, tail...)
+		out = []string{unscaled}
+	}
+	e.after[node] = append(e.after[node], tail...)
 	for len(inputs) > 3 && inputs[len(inputs)-1] == "" {
 		inputs = inputs[:len(inputs)-1]
 	}

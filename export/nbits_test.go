@@ -3,7 +3,6 @@ package export
 import (
 	"bytes"
 	"cmp"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -313,42 +312,71 @@ func TestMatMulNBitsGemmForms(t *testing.T) {
 	}
 }
 
-// TestMatMulNBitsRefusesGemm: transA, alpha ≠ 1 and beta ≠ 1 with a C are refused with
-// a *GemmError naming the node and attribute, by Export and by CheckWeights before any
-// training; beta without a C means nothing and is accepted.
-func TestMatMulNBitsRefusesGemm(t *testing.T) {
+// TestMatMulNBitsGemmAttributes: a Gemm with transA, alpha ≠ 1, beta ≠ 1 with a C of
+// [1, N] or [N] (the bias input), or all at once, still becomes MatMulNBits (a Transpose
+// in front for transA, alpha in the scales, a Mul by beta in front of C), and onnxruntime
+// runs the file to the engine's output of the float model within float rounding.
+func TestMatMulNBitsGemmAttributes(t *testing.T) {
+	requireChecker(t)
+	ortref.Require(t)
 	f := func(name string, v float32) *onnxpb.AttributeProto {
 		return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_FLOAT.Enum(), F: proto.Float32(v)}
 	}
 	for _, c := range []struct {
-		attr *onnxpb.AttributeProto
-		bad  string
-	}{{attrInt("transA", 1), "transA"}, {f("alpha", 2), "alpha"}, {f("beta", 0.5), "beta"}, {f("alpha", 1), ""}} {
-		m := gemmNet(c.attr)
-		if c.attr.GetName() == "transA" {
-			// transA needs A transposed too: x [6, batch] keeps the model valid.
-			m.Proto.Graph.Input[0] = tensorInfo("x", onnxpb.TensorProto_FLOAT, 6, "batch")
-		}
-		ws := ternaryWeights(m, map[string]int{"g1.w": 1, "g2.w": 0, "mm.w": 1, "sh.w": 1})
-		_, err := Export(m, ws, Options{Format: MatMulNBits})
-		cerr := CheckWeights(m, []string{"g1.w", "g2.w"}, Options{Format: MatMulNBits})
-		var ge *GemmError
-		if c.bad == "" {
-			if err != nil || cerr != nil {
-				t.Errorf("%s: Export %v, CheckWeights %v; want both to accept", c.attr.GetName(), err, cerr)
+		name  string
+		attrs []*onnxpb.AttributeProto
+		cN    bool // g1's C as [N]: MatMulNBits' bias input when alpha is 1
+		want  map[string]int
+	}{
+		{"transA", []*onnxpb.AttributeProto{attrInt("transA", 1)}, false, map[string]int{"Transpose": 1, "Add": 1}},
+		{"alpha", []*onnxpb.AttributeProto{f("alpha", 2.5)}, false, map[string]int{"Mul": 1, "Add": 1}},
+		{"alpha bias", []*onnxpb.AttributeProto{f("alpha", 2.5)}, true, map[string]int{"Mul": 1, "Add": 1}},
+		{"beta", []*onnxpb.AttributeProto{f("beta", 0.5)}, false, map[string]int{"Mul": 1, "Add": 1}},
+		{"beta bias", []*onnxpb.AttributeProto{f("beta", -3)}, true, map[string]int{"Mul": 1}},
+		{"all", []*onnxpb.AttributeProto{attrInt("transA", 1), f("alpha", 0.75), f("beta", 2)}, true, map[string]int{"Transpose": 1, "Mul": 2, "Add": 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := gemmNet(c.attrs...)
+			x := randFloats(rand.New(rand.NewPCG(7, 7)), 8*6)
+			shape := []int{8, 6}
+			if c.attrs[0].GetName() == "transA" {
+				// transA reads A as [K, M]: x [6, batch] keeps the model valid.
+				m.Proto.Graph.Input[0] = tensorInfo("x", onnxpb.TensorProto_FLOAT, 6, "batch")
+				shape = []int{6, 8}
 			}
-			continue
-		}
-		if !errors.As(err, &ge) || ge.Node != "g1" || ge.Weight != "g1.w" || ge.Attr != c.bad || !strings.Contains(err.Error(), "Options.Format") {
-			t.Errorf("%s: Export gives %v, want a *GemmError for g1's %s naming Options.Format", c.bad, err, c.bad)
-		}
-		if cerr == nil || cerr.Error() != err.Error() {
-			t.Errorf("%s: CheckWeights gives %v, Export %v", c.bad, cerr, err)
-		}
-		// Without g1's weight among the targets there is nothing to refuse.
-		if err := CheckWeights(m, []string{"g2.w"}, Options{Format: MatMulNBits}); err != nil {
-			t.Errorf("%s: CheckWeights refuses a model whose offending Gemm is not a target: %v", c.bad, err)
-		}
+			if c.cN {
+				for i, init := range m.Proto.Graph.Initializer {
+					if init.GetName() == "g1.c" {
+						m.Proto.Graph.Initializer[i] = onnxio.FloatTensor("g1.c", []int64{5}, randFloats(rand.New(rand.NewPCG(8, 8)), 5))
+					}
+				}
+			}
+			ws := ternaryWeights(m, map[string]int{"g1.w": 1, "g2.w": 0, "mm.w": 1, "sh.w": 1})
+			want := runEngine(t, withWeights(t, m, ws), x, shape)
+			opts := Options{Format: MatMulNBits, BlockSize: 16, Metadata: Metadata{Version: "test", Algorithm: "GD+Proj", Seed: 7}}
+			q := verifyExport(t, m, ws, opts, x, shape, want, 1e-5, checkerOpset(t))
+			ops := map[string]int{}
+			var g1 *onnxpb.NodeProto
+			for _, n := range q.Proto.GetGraph().GetNode() {
+				if n.GetOpType() == "Gemm" || strings.HasPrefix(n.GetName(), "qtool/g1/") {
+					ops[n.GetOpType()]++
+				}
+				if n.GetName() == "g1" {
+					g1 = n
+				}
+			}
+			if g1 == nil || g1.GetOpType() != "MatMulNBits" || ops["Gemm"] != 0 {
+				t.Fatalf("g1 is %v, nodes %v: want every Gemm replaced by MatMulNBits", g1.GetOpType(), ops)
+			}
+			for _, op := range []string{"Transpose", "Mul", "Add"} {
+				if ops[op] != c.want[op] {
+					t.Errorf("nodes %v: want %d %s around g1", ops, c.want[op], op)
+				}
+			}
+			if hasBias, want := len(g1.GetInput()) == 6, c.want["Add"] == 0; hasBias != want {
+				t.Errorf("g1 inputs %q: bias input %v, want %v", g1.GetInput(), hasBias, want)
+			}
+		})
 	}
 }
 

@@ -91,11 +91,6 @@ func cliError(err error) error {
 		s := strings.ReplaceAll(ope.Error(), "set Options.Opset to ", "pass --opset ")
 		rewrite(ope, withFlags(s, map[string]string{"Opset": "--opset"}))
 	}
-	var ge *export.GemmError
-	if errors.As(err, &ge) {
-		rewrite(ge, strings.Replace(ge.Error(), "set Options.Format to packed or qdq, or keep this weight in full precision",
-			"pass --format packed or qdq, or keep this weight in full precision (--keep "+ge.Weight+")", 1))
-	}
 	var me *engine.MemoryError
 	if errors.As(err, &me) {
 		rewrite(me, withFlags(me.Error(), map[string]string{"MaxBytes": "--max-memory"}))

@@ -89,8 +89,6 @@ func TestCLIErrorAdvice(t *testing.T) {
 		{"labels", open(fmnistCalib, calib.Options{Input: cnn, Labels: "y.npy"}), []string{"(--labels)", "--y-key array"}, new(*calib.OptionError), exitInput},
 		{"qdq opset", exportErr(export.Options{Format: export.QDQ}), []string{"pass --opset 10 or later"}, new(*export.OpsetError), exitInput},
 		{"opset too high", exportErr(export.Options{Opset: 30}), []string{"--opset 30 is beyond"}, new(*export.OpsetError), exitUsage},
-		{"gemm", fmt.Errorf("ctx: %w", &export.GemmError{Model: "m", Node: "fc", Weight: "fc.w", Attr: "alpha", Value: 2}),
-			[]string{"pass --format packed or qdq", "(--keep fc.w)"}, new(*export.GemmError), exitInput},
 		{"memory", fmt.Errorf("ctx: %w", &engine.MemoryError{Model: "m", Node: "n", Op: "Gemm", Shape: []int{9}, Bytes: 1 << 30, Limit: 1 << 20}),
 			[]string{"raise the memory limit (--max-memory)"}, new(*engine.MemoryError), exitInput},
 		{"checkpoint settings", unseal(sealed, network.Fingerprint{{Name: "--rho", Value: "2"}}),

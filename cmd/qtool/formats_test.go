@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -206,41 +205,101 @@ func checkNBitsLayout(t *testing.T, path string) {
 	}
 }
 
-// TestMatMulNBitsRefusesGemmBeforeTraining: a Gemm with alpha ≠ 1 among the binarized
-// weights is refused before any training (exit 1, no output file), with the advice in
-// flags; keeping that weight in full precision lets the same run through.
-func TestMatMulNBitsRefusesGemmBeforeTraining(t *testing.T) {
+// TestMatMulNBitsGemmAlpha: a Gemm with alpha ≠ 1 among the binarized weights (which
+// MatMulNBits lacks) is written as MatMulNBits followed by a Mul, and the file runs in
+// onnxruntime to the engine's logits, the same function as the packed file of the same
+// run.
+func TestMatMulNBitsGemmAlpha(t *testing.T) {
+	ortref.Require(t)
 	m, err := onnxio.Load("../../testmodels/fmnist-mlp.onnx")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var fc1 string
 	for _, n := range m.Proto.GetGraph().GetNode() {
 		if n.GetOpType() == "Gemm" {
 			// PyTorch states alpha = 1: replace it.
 			n.Attribute = slices.DeleteFunc(n.Attribute, func(a *onnxpb.AttributeProto) bool { return a.GetName() == "alpha" })
 			n.Attribute = append(n.Attribute, &onnxpb.AttributeProto{Name: proto.String("alpha"), Type: onnxpb.AttributeProto_FLOAT.Enum(), F: proto.Float32(2)})
-			fc1 = n.GetInput()[1]
 			break
 		}
 	}
 	dir := t.TempDir()
-	model, out := filepath.Join(dir, "alpha.onnx"), filepath.Join(dir, "out.onnx")
+	model := filepath.Join(dir, "alpha.onnx")
 	if err := m.Save(model); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"binarize", model, "--data", fmnistCalib, "-o", out, "--format", "matmulnbits", "--keep", "none", "--iters", "1", "--inner-steps", "1", "--limit", "64", "-q"}
-	msg, code, err := runArgs(t, args...)
+	var logits [2][]float32
+	for i, format := range []string{"packed", "matmulnbits"} {
+		out := filepath.Join(dir, format+".onnx")
+		args := []string{"binarize", model, "--data", fmnistCalib, "-o", out, "--format", format, "--keep", "none", "--iters", "1", "--inner-steps", "1", "--limit", "64", "--seed", "2", "-q"}
+		msg, code, err := runArgs(t, args...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d, %v\n%s", format, code, err, msg)
+		}
+		var shape []int64
+		var x []float32
+		logits[i], shape, x = engineLogits(t, out, fmnistCalib, formatSamples)
+		if format == "matmulnbits" {
+			checkNBitsLayout(t, out)
+			compareWithORT(t, format, out, shape, x, logits[i])
+		}
+	}
+	if err := closeLogits(logits[1], logits[0], 1e-5); err != nil {
+		t.Errorf("matmulnbits and packed files of the same run compute different functions: %v", err)
+	}
+}
+
+// TestMatMulNBitsWidthAndBlockFlags: --nbits-bits and --nbits-block reach every
+// MatMulNBits node of the file, which onnxruntime then runs to the engine's logits and
+// which computes the same function as the packed file of the same run (same seed, so
+// the same trained weights); outside --format matmulnbits the flags are a usage error.
+func TestMatMulNBitsWidthAndBlockFlags(t *testing.T) {
+	ortref.Require(t)
+	dir := t.TempDir()
+	model := "../../testmodels/fmnist-mlp.onnx"
+	run := func(out string, extra ...string) (string, int) {
+		args := append([]string{"binarize", model, "--data", fmnistCalib, "-o", out, "--keep", "none",
+			"--iters", "1", "--inner-steps", "1", "--limit", "64", "--seed", "5", "-q"}, extra...)
+		msg, code, err := runArgs(t, args...)
+		if err != nil {
+			msg += err.Error()
+		}
+		return msg, code
+	}
+	packed, nbits := filepath.Join(dir, "packed.onnx"), filepath.Join(dir, "nbits.onnx")
+	if msg, code := run(packed); code != 0 {
+		t.Fatalf("packed: exit %d\n%s", code, msg)
+	}
+	if msg, code := run(nbits, "--format", "matmulnbits", "--nbits-bits", "8", "--nbits-block", "32"); code != 0 {
+		t.Fatalf("matmulnbits: exit %d\n%s", code, msg)
+	}
+	checkNBitsLayout(t, nbits)
+	m, err := onnxio.Load(nbits)
 	if err != nil {
-		msg += err.Error()
+		t.Fatal(err)
 	}
-	if code != 1 || !strings.Contains(msg, "alpha = 2") || !strings.Contains(msg, "pass --format packed or qdq") || !strings.Contains(msg, "--keep "+fc1) {
-		t.Fatalf("exit %d, want 1 with advice naming alpha, --format and --keep %s:\n%s", code, fc1, msg)
+	for _, n := range m.Proto.GetGraph().GetNode() {
+		if n.GetOpType() != "MatMulNBits" {
+			continue
+		}
+		got := map[string]int64{}
+		for _, a := range n.GetAttribute() {
+			got[a.GetName()] = a.GetI()
+		}
+		if got["bits"] != 8 || got["block_size"] != 32 {
+			t.Errorf("%s: bits %d, block_size %d; want 8 and 32 from the flags", n.GetName(), got["bits"], got["block_size"])
+		}
 	}
-	if _, err := os.Stat(out); err == nil {
-		t.Fatal("an output file was written")
+	want, _, _ := engineLogits(t, packed, fmnistCalib, formatSamples)
+	logits, shape, x := engineLogits(t, nbits, fmnistCalib, formatSamples)
+	compareWithORT(t, "matmulnbits 8-bit, block 32", nbits, shape, x, logits)
+	if err := closeLogits(logits, want, 1e-5); err != nil {
+		t.Errorf("matmulnbits and packed files of the same run compute different functions: %v", err)
 	}
-	if msg, code, err := runArgs(t, append(args, "--keep", fc1)...); code != 0 {
-		t.Fatalf("with --keep %s: exit %d, %v\n%s", fc1, code, err, msg)
+	if msg, code := run(filepath.Join(dir, "bad.onnx"), "--nbits-bits", "2"); code != exitUsage || !strings.Contains(msg, "--format matmulnbits only") {
+		t.Errorf("--nbits-bits without --format matmulnbits: exit %d, want %d with a usage message:\n%s", code, exitUsage, msg)
+	}
+	if msg, code := run(filepath.Join(dir, "bad.onnx"), "--format", "matmulnbits", "--nbits-block", "24"); code != exitUsage || !strings.Contains(msg, "power of two") {
+		t.Errorf("--nbits-block 24: exit %d, want %d naming the rule:\n%s", code, exitUsage, msg)
 	}
 }

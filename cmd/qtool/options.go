@@ -93,6 +93,10 @@ func binarizeOptions(c *cli.Context, be backend, method admmq.Method) (binarize.
 	}
 	if c.Command.Name == "binarize" {
 		o.Format, o.Opset = export.Format(c.String("format")), c.Int64("opset")
+		o.NBitsMinBits, o.NBitsBlockSize = c.Int("nbits-bits"), c.Int("nbits-block")
+		if (o.NBitsMinBits != 0 || o.NBitsBlockSize != 0) && o.Format != export.MatMulNBits {
+			return o, usagef("--nbits-bits and --nbits-block apply to --format matmulnbits only")
+		}
 	}
 	var err error
 	if o.ClassAxis, err = parseClassAxis(c.String("class-axis")); err != nil {

@@ -67,7 +67,7 @@ func sameFile(a, b string) bool {
 // where outputs go, how they are written and shown, and the resource limits.
 var fingerprintSkip = map[string]bool{
 	"output": true, "report": true, "json": true, "checkpoint": true, "resume": true, "log-every": true,
-	"quiet": true, "max-drop": true, "min-sqnr": true, "min-agreement": true, "format": true, "opset": true, "max-memory": true,
+	"quiet": true, "max-drop": true, "min-sqnr": true, "min-agreement": true, "format": true, "nbits-bits": true, "nbits-block": true, "opset": true, "max-memory": true,
 	// Identified by content below, not by name.
 	"data": true, "eval-data": true, "labels": true,
 	// --budget refuses checkpoints: its flags never reach one.
