@@ -27,8 +27,6 @@ package main
 import "C"
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -48,6 +46,7 @@ import (
 
 	"github.com/qtool/qtool/admmq"
 	"github.com/qtool/qtool/export"
+	"github.com/qtool/qtool/internal/benchkit"
 	"github.com/qtool/qtool/internal/ortref"
 	"github.com/qtool/qtool/onnxio"
 	"github.com/qtool/qtool/testmodels/papermlp"
@@ -298,7 +297,7 @@ func measure(path string, threads int, seconds float64) error {
 		}
 	}
 	res.RunRSS = settledRSS()
-	res.PeakRSS = status("VmHWM")
+	res.PeakRSS = benchkit.ProcStatus("VmHWM")
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
@@ -308,23 +307,7 @@ func settledRSS() int64 {
 	runtime.GC()
 	debug.FreeOSMemory()
 	C.malloc_trim(0)
-	return status("VmRSS")
-}
-
-// status reads a "kB" field of /proc/self/status, in bytes; 0 when it is missing.
-func status(field string) int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	return benchkit.ProcStatus("VmRSS")
 }
 
 func median(rs []result, f func(result) float64) float64 {

@@ -11,11 +11,16 @@
 //	go run ./bench/realnets                          # inference, batch 1 and 32, every model
 //	go run ./bench/realnets -models ocr,transformer -seconds 5
 //	go run ./bench/realnets -train                   # training steps, batch 32, against PyTorch
+//	go run ./bench/realnets -train -mem              # and each engine's memory, one process per model
 //	go run ./bench/realnets -models ocr -ort=false -cpuprofile ocr.prof
 //
 // Inference prints samples/s and the ratio qtool/onnxruntime (above 1, qtool is faster);
 // training prints step times and PyTorch's step time over qtool's (above 1, qtool is
-// faster). It needs cgo and onnxruntime's library (see internal/ortref).
+// faster). With -mem every model trains in a process of its own, for each engine, which
+// reports its resident memory before building the model and its high-water mark after
+// the steps: the difference is what the training step took (PyTorch's process holds
+// ~300 MB of libraries before that, qtool's ~10 MB). It needs cgo and onnxruntime's
+// library (see internal/ortref).
 package main
 
 import (
@@ -48,7 +53,7 @@ const allModels = "resnet18-32,resnet18-224,mobilenet_v2,mobilenet_v3_small,effi
 
 // The training default leaves out the 224 px nets but MobileNetV3-small: a step of
 // ResNet-18 at 224 px and batch 32 takes seconds on two cores.
-const trainModels = "resnet18-32,mobilenet_v3_small,transformer,ocr"
+const trainModels = "resnet18-32,mobilenet_v2-96,mobilenet_v3_small,transformer,ocr"
 
 func main() {
 	var (
@@ -64,6 +69,8 @@ func main() {
 		python  = flag.String("python", "/usr/bin/python3", "Python with PyTorch and torchvision; exports the models, and times PyTorch's steps (empty: skip those, models must be cached)")
 		cache   = flag.String("cache", "", "folder of the exported models (default .cache/realnets/ under the module root)")
 		cpuprof = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+		mem     = flag.Bool("mem", false, "with -train: run every model in processes of their own and report each engine's memory")
+		child   = flag.Bool("mem-child", false, "internal: the qtool side of -mem, one model, printing one JSON line")
 	)
 	flag.Parse()
 	if *models == "" {
@@ -88,9 +95,14 @@ func main() {
 	names := strings.Split(*models, ",")
 	dir, err := ensureExported(*python, *cache, names)
 	if err == nil {
-		if *doTrain {
+		switch {
+		case *child:
+			err = memChild(dir, names[0], *mode, *batch, *steps, *threads)
+		case *doTrain && *mem:
+			err = runTrainMem(dir, *cache, names, *mode, *python, *batch, *steps, *threads)
+		case *doTrain:
 			err = runTrain(dir, names, *mode, *python, *batch, *steps, *threads)
-		} else {
+		default:
 			err = runInfer(dir, names, *mode, *batches, *seconds, *threads, *ort)
 		}
 	}
@@ -247,6 +259,9 @@ type torchStep struct {
 	Model string  `json:"model"`
 	MS    float64 `json:"ms"`
 	Torch string  `json:"torch"`
+	// BaseRSS and PeakRSS (bytes) come with -mem: see runTrainMem.
+	BaseRSS int64 `json:"base_rss"`
+	PeakRSS int64 `json:"peak_rss"`
 }
 
 func runTrain(dir string, names []string, mode, python string, batch, steps, threads int) error {
@@ -305,6 +320,80 @@ func runTrain(dir string, names []string, mode, python string, batch, steps, thr
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%s\t\n", name, tms, ms, ratio)
 		fmt.Fprintf(os.Stderr, "%s: %s\n", name, ratio)
+	}
+	return tw.Flush()
+}
+
+// memChild trains one model in this process and prints its step time and memory as one
+// JSON line, the same record realnets.py prints for PyTorch.
+func memChild(dir, name, mode string, batch, steps, threads int) error {
+	base := benchkit.ProcStatus("VmRSS")
+	impl, _, err := blas.SelectWith(mode, blas.Options{Threads: threads})
+	if err != nil {
+		return err
+	}
+	in, err := readInfo(dir, name)
+	if err != nil {
+		return err
+	}
+	m, err := onnxio.Load(filepath.Join(dir, name+"-train.onnx"))
+	if err != nil {
+		return err
+	}
+	ms, _, err := benchkit.TimeSteps(m, benchkit.Step{Batch: batch, Steps: steps, Warmup: 2, Classes: in.Classes,
+		Sample: in.Shape, BLAS: impl, Threads: threads})
+	if err != nil {
+		return fmt.Errorf("%s: qtool: %w", name, err)
+	}
+	return json.NewEncoder(os.Stdout).Encode(torchStep{Model: name, MS: ms, BaseRSS: base, PeakRSS: benchkit.ProcStatus("VmHWM")})
+}
+
+// runTrainMem is runTrain with every model trained in a process of its own for each
+// engine, so that each high-water mark is that model's alone.
+func runTrainMem(dir, cache string, names []string, mode, python string, batch, steps, threads int) error {
+	if python == "" {
+		return fmt.Errorf("-mem compares with PyTorch: -python must name it")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	script := filepath.Join(benchkit.ModuleRoot(), "bench", "realnets", "realnets.py")
+	run := func(name string, env []string, args ...string) (torchStep, error) {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Env = append(os.Environ(), env...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		var t torchStep
+		if err == nil {
+			err = json.Unmarshal(bytes.TrimSpace(out), &t)
+		}
+		if err != nil {
+			return t, fmt.Errorf("%s: %s: %w: %s", name, filepath.Base(args[0]), err, strings.TrimSpace(stderr.String()))
+		}
+		return t, nil
+	}
+	header(threads, fmt.Sprintf("training step (forward, backward, Adam), batch %d, median of %d steps, one process per model and engine, qtool BLAS %s", batch, steps, mode))
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "model\tPyTorch ms\tqtool ms\tPyTorch/qtool\tPyTorch peak MB\tqtool peak MB\tPyTorch step MB\tqtool step MB\tPyTorch/qtool memory\t")
+	mb := func(b int64) float64 { return float64(b) / (1 << 20) }
+	for _, name := range names {
+		// OMP_WAIT_POLICY: see runTrain.
+		pt, err := run(name, []string{"OMP_WAIT_POLICY=PASSIVE"}, python, script, "train", name, "--mem",
+			"--batch", fmt.Sprint(batch), "--steps", fmt.Sprint(steps), "--threads", fmt.Sprint(threads))
+		if err != nil {
+			return err
+		}
+		qt, err := run(name, nil, self, "-mem-child", "-models", name, "-blas", mode, "-batch", fmt.Sprint(batch),
+			"-steps", fmt.Sprint(steps), "-threads", fmt.Sprint(threads), "-python", "", "-cache", cache)
+		if err != nil {
+			return err
+		}
+		ps, qs := pt.PeakRSS-pt.BaseRSS, qt.PeakRSS-qt.BaseRSS
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.2f×\t%.0f\t%.0f\t%.0f\t%.0f\t%.2f×\t\n", name, pt.MS, qt.MS, pt.MS/qt.MS,
+			mb(pt.PeakRSS), mb(qt.PeakRSS), mb(ps), mb(qs), float64(ps)/float64(qs))
+		fmt.Fprintf(os.Stderr, "%s: time %.2f×, memory %.2f×\n", name, pt.MS/qt.MS, float64(ps)/float64(qs))
 	}
 	return tw.Flush()
 }

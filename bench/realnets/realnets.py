@@ -5,10 +5,13 @@
                                       folded by the exporter, as users ship models) and
                                       OUTDIR/NAME-train.onnx (BatchNorm kept, logits out, for
                                       training), and OUTDIR/NAME.json (input shape, classes)
-  realnets.py train NAME... --batch 32 --steps 5 --warmup 2 --threads 2
+  realnets.py train NAME... --batch 32 --steps 5 --warmup 2 --threads 2 [--mem]
                                       times PyTorch training steps (zero_grad, training-mode
                                       forward, cross-entropy, backward, Adam) and prints one
-                                      JSON line per model
+                                      JSON line per model; with --mem also the process's
+                                      resident memory before building the model (base_rss)
+                                      and its high-water mark after the steps (peak_rss), in
+                                      bytes: give one model per process for a peak of its own
 
 Weights are random with fixed seeds (torch.manual_seed per model), BatchNorm statistics
 estimated on random inputs, so the same command writes the same files. The OCR classifier is
@@ -66,6 +69,7 @@ MODELS = {
     "resnet18-32": (lambda: tv.resnet18(num_classes=10), (3, 32, 32), 10),
     "resnet18-224": (lambda: tv.resnet18(), (3, 224, 224), 1000),
     "mobilenet_v2": (lambda: tv.mobilenet_v2(), (3, 224, 224), 1000),
+    "mobilenet_v2-96": (lambda: tv.mobilenet_v2(num_classes=10), (3, 96, 96), 10),
     "mobilenet_v3_small": (lambda: tv.mobilenet_v3_small(), (3, 224, 224), 1000),
     "efficientnet_b0": (lambda: tv.efficientnet_b0(), (3, 224, 224), 1000),
     "shufflenet_v2": (lambda: tv.shufflenet_v2_x1_0(), (3, 224, 224), 1000),
@@ -118,8 +122,18 @@ def export(out, names):
         print(f"{name}: {params} parameters", file=sys.stderr)
 
 
-def train(names, batch, steps, warmup, threads):
+def proc_status(field):
+    """A kB field of /proc/self/status, in bytes."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def train(names, batch, steps, warmup, threads, mem=False):
     torch.set_num_threads(threads)
+    base = proc_status("VmRSS")
     for name in names:
         net, shape, classes = build(name, train=True)
         g = torch.Generator().manual_seed(1)
@@ -136,8 +150,11 @@ def train(names, batch, steps, warmup, threads):
             opt.step()
             if i >= warmup:
                 times.append(time.perf_counter() - t0)
-        print(json.dumps({"model": name, "ms": 1000 * statistics.median(times), "min_ms": 1000 * min(times),
-                          "torch": torch.__version__}), flush=True)
+        rec = {"model": name, "ms": 1000 * statistics.median(times), "min_ms": 1000 * min(times),
+               "torch": torch.__version__}
+        if mem:
+            rec.update(base_rss=base, peak_rss=proc_status("VmHWM"))
+        print(json.dumps(rec), flush=True)
 
 
 def main():
@@ -148,11 +165,12 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--mem", action="store_true")
     a = ap.parse_args()
     if a.mode == "export":
         export(a.args[0], a.args[1:])
     else:
-        train(a.args, a.batch, a.steps, a.warmup, a.threads)
+        train(a.args, a.batch, a.steps, a.warmup, a.threads, a.mem)
 
 
 if __name__ == "__main__":
