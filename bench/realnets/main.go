@@ -41,6 +41,7 @@ import (
 	"text/tabwriter"
 
 	"golang.org/x/sys/cpu"
+	gblas "gonum.org/v1/gonum/blas"
 
 	"github.com/qtool/qtool/engine"
 	"github.com/qtool/qtool/engine/blas"
@@ -301,18 +302,9 @@ func runTrain(dir string, names []string, mode, python string, batch, steps, thr
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "model\tPyTorch ms\tqtool ms\tPyTorch/qtool\t")
 	for _, name := range names {
-		in, err := readInfo(dir, name)
+		ms, err := qtoolStep(dir, name, impl, batch, steps, threads)
 		if err != nil {
 			return err
-		}
-		m, err := onnxio.Load(filepath.Join(dir, name+"-train.onnx"))
-		if err != nil {
-			return err
-		}
-		ms, _, err := benchkit.TimeSteps(m, benchkit.Step{Batch: batch, Steps: steps, Warmup: 2, Classes: in.Classes,
-			Sample: in.Shape, BLAS: impl, Threads: threads})
-		if err != nil {
-			return fmt.Errorf("%s: qtool: %w", name, err)
 		}
 		tms, ratio := "-", "-"
 		if t, ok := torch[name]; ok {
@@ -324,6 +316,24 @@ func runTrain(dir string, names []string, mode, python string, batch, steps, thr
 	return tw.Flush()
 }
 
+// qtoolStep returns the median time of qtool's training step on a model's training file.
+func qtoolStep(dir, name string, impl gblas.Float32, batch, steps, threads int) (float64, error) {
+	in, err := readInfo(dir, name)
+	if err != nil {
+		return 0, err
+	}
+	m, err := onnxio.Load(filepath.Join(dir, name+"-train.onnx"))
+	if err != nil {
+		return 0, err
+	}
+	ms, _, err := benchkit.TimeSteps(m, benchkit.Step{Batch: batch, Steps: steps, Warmup: 2, Classes: in.Classes,
+		Sample: in.Shape, BLAS: impl, Threads: threads})
+	if err != nil {
+		return 0, fmt.Errorf("%s: qtool: %w", name, err)
+	}
+	return ms, nil
+}
+
 // memChild trains one model in this process and prints its step time and memory as one
 // JSON line, the same record realnets.py prints for PyTorch.
 func memChild(dir, name, mode string, batch, steps, threads int) error {
@@ -332,18 +342,9 @@ func memChild(dir, name, mode string, batch, steps, threads int) error {
 	if err != nil {
 		return err
 	}
-	in, err := readInfo(dir, name)
+	ms, err := qtoolStep(dir, name, impl, batch, steps, threads)
 	if err != nil {
 		return err
-	}
-	m, err := onnxio.Load(filepath.Join(dir, name+"-train.onnx"))
-	if err != nil {
-		return err
-	}
-	ms, _, err := benchkit.TimeSteps(m, benchkit.Step{Batch: batch, Steps: steps, Warmup: 2, Classes: in.Classes,
-		Sample: in.Shape, BLAS: impl, Threads: threads})
-	if err != nil {
-		return fmt.Errorf("%s: qtool: %w", name, err)
 	}
 	return json.NewEncoder(os.Stdout).Encode(torchStep{Model: name, MS: ms, BaseRSS: base, PeakRSS: benchkit.ProcStatus("VmHWM")})
 }
