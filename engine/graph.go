@@ -180,6 +180,12 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 		}
 		nodes = append(nodes, np)
 	}
+	pinned := map[string]bool{}
+	for _, vi := range gp.GetOutput() {
+		pinned[vi.GetName()] = true
+	}
+	bodyReads(nodes, pinned)
+	nodes = fuseHardSwish(nodes, pinned)
 	bc := &buildCtx{opset: m.Opset(""), msOpset: m.Opset(MSDomain), reg: registry(), types: declaredTypes(g.params, gp), bad: &bad}
 	top := &nameScope{ids: ids}
 	if g.nodes, err = g.buildNodes(bc, nodes, top, ""); err != nil {
