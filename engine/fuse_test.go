@@ -439,17 +439,7 @@ func TestNNClampEdgeValues(t *testing.T) {
 // stay apart. The fused plan must agree with the unfused one within float rounding.
 func TestFuseConvWithoutBN(t *testing.T) {
 	r := rand.New(rand.NewPCG(16, 7))
-	param := func(name string, dims ...int64) *onnxpb.TensorProto {
-		n := 1
-		for _, d := range dims {
-			n *= int(d)
-		}
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32(r.Float64()*2-1) / 3
-		}
-		return onnxio.FloatTensor(name, dims, v)
-	}
+	param := func(name string, dims ...int64) *onnxpb.TensorProto { return randParam(r, 1.0/3, name, dims...) }
 	pad1 := attrInts("pads", 1, 1, 1, 1)
 	nodes := []*onnxpb.NodeProto{
 		gNode("Conv", []string{"x", "w1", "b1"}, []string{"c1"}, pad1),

@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/qtool/qtool/onnxio"
 	"github.com/qtool/qtool/onnxio/onnxpb"
 )
 
@@ -60,4 +62,17 @@ func buildKernel(t testing.TB, n *Node) Kernel {
 		t.Fatalf("build: %v", err)
 	}
 	return k
+}
+
+// randParam returns a float initializer of the given dims, uniform in (−scale, scale).
+func randParam(r *rand.Rand, scale float64, name string, dims ...int64) *onnxpb.TensorProto {
+	n := 1
+	for _, d := range dims {
+		n *= int(d)
+	}
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32((r.Float64()*2 - 1) * scale)
+	}
+	return onnxio.FloatTensor(name, dims, v)
 }

@@ -17,17 +17,7 @@ import (
 // sixth is the pairs' alpha; extra names values to list as graph outputs as well.
 func hardSwishPairs(sixth float32, extra ...string) *onnxio.Model {
 	r := rand.New(rand.NewPCG(3, 14))
-	param := func(name string, dims ...int64) *onnxpb.TensorProto {
-		n := 1
-		for _, d := range dims {
-			n *= int(d)
-		}
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32(r.Float64()*2-1) * 1.5
-		}
-		return onnxio.FloatTensor(name, dims, v)
-	}
+	param := func(name string, dims ...int64) *onnxpb.TensorProto { return randParam(r, 1.5, name, dims...) }
 	alpha := attrF("alpha", sixth)
 	half := attrF("beta", 0.5)
 	pad1 := attrInts("pads", 1, 1, 1, 1)
