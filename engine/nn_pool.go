@@ -447,6 +447,12 @@ func maxPoolRows(g *nnGeom, t *poolTables, x, y []float32) {
 		for o2 := range yr {
 			a2, b2 := t.lo[2][o2], t.hi[2][o2]
 			s2 := o2*g.s[2] - g.pb[2]
+			if b2-a2 == 3 {
+				// The 3-wide windows of the common pools, without the slice loop.
+				w := col[s2+a2 : s2+a2+3]
+				yr[o2] = max(w[0], w[1], w[2])
+				continue
+			}
 			best := float32(math.Inf(-1))
 			for _, v := range col[s2+a2 : s2+b2] {
 				best = max(best, v)
