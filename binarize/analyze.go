@@ -339,6 +339,7 @@ func (p *prober) restore() {
 	for _, q := range p.g.Params() {
 		if v, ok := p.saved[q.Name]; ok {
 			copy(q.Value.F, v)
+			q.Changed()
 		}
 	}
 }
@@ -360,6 +361,7 @@ func (p *prober) score(ts []network.Target) (Score, error) {
 		if err := t.Set.Project32(w.Value.F, src, t.Layout); err != nil {
 			return Score{}, fmt.Errorf("%s: projecting %s: %w", p.m.Name, t.Name, err)
 		}
+		w.Changed()
 	}
 	if p.recalib {
 		size := p.o.BatchSize

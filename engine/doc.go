@@ -15,7 +15,9 @@
 // with running-statistic updates, Dropout drawing from Context.Rand) independently of
 // gradient recording, so gradients of the deployed (inference-mode) model are available
 // too; Context.NoGrad turns recording off for evaluation runs. Param.Value is the tensor the executor reads: optimizers update it in place, and
-// WriteParams stores the values back into a model.
+// WriteParams stores the values back into a model. Kernels keep packed forms of the weights
+// of frozen (not trainable) parameters between runs, so whoever writes such a parameter in
+// place calls Param.Changed (or Graph.ParamsChanged) before the next run.
 //
 // A typical training step:
 //

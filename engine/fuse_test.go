@@ -228,6 +228,9 @@ func TestFuseConvBNFollowsParams(t *testing.T) {
 			saved := append([]float32(nil), fv...)
 			edit(fv)
 			edit(pv)
+			// In-place writes are announced (Param.Changed), as the kept packed weights need.
+			fused.Param(name).Changed()
+			plain.Param(name).Changed()
 			got, want := run()
 			if err := closeTensors(got, want, 1e-5, 1e-5); err != nil {
 				t.Errorf("after changing %q (pair %d): %v", name, i, err)
@@ -237,6 +240,8 @@ func TestFuseConvBNFollowsParams(t *testing.T) {
 			}
 			copy(fv, saved)
 			copy(pv, saved)
+			fused.Param(name).Changed()
+			plain.Param(name).Changed()
 		}
 	}
 	got, _ := run()

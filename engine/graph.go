@@ -50,6 +50,10 @@ type Param struct {
 	// Trainable reports whether Backward computes Grad; see Graph.SetTrainable.
 	Trainable bool
 
+	// gen counts the in-place writes Changed was told of. Kernels that keep a form of
+	// Value between runs (packed or trimmed weights) remember the gen they made it at.
+	gen uint64
+
 	stored onnxpb.TensorProto_DataType // element type in the file, kept by WriteParams
 }
 
@@ -151,6 +155,7 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 			return nil, fmt.Errorf("engine: %w", err)
 		}
 		par := &Param{Name: p.Name, Value: fromONNX(t), stored: t.Type}
+		par.Value.param = par
 		g.params = append(g.params, par)
 		ids[p.Name] = add(value{name: p.Name, kind: kindParam, index: len(g.params) - 1})
 		if p.Node != nil {
@@ -529,6 +534,10 @@ func (g *Graph) SetTrainable(names ...string) error {
 		return fmt.Errorf("engine: %s: SetTrainable: %s", g.name, strings.Join(bad, "; "))
 	}
 	for _, p := range g.params {
+		if p.Trainable != want[p.Name] {
+			// Forms kept while the parameter was frozen must not outlive its training.
+			p.Changed()
+		}
 		p.Trainable = want[p.Name]
 		switch {
 		case !p.Trainable:
@@ -618,4 +627,21 @@ func unsupportedInside(np *onnxpb.NodeProto, reg map[string]opDef, path string) 
 		}
 	}
 	return bad
+}
+
+// Changed tells the graph that p.Value's elements were written in place since the last
+// run. Kernels keep forms derived from the values of frozen parameters (packed weights,
+// weights without the taps that see only padding) from one run to the next, and remake
+// them only after Changed; so whoever writes a parameter that is not trainable between
+// runs must call it before the next run. Trainable parameters need no call: nothing
+// derived from them is kept, since optimizers rewrite them on every step. A Value
+// replaced by another tensor is never cached.
+func (p *Param) Changed() { p.gen++ }
+
+// ParamsChanged calls Changed on every parameter, for writers that replace many values at
+// once (restoring a checkpoint, projecting every layer).
+func (g *Graph) ParamsChanged() {
+	for _, p := range g.params {
+		p.Changed()
+	}
 }

@@ -41,6 +41,8 @@ type Tensor struct {
 	Shape []int
 	F     []float32
 	I     []int64
+
+	param *Param // the parameter this tensor is the Value of, nil for every other tensor
 }
 
 // NewFloat returns a float32 tensor over data (not copied).

@@ -38,8 +38,9 @@ type convKernel struct {
 	dwForT  []nnGeom
 	wflip   []float32
 
-	direct  convDirect // the direct path's packed weights and worker scratch
-	poolIn  [1]*Tensor // the fused MaxPool's arguments
+	direct  convDirect  // the direct path's packed weights and worker scratch
+	trim    trimmedConv // the weight without the taps that read only padding
+	poolIn  [1]*Tensor  // the fused MaxPool's arguments
 	poolOut [1]*Tensor
 
 	// A residual added after a convolution off the direct path: the arguments of
@@ -126,10 +127,15 @@ func (k *convKernel) dims(x, w []int, b *Tensor) (convDims, error) {
 		return d, err
 	}
 	d.g = g
-	d.pointwise = g.kSize() == 1 && g.s == [nnMaxSpatial]int{1, 1, 1} &&
-		g.pb == [nnMaxSpatial]int{} && g.pe == [nnMaxSpatial]int{}
+	d.pointwise = g.isPointwise()
 	d.depthwise = d.Cg == 1 && k.group > 1
 	return d, nil
+}
+
+// isPointwise reports whether g is a 1×1 window at unit stride without padding.
+func (g *nnGeom) isPointwise() bool {
+	return g.kSize() == 1 && g.s == [nnMaxSpatial]int{1, 1, 1} &&
+		g.pb == [nnMaxSpatial]int{} && g.pe == [nnMaxSpatial]int{}
 }
 
 func (k *convKernel) bias(in []*Tensor) *Tensor {
@@ -266,6 +272,7 @@ func (k *convKernel) run(ctx *Context, x, w, b, y *Tensor, act *nnClamp, pool *p
 	if err != nil {
 		return err
 	}
+	d, w = k.trimmed(d, w)
 	return k.runDims(ctx, &d, x, w, b, y, act, pool, full, res)
 }
 
@@ -280,7 +287,7 @@ func (k *convKernel) runDims(ctx *Context, d *convDims, x, w, b, y *Tensor, act 
 			if b != nil {
 				bias = b.F
 			}
-			k.forwardDirect(ctx, d, x.F, w.F, bias, y.F, act, nil, res.F)
+			k.forwardDirect(ctx, d, x.F, w.F, k.weightKey(w), bias, y.F, act, nil, res.F)
 			return nil
 		}
 		if err := k.runDims(ctx, d, x, w, b, y, nil, nil, nil, nil); err != nil {
@@ -318,7 +325,7 @@ func (k *convKernel) runDims(ctx *Context, d *convDims, x, w, b, y *Tensor, act 
 		if b != nil {
 			bias = b.F
 		}
-		k.forwardDirect(ctx, d, x.F, w.F, bias, y.F, act, &pg, nil)
+		k.forwardDirect(ctx, d, x.F, w.F, k.weightKey(w), bias, y.F, act, &pg, nil)
 		return nil
 	}
 	if d.depthwise {
@@ -348,7 +355,7 @@ func (k *convKernel) runDims(ctx *Context, d *convDims, x, w, b, y *Tensor, act 
 		bias = b.F
 	}
 	if k.directOK(d) {
-		k.forwardDirect(ctx, d, x.F, w.F, bias, y.F, act, nil, nil)
+		k.forwardDirect(ctx, d, x.F, w.F, k.weightKey(w), bias, y.F, act, nil, nil)
 		return nil
 	}
 	k.forwardGemm(ctx, d, x.F, w.F, bias, y.F, act)

@@ -54,11 +54,13 @@ type convPanel struct {
 
 // convDirect holds the direct path's packed weights.
 type convDirect struct {
-	wp   []float32 // W per group and 8-row block, k-major: CgK × 8
-	bp   []float32 // bias per group and 8-row block
-	wtp  []float32 // Wᵀ per group and 8-row block of CgK, k-major: Mg × 8
-	wfp  []float32 // the input gradient's kernel per group (packFlipped)
-	work []convWork
+	wp    []float32 // W per group and 8-row block, k-major: CgK × 8
+	wpKey weightKey // the weights wp holds, when kept between runs
+	packs int       // how many times wp was packed; tests read it
+	bp    []float32 // bias per group and 8-row block
+	wtp   []float32 // Wᵀ per group and 8-row block of CgK, k-major: Mg × 8
+	wfp   []float32 // the input gradient's kernel per group (packFlipped)
+	work  []convWork
 	// slotGW holds the weight-gradient partial sum of each slot of images (see
 	// backwardDirect); slot 0 adds into the gradient itself unless hwc.
 	slotGW [][]float32
@@ -328,21 +330,26 @@ func (c *convDirect) workers(nw int) []convWork {
 //
 // With res non-nil (and pg nil), each block's output starts as its part of res, which the
 // kernel adds the bias and the products to before the activation.
-func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w, bias, y []float32, act *nnClamp, pg *nnGeom, res []float32) {
+func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk weightKey, bias, y []float32, act *nnClamp, pg *nnGeom, res []float32) {
 	g := &d.g
 	O, isz := g.outSize(), g.inSize()
 	CgK := d.Cg * g.kSize()
 	RB := (d.Mg + 7) / 8
 	c := &k.direct
-	c.wp = nnGrow(c.wp, k.group*RB*CgK*8)
-	// Parameters may change between runs, so the weights are packed on every run: at
-	// batch 1 on ResNet-18's 11 M weights that took longer than the products, on one core.
-	ctx.Parallel(k.group*RB, max(1, 16384/(CgK*8)), func(lo, hi int) {
-		for j := lo; j < hi; j++ {
-			grp, rb := j/RB, j%RB
-			packRows(c.wp[j*CgK*8:], w[(grp*d.Mg+rb*8)*CgK:], min(8, d.Mg-rb*8), CgK, CgK)
-		}
-	})
+	// The packed weights are kept while the parameter they come from is frozen and
+	// unchanged (see Param.Changed): at batch 1 on ResNet-18's 11 M weights packing took
+	// longer than the products.
+	if !c.wpKey.current(wk) || len(c.wp) != k.group*RB*CgK*8 {
+		c.wp = nnGrow(c.wp, k.group*RB*CgK*8)
+		c.packs++
+		ctx.Parallel(k.group*RB, max(1, 16384/(CgK*8)), func(lo, hi int) {
+			for j := lo; j < hi; j++ {
+				grp, rb := j/RB, j%RB
+				packRows(c.wp[j*CgK*8:], w[(grp*d.Mg+rb*8)*CgK:], min(8, d.Mg-rb*8), CgK, CgK)
+			}
+		})
+		c.wpKey = wk
+	}
 	var bp []float32
 	if bias != nil {
 		c.bp = nnGrow(c.bp, k.group*RB*8)

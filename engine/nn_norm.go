@@ -286,6 +286,10 @@ func (k *batchNormKernel) Forward(ctx *Context, in, out []*Tensor) error {
 			k.a[c] = scale[c] * k.inv[c]
 			k.b[c] = bias[c] - k.mean[c]*k.a[c]
 		}
+		if ctx.Training {
+			in[3].changed()
+			in[4].changed()
+		}
 	} else {
 		for c := 0; c < C; c++ {
 			inv := float32(1 / math.Sqrt(float64(rvar[c])+float64(k.eps)))

@@ -257,6 +257,8 @@ func (k *poolKernel) Forward(ctx *Context, in, out []*Tensor) error {
 				poolAvg(&g, &k.tab, x.F[p*isz:(p+1)*isz], out[0].F[p*osz:(p+1)*osz], k.includePad, false)
 			case ip == nil && x.DType == Float32 && g.is2x2():
 				maxPool2x2(&g, x.F[p*isz:(p+1)*isz], out[0].F[p*osz:(p+1)*osz])
+			case ip == nil && x.DType == Float32 && g.rowsFirst():
+				maxPoolRows(&g, &k.tab, x.F[p*isz:(p+1)*isz], out[0].F[p*osz:(p+1)*osz])
 			case x.DType == Int64 && ip == nil:
 				poolMaxValues(&g, &k.tab, x.I[p*isz:(p+1)*isz], out[0].I[p*osz:(p+1)*osz], math.MinInt64)
 			case ip == nil:
@@ -402,6 +404,60 @@ func maxPool2x2Go(g *nnGeom, x, y []float32) {
 		for o2 := range yr {
 			i := 2 * o2
 			yr[o2] = max(max(r0[i], r0[i+1]), max(r1[i], r1[i+1]))
+		}
+	}
+}
+
+// maxPoolRowsMax is the longest input row maxPoolRows takes: its row of column maxima
+// lives on the stack.
+const maxPoolRowsMax = 512
+
+// rowsFirst reports whether maxPoolRows takes g: 2-D, no dilation, rows of at most
+// maxPoolRowsMax.
+func (g *nnGeom) rowsFirst() bool {
+	return g.in[0] == 1 && g.k[0] == 1 && g.d[1] == 1 && g.d[2] == 1 && g.in[2] <= maxPoolRowsMax
+}
+
+// maxPoolRows is poolMaxValues for rowsFirst geometries (ResNet's, ShuffleNet's and
+// SqueezeNet's 3×3 stride-2 pools): per output row, the maximum of its window's input
+// rows column by column, then of each window's columns of that, in loops without the
+// generic walk's per-element index arithmetic. Max is exact, so the order does not
+// change the result; NaN propagates as in poolMaxValues, whose max does the same.
+func maxPoolRows(g *nnGeom, t *poolTables, x, y []float32) {
+	var buf [maxPoolRowsMax]float32
+	W := g.in[2]
+	col := buf[:W]
+	for o1 := 0; o1 < g.out[1]; o1++ {
+		a1, b1 := t.lo[1][o1], t.hi[1][o1]
+		yr := y[o1*g.out[2] : (o1+1)*g.out[2]]
+		if a1 >= b1 {
+			for i := range yr {
+				yr[i] = float32(math.Inf(-1))
+			}
+			continue
+		}
+		s1 := o1*g.s[1] - g.pb[1]
+		copy(col, x[(s1+a1)*W:(s1+a1+1)*W])
+		for k1 := a1 + 1; k1 < b1; k1++ {
+			r := x[(s1+k1)*W : (s1+k1+1)*W]
+			for j, v := range r {
+				col[j] = max(col[j], v)
+			}
+		}
+		for o2 := range yr {
+			a2, b2 := t.lo[2][o2], t.hi[2][o2]
+			s2 := o2*g.s[2] - g.pb[2]
+			if b2-a2 == 3 {
+				// The 3-wide windows of the common pools, without the slice loop.
+				w := col[s2+a2 : s2+a2+3]
+				yr[o2] = max(w[0], w[1], w[2])
+				continue
+			}
+			best := float32(math.Inf(-1))
+			for _, v := range col[s2+a2 : s2+b2] {
+				best = max(best, v)
+			}
+			yr[o2] = best
 		}
 	}
 }

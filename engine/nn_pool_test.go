@@ -281,3 +281,55 @@ func TestPoolRejectsBadAttributes(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxPoolRows checks maxPoolRows bit for bit against poolMaxValues, its portable
+// definition, over 2-D windows of 1 to 5 taps, strides 1 to 3, padding 0 to 2 and odd
+// and even planes, with NaN, ±0 and ±Inf among the values; and the kernel on the float
+// cases of poolCases (without indices, so that it takes maxPoolRows) against refPool.
+func TestMaxPoolRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(33, 34))
+	negz := float32(math.Copysign(0, -1))
+	edges := []float32{float32(math.NaN()), negz, 0, float32(math.Inf(1)), float32(math.Inf(-1))}
+	var tab poolTables
+	for k := 1; k <= 5; k++ {
+		for s := 1; s <= 3; s++ {
+			for p := 0; p <= min(2, k-1); p++ {
+				for _, hw := range [][2]int{{k, k}, {7, 9}, {12, 11}, {1, 13}} {
+					H, W := max(hw[0], k-2*p), max(hw[1], k-2*p)
+					oh, ow := (H+2*p-k)/s+1, (W+2*p-k)/s+1
+					g := nnGeom{nd: 2, in: [nnMaxSpatial]int{1, H, W}, out: [nnMaxSpatial]int{1, oh, ow}, k: [nnMaxSpatial]int{1, k, k},
+						s: [nnMaxSpatial]int{1, s, s}, d: [nnMaxSpatial]int{1, 1, 1}, pb: [nnMaxSpatial]int{0, p, p}, pe: [nnMaxSpatial]int{0, p, p}}
+					if !g.rowsFirst() {
+						t.Fatalf("k %d s %d p %d: not a rowsFirst geometry", k, s, p)
+					}
+					tab.fill(&g)
+					x := make([]float32, H*W)
+					for i := range x {
+						if r.IntN(5) == 0 {
+							x[i] = edges[r.IntN(len(edges))]
+						} else {
+							x[i] = r.Float32()*2 - 1
+						}
+					}
+					want, got := make([]float32, oh*ow+1), make([]float32, oh*ow+1)
+					want[oh*ow], got[oh*ow] = 42, 42 // past the plane: must stay
+					poolMaxValues(&g, &tab, x, want, float32(math.Inf(-1)))
+					maxPoolRows(&g, &tab, x, got)
+					for i := range got {
+						a, b := got[i], want[i]
+						if (a != a) != (b != b) || (a == a && math.Float32bits(a) != math.Float32bits(b)) {
+							t.Fatalf("k %d s %d p %d, %d×%d: y[%d] = %v, want %v", k, s, p, H, W, i, a, b)
+						}
+					}
+				}
+			}
+		}
+	}
+	for _, c := range poolCases {
+		n, strides, dil, pads := c.node("MaxPool", 12, 1, false, false)
+		x := nntRand(r, c.x, -2, 2)
+		out := nntRun(t, buildKernel(t, n), nntCtx(t, 2), []*Tensor{x})
+		want, _, _ := refPool(to64(x.F), c.x, c.kern, strides, dil, pads, c.ceil, true, false, false)
+		nntClose(t, c.name, out[0].F, want, 0, 0)
+	}
+}

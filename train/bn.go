@@ -71,6 +71,13 @@ func RecalibrateBN(ctx context.Context, g *engine.Graph, m *onnxio.Model, data B
 	if len(nodes) == 0 {
 		return nil
 	}
+	// The statistics are written between runs whatever the outcome.
+	defer func() {
+		for _, b := range nodes {
+			b.mean.Changed()
+			b.vari.Changed()
+		}
+	}()
 	restore := func() {
 		for _, b := range nodes {
 			copy(b.mean.Value.F, b.saved[0])

@@ -232,6 +232,7 @@ func (a *Adam) Step(ctx *engine.Context, params []*engine.Param, lr float64) err
 		}
 		st, _ := a.state.get(p)
 		st.steps++
+		p.Changed()
 		t := float64(st.steps)
 		stepSize := float32(-lr / (1 - math.Pow(a.o.Beta1, t)))
 		bc2sqrt := float32(math.Sqrt(1 - math.Pow(a.o.Beta2, t)))
@@ -334,6 +335,7 @@ func (s *SGD) Step(ctx *engine.Context, params []*engine.Param, lr float64) erro
 		if !p.Trainable {
 			continue
 		}
+		p.Changed()
 		w, g := p.Value.F, p.Grad.F
 		if s.o.Momentum == 0 {
 			parallel(ctx, len(w), func(lo, hi int) {

@@ -155,6 +155,7 @@ func (r *Run) Restore(data []byte) error {
 			copy(p.Value.F, params[p.Name])
 		}
 	}
+	r.g.ParamsChanged()
 	for i := range r.targets {
 		copy(r.y[i], c.Y[i])
 		copy(r.lambda[i], c.Lambda[i])

@@ -81,6 +81,11 @@ func Precondition(g *engine.Graph, targets []Target) (int, error) {
 			mean.Value.F[c] = float32(float64(mean.Value.F[c]) / alpha)
 			variance.Value.F[c] = float32(v / (alpha * alpha))
 		}
+		for _, p := range []*engine.Param{w, gamma, mean, variance, g.Param(t.bias)} {
+			if p != nil {
+				p.Changed()
+			}
+		}
 		n++
 	}
 	return n, nil

@@ -368,6 +368,7 @@ func New(m *onnxio.Model, g *engine.Graph, targets []Target, cfg Config, data Da
 		}
 		if cfg.StartOnGrid && IsADMM(cfg.Method) {
 			copy(x, y)
+			r.params[i].Changed()
 		}
 		r.y = append(r.y, y)
 		r.lambda = append(r.lambda, make([]float32, len(x)))
@@ -702,6 +703,7 @@ func (r *Run) projectX() {
 	for i, p := range r.params {
 		// Project32 fails only on NaN, which the next loss reports.
 		_ = r.targets[i].Set.Project32(p.Value.F, p.Value.F, r.targets[i].Layout)
+		p.Changed()
 	}
 }
 
@@ -721,10 +723,12 @@ func (r *Run) withWeights(w [][]float32, fn func() error) error {
 	for i, p := range r.params {
 		saved[i] = append([]float32(nil), p.Value.F...)
 		copy(p.Value.F, w[i])
+		p.Changed()
 	}
 	err := fn()
 	for i, p := range r.params {
 		copy(p.Value.F, saved[i])
+		p.Changed()
 	}
 	return err
 }
@@ -939,6 +943,7 @@ func (r *Run) Finish(ctx context.Context, m *onnxio.Model, grid Grid, recalib bo
 				copy(p.Value.F, params[p.Name])
 			}
 		}
+		r.g.ParamsChanged()
 		for i := range r.y {
 			copy(r.y[i], b.Y[i])
 		}
@@ -951,6 +956,7 @@ func (r *Run) Finish(ctx context.Context, m *onnxio.Model, grid Grid, recalib bo
 		}
 		w := snap(grid, y, r.targets[i])
 		copy(p.Value.F, w.Values)
+		p.Changed()
 		ws = append(ws, w)
 	}
 	if recalib {
@@ -986,6 +992,7 @@ func (r *Run) recalibrate(ctx context.Context) (restore func(), err error) {
 	restore = func() {
 		for i, p := range params {
 			copy(p.Value.F, saved[i])
+			p.Changed()
 		}
 	}
 	for i, p := range r.params {
@@ -993,6 +1000,7 @@ func (r *Run) recalibrate(ctx context.Context) (restore func(), err error) {
 		// values are its levels.
 		if g := r.targets[i].Grid; g != "" {
 			copy(p.Value.F, snap(g, p.Value.F, r.targets[i]).Values)
+			p.Changed()
 		}
 	}
 	if err := r.recalibrateBN(ctx, r.m); err != nil {

@@ -80,6 +80,7 @@ func (r *Run) steSwap() {
 		copy(r.latent[i], x)
 		// Project32 fails only on NaN, which the next loss reports.
 		_ = r.targets[i].Set.Project32(x, x, r.targets[i].Layout)
+		p.Changed()
 	}
 	r.swapped = true
 }
@@ -90,6 +91,7 @@ func (r *Run) steRestore(int) error {
 	if r.swapped {
 		for i, p := range r.params {
 			copy(p.Value.F, r.latent[i])
+			p.Changed()
 		}
 		r.swapped = false
 	}
