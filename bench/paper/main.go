@@ -64,7 +64,8 @@ type run struct {
 func main() {
 	model := flag.String("model", "mlp", "mlp (the paper's MLP at -width) or resnet (testmodels/fmnist-resnet.onnx)")
 	width := flag.Int("width", papermlp.PaperWidth, "mlp: hidden width")
-	seeds := flag.Int("seeds", 5, "seeds 1..N: each its own random initialisation, data order and masks")
+	seeds := flag.Int("seeds", 5, "seeds first-seed.. first-seed+N−1: each its own random initialisation, data order and masks")
+	firstSeed := flag.Uint64("first-seed", 1, "the first seed (to split one table's seeds across processes)")
 	trainN := flag.Int("train", 0, "training images (a seeded subset); 0 is all 60 000")
 	testN := flag.Int("test", 0, "test images (a seeded subset); 0 is all 10 000")
 	iters := flag.Int("iters", 8, "outer iterations")
@@ -84,7 +85,7 @@ func main() {
 	flag.BoolVar(&s.verbose, "v", false, "log each outer iteration of every run")
 	flag.Parse()
 	s.rhoScale, s.start = binarize.RhoScale(*rhoScale), binarize.Start(*start)
-	if err := bench(*model, *width, *seeds, *trainN, *testN, *iters, *inner, strings.Split(*algos, ","), *out, *blasMode, *workers, s); err != nil {
+	if err := bench(*model, *width, *firstSeed, *seeds, *trainN, *testN, *iters, *inner, strings.Split(*algos, ","), *out, *blasMode, *workers, s); err != nil {
 		fmt.Fprintln(os.Stderr, "paper:", err)
 		os.Exit(1)
 	}
@@ -101,7 +102,7 @@ type scratch struct {
 	verbose     bool
 }
 
-func bench(model string, width, seeds, trainN, testN, iters, inner int, algos []string, out, blasMode string, workers int, sc scratch) error {
+func bench(model string, width int, firstSeed uint64, seeds int, trainN, testN, iters, inner int, algos []string, out, blasMode string, workers int, sc scratch) error {
 	impl, _, err := blas.Select(blasMode)
 	if err != nil {
 		return err
@@ -157,7 +158,7 @@ func bench(model string, width, seeds, trainN, testN, iters, inner int, algos []
 	}
 	var runs []run
 	ctx := context.Background()
-	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+	for seed := firstSeed; seed < firstSeed+uint64(seeds); seed++ {
 		m, _, err := binarize.RandomInit(base, seed)
 		if err != nil {
 			return err
