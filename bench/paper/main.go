@@ -269,8 +269,13 @@ func write(out string, runs []run, algos []string, name string, nTrain, nTest, i
 	if sc.validation {
 		split = "accuracy on the validation split (10 % of the training images, not trained on); the test set was not opened"
 	}
-	fmt.Fprintf(&s, "Budget: %d training images, %s, %d outer iterations × %d epochs (FP: %d epochs of Adam, lr 1e-3). ADMM: ρ %+v read as %s, x starts at %s; BatchNorm statistics re-estimated: %v; every other setting is qtool's default.\n\n",
-		nTrain, split, iters, inner, iters*inner, sc.rho, sc.rhoScale, sc.start, !sc.noBNRecalib)
+	// binarize calls the given weights "pretrained"; here they are the random initialisation.
+	start := "the random initialisation"
+	if sc.start == binarize.StartGrid {
+		start = "its projection on the grid"
+	}
+	fmt.Fprintf(&s, "Budget: %d training images (10 %% of them binarize's validation split), %s, %d outer iterations × %d epochs (FP: %d epochs of Adam, lr 1e-3). ADMM: ρ %+v read as %s, x starts at %s; BatchNorm statistics re-estimated: %v; every other setting is qtool's default.\n\n",
+		nTrain, split, iters, inner, iters*inner, sc.rho, sc.rhoScale, start, !sc.noBNRecalib)
 	s.WriteString("| algorithm | test accuracy, mean ± sd | seeds | per seed | seconds per run |\n|---|---|---|---|---|\n")
 	for _, a := range algos {
 		var accs []float64
