@@ -181,6 +181,7 @@ defaults-tune)
 	run fmnist-resnet rho0.01 1 --rho 0.01
 	run fmnist-resnet rho0.1 1 --rho 0.1
 	run fmnist-resnet rho0.05g2 1 --rho 0.05 --rho-growth 2
+	run fmnist-resnet balance 1 --balance-rho
 	;;
 defaults-ste)
 	# Issue 15: --algo ste (BinaryConnect) with everything else default, seeds 1–3 on the
