@@ -1,8 +1,8 @@
 #!/bin/sh
 # Reproduces docs/results/binarize: the paper's network table on Fashion-MNIST ("with
 # pre-training"), the CNN/ResNet grids, distillation without labels and the speed run.
-# Usage: bench/binarize/run.sh [mlp60k|mlp60k-rho1|mlp60k-nobn|cnn10k|cnn10k-rho1|distill60k|mlp|mlp-admm|cnn|distill|speed|paper|defaults-rho|defaults-subset|defaults-resnet|defaults]...
-# (default: all but the last four, which write docs/results/defaults)
+# Usage: bench/binarize/run.sh [mlp60k|mlp60k-rho1|mlp60k-nobn|cnn10k|cnn10k-rho1|distill60k|mlp|mlp-admm|cnn|distill|speed|paper|defaults-rho|defaults-subset|defaults-resnet|defaults|defaults-tune|defaults-ste]...
+# (default: all but the last six, which write docs/results/defaults)
 # Needs: apt-get install dataset-fashion-mnist. Runs from the repository root.
 set -eu
 FM=/usr/share/datasets/fashion-mnist
@@ -160,6 +160,49 @@ defaults-resnet)
 			python3 bench/binarize/summary.py $D/resnet-$a-$seed.json fmnist-resnet default >> $D/resnet.txt
 		done
 	done
+	;;
+defaults-tune)
+	# Issue 15: why fmnist-resnet loses 5 pp at the defaults. One setting changed at a time
+	# from the defaults, seed 1, 10 000 calibration images; tune.txt keeps the validation
+	# column only (the held-out accuracy is in the JSON but no choice reads it). The runs
+	# with distillation plus --lr 0.05, and STE with distillation, were stopped after 3
+	# iterations for compute (their logs and tune.txt say so).
+	D=docs/results/defaults/tune
+	mkdir -p $D
+	run() { # NET TAG SEED ARGS...
+		net=$1 tag=$2 seed=$3
+		shift 3
+		$QTOOL binarize testmodels/$net.onnx --data $TRAIN --limit 10000 --eval-data $TEST --seed $seed \
+			-o /tmp/defaults-bench-tune.onnx --json "$@" > $D/$net-$tag-$seed.json 2> $D/$net-$tag-$seed.log
+		python3 bench/binarize/summary.py $D/$net-$tag-$seed.json $net "$tag" | sed -E 's/ held-out=[0-9.]+//' >> $D/tune.txt
+	}
+	run fmnist-resnet lr0.05 1 --lr 0.05
+	run fmnist-resnet distill 1 --loss distill
+	run fmnist-resnet rho0.01 1 --rho 0.01
+	run fmnist-resnet rho0.1 1 --rho 0.1
+	run fmnist-resnet rho0.05g2 1 --rho 0.05 --rho-growth 2
+	run fmnist-resnet balance 1 --balance-rho
+	;;
+defaults-ste)
+	# Issue 15: --algo ste (BinaryConnect) with everything else default, seeds 1–3 on the
+	# three nets, and on the no-argument subset against PGD; bench/binarize/defaults_ste.py
+	# prints the table against the PGD and ADMM-Q runs of the defaults sections.
+	D=docs/results/defaults/tune
+	mkdir -p $D
+	for m in fmnist-mlp fmnist-cnn fmnist-resnet; do
+		for seed in 1 2 3; do
+			$QTOOL binarize testmodels/$m.onnx --data $TRAIN --limit 10000 --eval-data $TEST --seed $seed --algo ste \
+				-o /tmp/defaults-bench-tune.onnx --json > $D/$m-ste-$seed.json 2> $D/$m-ste-$seed.log
+			python3 bench/binarize/summary.py $D/$m-ste-$seed.json $m ste | sed -E 's/ held-out=[0-9.]+//' >> $D/tune.txt
+		done
+	done
+	for seed in 1 2 3; do
+		for a in ste pgd; do
+			$QTOOL binarize --algo $a --seed $seed -o /tmp/defaults-bench-tune.onnx --json > $D/subset-$a-$seed.json 2>> $D/subset.log
+			python3 bench/binarize/summary.py $D/subset-$a-$seed.json fmnist-mlp-subset default | sed -E 's/ held-out=[0-9.]+//' >> $D/tune.txt
+		done
+	done
+	python3 bench/binarize/defaults_ste.py > $D/table.md
 	;;
 defaults)
 	# Issue 15's goals with the defaults and no per-network flags: ADMM-Q against PGD on the
