@@ -146,6 +146,7 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 	// Parameters come first, so that an input that is also an initializer (IR < 4 lists
 	// every initializer as an input) is a parameter.
 	lifted := map[*onnxpb.NodeProto]bool{}
+	constants := map[string]bool{} // parameters a Constant node holds
 	for _, p := range m.Params() {
 		if _, dup := ids[p.Name]; dup {
 			return nil, fmt.Errorf("engine: %s: parameter %q is defined twice", m.Name, p.Name)
@@ -160,6 +161,7 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 		ids[p.Name] = add(value{name: p.Name, kind: kindParam, index: len(g.params) - 1})
 		if p.Node != nil {
 			lifted[p.Node] = true
+			constants[p.Name] = true
 		}
 	}
 	for _, vi := range gp.GetInput() {
@@ -191,6 +193,17 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 	}
 	bodyReads(nodes, pinned)
 	nodes = fuseHardSwish(nodes, pinned)
+	byName := map[string]*Param{}
+	for _, par := range g.params {
+		byName[par.Name] = par
+	}
+	nodes = fuseLayerNorm(nodes, pinned, func(name string) ([]float32, []int, bool, bool) {
+		par := byName[name]
+		if par == nil || par.Value.DType != Float32 {
+			return nil, nil, false, false
+		}
+		return par.Value.F, par.Value.Shape, constants[name], true
+	})
 	bc := &buildCtx{opset: m.Opset(""), msOpset: m.Opset(MSDomain), reg: registry(), types: declaredTypes(g.params, gp), bad: &bad}
 	top := &nameScope{ids: ids}
 	if g.nodes, err = g.buildNodes(bc, nodes, top, ""); err != nil {

@@ -24,16 +24,7 @@ import (
 // pinned names the values that must stay visible: graph outputs, and anything a
 // control-flow body reads. Only the nodes given are rewritten, not bodies.
 func fuseHardSwish(nodes []*onnxpb.NodeProto, pinned map[string]bool) []*onnxpb.NodeProto {
-	readers := map[string][]*onnxpb.NodeProto{}
-	producer := map[string]*onnxpb.NodeProto{}
-	for _, n := range nodes {
-		for _, in := range n.GetInput() {
-			readers[in] = append(readers[in], n)
-		}
-		for _, o := range n.GetOutput() {
-			producer[o] = n
-		}
-	}
+	readers, producer := indexNodes(nodes)
 	drop := map[*onnxpb.NodeProto]bool{}
 	swish := map[*onnxpb.NodeProto]*onnxpb.NodeProto{}
 	for _, mul := range nodes {
@@ -52,20 +43,7 @@ func fuseHardSwish(nodes []*onnxpb.NodeProto, pinned map[string]bool) []*onnxpb.
 			break
 		}
 	}
-	if len(swish) == 0 {
-		return nodes
-	}
-	out := make([]*onnxpb.NodeProto, 0, len(nodes)-len(drop))
-	for _, n := range nodes {
-		switch {
-		case drop[n]:
-		case swish[n] != nil:
-			out = append(out, swish[n])
-		default:
-			out = append(out, n)
-		}
-	}
-	return out
+	return replaceNodes(nodes, drop, swish)
 }
 
 // isSwishSigmoid reports whether n is HardSigmoid with HardSwish's line: alpha the float32
@@ -104,4 +82,153 @@ func bodyReads(nodes []*onnxpb.NodeProto, pinned map[string]bool) {
 			}
 		}
 	}
+}
+
+// fuseLayerNorm turns layer normalisation over the last axis as exporters write it below
+// opset 17 — m = ReduceMean(x), d = x − m, v = ReduceMean(d^2), d / Sqrt(v + ε), then
+// × γ + β — into one LayerNormalization(x, γ, β) named and writing as the final Add.
+// The kernel computes the same function in one pass over each row with its own rounding
+// (onnxruntime fuses the same pattern), and its backward pass keeps the row statistics
+// instead of five intermediate tensors. Every intermediate value must be read only by the
+// next node of the pattern (d by the square and the division), none pinned; the exponent
+// must be the constant 2 and ε a scalar, both from Constant nodes (an initializer could be
+// trained, and the fused node reads neither), γ and β vectors of more than one element (a
+// parameter, or an Identity of one). param returns a parameter's values and dims, and
+// whether a Constant node holds it.
+func fuseLayerNorm(nodes []*onnxpb.NodeProto, pinned map[string]bool, param func(string) (v []float32, dims []int, constant, ok bool)) []*onnxpb.NodeProto {
+	readers, producer := indexNodes(nodes)
+	// only returns the node of the given op that alone reads v, with v its input i.
+	only := func(v, op string, i int) *onnxpb.NodeProto {
+		rs := readers[v]
+		if pinned[v] || len(rs) != 1 || rs[0].GetOpType() != op || rs[0].GetDomain() != "" || len(rs[0].GetInput()) <= i || rs[0].GetInput()[i] != v || len(rs[0].GetOutput()) != 1 {
+			return nil
+		}
+		return rs[0]
+	}
+	scalar := func(name string) (float32, bool) {
+		if v, _, constant, ok := param(name); ok && constant && len(v) == 1 {
+			return v[0], true
+		}
+		return 0, false
+	}
+	// vector resolves γ or β through an Identity to a parameter of more than one element.
+	vector := func(name string) bool {
+		if p := producer[name]; p != nil && p.GetOpType() == "Identity" && len(p.GetInput()) == 1 {
+			name = p.GetInput()[0]
+		}
+		_, dims, _, ok := param(name)
+		return ok && len(dims) == 1 && dims[0] > 1
+	}
+	lastAxisMean := func(n *onnxpb.NodeProto) bool {
+		if n == nil || len(n.GetInput()) != 1 {
+			return false
+		}
+		axes, keep := []int64(nil), int64(1)
+		for _, a := range n.GetAttribute() {
+			switch a.GetName() {
+			case "axes":
+				axes = a.GetInts()
+			case "keepdims":
+				keep = a.GetI()
+			}
+		}
+		return keep == 1 && len(axes) == 1 && axes[0] == -1
+	}
+	drop := map[*onnxpb.NodeProto]bool{}
+	ln := map[*onnxpb.NodeProto]*onnxpb.NodeProto{}
+	for _, mean := range nodes {
+		if mean.GetOpType() != "ReduceMean" || mean.GetDomain() != "" || !lastAxisMean(mean) {
+			continue
+		}
+		x := mean.GetInput()[0]
+		sub := only(mean.GetOutput()[0], "Sub", 1)
+		if sub == nil || sub.GetInput()[0] != x {
+			continue
+		}
+		d := sub.GetOutput()[0]
+		var pow, div *onnxpb.NodeProto
+		for _, r := range readers[d] {
+			switch {
+			case r.GetOpType() == "Pow" && len(r.GetInput()) == 2 && r.GetInput()[0] == d:
+				pow = r
+			case r.GetOpType() == "Div" && len(r.GetInput()) == 2 && r.GetInput()[0] == d:
+				div = r
+			}
+		}
+		if pinned[d] || len(readers[d]) != 2 || pow == nil || div == nil {
+			continue
+		}
+		if e, ok := scalar(pow.GetInput()[1]); !ok || e != 2 {
+			continue
+		}
+		vmean := only(pow.GetOutput()[0], "ReduceMean", 0)
+		if !lastAxisMean(vmean) {
+			continue
+		}
+		addEps := only(vmean.GetOutput()[0], "Add", 0)
+		if addEps == nil {
+			continue
+		}
+		eps, ok := scalar(addEps.GetInput()[1])
+		if !ok {
+			continue
+		}
+		sqrt := only(addEps.GetOutput()[0], "Sqrt", 0)
+		if sqrt == nil || only(sqrt.GetOutput()[0], "Div", 1) != div {
+			continue
+		}
+		mul := only(div.GetOutput()[0], "Mul", 0)
+		if mul == nil || !vector(mul.GetInput()[1]) {
+			continue
+		}
+		add := only(mul.GetOutput()[0], "Add", 0)
+		if add == nil || !vector(add.GetInput()[1]) {
+			continue
+		}
+		for _, n := range []*onnxpb.NodeProto{mean, sub, pow, vmean, addEps, sqrt, div, mul} {
+			drop[n] = true
+		}
+		ln[add] = &onnxpb.NodeProto{Name: proto.String(add.GetName()), OpType: proto.String("LayerNormalization"),
+			Input: []string{x, mul.GetInput()[1], add.GetInput()[1]}, Output: add.GetOutput(),
+			Attribute: []*onnxpb.AttributeProto{
+				{Name: proto.String("axis"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(-1)},
+				{Name: proto.String("epsilon"), Type: onnxpb.AttributeProto_FLOAT.Enum(), F: proto.Float32(eps)},
+			},
+			DocString: proto.String("qtool: layer normalisation from " + mean.GetName() + " … " + add.GetName())}
+	}
+	return replaceNodes(nodes, drop, ln)
+}
+
+// indexNodes maps each value name to the nodes that read it and to the node that writes it.
+func indexNodes(nodes []*onnxpb.NodeProto) (readers map[string][]*onnxpb.NodeProto, producer map[string]*onnxpb.NodeProto) {
+	readers, producer = map[string][]*onnxpb.NodeProto{}, map[string]*onnxpb.NodeProto{}
+	for _, n := range nodes {
+		for _, in := range n.GetInput() {
+			readers[in] = append(readers[in], n)
+		}
+		for _, o := range n.GetOutput() {
+			producer[o] = n
+		}
+	}
+	return readers, producer
+}
+
+// replaceNodes returns nodes without those in drop and with each node in repl replaced
+// where it stands, which keeps a valid order: a replacement reads only values its pattern
+// read from outside and writes what the pattern's last node wrote.
+func replaceNodes(nodes []*onnxpb.NodeProto, drop map[*onnxpb.NodeProto]bool, repl map[*onnxpb.NodeProto]*onnxpb.NodeProto) []*onnxpb.NodeProto {
+	if len(repl) == 0 {
+		return nodes
+	}
+	out := make([]*onnxpb.NodeProto, 0, len(nodes))
+	for _, n := range nodes {
+		switch {
+		case drop[n]:
+		case repl[n] != nil:
+			out = append(out, repl[n])
+		default:
+			out = append(out, n)
+		}
+	}
+	return out
 }
