@@ -21,6 +21,10 @@ func convTileOK() bool { return cpu.X86.HasAVX512F }
 
 // convTile computes nrb consecutive 8-row tiles with the assembly kernel.
 func convTile(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int, offs *tileOffs, act *tileAct) {
+	if !convTileOK() {
+		convTileAVX2(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb, offs, act)
+		return
+	}
 	convTileCheck(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, nrb, offs)
 	if nrb == 0 {
 		return

@@ -1,0 +1,236 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// FMA4 adds a[0:4] (broadcast from AX) times the B row in Y8 (columns 0-7) and Y9
+// (columns 8-15) to the accumulators: row r in Y(2r) and Y(2r+1).
+#define FMA4 \
+	VBROADCASTSS 0(AX), Y10 ; \
+	VBROADCASTSS 4(AX), Y11 ; \
+	VBROADCASTSS 8(AX), Y12 ; \
+	VBROADCASTSS 12(AX), Y13 ; \
+	VFMADD231PS Y8, Y10, Y0 ; \
+	VFMADD231PS Y9, Y10, Y1 ; \
+	VFMADD231PS Y8, Y11, Y2 ; \
+	VFMADD231PS Y9, Y11, Y3 ; \
+	VFMADD231PS Y8, Y12, Y4 ; \
+	VFMADD231PS Y9, Y12, Y5 ; \
+	VFMADD231PS Y8, Y13, Y6 ; \
+	VFMADD231PS Y9, Y13, Y7
+
+// Activations of one accumulator z, as the AVX-512 kernel's RELU, CLIP and SWISH
+// compute them (see nn_conv_amd64.s), with Y8 = 0x7fffffff, Y9 = lo, Y10 = hi,
+// Y11 = a, Y12 = b and Y13 as scratch (Y11 and Y12 are scratch for CLIP).
+#define RELU2(z) \
+	VPSRAD $31, z, Y13 ; \
+	VPANDN z, Y13, z
+
+#define CLIP2(z) \
+	VPSRAD $31, z, Y11 ; \
+	VPAND Y8, Y11, Y11 ; \
+	VPXOR z, Y11, Y11 ; \
+	VPMAXSD Y9, Y11, Y11 ; \
+	VPMINSD Y10, Y11, Y11 ; \
+	VPSRAD $31, Y11, Y12 ; \
+	VPAND Y8, Y12, Y12 ; \
+	VPXOR Y11, Y12, Y11 ; \
+	VCMPPS $3, z, z, Y12 ; \
+	VBLENDVPS Y12, z, Y11, z
+
+#define SWISH2(z) \
+	VMULPS Y11, z, Y13 ; \
+	VADDPS Y12, Y13, Y13 ; \
+	VPMAXSD Y9, Y13, Y13 ; \
+	VPMINSD Y10, Y13, Y13 ; \
+	VMULPS Y13, z, z
+
+#define ACT8(f) \
+	f(Y0) ; f(Y1) ; f(Y2) ; f(Y3) ; f(Y4) ; f(Y5) ; f(Y6) ; f(Y7)
+
+// func convTile4AVX2(k int, a, b *float32, ldb int, c *float32, ldc int, bias *float32, mask *int32, full, flags int, offs *int64, lo, hi int32, sa, sb float32)
+//
+// Four rows of one panel of the tile kernel (see convTileGeneric): row r of C (ldc
+// apart) is init + Σ_i a[8i + r]·b[row(i) + j] over the 16 lanes j that mask (16 int32,
+// sign bit set) selects, with row(i) = i·ldb or offs[i]/4. full != 0 says that every lane
+// is selected, so plain loads and stores serve. Lanes outside the mask are neither read
+// nor written (VMASKMOVPS does not fault on them).
+TEXT ·convTile4AVX2(SB), NOSPLIT, $0-104
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), AX
+	MOVQ b+16(FP), SI
+	MOVQ ldb+24(FP), R8
+	SHLQ $2, R8
+	MOVQ c+32(FP), R9
+	MOVQ ldc+40(FP), R11
+	SHLQ $2, R11
+	MOVQ bias+48(FP), R12
+	MOVQ mask+56(FP), DX
+	VMOVDQU 0(DX), Y14
+	VMOVDQU 32(DX), Y15
+	MOVQ flags+72(FP), R13
+
+	TESTQ $1, R13
+	JNZ  loadc
+	TESTQ R12, R12
+	JZ   zero
+	VBROADCASTSS 0(R12), Y0
+	VBROADCASTSS 4(R12), Y2
+	VBROADCASTSS 8(R12), Y4
+	VBROADCASTSS 12(R12), Y6
+	VMOVAPS Y0, Y1
+	VMOVAPS Y2, Y3
+	VMOVAPS Y4, Y5
+	VMOVAPS Y6, Y7
+	JMP  start
+
+zero:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	JMP  start
+
+loadc:
+	MOVQ R9, R10
+	VMASKMOVPS (R10), Y14, Y0
+	VMASKMOVPS 32(R10), Y15, Y1
+	ADDQ R11, R10
+	VMASKMOVPS (R10), Y14, Y2
+	VMASKMOVPS 32(R10), Y15, Y3
+	ADDQ R11, R10
+	VMASKMOVPS (R10), Y14, Y4
+	VMASKMOVPS 32(R10), Y15, Y5
+	ADDQ R11, R10
+	VMASKMOVPS (R10), Y14, Y6
+	VMASKMOVPS 32(R10), Y15, Y7
+	// With a bias as well, add it to what C held.
+	TESTQ R12, R12
+	JZ   start
+	VBROADCASTSS 0(R12), Y8
+	VADDPS Y8, Y0, Y0
+	VADDPS Y8, Y1, Y1
+	VBROADCASTSS 4(R12), Y8
+	VADDPS Y8, Y2, Y2
+	VADDPS Y8, Y3, Y3
+	VBROADCASTSS 8(R12), Y8
+	VADDPS Y8, Y4, Y4
+	VADDPS Y8, Y5, Y5
+	VBROADCASTSS 12(R12), Y8
+	VADDPS Y8, Y6, Y6
+	VADDPS Y8, Y7, Y7
+
+start:
+	TESTQ CX, CX
+	JZ   done
+	MOVQ offs+80(FP), R14
+	MOVQ full+64(FP), BX
+	TESTQ R14, R14
+	JNZ  offsets
+	TESTQ BX, BX
+	JZ   mloop
+
+floop:
+	VMOVUPS (SI), Y8
+	VMOVUPS 32(SI), Y9
+	FMA4
+	ADDQ $32, AX
+	ADDQ R8, SI
+	DECQ CX
+	JNZ  floop
+	JMP  done
+
+mloop:
+	VMASKMOVPS (SI), Y14, Y8
+	VMASKMOVPS 32(SI), Y15, Y9
+	FMA4
+	ADDQ $32, AX
+	ADDQ R8, SI
+	DECQ CX
+	JNZ  mloop
+	JMP  done
+
+offsets:
+	TESTQ BX, BX
+	JZ   omloop
+
+ofloop:
+	MOVQ (R14), BX
+	VMOVUPS (SI)(BX*1), Y8
+	VMOVUPS 32(SI)(BX*1), Y9
+	FMA4
+	ADDQ $32, AX
+	ADDQ $8, R14
+	DECQ CX
+	JNZ  ofloop
+	JMP  done
+
+omloop:
+	MOVQ (R14), BX
+	LEAQ (SI)(BX*1), DX
+	VMASKMOVPS (DX), Y14, Y8
+	VMASKMOVPS 32(DX), Y15, Y9
+	FMA4
+	ADDQ $32, AX
+	ADDQ $8, R14
+	DECQ CX
+	JNZ  omloop
+
+done:
+	VPCMPEQD Y8, Y8, Y8
+	VPSRLD $1, Y8, Y8
+	VBROADCASTSS lo+88(FP), Y9
+	VBROADCASTSS hi+92(FP), Y10
+	TESTQ $2, R13
+	JNZ  relu
+	TESTQ $4, R13
+	JNZ  clip
+	TESTQ $8, R13
+	JZ   store
+	VBROADCASTSS sa+96(FP), Y11
+	VBROADCASTSS sb+100(FP), Y12
+	ACT8(SWISH2)
+	JMP  store
+
+relu:
+	ACT8(RELU2)
+	JMP  store
+
+clip:
+	ACT8(CLIP2)
+
+store:
+	MOVQ full+64(FP), BX
+	TESTQ BX, BX
+	JZ   mstore
+	VMOVUPS Y0, (R9)
+	VMOVUPS Y1, 32(R9)
+	ADDQ R11, R9
+	VMOVUPS Y2, (R9)
+	VMOVUPS Y3, 32(R9)
+	ADDQ R11, R9
+	VMOVUPS Y4, (R9)
+	VMOVUPS Y5, 32(R9)
+	ADDQ R11, R9
+	VMOVUPS Y6, (R9)
+	VMOVUPS Y7, 32(R9)
+	VZEROUPPER
+	RET
+
+mstore:
+	VMASKMOVPS Y0, Y14, (R9)
+	VMASKMOVPS Y1, Y15, 32(R9)
+	ADDQ R11, R9
+	VMASKMOVPS Y2, Y14, (R9)
+	VMASKMOVPS Y3, Y15, 32(R9)
+	ADDQ R11, R9
+	VMASKMOVPS Y4, Y14, (R9)
+	VMASKMOVPS Y5, Y15, 32(R9)
+	ADDQ R11, R9
+	VMASKMOVPS Y6, Y14, (R9)
+	VMASKMOVPS Y7, Y15, 32(R9)
+	VZEROUPPER
+	RET

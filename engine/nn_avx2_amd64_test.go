@@ -1,0 +1,95 @@
+//go:build amd64 && !purego
+
+package engine
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestConvTileAVX2 checks the AVX2 tile kernel bit for bit against convTileGeneric,
+// its portable definition (the same FMAs in the same order, so no tolerance), on
+// every CPU with AVX2 and FMA, AVX-512 or not: depths 0 to 40, strides and offset
+// tables, full, empty, single-lane and random masks (the masked loads and stores), one
+// to three row blocks, tileAdd with and without a bias, each fused activation, and
+// inputs with NaNs of either sign, signed zeros and infinities. Lanes outside the
+// masks must keep their old bits.
+func TestConvTileAVX2(t *testing.T) {
+	if !convTileAVX2OK() {
+		t.Skip("no AVX2 and FMA on this CPU: the AVX2 tile kernel does not run (the portable kernel is the definition)")
+	}
+	r := rand.New(rand.NewPCG(16, 2))
+	special := []float32{float32(math.NaN()), math.Float32frombits(0xffc00001), float32(math.Copysign(0, -1)), 0,
+		float32(math.Inf(1)), float32(math.Inf(-1)), 6, -3, 0.5, -0.5}
+	acts := []*nnClamp{nil, {relu: true}, {lo: -0.5, hi: 0.5}, {lo: 0, hi: 6}, {lo: float32(math.Inf(-1)), hi: 0},
+		{lo: 1, hi: -1}, {swish: true, a: 1.0 / 6, b: 0.5}}
+	for trial := 0; trial < 2000; trial++ {
+		k := []int{0, 1, 2, 3, 9, 27, 40}[trial%7]
+		ldb := 16 + r.IntN(24)
+		ldc := 16 + r.IntN(24)
+		masks := [2]uint64{}
+		for p := range masks {
+			switch r.IntN(5) {
+			case 0:
+				masks[p] = 0xffff
+			case 1:
+				masks[p] = 0
+			case 2:
+				masks[p] = 1 << r.IntN(16)
+			case 3:
+				masks[p] = 1<<(1+r.IntN(16)) - 1
+			default:
+				masks[p] = r.Uint64() & 0xffff
+			}
+		}
+		flags := r.IntN(2)
+		act := acts[r.IntN(len(acts))]
+		ta, _ := dw3x3Flags(act)
+		var tact *tileAct
+		if act != nil {
+			tact = &ta
+		}
+		nrb := 1 + r.IntN(3)
+		a := make([]float32, 8*k*nrb)
+		b0 := make([]float32, max(k, 1)*ldb)
+		b1 := make([]float32, max(k, 1)*ldb)
+		c0 := make([]float32, 8*nrb*ldc)
+		c1 := make([]float32, 8*nrb*ldc)
+		for _, s := range [][]float32{a, b0, b1, c0, c1} {
+			for i := range s {
+				s[i] = r.Float32()*4 - 2
+				if trial%4 == 3 && r.IntN(20) == 0 {
+					s[i] = special[r.IntN(len(special))]
+				}
+			}
+		}
+		var bias []float32
+		if trial%3 != 0 {
+			bias = make([]float32, 8*nrb)
+			for i := range bias {
+				bias[i] = r.Float32()*2 - 1
+			}
+		}
+		var offs *tileOffs
+		if trial%2 == 1 {
+			offs = &tileOffs{off: make([]int64, k)}
+			for i := range offs.off {
+				offs.off[i] = 4 * int64(r.IntN(len(b0)-15))
+				offs.max = max(offs.max, offs.off[i])
+			}
+		}
+		g0, g1 := append([]float32(nil), c0...), append([]float32(nil), c1...)
+		convTileAVX2(k, a, b0, b1, ldb, c0, c1, ldc, bias, masks[0], masks[1], flags, nrb, offs, tact)
+		convTileGeneric(k, a, b0, b1, ldb, g0, g1, ldc, bias, masks[0], masks[1], flags, nrb, offs, tact)
+		for p, pair := range [2][2][]float32{{c0, g0}, {c1, g1}} {
+			for i := range pair[0] {
+				if math.Float32bits(pair[0][i]) != math.Float32bits(pair[1][i]) {
+					t.Fatalf("trial %d (k=%d nrb=%d ldc=%d mask %#x flags %d act %+v offs %v): panel %d c[%d,%d] = %v (%#x), portable %v (%#x)",
+						trial, k, nrb, ldc, masks[p], flags, act, offs != nil, p, i/ldc, i%ldc,
+						pair[0][i], math.Float32bits(pair[0][i]), pair[1][i], math.Float32bits(pair[1][i]))
+				}
+			}
+		}
+	}
+}
