@@ -2,7 +2,11 @@
 
 package engine
 
-import "golang.org/x/sys/cpu"
+import (
+	"math"
+
+	"golang.org/x/sys/cpu"
+)
 
 // convTile4AVX2 is four rows of one panel of the tile kernel in AVX2 and FMA assembly
 // (see the .s file for its arguments): 16 ymm registers hold 4 rows × 16 lanes of
@@ -62,5 +66,37 @@ func convTileAVX2(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int
 			}
 			convTile4AVX2(k, ap, &pan.b[0], ldb, &pan.c[R*ldc], ldc, bp, &mv[0], full, flags|t.flags, op, t.lo, t.hi, t.a, t.b)
 		}
+	}
+}
+
+//go:noescape
+func sigmoidAVX2(x, y *float32, n int, consts *[14][8]float32)
+
+// sigmoidAVX2Consts are the rows the AVX2 sigmoid reads as memory operands (16 ymm
+// registers cannot hold them and the scratch): sigConsts, the sign bit, the exponent
+// bias plus 64 (as int32) and 2^−64, each repeated over 8 lanes.
+var sigmoidAVX2Consts = func() (t [14][8]float32) {
+	row := append(sigConsts[:len(sigConsts):len(sigConsts)], math.Float32frombits(1<<31), math.Float32frombits(127+64), 0x1p-64)
+	for i, v := range row {
+		for j := range t[i] {
+			t[i][j] = v
+		}
+	}
+	return t
+}()
+
+// sigmoidVecAVX2 is sigmoidVec in AVX2 (bit for bit sigmoidF32), 8 lanes at a time;
+// a tail under 8 goes through a stack buffer so that nothing past x or y is touched.
+func sigmoidVecAVX2(x, y []float32) {
+	y = y[:len(x)]
+	n := len(x) &^ 7
+	if n > 0 {
+		sigmoidAVX2(&x[0], &y[0], n, &sigmoidAVX2Consts)
+	}
+	if n < len(x) {
+		var buf [8]float32
+		copy(buf[:], x[n:])
+		sigmoidAVX2(&buf[0], &buf[0], 8, &sigmoidAVX2Consts)
+		copy(y[n:], buf[:])
 	}
 }

@@ -234,3 +234,66 @@ mstore:
 	VMASKMOVPS Y7, Y15, 32(R9)
 	VZEROUPPER
 	RET
+
+// SIGMOID2 is the AVX-512 kernel's SIGMOID (see nn_conv_amd64.s and sigmoidF32) on the
+// 8 lanes of Y0, with Y1-Y4 as scratch and the constants in the 32-byte rows of the
+// table at AX (sigmoidAVX2Consts). AVX2 has no VSCALEFPS: e·2^n is e·2^(n+64), exact,
+// times 2^−64, which rounds once where the result is subnormal, as VSCALEFPS does.
+#define SIGMOID2 \
+	VORPS 352(AX), Y0, Y4 ; \
+	VMOVUPS 0(AX), Y1 ; \
+	VMAXPS Y4, Y1, Y4 ; \
+	VMULPS 32(AX), Y4, Y1 ; \
+	VROUNDPS $0, Y1, Y1 ; \
+	VMULPS 64(AX), Y1, Y2 ; \
+	VSUBPS Y2, Y4, Y4 ; \
+	VMULPS 96(AX), Y1, Y2 ; \
+	VSUBPS Y2, Y4, Y4 ; \
+	VMULPS Y4, Y4, Y3 ; \
+	VMULPS 128(AX), Y4, Y2 ; \
+	VADDPS 160(AX), Y2, Y2 ; \
+	VMULPS Y4, Y2, Y2 ; \
+	VADDPS 192(AX), Y2, Y2 ; \
+	VMULPS Y4, Y2, Y2 ; \
+	VADDPS 224(AX), Y2, Y2 ; \
+	VMULPS Y4, Y2, Y2 ; \
+	VADDPS 256(AX), Y2, Y2 ; \
+	VMULPS Y4, Y2, Y2 ; \
+	VADDPS 288(AX), Y2, Y2 ; \
+	VMULPS Y3, Y2, Y2 ; \
+	VADDPS Y4, Y2, Y2 ; \
+	VADDPS 320(AX), Y2, Y2 ; \
+	VCVTPS2DQ Y1, Y1 ; \
+	VPADDD 384(AX), Y1, Y1 ; \
+	VPSLLD $23, Y1, Y1 ; \
+	VMULPS Y1, Y2, Y2 ; \
+	VMULPS 416(AX), Y2, Y2 ; \
+	VADDPS 320(AX), Y2, Y3 ; \
+	VXORPS Y4, Y4, Y4 ; \
+	VCMPPS $13, Y4, Y0, Y4 ; \
+	VBLENDVPS Y4, 320(AX), Y2, Y2 ; \
+	VDIVPS Y3, Y2, Y0
+
+// func sigmoidAVX2(x, y *float32, n int, consts *[14][8]float32)
+//
+// y[i] = sigmoidF32(x[i]) for i < n, n a multiple of 8.
+TEXT ·sigmoidAVX2(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ consts+24(FP), AX
+	SHRQ $3, CX
+	JZ   sigdone
+
+sigloop:
+	VMOVUPS (SI), Y0
+	SIGMOID2
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  sigloop
+
+sigdone:
+	VZEROUPPER
+	RET

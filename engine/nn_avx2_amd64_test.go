@@ -93,3 +93,39 @@ func TestConvTileAVX2(t *testing.T) {
 		}
 	}
 }
+
+// TestSigmoidAVX2 checks the AVX2 sigmoid against its definition sigmoidF32 bit for
+// bit (NaN matching any NaN) on every CPU with AVX2 and FMA: random values, the edges
+// of TestSigmoidVector, a dense sweep of −110…−80 where σ turns subnormal (the
+// two-step scaling that stands in for VSCALEFPS must round once), and every length up
+// to 20 for the tail, which must not write past y.
+func TestSigmoidAVX2(t *testing.T) {
+	if !convTileAVX2OK() {
+		t.Skip("no AVX2 and FMA on this CPU: the AVX2 sigmoid does not run (sigmoidF32 is the definition)")
+	}
+	x := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
+		math.Float32frombits(0xffc00001), 110, -110, 120, -120, 88.7, -88.7, 87, -87, 103.9, -103.9, 104, -104, 1e-8, -1e-8, 1, -1}
+	for v := float32(-110); v < -80; v += 0.0037 {
+		x = append(x, v)
+	}
+	r := rand.New(rand.NewPCG(16, 3))
+	for range 3000 {
+		x = append(x, float32(r.NormFloat64()*10))
+	}
+	for n := 0; n <= 20; n++ {
+		for _, in := range [][]float32{x[:n], x[len(x)-n:], x} {
+			y := make([]float32, len(in)+1)
+			y[len(in)] = 42
+			sigmoidVecAVX2(in, y[:len(in)])
+			if y[len(in)] != 42 {
+				t.Fatalf("length %d: wrote past y", len(in))
+			}
+			for i, v := range in {
+				want := sigmoidF32(v)
+				if math.Float32bits(y[i]) != math.Float32bits(want) && !(want != want && y[i] != y[i]) {
+					t.Fatalf("σ(%v) = %v (%#x), sigmoidF32 %v (%#x)", v, y[i], math.Float32bits(y[i]), want, math.Float32bits(want))
+				}
+			}
+		}
+	}
+}

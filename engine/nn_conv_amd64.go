@@ -275,7 +275,7 @@ func dwGradW(p *dwPlan, xp, gy, gw []float32) {
 func sigmoidAVX512(x, y *float32, n int, consts *float32)
 
 // sigmoidFast reports whether sigmoidVec runs in assembly.
-func sigmoidFast() bool { return convTileOK() }
+func sigmoidFast() bool { return convTileOK() || convTileAVX2OK() }
 
 // sigmoidVec sets y[i] = sigmoidF32(x[i]) (len(y) ≥ len(x)), in assembly where the CPU
 // allows.
@@ -287,6 +287,10 @@ func sigmoidVec(x, y []float32) {
 		for i, v := range x {
 			y[i] = sigmoidF32(v)
 		}
+		return
+	}
+	if !convTileOK() {
+		sigmoidVecAVX2(x, y)
 		return
 	}
 	if len(x) > 0 {
