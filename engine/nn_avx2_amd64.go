@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 
 	"golang.org/x/sys/cpu"
@@ -99,4 +100,23 @@ func sigmoidVecAVX2(x, y []float32) {
 		sigmoidAVX2(&buf[0], &buf[0], 8, &sigmoidAVX2Consts)
 		copy(y[n:], buf[:])
 	}
+}
+
+//go:noescape
+func dwPlaneAVX2(xp, y *float32, oh, ow, rowStep, s2 int, w *float32, k int, offs *int64, tail *int32, bias float32, flags int, lo, hi int32, a, b float32)
+
+// dwPlaneAsmAVX2 is dwPlaneAsm (same arguments, same bits: dwPlaneGo's sum, then by
+// t.flags y added, the bias and the activation) in AVX2 assembly.
+func dwPlaneAsmAVX2(p *dwPlan, xp, y, w []float32, bias float32, t tileAct) {
+	g := &p.g
+	oh, ow := g.out[1], g.out[2]
+	if len(xp) < p.size || len(y) < oh*ow || len(w) < len(p.offs) || len(p.offs) == 0 || oh*ow == 0 {
+		panic(fmt.Sprintf("depthwise plane out of range: %+v, lens %d %d %d", p.g, len(xp), len(y), len(w)))
+	}
+	var tail [16]int32
+	for j := range ow % 16 {
+		tail[j] = -1
+	}
+	dwPlaneAVX2(&xp[0], &y[0], oh, ow, 4*g.s[1]*p.pw, g.s[2], &w[0], len(p.offs), &p.offs[0], &tail[0],
+		bias, t.flags, t.lo, t.hi, t.a, t.b)
 }

@@ -129,3 +129,87 @@ func TestSigmoidAVX2(t *testing.T) {
 		}
 	}
 }
+
+// TestDWPlaneAVX2 checks the AVX2 depthwise plane bit for bit against its definition,
+// dwPlaneGo then planeBiasAct (and dwPlaneGo with add for dwAdd), on every CPU with
+// AVX2 and FMA: random windows of 1 to 7 taps a side, row strides 1 to 3, column
+// strides 1 and 2, output rows of 1 to 40 (so every tail of the 16-lane chunk), with
+// and without a bias, each activation. The padded plane's slack past its last row is
+// NaN, which must reach no output, and nothing past y may be written.
+func TestDWPlaneAVX2(t *testing.T) {
+	if !convTileAVX2OK() {
+		t.Skip("no AVX2 and FMA on this CPU: the AVX2 depthwise plane does not run (dwPlaneGo is the definition)")
+	}
+	r := rand.New(rand.NewPCG(16, 4))
+	ks := []int{1, 2, 3, 5, 7}
+	for trial := 0; trial < 400; trial++ {
+		var g nnGeom
+		g.nd = 2
+		g.in[0], g.k[0], g.out[0], g.s[0], g.d[0] = 1, 1, 1, 1, 1
+		g.k[1], g.k[2] = ks[r.IntN(len(ks))], ks[r.IntN(len(ks))]
+		g.s[1], g.s[2] = 1+r.IntN(3), 1+r.IntN(2)
+		g.d[1], g.d[2] = 1, 1
+		g.in[1], g.in[2] = 1+r.IntN(9), 1+r.IntN(80)
+		for i := 1; i <= 2; i++ {
+			g.pb[i], g.pe[i] = r.IntN(g.k[i]), r.IntN(g.k[i])
+			g.out[i] = (g.in[i]+g.pb[i]+g.pe[i]-g.k[i])/g.s[i] + 1
+		}
+		if g.out[1] <= 0 || g.out[2] <= 0 || !dwPadOK(&g) {
+			continue
+		}
+		var p dwPlan
+		p.setup(&g)
+		xp := make([]float32, p.size)
+		for i := range xp {
+			xp[i] = float32(math.NaN())
+			if i < p.ph*p.pw {
+				xp[i] = r.Float32()*4 - 2
+			}
+		}
+		w := make([]float32, len(p.offs))
+		for i := range w {
+			w[i] = r.Float32()*2 - 1
+		}
+		O := g.out[1] * g.out[2]
+		want := make([]float32, O)
+		dwPlaneGo(&p, xp, want, w, false)
+		for _, act := range append([]*nnClamp{nil}, testActs...) {
+			ta, ok := dw3x3Flags(act)
+			if !ok {
+				continue
+			}
+			for _, bias := range [][]float32{nil, {0.25}} {
+				exp := append([]float32(nil), want...)
+				planeBiasAct(exp, bias, act)
+				tb := ta
+				var bv float32
+				if bias != nil {
+					tb.flags |= dwBias
+					bv = bias[0]
+				}
+				got := make([]float32, O+1)
+				got[O] = 42
+				dwPlaneAsmAVX2(&p, xp, got[:O], w, bv, tb)
+				for i := range got {
+					if i < O && math.Float32bits(got[i]) == math.Float32bits(exp[i]) || i == O && got[i] == 42 {
+						continue
+					}
+					t.Fatalf("trial %d %+v, act %+v, bias %v: y[%d of %d] = %v, definition %v", trial, g, act, bias, i, O, got[i], exp)
+				}
+			}
+		}
+		add, addWant := make([]float32, O+1), make([]float32, O)
+		for i := range addWant {
+			addWant[i] = r.Float32()
+			add[i] = addWant[i]
+		}
+		add[O] = 42
+		dwPlaneGo(&p, xp, addWant, w, true)
+		dwPlaneAsmAVX2(&p, xp, add[:O], w, 0, tileAct{flags: dwAdd})
+		for i := range addWant {
+			if math.Float32bits(add[i]) != math.Float32bits(addWant[i]) || add[O] != 42 {
+				t.Fatalf("trial %d %+v: add y[%d] = %v, definition %v (guard %v)", trial, g, i, add[i], addWant[i], add[O])
+			}
+		}
+	}
+}

@@ -211,7 +211,7 @@ const (
 )
 
 // dwPlaneFast reports whether dwPlane runs in assembly.
-func dwPlaneFast() bool { return convTileOK() }
+func dwPlaneFast() bool { return convTileOK() || convTileAVX2OK() }
 
 // dwPlane sets the output plane y to act(dwPlaneGo's sum + bias[0]) (bias and act nil
 // for none), from the padded plane xp laid out by p and the taps w, in assembly where
@@ -245,6 +245,10 @@ func dwPlaneAdd(p *dwPlan, xp, y, w []float32) {
 var dwEven = [16]int32{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}
 
 func dwPlaneAsm(p *dwPlan, xp, y, w []float32, bias float32, t tileAct) {
+	if !convTileOK() {
+		dwPlaneAsmAVX2(p, xp, y, w, bias, t)
+		return
+	}
 	g := &p.g
 	oh, ow := g.out[1], g.out[2]
 	if len(xp) < p.size || len(y) < oh*ow || len(w) < len(p.offs) || len(p.offs) == 0 || oh*ow == 0 {
@@ -261,7 +265,7 @@ func dwGradWAVX512(xp, gy *float32, oh, ow, rowStep, s2, k int, offs *int64, tai
 func dwGradW(p *dwPlan, xp, gy, gw []float32) {
 	g := &p.g
 	oh, ow := g.out[1], g.out[2]
-	if !dwPlaneFast() {
+	if !convTileOK() {
 		dwGradWGo(p, xp, gy, gw)
 		return
 	}
