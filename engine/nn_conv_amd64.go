@@ -21,6 +21,10 @@ func convTileOK() bool { return cpu.X86.HasAVX512F }
 
 // convTile computes nrb consecutive 8-row tiles with the assembly kernel.
 func convTile(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int, offs *tileOffs, act *tileAct) {
+	if !convTileOK() {
+		convTileAVX2(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb, offs, act)
+		return
+	}
 	convTileCheck(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, nrb, offs)
 	if nrb == 0 {
 		return
@@ -207,7 +211,7 @@ const (
 )
 
 // dwPlaneFast reports whether dwPlane runs in assembly.
-func dwPlaneFast() bool { return convTileOK() }
+func dwPlaneFast() bool { return convTileOK() || convTileAVX2OK() }
 
 // dwPlane sets the output plane y to act(dwPlaneGo's sum + bias[0]) (bias and act nil
 // for none), from the padded plane xp laid out by p and the taps w, in assembly where
@@ -241,6 +245,10 @@ func dwPlaneAdd(p *dwPlan, xp, y, w []float32) {
 var dwEven = [16]int32{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}
 
 func dwPlaneAsm(p *dwPlan, xp, y, w []float32, bias float32, t tileAct) {
+	if !convTileOK() {
+		dwPlaneAsmAVX2(p, xp, y, w, bias, t)
+		return
+	}
 	g := &p.g
 	oh, ow := g.out[1], g.out[2]
 	if len(xp) < p.size || len(y) < oh*ow || len(w) < len(p.offs) || len(p.offs) == 0 || oh*ow == 0 {
@@ -257,7 +265,7 @@ func dwGradWAVX512(xp, gy *float32, oh, ow, rowStep, s2, k int, offs *int64, tai
 func dwGradW(p *dwPlan, xp, gy, gw []float32) {
 	g := &p.g
 	oh, ow := g.out[1], g.out[2]
-	if !dwPlaneFast() {
+	if !convTileOK() {
 		dwGradWGo(p, xp, gy, gw)
 		return
 	}
@@ -271,7 +279,7 @@ func dwGradW(p *dwPlan, xp, gy, gw []float32) {
 func sigmoidAVX512(x, y *float32, n int, consts *float32)
 
 // sigmoidFast reports whether sigmoidVec runs in assembly.
-func sigmoidFast() bool { return convTileOK() }
+func sigmoidFast() bool { return convTileOK() || convTileAVX2OK() }
 
 // sigmoidVec sets y[i] = sigmoidF32(x[i]) (len(y) ≥ len(x)), in assembly where the CPU
 // allows.
@@ -283,6 +291,10 @@ func sigmoidVec(x, y []float32) {
 		for i, v := range x {
 			y[i] = sigmoidF32(v)
 		}
+		return
+	}
+	if !convTileOK() {
+		sigmoidVecAVX2(x, y)
 		return
 	}
 	if len(x) > 0 {

@@ -306,7 +306,7 @@ func packCols(dst, a []float32, M, K, lda int) {
 // side instead, and ran ResNet-18 at 32 px and batch 32 four to five times faster (A/B in
 // one session).
 func (k *convKernel) directOK(d *convDims) bool {
-	return convTileOK() && !k.noDirect && !d.depthwise && d.g.outSize() > 0 && d.N > 0 && d.Mg > 0 &&
+	return convDirectOK() && !k.noDirect && !d.depthwise && d.g.outSize() > 0 && d.N > 0 && d.Mg > 0 &&
 		(k.forceDirect || d.g.outSize() >= convDirectMinPlane)
 }
 

@@ -36,8 +36,8 @@ var directCases = append([]convCase{
 // + Sgemm with gonum's BLAS, forward (plain, with Relu and with Clip fused) and backward,
 // and checks both against the float64 reference convolution and against each other.
 func TestConvDirectMatchesGemm(t *testing.T) {
-	if !convTileOK() {
-		t.Skip("no AVX-512 tile kernel on this CPU: the direct path does not run")
+	if !convDirectOK() {
+		t.Skip("no AVX-512 or AVX2+FMA tile kernel on this CPU: the direct path does not run")
 	}
 	for _, c := range directCases {
 		for _, workers := range []int{1, 2, 3} {
@@ -287,8 +287,8 @@ func TestConvResidual(t *testing.T) {
 // outputs for any number of workers, however they share out the images, and that the
 // backward pass is bit-identical from run to run for a fixed number.
 func TestConvDirectWorkersAgree(t *testing.T) {
-	if !convTileOK() {
-		t.Skip("no AVX-512 tile kernel on this CPU: the direct path does not run")
+	if !convDirectOK() {
+		t.Skip("no AVX-512 or AVX2+FMA tile kernel on this CPU: the direct path does not run")
 	}
 	for _, c := range directCases[:10] {
 		t.Run(c.name, func(t *testing.T) {

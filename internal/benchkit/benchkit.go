@@ -53,18 +53,26 @@ func Batches(list string) ([]int, error) {
 // Rate runs f until seconds have passed (after one warm-up call, and at least three
 // calls) and returns calls per second.
 func Rate(seconds float64, f func() error) (float64, error) {
+	rate, _, err := RateCPU(seconds, f)
+	return rate, err
+}
+
+// RateCPU is Rate that also returns the process's CPU seconds per timed call (every
+// thread of the process, cgo libraries' included). On a machine shared with other
+// jobs the CPU time moves far less than the wall time, which waits for the scheduler.
+func RateCPU(seconds float64, f func() error) (rate, cpu float64, err error) {
 	if err := f(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	n := 0
-	start := time.Now()
+	start, c0 := time.Now(), CPUTime()
 	for time.Since(start).Seconds() < seconds || n < 3 {
 		if err := f(); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		n++
 	}
-	return float64(n) / time.Since(start).Seconds(), nil
+	return float64(n) / time.Since(start).Seconds(), (CPUTime() - c0).Seconds() / float64(n), nil
 }
 
 // FixedBatches yields the same random batch (uniform [0,1) values, random labels below

@@ -1,0 +1,122 @@
+//go:build amd64 && !purego
+
+package engine
+
+import (
+	"fmt"
+	"math"
+
+	"golang.org/x/sys/cpu"
+)
+
+// convTile4AVX2 is four rows of one panel of the tile kernel in AVX2 and FMA assembly
+// (see the .s file for its arguments): 16 ymm registers hold 4 rows × 16 lanes of
+// accumulators, the B row and the broadcast weights, where AVX-512 holds all 8 × 32.
+//
+//go:noescape
+func convTile4AVX2(k int, a, b *float32, ldb int, c *float32, ldc int, bias *float32, mask *int32, full, flags int, offs *int64, lo, hi int32, sa, sb float32)
+
+// convTileAVX2OK reports whether the CPU and the operating system support AVX2 and
+// FMA (x/sys/cpu checks that the OS saves the ymm registers).
+func convTileAVX2OK() bool { return cpu.X86.HasAVX2 && cpu.X86.HasFMA }
+
+// convDirectOK reports whether the direct convolution path has an assembly tile
+// kernel on this CPU: AVX-512, else AVX2 with FMA. The portable kernel is no faster
+// than im2col and Sgemm.
+func convDirectOK() bool { return convTileOK() || convTileAVX2OK() }
+
+// convTileAVX2 is convTileGeneric (same contract and results, bit for bit: the sums
+// take the same FMAs in the same order) with convTile4AVX2 making each panel four
+// rows at a time; convTileGeneric itself where the CPU lacks AVX2 or FMA.
+func convTileAVX2(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int, offs *tileOffs, act *tileAct) {
+	if !convTileAVX2OK() {
+		convTileGeneric(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb, offs, act)
+		return
+	}
+	convTileCheck(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, nrb, offs)
+	var t tileAct
+	if act != nil {
+		t = *act
+	}
+	var op *int64
+	if offs != nil && k > 0 {
+		op = &offs.off[0]
+	}
+	for _, pan := range [2]struct {
+		b, c []float32
+		m    uint64
+	}{{b0, c0, m0}, {b1, c1, m1}} {
+		if pan.m == 0 {
+			continue
+		}
+		var mv [16]int32
+		for j := range mv {
+			mv[j] = -int32(pan.m >> j & 1)
+		}
+		full := 0
+		if pan.m == 0xffff {
+			full = 1
+		}
+		for R := 0; R < 8*nrb; R += 4 {
+			var ap, bp *float32
+			if k > 0 {
+				ap = &a[8*k*(R/8)+R%8]
+			}
+			if bias != nil {
+				bp = &bias[R]
+			}
+			convTile4AVX2(k, ap, &pan.b[0], ldb, &pan.c[R*ldc], ldc, bp, &mv[0], full, flags|t.flags, op, t.lo, t.hi, t.a, t.b)
+		}
+	}
+}
+
+//go:noescape
+func sigmoidAVX2(x, y *float32, n int, consts *[14][8]float32)
+
+// sigmoidAVX2Consts are the rows the AVX2 sigmoid reads as memory operands (16 ymm
+// registers cannot hold them and the scratch): sigConsts, the sign bit, the exponent
+// bias plus 64 (as int32) and 2^−64, each repeated over 8 lanes.
+var sigmoidAVX2Consts = func() (t [14][8]float32) {
+	row := append(sigConsts[:len(sigConsts):len(sigConsts)], math.Float32frombits(1<<31), math.Float32frombits(127+64), 0x1p-64)
+	for i, v := range row {
+		for j := range t[i] {
+			t[i][j] = v
+		}
+	}
+	return t
+}()
+
+// sigmoidVecAVX2 is sigmoidVec in AVX2 (bit for bit sigmoidF32), 8 lanes at a time;
+// a tail under 8 goes through a stack buffer so that nothing past x or y is touched.
+func sigmoidVecAVX2(x, y []float32) {
+	y = y[:len(x)]
+	n := len(x) &^ 7
+	if n > 0 {
+		sigmoidAVX2(&x[0], &y[0], n, &sigmoidAVX2Consts)
+	}
+	if n < len(x) {
+		var buf [8]float32
+		copy(buf[:], x[n:])
+		sigmoidAVX2(&buf[0], &buf[0], 8, &sigmoidAVX2Consts)
+		copy(y[n:], buf[:])
+	}
+}
+
+//go:noescape
+func dwPlaneAVX2(xp, y *float32, oh, ow, rowStep, s2 int, w *float32, k int, offs *int64, tail *int32, bias float32, flags int, lo, hi int32, a, b float32)
+
+// dwPlaneAsmAVX2 is dwPlaneAsm (same arguments, same bits: dwPlaneGo's sum, then by
+// t.flags y added, the bias and the activation) in AVX2 assembly.
+func dwPlaneAsmAVX2(p *dwPlan, xp, y, w []float32, bias float32, t tileAct) {
+	g := &p.g
+	oh, ow := g.out[1], g.out[2]
+	if len(xp) < p.size || len(y) < oh*ow || len(w) < len(p.offs) || len(p.offs) == 0 || oh*ow == 0 {
+		panic(fmt.Sprintf("depthwise plane out of range: %+v, lens %d %d %d", p.g, len(xp), len(y), len(w)))
+	}
+	var tail [16]int32
+	for j := range ow % 16 {
+		tail[j] = -1
+	}
+	dwPlaneAVX2(&xp[0], &y[0], oh, ow, 4*g.s[1]*p.pw, g.s[2], &w[0], len(p.offs), &p.offs[0], &tail[0],
+		bias, t.flags, t.lo, t.hi, t.a, t.b)
+}

@@ -1,0 +1,448 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// FMA4 adds a[0:4] (broadcast from AX) times the B row in Y8 (columns 0-7) and Y9
+// (columns 8-15) to the accumulators: row r in Y(2r) and Y(2r+1).
+#define FMA4 \
+	VBROADCASTSS 0(AX), Y10 ; \
+	VBROADCASTSS 4(AX), Y11 ; \
+	VBROADCASTSS 8(AX), Y12 ; \
+	VBROADCASTSS 12(AX), Y13 ; \
+	VFMADD231PS Y8, Y10, Y0 ; \
+	VFMADD231PS Y9, Y10, Y1 ; \
+	VFMADD231PS Y8, Y11, Y2 ; \
+	VFMADD231PS Y9, Y11, Y3 ; \
+	VFMADD231PS Y8, Y12, Y4 ; \
+	VFMADD231PS Y9, Y12, Y5 ; \
+	VFMADD231PS Y8, Y13, Y6 ; \
+	VFMADD231PS Y9, Y13, Y7
+
+// Activations of one accumulator z, as the AVX-512 kernel's RELU, CLIP and SWISH
+// compute them (see nn_conv_amd64.s), with Y8 = 0x7fffffff, Y9 = lo, Y10 = hi,
+// Y11 = a, Y12 = b and Y13 as scratch (Y11 and Y12 are scratch for CLIP).
+#define RELU2(z) \
+	VPSRAD $31, z, Y13 ; \
+	VPANDN z, Y13, z
+
+#define CLIP2(z) \
+	VPSRAD $31, z, Y11 ; \
+	VPAND Y8, Y11, Y11 ; \
+	VPXOR z, Y11, Y11 ; \
+	VPMAXSD Y9, Y11, Y11 ; \
+	VPMINSD Y10, Y11, Y11 ; \
+	VPSRAD $31, Y11, Y12 ; \
+	VPAND Y8, Y12, Y12 ; \
+	VPXOR Y11, Y12, Y11 ; \
+	VCMPPS $3, z, z, Y12 ; \
+	VBLENDVPS Y12, z, Y11, z
+
+#define SWISH2(z) \
+	VMULPS Y11, z, Y13 ; \
+	VADDPS Y12, Y13, Y13 ; \
+	VPMAXSD Y9, Y13, Y13 ; \
+	VPMINSD Y10, Y13, Y13 ; \
+	VMULPS Y13, z, z
+
+#define ACT8(f) \
+	f(Y0) ; f(Y1) ; f(Y2) ; f(Y3) ; f(Y4) ; f(Y5) ; f(Y6) ; f(Y7)
+
+// func convTile4AVX2(k int, a, b *float32, ldb int, c *float32, ldc int, bias *float32, mask *int32, full, flags int, offs *int64, lo, hi int32, sa, sb float32)
+//
+// Four rows of one panel of the tile kernel (see convTileGeneric): row r of C (ldc
+// apart) is init + Σ_i a[8i + r]·b[row(i) + j] over the 16 lanes j that mask (16 int32,
+// sign bit set) selects, with row(i) = i·ldb or offs[i]/4. full != 0 says that every lane
+// is selected, so plain loads and stores serve. Lanes outside the mask are neither read
+// nor written (VMASKMOVPS does not fault on them).
+TEXT ·convTile4AVX2(SB), NOSPLIT, $0-104
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), AX
+	MOVQ b+16(FP), SI
+	MOVQ ldb+24(FP), R8
+	SHLQ $2, R8
+	MOVQ c+32(FP), R9
+	MOVQ ldc+40(FP), R11
+	SHLQ $2, R11
+	MOVQ bias+48(FP), R12
+	MOVQ mask+56(FP), DX
+	VMOVDQU 0(DX), Y14
+	VMOVDQU 32(DX), Y15
+	MOVQ flags+72(FP), R13
+
+	TESTQ $1, R13
+	JNZ  loadc
+	TESTQ R12, R12
+	JZ   zero
+	VBROADCASTSS 0(R12), Y0
+	VBROADCASTSS 4(R12), Y2
+	VBROADCASTSS 8(R12), Y4
+	VBROADCASTSS 12(R12), Y6
+	VMOVAPS Y0, Y1
+	VMOVAPS Y2, Y3
+	VMOVAPS Y4, Y5
+	VMOVAPS Y6, Y7
+	JMP  start
+
+zero:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	JMP  start
+
+loadc:
+	MOVQ R9, R10
+	VMASKMOVPS (R10), Y14, Y0
+	VMASKMOVPS 32(R10), Y15, Y1
+	ADDQ R11, R10
+	VMASKMOVPS (R10), Y14, Y2
+	VMASKMOVPS 32(R10), Y15, Y3
+	ADDQ R11, R10
+	VMASKMOVPS (R10), Y14, Y4
+	VMASKMOVPS 32(R10), Y15, Y5
+	ADDQ R11, R10
+	VMASKMOVPS (R10), Y14, Y6
+	VMASKMOVPS 32(R10), Y15, Y7
+	// With a bias as well, add it to what C held.
+	TESTQ R12, R12
+	JZ   start
+	VBROADCASTSS 0(R12), Y8
+	VADDPS Y8, Y0, Y0
+	VADDPS Y8, Y1, Y1
+	VBROADCASTSS 4(R12), Y8
+	VADDPS Y8, Y2, Y2
+	VADDPS Y8, Y3, Y3
+	VBROADCASTSS 8(R12), Y8
+	VADDPS Y8, Y4, Y4
+	VADDPS Y8, Y5, Y5
+	VBROADCASTSS 12(R12), Y8
+	VADDPS Y8, Y6, Y6
+	VADDPS Y8, Y7, Y7
+
+start:
+	TESTQ CX, CX
+	JZ   done
+	MOVQ offs+80(FP), R14
+	MOVQ full+64(FP), BX
+	TESTQ R14, R14
+	JNZ  offsets
+	TESTQ BX, BX
+	JZ   mloop
+
+floop:
+	VMOVUPS (SI), Y8
+	VMOVUPS 32(SI), Y9
+	FMA4
+	ADDQ $32, AX
+	ADDQ R8, SI
+	DECQ CX
+	JNZ  floop
+	JMP  done
+
+mloop:
+	VMASKMOVPS (SI), Y14, Y8
+	VMASKMOVPS 32(SI), Y15, Y9
+	FMA4
+	ADDQ $32, AX
+	ADDQ R8, SI
+	DECQ CX
+	JNZ  mloop
+	JMP  done
+
+offsets:
+	TESTQ BX, BX
+	JZ   omloop
+
+ofloop:
+	MOVQ (R14), BX
+	VMOVUPS (SI)(BX*1), Y8
+	VMOVUPS 32(SI)(BX*1), Y9
+	FMA4
+	ADDQ $32, AX
+	ADDQ $8, R14
+	DECQ CX
+	JNZ  ofloop
+	JMP  done
+
+omloop:
+	MOVQ (R14), BX
+	LEAQ (SI)(BX*1), DX
+	VMASKMOVPS (DX), Y14, Y8
+	VMASKMOVPS 32(DX), Y15, Y9
+	FMA4
+	ADDQ $32, AX
+	ADDQ $8, R14
+	DECQ CX
+	JNZ  omloop
+
+done:
+	VPCMPEQD Y8, Y8, Y8
+	VPSRLD $1, Y8, Y8
+	VBROADCASTSS lo+88(FP), Y9
+	VBROADCASTSS hi+92(FP), Y10
+	TESTQ $2, R13
+	JNZ  relu
+	TESTQ $4, R13
+	JNZ  clip
+	TESTQ $8, R13
+	JZ   store
+	VBROADCASTSS sa+96(FP), Y11
+	VBROADCASTSS sb+100(FP), Y12
+	ACT8(SWISH2)
+	JMP  store
+
+relu:
+	ACT8(RELU2)
+	JMP  store
+
+clip:
+	ACT8(CLIP2)
+
+store:
+	MOVQ full+64(FP), BX
+	TESTQ BX, BX
+	JZ   mstore
+	VMOVUPS Y0, (R9)
+	VMOVUPS Y1, 32(R9)
+	ADDQ R11, R9
+	VMOVUPS Y2, (R9)
+	VMOVUPS Y3, 32(R9)
+	ADDQ R11, R9
+	VMOVUPS Y4, (R9)
+	VMOVUPS Y5, 32(R9)
+	ADDQ R11, R9
+	VMOVUPS Y6, (R9)
+	VMOVUPS Y7, 32(R9)
+	VZEROUPPER
+	RET
+
+mstore:
+	VMASKMOVPS Y0, Y14, (R9)
+	VMASKMOVPS Y1, Y15, 32(R9)
+	ADDQ R11, R9
+	VMASKMOVPS Y2, Y14, (R9)
+	VMASKMOVPS Y3, Y15, 32(R9)
+	ADDQ R11, R9
+	VMASKMOVPS Y4, Y14, (R9)
+	VMASKMOVPS Y5, Y15, 32(R9)
+	ADDQ R11, R9
+	VMASKMOVPS Y6, Y14, (R9)
+	VMASKMOVPS Y7, Y15, 32(R9)
+	VZEROUPPER
+	RET
+
+// SIGMOID2 is the AVX-512 kernel's SIGMOID (see nn_conv_amd64.s and sigmoidF32) on the
+// 8 lanes of Y0, with Y1-Y4 as scratch and the constants in the 32-byte rows of the
+// table at AX (sigmoidAVX2Consts). AVX2 has no VSCALEFPS: e·2^n is e·2^(n+64), exact,
+// times 2^−64, which rounds once where the result is subnormal, as VSCALEFPS does.
+#define SIGMOID2 \
+	VORPS 352(AX), Y0, Y4 ; \
+	VMOVUPS 0(AX), Y1 ; \
+	VMAXPS Y4, Y1, Y4 ; \
+	VMULPS 32(AX), Y4, Y1 ; \
+	VROUNDPS $0, Y1, Y1 ; \
+	VMULPS 64(AX), Y1, Y2 ; \
+	VSUBPS Y2, Y4, Y4 ; \
+	VMULPS 96(AX), Y1, Y2 ; \
+	VSUBPS Y2, Y4, Y4 ; \
+	VMULPS Y4, Y4, Y3 ; \
+	VMULPS 128(AX), Y4, Y2 ; \
+	VADDPS 160(AX), Y2, Y2 ; \
+	VMULPS Y4, Y2, Y2 ; \
+	VADDPS 192(AX), Y2, Y2 ; \
+	VMULPS Y4, Y2, Y2 ; \
+	VADDPS 224(AX), Y2, Y2 ; \
+	VMULPS Y4, Y2, Y2 ; \
+	VADDPS 256(AX), Y2, Y2 ; \
+	VMULPS Y4, Y2, Y2 ; \
+	VADDPS 288(AX), Y2, Y2 ; \
+	VMULPS Y3, Y2, Y2 ; \
+	VADDPS Y4, Y2, Y2 ; \
+	VADDPS 320(AX), Y2, Y2 ; \
+	VCVTPS2DQ Y1, Y1 ; \
+	VPADDD 384(AX), Y1, Y1 ; \
+	VPSLLD $23, Y1, Y1 ; \
+	VMULPS Y1, Y2, Y2 ; \
+	VMULPS 416(AX), Y2, Y2 ; \
+	VADDPS 320(AX), Y2, Y3 ; \
+	VXORPS Y4, Y4, Y4 ; \
+	VCMPPS $13, Y4, Y0, Y4 ; \
+	VBLENDVPS Y4, 320(AX), Y2, Y2 ; \
+	VDIVPS Y3, Y2, Y0
+
+// func sigmoidAVX2(x, y *float32, n int, consts *[14][8]float32)
+//
+// y[i] = sigmoidF32(x[i]) for i < n, n a multiple of 8.
+TEXT ·sigmoidAVX2(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ consts+24(FP), AX
+	SHRQ $3, CX
+	JZ   sigdone
+
+sigloop:
+	VMOVUPS (SI), Y0
+	SIGMOID2
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  sigloop
+
+sigdone:
+	VZEROUPPER
+	RET
+
+// DWTAP1 adds w[t]·x for the 16 columns at (AX)(R13*1) to Y0 and Y1, the product
+// rounded before the sum (VMULPS, VADDPS), as dwPlaneGo sums.
+#define DWTAP1 \
+	VMULPS (AX)(R13*1), Y6, Y2 ; \
+	VMULPS 32(AX)(R13*1), Y6, Y3 ; \
+	VADDPS Y2, Y0, Y0 ; \
+	VADDPS Y3, Y1, Y1
+
+// DWTAP2 is DWTAP1 for column stride 2: the even columns of 32 loaded ones, put in order
+// by VSHUFPS (even lanes of each 128-bit half) and VPERMPD (halves in place).
+#define DWTAP2 \
+	VMOVUPS (AX)(R13*1), Y2 ; \
+	VMOVUPS 32(AX)(R13*1), Y3 ; \
+	VSHUFPS $0x88, Y3, Y2, Y2 ; \
+	VPERMPD $0xD8, Y2, Y2 ; \
+	VMOVUPS 64(AX)(R13*1), Y3 ; \
+	VMOVUPS 96(AX)(R13*1), Y4 ; \
+	VSHUFPS $0x88, Y4, Y3, Y3 ; \
+	VPERMPD $0xD8, Y3, Y3 ; \
+	VMULPS Y2, Y6, Y2 ; \
+	VMULPS Y3, Y6, Y3 ; \
+	VADDPS Y2, Y0, Y0 ; \
+	VADDPS Y3, Y1, Y1
+
+// func dwPlaneAVX2(xp, y *float32, oh, ow, rowStep, s2 int, w *float32, k int, offs *int64, tail *int32, bias float32, flags int, lo, hi int32, a, b float32)
+//
+// dwPlaneAVX512 (see there) in AVX2: 16 outputs of a row at a time in two registers,
+// tap after tap; a row's last chunk of ow mod 16 outputs (when not 0) is stored, and
+// with dwAdd read, through the 16 int32 lane masks at tail. Loads of xp past a row's
+// end stay inside the padded plane (dwPlan.size) and feed only unstored lanes.
+TEXT ·dwPlaneAVX2(SB), NOSPLIT, $0-112
+	MOVQ xp+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ oh+16(FP), R8
+	MOVQ s2+40(FP), R14
+	MOVQ w+48(FP), R15
+	MOVQ k+56(FP), R10
+	MOVQ offs+64(FP), R9
+	MOVQ tail+72(FP), AX
+	VMOVDQU 0(AX), Y14
+	VMOVDQU 32(AX), Y15
+	MOVQ R14, DX
+	SHLQ $6, DX // input bytes per 16 outputs
+	VBROADCASTSS bias+80(FP), Y7
+	VPCMPEQD Y8, Y8, Y8
+	VPSRLD $1, Y8, Y8
+	VBROADCASTSS lo+96(FP), Y9
+	VBROADCASTSS hi+100(FP), Y10
+	VBROADCASTSS a+104(FP), Y11
+	VBROADCASTSS b+108(FP), Y12
+
+dwrow:
+	MOVQ SI, AX
+	MOVQ ow+24(FP), BX
+
+dwchunk:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	MOVQ R9, R11
+	MOVQ R15, R12
+	MOVQ R10, CX
+	CMPQ R14, $1
+	JNE  dwtaps2
+
+dwtaps1:
+	MOVQ (R11), R13
+	VBROADCASTSS (R12), Y6
+	DWTAP1
+	ADDQ $8, R11
+	ADDQ $4, R12
+	DECQ CX
+	JNZ  dwtaps1
+	JMP  dwsum
+
+dwtaps2:
+	MOVQ (R11), R13
+	VBROADCASTSS (R12), Y6
+	DWTAP2
+	ADDQ $8, R11
+	ADDQ $4, R12
+	DECQ CX
+	JNZ  dwtaps2
+
+dwsum:
+	MOVQ flags+88(FP), R13
+	TESTQ $32, R13
+	JZ   dwnoadd
+	CMPQ BX, $16
+	JL   dwaddtail
+	VADDPS (DI), Y0, Y0
+	VADDPS 32(DI), Y1, Y1
+	JMP  dwnoadd
+
+dwaddtail:
+	VMASKMOVPS (DI), Y14, Y2
+	VMASKMOVPS 32(DI), Y15, Y3
+	VADDPS Y2, Y0, Y0
+	VADDPS Y3, Y1, Y1
+
+dwnoadd:
+	TESTQ $16, R13
+	JZ   dwact
+	VADDPS Y7, Y0, Y0
+	VADDPS Y7, Y1, Y1
+
+dwact:
+	TESTQ $2, R13
+	JZ   dwclip
+	RELU2(Y0)
+	RELU2(Y1)
+	JMP  dwput
+
+dwclip:
+	TESTQ $4, R13
+	JZ   dwswish
+	CLIP2(Y0)
+	CLIP2(Y1)
+	// CLIP2 took Y11 and Y12 as scratch; SWISH2 (their other user) is not this plane's.
+	JMP  dwput
+
+dwswish:
+	TESTQ $8, R13
+	JZ   dwput
+	SWISH2(Y0)
+	SWISH2(Y1)
+
+dwput:
+	CMPQ BX, $16
+	JL   dwputtail
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	JE   dwrowdone
+	SUBQ $16, BX
+	ADDQ $64, DI
+	ADDQ DX, AX
+	JMP  dwchunk
+
+dwputtail:
+	VMASKMOVPS Y0, Y14, (DI)
+	VMASKMOVPS Y1, Y15, 32(DI)
+
+dwrowdone:
+	LEAQ (DI)(BX*4), DI
+	ADDQ rowStep+32(FP), SI
+	DECQ R8
+	JNZ  dwrow
+	VZEROUPPER
+	RET
