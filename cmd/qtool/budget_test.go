@@ -166,3 +166,15 @@ func TestGateNamesCostlyLayers(t *testing.T) {
 		t.Errorf("stderr does not give the command:\n%s", errs)
 	}
 }
+
+// TestBudgetConfidenceFlag: --budget-confidence outside [0, 100) is a one-line usage
+// error before anything runs.
+func TestBudgetConfidenceFlag(t *testing.T) {
+	for _, v := range []string{"100", "-5"} {
+		_, errs, code := runSplit(t, "binarize", cnnModel, "--data", calibData, "-o", filepath.Join(t.TempDir(), "b.onnx"),
+			"--budget", "--max-drop", "1", "--budget-confidence", v)
+		if code != exitUsage || !strings.Contains(errs, "--budget-confidence") || strings.Count(strings.TrimSpace(errs), "\n") > 0 {
+			t.Errorf("--budget-confidence %s: exit %d, stderr %q; want %d and one line naming the flag", v, code, errs, exitUsage)
+		}
+	}
+}
