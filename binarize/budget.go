@@ -53,6 +53,12 @@ type BudgetOptions struct {
 	Confidence float64
 }
 
+// BudgetValidation is the validation fraction (Options.Validation) suited to Budget: its
+// acceptance margin shrinks as one over the square root of the validation split's size, and
+// at DefaultValidation's few hundred samples it exceeds a 1 pp allowance, so half the
+// calibration data is set apart rather than a tenth.
+const BudgetValidation = 0.5
+
 // DefaultConfidence is BudgetOptions.Confidence's default: a file that meets the
 // constraint on validation misses it on new data of the same kind with probability about
 // 5 %, as far as the normal approximation goes.

@@ -59,7 +59,7 @@ func algoFlags() []cli.Flag {
 		&cli.StringFlag{Name: "start", Category: cat, Value: string(d.Start), Usage: "ADMM's starting x: grid (x⁰ = y⁰ = P(pretrained), the paper's analysis; measured better with small calibration sets) or pretrained (the paper's code)"},
 		&cli.IntFlag{Name: "stat-samples", Category: cat, Value: d.StatSamples, Usage: "calibration samples f(x), f(y) and the criterion's gradient are measured on"},
 		&cli.StringFlag{Name: "init", Category: cat, Value: string(binarize.InitModel), Usage: "model (the model's weights) or random (re-initialise them as PyTorch's defaults do, seeded by --seed: the paper's experiments without pre-training; the full-precision reference is then the random network)"},
-		&cli.Float64Flag{Name: "validation", Category: cat, Value: d.Validation, Usage: fmt.Sprintf("`FRACTION` of the calibration data (after --split) set apart as the validation split that the in-loop accuracy and every automatic choice are measured on (raised to %d samples while 3/4 of the data remain for training); 0: none, training on all of it", binarize.MinValidation)},
+		&cli.Float64Flag{Name: "validation", Category: cat, Value: d.Validation, Usage: fmt.Sprintf("`FRACTION` of the calibration data (after --split) set apart as the validation split that the in-loop accuracy and every automatic choice are measured on (raised to %d samples while 3/4 of the data remain for training; with --budget the default is %g); 0: none, training on all of it", binarize.MinValidation, binarize.BudgetValidation)},
 	}
 }
 

@@ -93,6 +93,11 @@ func TestBinarizeBudget(t *testing.T) {
 			t.Errorf("%s on %s (%s), want binary", ch.Weight, ch.Grid, ch.Reason)
 		}
 	}
+	// Without --validation, --budget sets half the calibration data apart for validation
+	// (binarize.BudgetValidation), where a run without --budget keeps most for training.
+	if v, tr := s.Splits.Validation, s.Splits.Train; v < tr-1 || v > tr+1 {
+		t.Errorf("splits: %d validation, %d training; want half of the calibration data each", v, tr)
+	}
 	if b.Trials[0].FileBytes != s.OutputBytes || s.AccuracySplit != "held-out" {
 		t.Errorf("trial file %d B, output %d B, accuracy on %s", b.Trials[0].FileBytes, s.OutputBytes, s.AccuracySplit)
 	}
