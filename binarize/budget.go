@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 
+	"gonum.org/v1/gonum/stat/distuv"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/qtool/qtool/admmq/network"
@@ -44,7 +45,24 @@ type BudgetOptions struct {
 	Analysis *Analysis
 	// Trial, when set, is called after each trial.
 	Trial func(Trial)
+	// Confidence is the one-sided confidence with which a trial's validation score must
+	// keep MaxDrop and MinAgreement (zero: DefaultConfidence): the drop's upper bound
+	// (UpperDrop) must be within MaxDrop, and the agreement's lower bound above
+	// MinAgreement, rather than the measured values, so that a split of a few hundred
+	// samples does not pass a file by luck. Negative: the measured values (no margin).
+	Confidence float64
 }
+
+// BudgetValidation is the validation fraction (Options.Validation) suited to Budget: its
+// acceptance margin shrinks as one over the square root of the validation split's size, and
+// at DefaultValidation's few hundred samples it exceeds a 1 pp allowance, so half the
+// calibration data is set apart rather than a tenth.
+const BudgetValidation = 0.5
+
+// DefaultConfidence is BudgetOptions.Confidence's default: a file that meets the
+// constraint on validation misses it on new data of the same kind with probability about
+// 5 %, as far as the normal approximation goes.
+const DefaultConfidence = 0.95
 
 // Choice is one weight's grid in a trial and why it was chosen.
 type Choice struct {
@@ -68,6 +86,9 @@ type Trial struct {
 	Met        bool
 	// Missed names the constraints the validation score missed.
 	Missed []string
+	// DropBound is the upper confidence bound of the drop (of the disagreement without
+	// labels) that MaxDrop was checked against: the measured drop when the margin is off.
+	DropBound float64
 	// Relaxed is the weight the next trial moved to a larger grid after a miss;
 	// Tightened says the next trial was chosen with twice the allowance after a success
 	// (the sensitivities overstate a fine-tuned file's loss). Neither for the last trial.
@@ -125,7 +146,10 @@ var ErrNoConstraint = errors.New("binarize: a budget needs a constraint: MaxDrop
 //     those that keep every predicted quantity within the constraint, until no move fits
 //     or the file reaches TargetSize;
 //  3. Run fine-tunes that configuration with o, and the trained file is scored on the
-//     validation split. When it misses, the quantized weight with the largest predicted
+//     validation split: it meets MaxDrop when the drop's one-sided upper confidence bound
+//     (UpperDrop, at BudgetOptions.Confidence) does, MinAgreement when the agreement's
+//     lower bound (LowerAgreement) does, so that a validation split too small to resolve
+//     the allowance cannot pass a file by luck. When it misses, the quantized weight with the largest predicted
 //     loss moves to its next larger grid (or full precision); when it meets the
 //     constraint, the next configuration is chosen as in 2 with twice the allowance, as
 //     fine-tuning recovers part of what a projection alone loses. A configuration runs
@@ -150,6 +174,12 @@ func Budget(ctx context.Context, model *onnxio.Model, data Data, o Options, bo B
 	if bo.MaxTrials < 0 {
 		return nil, &OptionError{Field: "MaxTrials", Value: bo.MaxTrials, Reason: "want at least 1"}
 	}
+	if bo.Confidence == 0 {
+		bo.Confidence = DefaultConfidence
+	}
+	if !(bo.Confidence < 1) {
+		return nil, &OptionError{Field: "Confidence", Value: bo.Confidence, Reason: "want a probability below 1 (negative: no margin)"}
+	}
 	a := bo.Analysis
 	if a == nil {
 		var err error
@@ -161,6 +191,9 @@ func Budget(ctx context.Context, model *onnxio.Model, data Data, o Options, bo B
 		return nil, &OptionError{Field: "Constraint.MaxDrop", Value: *c.MaxDrop, Reason: "the model has no class or decision output to measure a drop on: constrain the SQNR"}
 	}
 	sel := newSelection(a, c)
+	if bo.Confidence > 0 {
+		sel.z = distuv.UnitNormal.Quantile(bo.Confidence)
+	}
 	// The file as it is, external data included: what TargetSize is compared with once the
 	// chosen weights' float bytes are replaced by their packed ones.
 	sel.fileBytes = int64(proto.Size(model.Proto))
@@ -230,6 +263,9 @@ type selection struct {
 	scale float64
 	// fileBytes is the original file's size, the start of the predicted size.
 	fileBytes int64
+	// z is the normal quantile of BudgetOptions.Confidence: the margins are z standard
+	// errors (0: none).
+	z float64
 }
 
 func newSelection(a *Analysis, c Constraint) *selection {
@@ -460,32 +496,60 @@ func (s *selection) trial(ctx context.Context, model *onnxio.Model, data Data, o
 	}
 	t.result, t.FileBytes, t.Seconds = res, int64(len(res.Bytes)), res.Seconds
 	t.Validation = scoreOf(res.Binarized)
-	t.Missed = s.missed(res)
+	t.Missed, t.DropBound = s.missed(res)
 	t.Met = len(t.Missed) == 0
 	return t, nil
 }
 
-// missed lists the constraints the run's validation scores miss.
-func (s *selection) missed(res *Result) []string {
+// missed lists the constraints the run's validation scores miss, each checked at the
+// confidence s.z stands for, and the drop's upper bound.
+func (s *selection) missed(res *Result) ([]string, float64) {
 	var m []string
 	v := scoreOf(res.Binarized)
 	c := s.c
-	if c.MaxDrop != nil {
-		drop := 1 - v.Agreement
-		if s.a.Metric == MetricAccuracy {
-			drop = res.FullPrecision.Accuracy - v.Accuracy
-		}
-		if drop > *c.MaxDrop {
-			m = append(m, "max-drop")
-		}
+	n := s.a.ValidationSamples
+	bound := 1 - LowerAgreement(v, n, s.z)
+	if s.a.Metric == MetricAccuracy {
+		bound = UpperDrop(res.FullPrecision.Accuracy-v.Accuracy, v, s.z)
 	}
-	if c.MinAgreement != nil && (!v.HasAgreement || v.Agreement < *c.MinAgreement) {
+	if c.MaxDrop != nil && bound > *c.MaxDrop {
+		m = append(m, "max-drop")
+	}
+	if c.MinAgreement != nil && (!v.HasAgreement || LowerAgreement(v, n, s.z) < *c.MinAgreement) {
 		m = append(m, "min-agreement")
 	}
 	if c.MinSQNR != nil && v.SQNR < *c.MinSQNR {
 		m = append(m, "min-sqnr")
 	}
-	return m
+	return m, bound
+}
+
+// UpperDrop is the one-sided upper confidence bound, z standard errors above, of an
+// accuracy drop measured on the same samples as v (a paired difference). Per sample the
+// difference of the two models' correctness is −1, 0 or +1, and it is non-zero only where
+// their predictions differ, so its variance is at most (1 − agreement) − drop²: the
+// standard error follows from the agreement without per-sample records. Without a
+// measured agreement every sample counts as a possible difference. The samples are the
+// score's labelled positions: for per-position labels (segmentation), positions of one
+// image are correlated and the bound is too narrow.
+func UpperDrop(drop float64, v Score, z float64) float64 {
+	if z == 0 || v.Positions == 0 {
+		return drop
+	}
+	differ := 1.0
+	if v.HasAgreement {
+		differ = 1 - v.Agreement
+	}
+	return drop + z*math.Sqrt(max(0, differ-drop*drop)/float64(v.Positions))
+}
+
+// LowerAgreement is the one-sided lower confidence bound, z standard errors below, of
+// v's agreement with the full-precision model, a binomial proportion over n samples.
+func LowerAgreement(v Score, n int, z float64) float64 {
+	if !v.HasAgreement || z == 0 || n == 0 {
+		return v.Agreement
+	}
+	return v.Agreement - z*math.Sqrt(v.Agreement*(1-v.Agreement)/float64(n))
 }
 
 // final measures the chosen trial once on data.Eval and writes it to o.Output.

@@ -173,7 +173,9 @@ func TestAnalyzeFindsSensitiveLayer(t *testing.T) {
 func TestBudgetKeepsSensitiveLayer(t *testing.T) {
 	m := chainModel(1)
 	d := chainData(t, m, 800)
-	drop := 0.01
+	// 2 pp: on the 200 validation samples a file that loses one of them (0.5 pp) has an
+	// upper 95 % bound of 1.3 pp, so 1 pp is out of what this split can confirm.
+	drop := 0.02
 	res, err := Budget(context.Background(), m, Data{Calib: d}, chainOptions(), BudgetOptions{Constraint: Constraint{MaxDrop: &drop}})
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +218,7 @@ func TestBudgetRetries(t *testing.T) {
 	for k := range b.Grids {
 		b.Grids[k].Loss, b.Grids[k].Score.Accuracy = 0.005, 0.995
 	}
-	drop := 0.01
+	drop := 0.02 // what 200 validation samples can confirm (TestBudgetKeepsSensitiveLayer)
 	res, err := Budget(context.Background(), m, Data{Calib: d}, o, BudgetOptions{Constraint: Constraint{MaxDrop: &drop}, Analysis: a, MaxTrials: 8})
 	if err != nil {
 		t.Fatal(err)
@@ -449,4 +451,31 @@ func (u *unlabelled) Read(idx []int, x []float32, y []int64) error {
 		y[i] = -1
 	}
 	return nil
+}
+
+// TestBudgetMargin: on the chain, the first configuration loses one of the 200 validation
+// samples (0.5 pp). Within a 1 pp allowance by the measured drop alone (Confidence < 0),
+// it passes; at the default 95 % its upper bound (1.3 pp) does not, and the trial is a
+// miss that records the bound.
+func TestBudgetMargin(t *testing.T) {
+	m := chainModel(1)
+	d := chainData(t, m, 800)
+	drop := 0.01
+	res, err := Budget(context.Background(), m, Data{Calib: d}, chainOptions(), BudgetOptions{Constraint: Constraint{MaxDrop: &drop}, MaxTrials: 1, Confidence: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := res.Trials[0]
+	measured := res.FullPrecision.Accuracy - tr.Validation.Accuracy
+	if measured <= 0 || measured > drop || tr.DropBound != measured {
+		t.Fatalf("without the margin: drop %v, bound %v; want a loss within 1 pp recorded as its own bound", measured, tr.DropBound)
+	}
+	_, err = Budget(context.Background(), m, Data{Calib: d}, chainOptions(), BudgetOptions{Constraint: Constraint{MaxDrop: &drop}, MaxTrials: 1})
+	me, ok := err.(*BudgetMissedError)
+	if !ok {
+		t.Fatalf("at 95 %%: %v, want a *BudgetMissedError", err)
+	}
+	if b := me.Trials[0].DropBound; b <= drop || me.Trials[0].Met {
+		t.Errorf("at 95 %%: bound %v, met %v; want a bound over 1 pp and a miss", b, me.Trials[0].Met)
+	}
 }

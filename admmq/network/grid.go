@@ -3,6 +3,7 @@ package network
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/qtool/qtool/admmq"
@@ -118,8 +119,10 @@ type Target struct {
 }
 
 // Selection chooses which weights are targeted. Keep and Only hold parameter names;
-// Keep may also hold "first" and "last", the first and last targeted weight in graph
-// order. The zero Selection targets every weight.
+// Keep may also hold "first" and "last": the weights that some path from a graph input
+// meets before any other weight, and those that some path to a graph output meets after
+// every other (see ends: several for a network with several inputs or heads, both
+// branches of an If). The zero Selection targets every weight.
 type Selection struct {
 	Keep, Only []string
 }
@@ -160,12 +163,20 @@ func Targets(m *onnxio.Model, g Grid, sel Selection) ([]Target, error) {
 		return nil, fmt.Errorf("%s: no Conv, ConvTranspose, Gemm or MatMul weight to binarize", m.Name)
 	}
 	keep := map[string]bool{}
+	var first, last []string
+	if slices.Contains(sel.Keep, "first") || slices.Contains(sel.Keep, "last") {
+		first, last = ends(m, order)
+	}
 	for _, k := range sel.Keep {
 		switch k {
 		case "first":
-			keep[order[0]] = true
+			for _, w := range first {
+				keep[w] = true
+			}
 		case "last":
-			keep[order[len(order)-1]] = true
+			for _, w := range last {
+				keep[w] = true
+			}
 		default:
 			if !seen[k] {
 				return nil, &SelectionError{Model: m.Name, List: "Keep", Name: k, Weights: order}

@@ -3,13 +3,18 @@
 # fmnist-resnet against all-binary (--grid auto --keep none), int8 (--keep none) and the
 # hand-picked "keep first and last" (the defaults), every run with the same training budget,
 # and the sensitivity plots.
-# Usage: [RUNS="analyze budget ..."] bench/budget/run.sh [MODEL...]
-# (default: fmnist-cnn fmnist-resnet; RUNS: analyze budget binary int8 keep-first-last)
+# Usage: [RUNS="analyze budget ..."] [LIMIT=N] [BUDGET=FLAGS] [EXTRA_BUDGET=FLAGS] bench/budget/run.sh [MODEL...]
+# (default: fmnist-cnn fmnist-resnet; RUNS: analyze budget binary int8 keep-first-last).
+# MODEL is testmodels/MODEL.onnx or, for resnet18-fmnist and mobilenet_v2-fmnist,
+# .cache/budget/MODEL.onnx (bench/budget/pretrain.py writes them). docs/results/budget's
+# ResNet-18 rows: LIMIT=1000 BUDGET="--iters 1 --inner-epochs 1" \
+#     EXTRA_BUDGET="--budget-grids binary,int8" bench/budget/run.sh resnet18-fmnist
 # Needs: apt-get install dataset-fashion-mnist. Runs from the repository root.
 #
-# Data: 2 000 seeded training images as calibration data (binarize carves its 500-image
-# validation split from them: every choice of --budget is made there) and 2 000 seeded
-# test images held out (--limit applies to both), measured once per file.
+# Data: LIMIT (default 4 000) seeded training images as calibration data, half of them the
+# validation split binarize carves (--validation 0.5: every choice of --budget is made
+# there, and its acceptance margin shrinks with the split's size), and LIMIT seeded test
+# images held out (--limit applies to both), measured once per file.
 set -eu
 FM=/usr/share/datasets/fashion-mnist
 TRAIN=$FM/train-images-idx3-ubyte.gz
@@ -21,16 +26,20 @@ QTOOL=${QTOOL:-/tmp/qtool-bench}
 # 4 outer iterations × 2 inner epochs: what fits a shared 2-core machine, for every row.
 BUDGET=${BUDGET:---iters 4 --inner-epochs 2}
 RUNS=${RUNS:-analyze budget binary int8 keep-first-last}
+EXTRA_BUDGET=${EXTRA_BUDGET:-}
 mkdir -p "$OUT" "$FILES"
 [ -x "$QTOOL" ] || go build -o "$QTOOL" ./cmd/qtool
-DATA="--data $TRAIN --eval-data $TEST --limit 2000 --seed 1"
+LIMIT=${LIMIT:-4000}
+DATA="--data $TRAIN --eval-data $TEST --limit $LIMIT --seed 1 --validation 0.5"
 for m in ${*:-fmnist-cnn fmnist-resnet}; do
 	M=testmodels/$m.onnx
+	[ -f "$M" ] || M=.cache/budget/$m.onnx
+	echo "$LIMIT calibration and $LIMIT held-out images; every run \`$BUDGET\`${EXTRA_BUDGET:+; \`--budget\` with \`$EXTRA_BUDGET\`}." > $OUT/$m-settings.txt
 	case " $RUNS " in *" analyze "*)
-	/usr/bin/time -f "%e s wall, %U s user" $QTOOL analyze $M --data $TRAIN --limit 2000 --seed 1 \
+	/usr/bin/time -f "%e s wall, %U s user" $QTOOL analyze $M --data $TRAIN --limit $LIMIT --seed 1 --validation 0.5 \
 		--plot $OUT/$m-sensitivity.png --json > $OUT/$m-analyze.json 2> $OUT/$m-analyze.log ;;
 	esac
-	for run in "budget:--budget --max-drop 1 --max-trials 3" "binary:--grid auto --keep none" "int8:--grid int8 --keep none" \
+	for run in "budget:--budget --max-drop 1 --max-trials 3 $EXTRA_BUDGET" "binary:--grid auto --keep none" "int8:--grid int8 --keep none" \
 		"keep-first-last:--grid auto --keep first,last"; do
 		name=${run%%:*}
 		flags=${run#*:}

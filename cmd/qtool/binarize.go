@@ -48,7 +48,7 @@ func algoFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "lr", Category: cat, Value: d.LR, Usage: "learning rate"},
 		&cli.StringFlag{Name: "lr-schedule", Category: cat, Value: string(d.Schedule), Usage: "constant, step (×0.1 at half the epochs, the paper's) or cosine"},
 		&cli.IntFlag{Name: "epochs", Category: cat, Usage: "gd-proj: fine-tuning epochs (default: --iters × --inner-epochs)"},
-		&cli.StringFlag{Name: "keep", Category: cat, Usage: "keep these weights in full precision: first, last, or parameter `NAME`s, comma-separated; none binarizes every weight (the paper's setting) (default: first,last, or none when that leaves no weight)"},
+		&cli.StringFlag{Name: "keep", Category: cat, Usage: "keep these weights in full precision: first (every weight a path from a graph input meets first), last (every weight a path to a graph output meets last), or parameter `NAME`s, comma-separated; none binarizes every weight (the paper's setting) (default: first,last, or none when that leaves no weight)"},
 		&cli.StringFlag{Name: "only", Category: cat, Usage: "binarize only these weight `NAME`s, comma-separated"},
 		&cli.StringFlag{Name: "grid", Category: cat, Value: string(d.Grid), Usage: "auto (per weight: binary where a normalisation follows, binary-channel elsewhere), binary (±1, no scale), binary-channel (±α per channel), ternary, int2, int4 or int8, for every weight"},
 		&cli.StringFlag{Name: "loss", Category: cat, Value: string(d.Loss), Usage: "objective (every output matched with the full-precision model; labels supervise the classifier output), ce, hinge (the paper's code), distill, mse, or auto: for a single [batch, classes] output ce with labels and distill without, objective otherwise"},
@@ -59,7 +59,7 @@ func algoFlags() []cli.Flag {
 		&cli.StringFlag{Name: "start", Category: cat, Value: string(d.Start), Usage: "ADMM's starting x: grid (x⁰ = y⁰ = P(pretrained), the paper's analysis; measured better with small calibration sets) or pretrained (the paper's code)"},
 		&cli.IntFlag{Name: "stat-samples", Category: cat, Value: d.StatSamples, Usage: "calibration samples f(x), f(y) and the criterion's gradient are measured on"},
 		&cli.StringFlag{Name: "init", Category: cat, Value: string(binarize.InitModel), Usage: "model (the model's weights) or random (re-initialise them as PyTorch's defaults do, seeded by --seed: the paper's experiments without pre-training; the full-precision reference is then the random network)"},
-		&cli.Float64Flag{Name: "validation", Category: cat, Value: d.Validation, Usage: fmt.Sprintf("`FRACTION` of the calibration data (after --split) set apart as the validation split that the in-loop accuracy and every automatic choice are measured on (raised to %d samples while 3/4 of the data remain for training); 0: none, training on all of it", binarize.MinValidation)},
+		&cli.Float64Flag{Name: "validation", Category: cat, Value: d.Validation, Usage: fmt.Sprintf("`FRACTION` of the calibration data (after --split) set apart as the validation split that the in-loop accuracy and every automatic choice are measured on (raised to %d samples while 3/4 of the data remain for training; with --budget the default is %g); 0: none, training on all of it", binarize.MinValidation, binarize.BudgetValidation)},
 	}
 }
 

@@ -25,6 +25,7 @@ func budgetFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "budget", Category: cat, Usage: "choose a grid (or full precision) per weight: the smallest file whose validation score keeps --max-drop, --min-sqnr or --min-agreement (chosen from qtool analyze's sensitivities, fine-tuned and checked on validation: a miss relaxes the most sensitive weight, a success tries twice the allowance; the smallest file that met is written)"},
 		&cli.StringFlag{Name: "target-size", Category: cat, Usage: "with --budget: stop shrinking once the predicted file (packed weights and scales, lookup tables not counted) is at most `BYTES` (e.g. 200KiB), keeping the rest more precise"},
 		&cli.IntFlag{Name: "max-trials", Category: cat, Value: 3, Usage: "with --budget: at most `N` fine-tuning runs (trials)"},
+		&cli.Float64Flag{Name: "budget-confidence", Category: cat, Value: 100 * binarize.DefaultConfidence, Usage: "with --budget: a trial meets --max-drop (--min-agreement) when the drop's upper (the agreement's lower) one-sided `PCT` confidence bound on the validation split does, not just the measured value; 0: the measured value"},
 		&cli.StringFlag{Name: "budget-grids", Category: cat, Usage: "with --budget: candidate `GRIDS`, comma-separated (default: binary,binary-channel,ternary,int4,int8)"},
 	}
 }
@@ -70,6 +71,7 @@ type trialJSON struct {
 	PredictedSQNR  *float64     `json:"predicted_sqnr_db,omitempty"`
 	Validation     scoreJSON    `json:"validation"`
 	ValidationDrop *float64     `json:"validation_drop_pct,omitempty"`
+	DropBound      float64      `json:"validation_drop_bound_pct"`
 	Met            bool         `json:"met"`
 	Missed         []string     `json:"missed,omitempty"`
 	Relaxed        string       `json:"relaxed,omitempty"`
@@ -89,7 +91,7 @@ func trialRecords(a *binarize.Analysis, ts []binarize.Trial) []trialJSON {
 	var out []trialJSON
 	for i, t := range ts {
 		r := trialJSON{Trial: i + 1, PredictedBytes: t.PredictedBytes, FileBytes: t.FileBytes,
-			PredictedDrop: toPct(t.Predicted.Drop), Validation: scoreRecord(t.Validation), Met: t.Met,
+			PredictedDrop: toPct(t.Predicted.Drop), Validation: scoreRecord(t.Validation), Met: t.Met, DropBound: toPct(t.DropBound),
 			Missed: t.Missed, Relaxed: t.Relaxed, Tightened: t.Tightened, AllowanceScale: t.Scale, Seconds: roundTo(t.Seconds, 3)}
 		if !math.IsInf(t.Predicted.SQNR, 0) {
 			v := roundTo(t.Predicted.SQNR, 3)
@@ -134,7 +136,12 @@ func budgetOptions(c *cli.Context) (binarize.BudgetOptions, error) {
 	if c.Int("max-trials") < 1 {
 		return binarize.BudgetOptions{}, usagef("--max-trials %d: want at least 1", c.Int("max-trials"))
 	}
-	bo := binarize.BudgetOptions{Constraint: k, MaxTrials: c.Int("max-trials")}
+	bo := binarize.BudgetOptions{Constraint: k, MaxTrials: c.Int("max-trials"), Confidence: c.Float64("budget-confidence") / 100}
+	if p := c.Float64("budget-confidence"); !(p >= 0 && p < 100) {
+		return bo, usagef("--budget-confidence %g: want a percentage in [0, 100)", p)
+	} else if p == 0 {
+		bo.Confidence = -1 // the library's "no margin"
+	}
 	if v := c.String("target-size"); v != "" {
 		if bo.TargetSize, err = calib.ParseSize(v); err != nil {
 			return bo, usagef("--target-size: %v", err)
@@ -204,7 +211,7 @@ func writeTrials(w io.Writer, b *budgetJSON) {
 	for _, t := range b.Trials {
 		vd := "n/a"
 		if t.ValidationDrop != nil {
-			vd = fmt.Sprintf("%.2f pp", *t.ValidationDrop)
+			vd = fmt.Sprintf("%.2f pp (bound %.2f)", *t.ValidationDrop, t.DropBound)
 		}
 		next := ""
 		switch {
@@ -351,7 +358,7 @@ func writeBudgetMarkdown(w io.Writer, b *budgetJSON) {
 	for _, t := range b.Trials {
 		vd := "n/a"
 		if t.ValidationDrop != nil {
-			vd = fmt.Sprintf("%.2f", *t.ValidationDrop)
+			vd = fmt.Sprintf("%.2f (bound %.2f)", *t.ValidationDrop, t.DropBound)
 		}
 		var grids []string
 		for _, ch := range t.Choices {

@@ -93,6 +93,11 @@ func TestBinarizeBudget(t *testing.T) {
 			t.Errorf("%s on %s (%s), want binary", ch.Weight, ch.Grid, ch.Reason)
 		}
 	}
+	// Without --validation, --budget sets half the calibration data apart for validation
+	// (binarize.BudgetValidation), where a run without --budget keeps most for training.
+	if v, tr := s.Splits.Validation, s.Splits.Train; v < tr-1 || v > tr+1 {
+		t.Errorf("splits: %d validation, %d training; want half of the calibration data each", v, tr)
+	}
 	if b.Trials[0].FileBytes != s.OutputBytes || s.AccuracySplit != "held-out" {
 		t.Errorf("trial file %d B, output %d B, accuracy on %s", b.Trials[0].FileBytes, s.OutputBytes, s.AccuracySplit)
 	}
@@ -164,5 +169,17 @@ func TestGateNamesCostlyLayers(t *testing.T) {
 	}
 	if !strings.Contains(errs, "to keep the costliest in full precision: qtool binarize") {
 		t.Errorf("stderr does not give the command:\n%s", errs)
+	}
+}
+
+// TestBudgetConfidenceFlag: --budget-confidence outside [0, 100) is a one-line usage
+// error before anything runs.
+func TestBudgetConfidenceFlag(t *testing.T) {
+	for _, v := range []string{"100", "-5"} {
+		_, errs, code := runSplit(t, "binarize", cnnModel, "--data", calibData, "-o", filepath.Join(t.TempDir(), "b.onnx"),
+			"--budget", "--max-drop", "1", "--budget-confidence", v)
+		if code != exitUsage || !strings.Contains(errs, "--budget-confidence") || strings.Count(strings.TrimSpace(errs), "\n") > 0 {
+			t.Errorf("--budget-confidence %s: exit %d, stderr %q; want %d and one line naming the flag", v, code, errs, exitUsage)
+		}
 	}
 }

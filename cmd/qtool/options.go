@@ -82,6 +82,9 @@ func binarizeOptions(c *cli.Context, be backend, method admmq.Method) (binarize.
 	if o.Validation = c.Float64("validation"); o.Validation == 0 {
 		o.Validation = -1
 	}
+	if c.Bool("budget") && !c.IsSet("validation") {
+		o.Validation = binarize.BudgetValidation
+	}
 	if k := o.Selection.Keep; len(k) == 1 && strings.EqualFold(k[0], binarize.KeepNone) {
 		k[0] = binarize.KeepNone
 	}
