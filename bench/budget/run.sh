@@ -11,6 +11,11 @@
 #     EXTRA_BUDGET="--budget-grids binary,int8" bench/budget/run.sh resnet18-fmnist
 # Needs: apt-get install dataset-fashion-mnist. Runs from the repository root.
 #
+# SPLIT=test takes the data from the test set instead (bench/budget/testsplit.py): a seeded
+# half of its 10 000 images as calibration data (half of that the validation split), the
+# other half held out; images the shipped models never trained on, unlike the training set's.
+# LIMIT does not apply. OUT=docs/results/budget/testsplit SPLIT=test bench/budget/run.sh
+#
 # Data: LIMIT (default 4 000) seeded training images as calibration data, half of them the
 # validation split binarize carves (--validation 0.5: every choice of --budget is made
 # there, and its acceptance margin shrinks with the split's size), and LIMIT seeded test
@@ -19,7 +24,8 @@ set -eu
 FM=/usr/share/datasets/fashion-mnist
 TRAIN=$FM/train-images-idx3-ubyte.gz
 TEST=$FM/t10k-images-idx3-ubyte.gz
-OUT=docs/results/budget
+OUT=${OUT:-docs/results/budget}
+SPLIT=${SPLIT:-train}
 # The files themselves are not kept in the repository.
 FILES=${FILES:-/tmp/qtool-budget}
 QTOOL=${QTOOL:-/tmp/qtool-bench}
@@ -31,12 +37,20 @@ mkdir -p "$OUT" "$FILES"
 [ -x "$QTOOL" ] || go build -o "$QTOOL" ./cmd/qtool
 LIMIT=${LIMIT:-4000}
 DATA="--data $TRAIN --eval-data $TEST --limit $LIMIT --seed 1 --validation 0.5"
+ANALYZE="--data $TRAIN --limit $LIMIT --seed 1 --validation 0.5"
+SETTINGS="$LIMIT calibration and $LIMIT held-out images"
+if [ "$SPLIT" = test ]; then
+	/usr/bin/python3 bench/budget/testsplit.py "$FILES" --seed 1
+	DATA="--data $FILES/test-calib.npz --eval-data $FILES/test-heldout.npz --seed 1 --validation 0.5"
+	ANALYZE="--data $FILES/test-calib.npz --seed 1 --validation 0.5"
+	SETTINGS="5000 calibration images (half of them validation) and 5000 held-out images, both from the test set"
+fi
 for m in ${*:-fmnist-cnn fmnist-resnet}; do
 	M=testmodels/$m.onnx
 	[ -f "$M" ] || M=.cache/budget/$m.onnx
-	echo "$LIMIT calibration and $LIMIT held-out images; every run \`$BUDGET\`${EXTRA_BUDGET:+; \`--budget\` with \`$EXTRA_BUDGET\`}." > $OUT/$m-settings.txt
+	echo "$SETTINGS; every run \`$BUDGET\`${EXTRA_BUDGET:+; \`--budget\` with \`$EXTRA_BUDGET\`}." > $OUT/$m-settings.txt
 	case " $RUNS " in *" analyze "*)
-	/usr/bin/time -f "%e s wall, %U s user" $QTOOL analyze $M --data $TRAIN --limit $LIMIT --seed 1 --validation 0.5 \
+	/usr/bin/time -f "%e s wall, %U s user" $QTOOL analyze $M $ANALYZE \
 		--plot $OUT/$m-sensitivity.png --json > $OUT/$m-analyze.json 2> $OUT/$m-analyze.log ;;
 	esac
 	for run in "budget:--budget --max-drop 1 --max-trials 3 $EXTRA_BUDGET" "binary:--grid auto --keep none" "int8:--grid int8 --keep none" \
@@ -49,4 +63,4 @@ for m in ${*:-fmnist-cnn fmnist-resnet}; do
 			--json --log-every 120s > $OUT/$m-$name.json 2> $OUT/$m-$name.log || [ $? -eq 3 ]
 	done
 done
-/usr/bin/python3 bench/budget/table.py $OUT > $OUT/README.md
+/usr/bin/python3 bench/budget/table.py "$OUT" > "$OUT/README.md"

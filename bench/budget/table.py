@@ -9,13 +9,18 @@ runs = [("budget", "`--budget --max-drop 1`"), ("binary", "all binary (`--grid a
         ("int8", "all int8 (`--grid int8 --keep none`)"),
         ("keep-first-last", "`--keep first,last` (the defaults: `--grid auto`, kept weights at `--lr` × mean \\|w\\|)")]
 print("# Binarizing to a budget (bench/budget/run.sh)\n")
-print("LIMIT (4 000 unless a section says otherwise) seeded Fashion-MNIST training images as calibration")
-print("data, half of them (`--validation 0.5`) the validation split every choice is made on; LIMIT")
-print("seeded test images held out and measured once per file; seed 1, one seed, nothing tuned on the")
-print("held-out images. Drops in percentage points below the full-precision model on the same held-out")
-print("images; the interval is the binarized accuracy's Wilson 95 % interval. A budget trial meets")
-print("`--max-drop 1` when the upper one-sided 95 % bound of its validation drop (\"bound\") is ≤ 1 pp.")
-print("Fine-tuning budget per section. Measured on the shared 2-core machine (other jobs running).\n")
+if os.path.exists(f"{out}/header.md"):
+    # A section measured under another protocol (run.sh SPLIT=test) states its own.
+    with open(f"{out}/header.md") as f:
+        print(f.read().strip() + "\n")
+else:
+    print("LIMIT (4 000 unless a section says otherwise) seeded Fashion-MNIST training images as calibration")
+    print("data, half of them (`--validation 0.5`) the validation split every choice is made on; LIMIT")
+    print("seeded test images held out and measured once per file; seed 1, one seed, nothing tuned on the")
+    print("held-out images. Drops in percentage points below the full-precision model on the same held-out")
+    print("images; the interval is the binarized accuracy's Wilson 95 % interval. A budget trial meets")
+    print("`--max-drop 1` when the upper one-sided 95 % bound of its validation drop (\"bound\") is ≤ 1 pp.")
+    print("Fine-tuning budget per section. Measured on the shared 2-core machine (other jobs running).\n")
 
 def timing(path):
     try:
