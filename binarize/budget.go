@@ -94,6 +94,11 @@ type Trial struct {
 	// (the sensitivities overstate a fine-tuned file's loss). Neither for the last trial.
 	Relaxed   string
 	Tightened bool
+	// Widened says the next trial puts every weight on its widest grid after a miss,
+	// because relaxing one weight would have predicted a file at least that large:
+	// fine-tuning the float weights of a mostly float configuration can change more
+	// predictions than a uniformly quantized one loses (fmnist-resnet, README).
+	Widened bool
 	// Scale is the factor the constraint's allowance was multiplied by in the selection.
 	Scale   float64
 	Seconds float64
@@ -203,6 +208,7 @@ func Budget(ctx context.Context, model *onnxio.Model, data Data, o Options, bo B
 		}
 	}
 	cfg := sel.choose(bo.TargetSize)
+	widest, widened := sel.widest(), false
 	out := &BudgetResult{Analysis: a, Chosen: -1}
 	run := o
 	run.Output, run.Verify = "", nil
@@ -223,15 +229,21 @@ func Budget(ctx context.Context, model *onnxio.Model, data Data, o Options, bo B
 			sel.scale *= 2
 			next = sel.choose(bo.TargetSize)
 			out.Trials[k].Tightened = true
-		} else if i := sel.relax(next); i >= 0 {
+		} else if i := sel.relax(next); i >= 0 && (widened || sel.predictBytes(next) < sel.predictBytes(widest) || slices.Equal(cfg, widest)) {
 			out.Trials[k].Relaxed = a.Layers[i].Name
 			sel.reasons[i] = fmt.Sprintf("relaxed after trial %d missed %v", k+1, t.Missed)
+		} else if i >= 0 {
+			next, widened = widest.clone(), true
+			out.Trials[k].Widened = true
+			for j := range sel.reasons {
+				sel.reasons[j] = fmt.Sprintf("widest grid after trial %d missed %v", k+1, t.Missed)
+			}
 		}
 		// Only a configuration smaller than the best file that met is worth a trial.
 		worth := !slices.Equal(next, cfg) &&
 			(out.Chosen < 0 || sel.predictBytes(next) < sel.predictBytes(config(out.Trials[out.Chosen].grids())))
 		if !worth {
-			out.Trials[k].Relaxed, out.Trials[k].Tightened = "", false
+			out.Trials[k].Relaxed, out.Trials[k].Tightened, out.Trials[k].Widened = "", false, false
 		}
 		if bo.Trial != nil {
 			bo.Trial(out.Trials[k])
@@ -439,6 +451,17 @@ func (s *selection) why(i int, g network.Grid) string {
 		return "full precision: no grid fit the budget left" + smaller + scaled
 	}
 	return fmt.Sprintf("%s: predicted %s alone%s%s", g, unit(g), smaller, scaled)
+}
+
+// widest puts every layer on its largest candidate grid (int8 among the defaults).
+func (s *selection) widest() config {
+	cfg := make(config, len(s.grids))
+	for i, gs := range s.grids {
+		if len(gs) > 0 {
+			cfg[i] = gs[len(gs)-1]
+		}
+	}
+	return cfg
 }
 
 // relax moves the quantized layer with the largest predicted loss (bytes breaking ties

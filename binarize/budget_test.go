@@ -207,17 +207,7 @@ func TestBudgetKeepsSensitiveLayer(t *testing.T) {
 // the most sensitive by the prediction, one grid up, the files growing, until a trial
 // meets the budget; the chosen file is the smallest that met.
 func TestBudgetRetries(t *testing.T) {
-	m := chainModel(1)
-	d := chainData(t, m, 800)
-	o := chainOptions()
-	a, err := Analyze(context.Background(), m, Data{Calib: d}, o, AnalyzeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := a.Layer("b")
-	for k := range b.Grids {
-		b.Grids[k].Loss, b.Grids[k].Score.Accuracy = 0.005, 0.995
-	}
+	m, d, o, a := chainWithLies(t, "b")
 	drop := 0.02 // what 200 validation samples can confirm (TestBudgetKeepsSensitiveLayer)
 	res, err := Budget(context.Background(), m, Data{Calib: d}, o, BudgetOptions{Constraint: Constraint{MaxDrop: &drop}, Analysis: a, MaxTrials: 8})
 	if err != nil {
@@ -478,4 +468,57 @@ func TestBudgetMargin(t *testing.T) {
 	if b := me.Trials[0].DropBound; b <= drop || me.Trials[0].Met {
 		t.Errorf("at 95 %%: bound %v, met %v; want a bound over 1 pp and a miss", b, me.Trials[0].Met)
 	}
+}
+
+// TestBudgetWidens: when relaxing the weight at fault after a miss would predict a file at
+// least as large as every weight on its widest grid, the next trial is that uniform
+// configuration instead. Sensitivities that keep a in float (a lie: it is ±1) and call b
+// cheap on the binary grid (a lie) make trial 1 miss with a in float; relaxing b would keep
+// a's float bytes, more than a, b and c at int8 together, so trial 2 is all int8 and meets.
+// TestBudgetRetries is the control: there no weight is in float and relaxing wins.
+func TestBudgetWidens(t *testing.T) {
+	m, d, o, a := chainWithLies(t, "b")
+	la, _ := a.Layer("a")
+	for k := range la.Grids {
+		la.Grids[k].Loss, la.Grids[k].Score.Accuracy = 0.5, 0.5
+	}
+	drop := 0.02
+	res, err := Budget(context.Background(), m, Data{Calib: d}, o, BudgetOptions{Constraint: Constraint{MaxDrop: &drop}, Analysis: a, MaxTrials: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Trials) < 2 {
+		t.Fatalf("%d trial(s), want a miss and a widened retry", len(res.Trials))
+	}
+	first, second := res.Trials[0], res.Trials[1]
+	if first.Met || first.Choices[0].Grid != "" || first.Choices[1].Grid != network.Binary || !first.Widened || first.Relaxed != "" {
+		t.Fatalf("trial 1: met %v, a on %q, b on %q, widened %v, relaxed %q; want a miss with a in float and b binary, then widening",
+			first.Met, first.Choices[0].Grid, first.Choices[1].Grid, first.Widened, first.Relaxed)
+	}
+	for _, ch := range second.Choices {
+		if ch.Grid != network.Int8 {
+			t.Errorf("trial 2: %s on %q, want every weight on int8 (the widest grid)", ch.Weight, ch.Grid)
+		}
+	}
+	if !second.Met || res.Chosen != 1 {
+		t.Errorf("trial 2 met %v, chosen trial %d; want the all-int8 trial chosen", second.Met, res.Chosen+1)
+	}
+}
+
+// chainWithLies returns the chain, its data, options and analysis, with the named layer's
+// sensitivities replaced by a lie: cheap (0.5 pp) on every grid.
+func chainWithLies(t *testing.T, cheap string) (*onnxio.Model, *memSet, Options, *Analysis) {
+	t.Helper()
+	m := chainModel(1)
+	d := chainData(t, m, 800)
+	o := chainOptions()
+	a, err := Analyze(context.Background(), m, Data{Calib: d}, o, AnalyzeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := a.Layer(cheap)
+	for k := range l.Grids {
+		l.Grids[k].Loss, l.Grids[k].Score.Accuracy = 0.005, 0.995
+	}
+	return m, d, o, a
 }

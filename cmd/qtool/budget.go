@@ -76,6 +76,7 @@ type trialJSON struct {
 	Missed         []string     `json:"missed,omitempty"`
 	Relaxed        string       `json:"relaxed,omitempty"`
 	Tightened      bool         `json:"tightened,omitempty"`
+	Widened        bool         `json:"widened,omitempty"`
 	AllowanceScale float64      `json:"allowance_scale"`
 	Seconds        float64      `json:"seconds"`
 }
@@ -92,7 +93,7 @@ func trialRecords(a *binarize.Analysis, ts []binarize.Trial) []trialJSON {
 	for i, t := range ts {
 		r := trialJSON{Trial: i + 1, PredictedBytes: t.PredictedBytes, FileBytes: t.FileBytes,
 			PredictedDrop: toPct(t.Predicted.Drop), Validation: scoreRecord(t.Validation), Met: t.Met, DropBound: toPct(t.DropBound),
-			Missed: t.Missed, Relaxed: t.Relaxed, Tightened: t.Tightened, AllowanceScale: t.Scale, Seconds: roundTo(t.Seconds, 3)}
+			Missed: t.Missed, Relaxed: t.Relaxed, Tightened: t.Tightened, Widened: t.Widened, AllowanceScale: t.Scale, Seconds: roundTo(t.Seconds, 3)}
 		if !math.IsInf(t.Predicted.SQNR, 0) {
 			v := roundTo(t.Predicted.SQNR, 3)
 			r.PredictedSQNR = &v
@@ -219,6 +220,8 @@ func writeTrials(w io.Writer, b *budgetJSON) {
 			next = "relax " + t.Relaxed
 		case t.Tightened:
 			next = "2× allowance"
+		case t.Widened:
+			next = "every weight on its widest grid"
 		}
 		fmt.Fprintf(tw, "%d\t%g×\t%d\t%.2f pp\t%s\t%v\t%s\t\n", t.Trial, t.AllowanceScale, t.FileBytes, t.PredictedDrop, vd, t.Met, next)
 	}
