@@ -32,6 +32,8 @@ SETTINGS = [
     ("keepdw-distill-T4", "new defaults + `--loss distill --temperature 4`"),
     ("ste-int8-distill", "`--algo ste --grid int8 --loss distill`"),
     ("ste-keepdw-distill-lr0.003", "new defaults + `--algo ste --loss distill --lr 0.003`"),
+    ("keepdw-lr0.05", "new defaults + `--lr 0.05`"),
+    ("keepdw-distill-lr0.05", "new defaults + `--loss distill --lr 0.05`"),
 ]
 
 

@@ -225,6 +225,8 @@ defaults-depthwise-tune)
 	tune_run fmnist-resnet keepdw-distill-T4 1 $DW --loss distill --temperature 4
 	tune_run fmnist-resnet ste-int8-distill 1 --algo ste --grid int8 --loss distill
 	tune_run fmnist-resnet ste-keepdw-distill-lr0.003 1 --algo ste $DW --loss distill --lr 0.003
+	tune_run fmnist-resnet keepdw-lr0.05 1 $DW --lr 0.05
+	tune_run fmnist-resnet keepdw-distill-lr0.05 1 $DW --loss distill --lr 0.05
 	for seed in 1 2 3; do
 		tune_run fmnist-resnet keepdw $seed $DW
 		tune_run fmnist-resnet keepdw-distill $seed $DW --loss distill
