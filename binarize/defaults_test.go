@@ -11,7 +11,7 @@ import (
 	"github.com/qtool/qtool/onnxio"
 )
 
-// TestDefaultSelection: by default the first and last weights stay in full precision and
+// TestDefaultSelection: by default the first, last and depthwise weights stay in full precision and
 // each binarized weight gets ±1 where a normalisation follows it, ±α per channel
 // elsewhere; Keep {KeepNone} binarizes every weight (the paper's setting). A model of
 // two weights keeps none of them by default, while asking for first and last explicitly
@@ -53,6 +53,20 @@ func TestDefaultSelection(t *testing.T) {
 	names, grids := targets(cnn, all)
 	if last := len(names) - 1; grids[0] != network.Binary || grids[last] != network.BinaryChannel {
 		t.Errorf("fmnist-cnn, every weight on auto: %v on %v, want the BatchNorm-followed convolutions on ±1 and the last Gemm on ±α", names, grids)
+	}
+	// fmnist-resnet's depthwise convolutions (PyTorch's groups = in_channels, the
+	// [C, 1, 3, 3] weights named dw) stay in float by default, its other inner weights do
+	// not; keeping first and last only binarizes them.
+	resnet := load("fmnist-resnet.onnx")
+	inner := []string{"block1.conv1.weight", "block1.pw.weight", "block1.short.weight", "block2.pw.weight",
+		"block3.conv1.weight", "block3.pw.weight", "block3.short.weight"}
+	if names, _ := targets(resnet, d); !slices.Equal(names, inner) {
+		t.Errorf("fmnist-resnet by default: %v, want %v", names, inner)
+	}
+	endsOnly := d
+	endsOnly.Selection.Keep = []string{"first", "last"}
+	if names, _ := targets(resnet, endsOnly); len(names) != len(inner)+3 || !slices.Contains(names, "block2.dw.weight") {
+		t.Errorf("fmnist-resnet keeping first and last: %v, want the depthwise weights too", names)
 	}
 	digits := load("digits-mlp.onnx")
 	if names, _ := targets(digits, d); len(names) != 2 {

@@ -74,3 +74,28 @@ func TestEndsRewired(t *testing.T) {
 		t.Errorf("last %v, want %v", last, want)
 	}
 }
+
+// TestKeepDepthwise: "depthwise" keeps the weights of the convolutions PyTorch built with
+// groups = in_channels (testdata/grouped.py: dw, and dw_mult with two outputs per input
+// channel) and nothing else; the grouped convolution with two input channels per group
+// (the negative control) stays targeted, as do the ungrouped ones, and "first"/"last"
+// combine with it.
+func TestKeepDepthwise(t *testing.T) {
+	m, err := onnxio.Load("testdata/grouped.onnx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		keep []string
+		want []string
+	}{
+		{[]string{"depthwise"}, []string{"stem.weight", "grouped.weight", "pw.weight", "fc.weight"}},
+		{[]string{"first", "last", "depthwise"}, []string{"grouped.weight", "pw.weight"}},
+		{nil, []string{"stem.weight", "dw.weight", "grouped.weight", "dw_mult.weight", "pw.weight", "fc.weight"}},
+	}
+	for _, c := range cases {
+		if got := targetNames(t, m, Selection{Keep: c.keep}); !slices.Equal(got, c.want) {
+			t.Errorf("keep %v: targets %v, want %v", c.keep, got, c.want)
+		}
+	}
+}

@@ -129,9 +129,28 @@ type Target struct {
 // Keep may also hold "first" and "last": the weights that some path from a graph input
 // meets before any other weight, and those that some path to a graph output meets after
 // every other (see ends: several for a network with several inputs or heads, both
-// branches of an If). The zero Selection targets every weight.
+// branches of an If), and "depthwise": every depthwise convolution's weight (see
+// depthwise). The zero Selection targets every weight.
 type Selection struct {
 	Keep, Only []string
+}
+
+// depthwise reports whether n, reading weight dims, is a depthwise convolution: a Conv
+// of more than one group whose every output channel reads one input channel (weight
+// [M, 1, k…]). Its ±1 kernel has no sum over input channels to average the signs' error
+// (2⁹ patterns per 3×3 channel), and neither PGD nor ADMM-Q at ρ̄ = 1 flips a sign of it
+// (issue 15: keeping fmnist-resnet's three depthwise weights, 3.5 % of its binarized
+// weights, raised ADMM-Q's validation accuracy from 86.5 to 89.9 %, seed 1).
+func depthwise(n *onnxpb.NodeProto, dims []int64) bool {
+	if n.GetOpType() != "Conv" || len(dims) < 3 || dims[1] != 1 {
+		return false
+	}
+	for _, a := range n.GetAttribute() {
+		if a.GetName() == "group" {
+			return a.GetI() > 1
+		}
+	}
+	return false
 }
 
 // SelectionError reports a Selection that does not fit the model: a name that is no
@@ -176,6 +195,12 @@ func Targets(m *onnxio.Model, g Grid, sel Selection) ([]Target, error) {
 	}
 	for _, k := range sel.Keep {
 		switch k {
+		case "depthwise":
+			for _, w := range order {
+				if p, ok := m.Param(w); ok && depthwise(roles[w].Use.Node, p.Tensor.GetDims()) {
+					keep[w] = true
+				}
+			}
 		case "first":
 			for _, w := range first {
 				keep[w] = true

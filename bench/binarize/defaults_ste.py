@@ -5,53 +5,28 @@ the held-out means, STE − ADMM-Q with its paired 95 % t interval over the seed
 per-run choice between ADMM-Q and STE on the validation split would export (computed from the
 two runs of each seed: the one with the higher validation accuracy, ADMM-Q on a tie).
 Usage: defaults_ste.py [DIR]"""
-import json
 import os
 import sys
 
+from defaults_runs import compare_runs, interval, mean, read_run, std
+
 d = sys.argv[1] if len(sys.argv) > 1 else "docs/results/defaults"
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776}  # t(0.975; n−1)
 ALGOS = ["pgd", "i-admm-q", "ste"]
-
-
-def validation(history):
-    """The validation accuracy of the exported (best) iterate."""
-    best = [x for x in history if x.get("best")]
-    return (best[0] if best else history[-1])["accuracy_pct"]
 
 
 def runs(net):
     """{(algo, seed): (validation, held-out)} and the full-precision accuracy."""
-    out, fp = {}, None
-    path = os.path.join(d, net, "compare.json")
-    if os.path.exists(path):
-        c = json.load(open(path))
-        fp = c["fp_accuracy_pct"]
-        for row in c["rows"]:
-            for r in row["runs"]:
-                out[(row["algo"], r["seed"])] = (validation(r["history"]), r["accuracy_pct"])
+    out, fp = compare_runs(d, net)
     short = net.replace("fmnist-", "")
     for a in ALGOS:
         for seed in [1, 2, 3]:
             for f in [os.path.join(d, "%s-%s-%d.json" % (short, a, seed)),
                       os.path.join(d, "tune", "%s-%s-%d.json" % (net, a, seed))]:
-                if (a, seed) in out or not os.path.exists(f) or os.path.getsize(f) == 0:
+                r = read_run(f)
+                if (a, seed) in out or r is None:
                     continue
-                j = json.load(open(f))
-                fp = j["fp_accuracy_pct"]
-                out[(a, seed)] = (validation(j["history"]), j["binary_accuracy_pct"])
+                out[(a, seed)], fp = r[:2], r[2]
     return out, fp
-
-
-mean = lambda v: sum(v) / len(v)
-std = lambda v: (sum((x - mean(v)) ** 2 for x in v) / (len(v) - 1)) ** 0.5 if len(v) > 1 else 0.0
-
-
-def interval(diffs):
-    if len(diffs) < 2:
-        return "no interval (1 seed)"
-    h = T975[len(diffs) - 1] * std(diffs) / len(diffs) ** 0.5
-    return "[%+.2f, %+.2f]" % (mean(diffs) - h, mean(diffs) + h)
 
 
 print("Per seed: validation accuracy of the exported iterate / held-out accuracy (%).\n")
