@@ -1,7 +1,7 @@
 #!/bin/sh
 # Reproduces docs/results/budget: `binarize --budget --max-drop 1` on fmnist-cnn and
 # fmnist-resnet against all-binary (--grid auto --keep none), int8 (--keep none) and the
-# hand-picked "keep first and last" (the defaults), every run with the same training budget,
+# hand-picked "keep first and last" (`--keep first,last`; the defaults also keep depthwise convolutions), every run with the same training budget,
 # and the sensitivity plots.
 # Usage: [RUNS="analyze budget ..."] [LIMIT=N] [BUDGET=FLAGS] [EXTRA_BUDGET=FLAGS] bench/budget/run.sh [MODEL...]
 # (default: fmnist-cnn fmnist-resnet; RUNS: analyze budget binary int8 keep-first-last).

@@ -7,7 +7,7 @@ import sys
 out = sys.argv[1]
 runs = [("budget", "`--budget --max-drop 1`"), ("binary", "all binary (`--grid auto --keep none`)"),
         ("int8", "all int8 (`--grid int8 --keep none`)"),
-        ("keep-first-last", "`--keep first,last` (the defaults: `--grid auto`, kept weights at `--lr` × mean \\|w\\|)")]
+        ("keep-first-last", "`--keep first,last` (`--grid auto`, kept weights at `--lr` × mean \\|w\\|)")]
 print("# Binarizing to a budget (bench/budget/run.sh)\n")
 if os.path.exists(f"{out}/header.md"):
     # A section measured under another protocol (run.sh SPLIT=test) states its own.
