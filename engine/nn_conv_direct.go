@@ -41,7 +41,6 @@ type convWork struct {
 	gpad     []float32 // padded output gradient of one image (input gradient path)
 	gpadFor  padGeom   // the layout gpad's zero padding was made for
 	xpad     []float32 // padded images of one block (implicit im2col)
-	wide     []float32 // output planes of one block and group in padded-width rows (convPad.wide)
 	padFor   padGeom   // the layout xpad's zero padding was made for
 	pan      []convPanel
 }
@@ -376,13 +375,8 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 		tab = k.tab.table(g) // built here, read-only in the workers
 	}
 	npan := (O + 15) / 16
-	wide, wn, wO := false, 0, 0
 	if pad != nil {
 		npan = g.out[1] * ((g.out[2] + 15) / 16)
-		wide, wn, wO = pad.wide()
-		if wide {
-			npan = (wn + 15) / 16
-		}
 	}
 	G := min(1+npan%2, d.N) // two images when one has an odd number of panels
 	blocks := (d.N + G - 1) / G
@@ -403,9 +397,6 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 			if n := G * d.Cg * pad.size; len(work[i].xpad) < n || work[i].padFor != pad.geom {
 				work[i].xpad = make([]float32, n)
 				work[i].padFor = pad.geom
-			}
-			if wide {
-				work[i].wide = nnGrow(work[i].wide, G*d.Mg*wO)
 			}
 		case s2 != nil:
 			// The plan writes only the entries that read the image; the rest stays
@@ -468,14 +459,10 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 					if pad != nil {
 						po := (i - i0) * d.Cg * pad.size
 						pad.fill(wr.xpad[po:po+d.Cg*pad.size], x[xo:xo+d.Cg*isz], d.Cg)
-						src, offs = wr.xpad, &pad.offs
-						if wide {
-							wr.pan = panels(wr.pan, po, (i-i0)*d.Mg*wO, wn)
-							continue
-						}
 						for o1 := 0; o1 < g.out[1]; o1++ {
 							wr.pan = panels(wr.pan, po+o1*pad.w, yo+o1*g.out[2], g.out[2])
 						}
+						src, offs = wr.xpad, &pad.offs
 						continue
 					}
 					if s2 != nil {
@@ -502,19 +489,7 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 				if bp != nil {
 					bs = bp[grp*RB*8+r0 : (grp+1)*RB*8]
 				}
-				mdst, ldc := dst[r0*O:], O
-				if wide {
-					// The residual goes in with the products; the padding columns'
-					// outputs are computed and never copied out.
-					if flags&tileAdd != 0 {
-						pad.wideCopy(wr.wide, dst, i1-i0, d.Mg, r0, r1, ((i0-base)*d.M+grp*d.Mg)*O, d.M*O, true)
-					}
-					mdst, ldc = wr.wide[r0*wO:], wO
-				}
-				wr.multiply(CgK, r1-r0, c.wp[(grp*RB+r0/8)*CgK*8:(grp+1)*RB*CgK*8], bs, src, ldb, offs, mdst, ldc, wr.pan, flags, tact)
-				if wide {
-					pad.wideCopy(wr.wide, dst, i1-i0, d.Mg, r0, r1, ((i0-base)*d.M+grp*d.Mg)*O, d.M*O, false)
-				}
+				wr.multiply(CgK, r1-r0, c.wp[(grp*RB+r0/8)*CgK*8:(grp+1)*RB*CgK*8], bs, src, ldb, offs, dst[r0*O:], O, wr.pan, flags, tact)
 			}
 			yb := dst[(i0-base)*d.M*O : (i1-base)*d.M*O]
 			if act != nil && !inKernel {
