@@ -29,11 +29,13 @@ func convDirectOK() bool { return convTileOK() || convTileAVX2OK() }
 // take the same FMAs in the same order) with convTile4AVX2 making each panel four
 // rows at a time; convTileGeneric itself where the CPU lacks AVX2 or FMA.
 func convTileAVX2(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int, offs *tileOffs, act *tileAct) {
-	if !convTileAVX2OK() {
+	// Packed lanes (tilePack) have no AVX2 form: the direct path asks for them only
+	// with AVX-512.
+	if !convTileAVX2OK() || flags&tilePack != 0 {
 		convTileGeneric(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb, offs, act)
 		return
 	}
-	convTileCheck(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, nrb, offs)
+	convTileCheck(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb, offs)
 	var t tileAct
 	if act != nil {
 		t = *act

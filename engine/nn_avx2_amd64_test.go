@@ -73,11 +73,7 @@ func TestConvTileAVX2(t *testing.T) {
 		}
 		var offs *tileOffs
 		if trial%2 == 1 {
-			offs = &tileOffs{off: make([]int64, k)}
-			for i := range offs.off {
-				offs.off[i] = 4 * int64(r.IntN(len(b0)-15))
-				offs.max = max(offs.max, offs.off[i])
-			}
+			offs = randTileOffs(r, k, len(b0))
 		}
 		g0, g1 := append([]float32(nil), c0...), append([]float32(nil), c1...)
 		convTileAVX2(k, a, b0, b1, ldb, c0, c1, ldc, bias, masks[0], masks[1], flags, nrb, offs, tact)

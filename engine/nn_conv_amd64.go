@@ -5,6 +5,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"math/bits"
 
 	"golang.org/x/sys/cpu"
 )
@@ -13,7 +14,7 @@ import (
 // for CPUs with AVX-512F.
 //
 //go:noescape
-func convTileAVX512(k int, a, b0, b1 *float32, ldb int, c0, c1 *float32, ldc int, bias *float32, m0, m1 uint64, flags, nrb int, offs *int64, lo, hi int32, sa, sb float32)
+func convTileAVX512(k int, a, b0, b1 *float32, ldb int, c0, c1 *float32, ldc int, bias *float32, m0, m1 uint64, flags, nrb int, offs *int64, lo, hi int32, sa, sb float32, s0, s1 uint64)
 
 // convTileOK reports whether the CPU and the operating system support AVX-512F
 // (x/sys/cpu checks both the CPU flag and that the OS saves the zmm and mask registers).
@@ -25,7 +26,7 @@ func convTile(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bi
 		convTileAVX2(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb, offs, act)
 		return
 	}
-	convTileCheck(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, nrb, offs)
+	convTileCheck(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb, offs)
 	if nrb == 0 {
 		return
 	}
@@ -41,7 +42,11 @@ func convTile(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bi
 	if act != nil {
 		t = *act
 	}
-	convTileAVX512(k, &a[0], &b0[0], &b1[0], ldb, &c0[0], &c1[0], ldc, bp, m0, m1, flags|t.flags, nrb, op, t.lo, t.hi, t.a, t.b)
+	s0, s1 := m0, m1 // the lanes stored
+	if flags&tilePack != 0 {
+		s0, s1 = laneMask(bits.OnesCount64(m0)), laneMask(bits.OnesCount64(m1))
+	}
+	convTileAVX512(k, &a[0], &b0[0], &b1[0], ldb, &c0[0], &c1[0], ldc, bp, m0, m1, flags|t.flags, nrb, op, t.lo, t.hi, t.a, t.b, s0, s1)
 }
 
 // dw3x3AVX512 makes one output plane of a 3×3 "same" depthwise convolution (see

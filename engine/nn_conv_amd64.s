@@ -47,13 +47,15 @@
 	f(Z0) ; f(Z1) ; f(Z2) ; f(Z3) ; f(Z4) ; f(Z5) ; f(Z6) ; f(Z7) ; \
 	f(Z8) ; f(Z9) ; f(Z10) ; f(Z11) ; f(Z12) ; f(Z13) ; f(Z14) ; f(Z15)
 
-// func convTileAVX512(k int, a, b0, b1 *float32, ldb int, c0, c1 *float32, ldc int, bias *float32, m0, m1 uint64, flags, nrb int, offs *int64, lo, hi int32, sa, sb float32)
+// func convTileAVX512(k int, a, b0, b1 *float32, ldb int, c0, c1 *float32, ldc int, bias *float32, m0, m1 uint64, flags, nrb int, offs *int64, lo, hi int32, sa, sb float32, s0, s1 uint64)
 //
 // Accumulators: row r of the tile lives in Z(2r) (panel 0) and Z(2r+1) (panel 1). The
 // outer loop runs nrb row blocks: a, c0, c1 and bias continue where the last block ended.
 // With offs non-nil, row i of b0 and b1 starts offs[i] bytes after them instead of
-// i·ldb values.
-TEXT ·convTileAVX512(SB), NOSPLIT, $0-128
+// i·ldb values. With tilePack (16) in flags, C holds the lanes of m0 and m1 packed: C is
+// read by VEXPANDPS and written by VCOMPRESSPS then a store of the s0 (s1) lanes, the
+// first popcount(m0) (m1).
+TEXT ·convTileAVX512(SB), NOSPLIT, $0-144
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), AX
 	MOVQ b0+16(FP), SI
@@ -69,6 +71,10 @@ TEXT ·convTileAVX512(SB), NOSPLIT, $0-128
 	KMOVW BX, K1
 	MOVQ m1+80(FP), BX
 	KMOVW BX, K2
+	MOVQ s0+128(FP), BX
+	KMOVW BX, K5
+	MOVQ s1+136(FP), BX
+	KMOVW BX, K6
 	MOVQ flags+88(FP), R13
 	MOVQ nrb+96(FP), DX
 	// Activation constants: the key mask, the bounds (Clip keys, or 0 and the bits of 1
@@ -123,6 +129,8 @@ zero:
 loadc:
 	MOVQ R9, R14
 	MOVQ R10, R15
+	TESTQ $16, R13
+	JNZ  loadcp
 	VMOVUPS.Z (R14), K1, Z0
 	VMOVUPS.Z (R15), K2, Z1
 	ADDQ R11, R14
@@ -153,6 +161,42 @@ loadc:
 	ADDQ R11, R15
 	VMOVUPS.Z (R14), K1, Z14
 	VMOVUPS.Z (R15), K2, Z15
+	JMP  addbias
+
+loadcp:
+	VEXPANDPS.Z (R14), K1, Z0
+	VEXPANDPS.Z (R15), K2, Z1
+	ADDQ R11, R14
+	ADDQ R11, R15
+	VEXPANDPS.Z (R14), K1, Z2
+	VEXPANDPS.Z (R15), K2, Z3
+	ADDQ R11, R14
+	ADDQ R11, R15
+	VEXPANDPS.Z (R14), K1, Z4
+	VEXPANDPS.Z (R15), K2, Z5
+	ADDQ R11, R14
+	ADDQ R11, R15
+	VEXPANDPS.Z (R14), K1, Z6
+	VEXPANDPS.Z (R15), K2, Z7
+	ADDQ R11, R14
+	ADDQ R11, R15
+	VEXPANDPS.Z (R14), K1, Z8
+	VEXPANDPS.Z (R15), K2, Z9
+	ADDQ R11, R14
+	ADDQ R11, R15
+	VEXPANDPS.Z (R14), K1, Z10
+	VEXPANDPS.Z (R15), K2, Z11
+	ADDQ R11, R14
+	ADDQ R11, R15
+	VEXPANDPS.Z (R14), K1, Z12
+	VEXPANDPS.Z (R15), K2, Z13
+	ADDQ R11, R14
+	ADDQ R11, R15
+	VEXPANDPS.Z (R14), K1, Z14
+	VEXPANDPS.Z (R15), K2, Z15
+	JMP  addbias
+
+addbias:
 	// With a bias as well, add it to what C held.
 	TESTQ R12, R12
 	JZ   start
@@ -262,50 +306,70 @@ done:
 	JNZ  clip
 	TESTQ $8, R13
 	JNZ  swish
-	JMP  store
+	JMP  pack
 
 relu:
 	TILEACT(RELU)
-	JMP  store
+	JMP  pack
 
 clip:
 	TILEACT(CLIP)
-	JMP  store
+	JMP  pack
 
 swish:
 	TILEACT(SWISH)
 
+pack:
+	TESTQ $16, R13
+	JZ   store
+	VCOMPRESSPS Z0, K1, Z0
+	VCOMPRESSPS Z1, K2, Z1
+	VCOMPRESSPS Z2, K1, Z2
+	VCOMPRESSPS Z3, K2, Z3
+	VCOMPRESSPS Z4, K1, Z4
+	VCOMPRESSPS Z5, K2, Z5
+	VCOMPRESSPS Z6, K1, Z6
+	VCOMPRESSPS Z7, K2, Z7
+	VCOMPRESSPS Z8, K1, Z8
+	VCOMPRESSPS Z9, K2, Z9
+	VCOMPRESSPS Z10, K1, Z10
+	VCOMPRESSPS Z11, K2, Z11
+	VCOMPRESSPS Z12, K1, Z12
+	VCOMPRESSPS Z13, K2, Z13
+	VCOMPRESSPS Z14, K1, Z14
+	VCOMPRESSPS Z15, K2, Z15
+
 store:
-	VMOVUPS Z0, K1, (R9)
-	VMOVUPS Z1, K2, (R10)
+	VMOVUPS Z0, K5, (R9)
+	VMOVUPS Z1, K6, (R10)
 	ADDQ R11, R9
 	ADDQ R11, R10
-	VMOVUPS Z2, K1, (R9)
-	VMOVUPS Z3, K2, (R10)
+	VMOVUPS Z2, K5, (R9)
+	VMOVUPS Z3, K6, (R10)
 	ADDQ R11, R9
 	ADDQ R11, R10
-	VMOVUPS Z4, K1, (R9)
-	VMOVUPS Z5, K2, (R10)
+	VMOVUPS Z4, K5, (R9)
+	VMOVUPS Z5, K6, (R10)
 	ADDQ R11, R9
 	ADDQ R11, R10
-	VMOVUPS Z6, K1, (R9)
-	VMOVUPS Z7, K2, (R10)
+	VMOVUPS Z6, K5, (R9)
+	VMOVUPS Z7, K6, (R10)
 	ADDQ R11, R9
 	ADDQ R11, R10
-	VMOVUPS Z8, K1, (R9)
-	VMOVUPS Z9, K2, (R10)
+	VMOVUPS Z8, K5, (R9)
+	VMOVUPS Z9, K6, (R10)
 	ADDQ R11, R9
 	ADDQ R11, R10
-	VMOVUPS Z10, K1, (R9)
-	VMOVUPS Z11, K2, (R10)
+	VMOVUPS Z10, K5, (R9)
+	VMOVUPS Z11, K6, (R10)
 	ADDQ R11, R9
 	ADDQ R11, R10
-	VMOVUPS Z12, K1, (R9)
-	VMOVUPS Z13, K2, (R10)
+	VMOVUPS Z12, K5, (R9)
+	VMOVUPS Z13, K6, (R10)
 	ADDQ R11, R9
 	ADDQ R11, R10
-	VMOVUPS Z14, K1, (R9)
-	VMOVUPS Z15, K2, (R10)
+	VMOVUPS Z14, K5, (R9)
+	VMOVUPS Z15, K6, (R10)
 	ADDQ R11, R9
 	ADDQ R11, R10
 	TESTQ R12, R12

@@ -193,17 +193,18 @@ func (w *convWork) tileRun(k int, a, b []float32, b0, b1, ldb int, offs *tileOff
 		return
 	}
 	t := w.tile[:8*32]
+	n0, n1 := tileLanes(tileStored(m0, flags)), tileLanes(tileStored(m1, flags))
 	if flags&tileAdd != 0 {
 		clear(t)
 		for r := 0; r < rows; r++ {
-			copy(t[r*32:r*32+16], c[c0+r*ldc:c0+r*ldc+tileLanes(m0)])
-			copy(t[r*32+16:r*32+32], c[c1+r*ldc:c1+r*ldc+tileLanes(m1)])
+			copy(t[r*32:r*32+16], c[c0+r*ldc:c0+r*ldc+n0])
+			copy(t[r*32+16:r*32+32], c[c1+r*ldc:c1+r*ldc+n1])
 		}
 	}
 	convTile(k, a, b[b0:], b[b1:], ldb, t, t[16:], 32, bias, m0, m1, flags, 1, offs, act)
 	for r := 0; r < rows; r++ {
-		copy(c[c0+r*ldc:c0+r*ldc+tileLanes(m0)], t[r*32:])
-		copy(c[c1+r*ldc:c1+r*ldc+tileLanes(m1)], t[r*32+16:])
+		copy(c[c0+r*ldc:c0+r*ldc+n0], t[r*32:])
+		copy(c[c1+r*ldc:c1+r*ldc+n1], t[r*32+16:])
 	}
 }
 
@@ -375,8 +376,12 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 		tab = k.tab.table(g) // built here, read-only in the workers
 	}
 	npan := (O + 15) / 16
+	packed := false
 	if pad != nil {
 		npan = g.out[1] * ((g.out[2] + 15) / 16)
+		if n := pad.packedPanels(); n < npan && convTileOK() {
+			npan, packed = n, true
+		}
 	}
 	G := min(1+npan%2, d.N) // two images when one has an odd number of panels
 	blocks := (d.N + G - 1) / G
@@ -459,6 +464,11 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 					if pad != nil {
 						po := (i - i0) * d.Cg * pad.size
 						pad.fill(wr.xpad[po:po+d.Cg*pad.size], x[xo:xo+d.Cg*isz], d.Cg)
+						if packed {
+							wr.pan = pad.panelsPacked(wr.pan, po, yo)
+							src, offs = wr.xpad, &pad.offs
+							continue
+						}
 						for o1 := 0; o1 < g.out[1]; o1++ {
 							wr.pan = panels(wr.pan, po+o1*pad.w, yo+o1*g.out[2], g.out[2])
 						}
@@ -489,7 +499,11 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 				if bp != nil {
 					bs = bp[grp*RB*8+r0 : (grp+1)*RB*8]
 				}
-				wr.multiply(CgK, r1-r0, c.wp[(grp*RB+r0/8)*CgK*8:(grp+1)*RB*CgK*8], bs, src, ldb, offs, dst[r0*O:], O, wr.pan, flags, tact)
+				mflags := flags
+				if packed {
+					mflags |= tilePack
+				}
+				wr.multiply(CgK, r1-r0, c.wp[(grp*RB+r0/8)*CgK*8:(grp+1)*RB*CgK*8], bs, src, ldb, offs, dst[r0*O:], O, wr.pan, mflags, tact)
 			}
 			yb := dst[(i0-base)*d.M*O : (i1-base)*d.M*O]
 			if act != nil && !inKernel {

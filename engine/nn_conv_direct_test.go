@@ -30,6 +30,12 @@ var directCases = append([]convCase{
 	{name: "padded_dil_asym", x: []int{3, 3, 16, 17}, w: []int{10, 3, 3, 2}, dil: []int{2, 1}, pads: []int{1, 0, 2, 1}, bias: true},
 	{name: "padded_group_odd_panels", x: []int{3, 4, 13, 13}, w: []int{6, 2, 3, 3}, group: 2, pads: []int{1, 1, 1, 1}, bias: true},
 	{name: "padded_wide", x: []int{2, 2, 5, 40}, w: []int{9, 2, 1, 5}, pads: []int{0, 2, 0, 2}},
+	// Rows of 27 outputs run as packed panels along the padded rows on AVX-512 CPUs
+	// (TestConvPanelsPacked): odd batch, groups, and one image whose output channels
+	// the workers split.
+	{name: "wide_rows_odd_batch", x: []int{3, 5, 27, 27}, w: []int{20, 5, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+	{name: "wide_rows_group", x: []int{2, 4, 27, 27}, w: []int{6, 2, 3, 3}, group: 2, pads: []int{1, 1, 1, 1}},
+	{name: "wide_rows_one_item_m37", x: []int{1, 5, 27, 27}, w: []int{37, 5, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 }, convCases...)
 
 // TestConvDirectMatchesGemm runs every case through the direct path and through im2col
@@ -244,6 +250,8 @@ func TestConvResidual(t *testing.T) {
 		{name: "padded_3x3", x: []int{2, 4, 14, 14}, w: []int{8, 4, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 		{name: "depthwise", x: []int{2, 6, 7, 7}, w: []int{6, 1, 3, 3}, group: 6, pads: []int{1, 1, 1, 1}, bias: true},
 		{name: "one_item_m37", x: []int{1, 5, 12, 14}, w: []int{37, 5, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+		{name: "wide_rows", x: []int{3, 4, 27, 27}, w: []int{13, 4, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+		{name: "wide_rows_one_item", x: []int{1, 4, 27, 27}, w: []int{24, 4, 3, 3}, pads: []int{1, 1, 1, 1}},
 	}
 	for _, c := range cases {
 		for _, noDirect := range []bool{false, true} {

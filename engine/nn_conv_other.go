@@ -75,3 +75,6 @@ func nnSumsFast() bool { return false }
 func nnSums(x, g []float32, mu, inv float32, mode int) (float64, float64) {
 	return nnSums16(x, g, mu, inv, mode)
 }
+
+// maxPoolRowsFast is false without the assembly: maxPoolRows runs in Go.
+func maxPoolRowsFast(g *nnGeom, t *poolTables, x, y []float32) bool { return false }

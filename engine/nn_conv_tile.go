@@ -25,12 +25,15 @@ import (
 // where init is bias[R] (zero when bias is nil), plus c_p[R·ldc + j] itself with tileAdd
 // (in that order: c + bias, rounded, then the products); the result then passes through the activation act when it is non-nil, computed
 // exactly as the Relu, Clip and HardSwish kernels compute it (see tileAct). Lanes whose
-// mask bit is clear are neither read nor written.
+// mask bit is clear are neither read nor written. With tilePack, lane j of C is instead
+// c_p[R·ldc + rank(j)], rank(j) the number of mask bits below j: the valid lanes lie
+// packed in C, as an output plane's pixels do when the panel runs along padded rows.
 const (
 	tileAdd   = 1
 	tileRelu  = 2
 	tileClip  = 4
 	tileSwish = 8
+	tilePack  = 16
 )
 
 // tileAct is an activation for the tile kernel and the depthwise planes, as dw3x3Flags
@@ -65,7 +68,7 @@ func (t *tileAct) apply(v float32) float32 {
 // convTileGeneric is the portable statement of the tile kernel's contract; the assembly
 // kernel is tested against it.
 func convTileGeneric(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int, offs *tileOffs, act *tileAct) {
-	convTileCheck(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, nrb, offs)
+	convTileCheck(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb, offs)
 	for _, pan := range [2]struct {
 		b, c []float32
 		m    uint64
@@ -76,12 +79,16 @@ func convTileGeneric(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc 
 				if pan.m&(1<<j) == 0 {
 					continue
 				}
+				cj := R*ldc + j
+				if flags&tilePack != 0 {
+					cj = R*ldc + bits.OnesCount64(pan.m&(1<<j-1))
+				}
 				var s float32
 				switch {
 				case flags&tileAdd != 0 && bias != nil:
-					s = pan.c[R*ldc+j] + bias[R]
+					s = pan.c[cj] + bias[R]
 				case flags&tileAdd != 0:
-					s = pan.c[R*ldc+j]
+					s = pan.c[cj]
 				case bias != nil:
 					s = bias[R]
 				}
@@ -95,7 +102,7 @@ func convTileGeneric(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc 
 				if act != nil {
 					s = act.apply(s)
 				}
-				pan.c[R*ldc+j] = s
+				pan.c[cj] = s
 			}
 		}
 	}
@@ -110,7 +117,7 @@ type tileOffs struct {
 
 // convTileCheck panics (the executor turns that into an error naming the node) when a
 // tile would reach outside one of its slices: the assembly kernel works on raw pointers.
-func convTileCheck(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, nrb int, offs *tileOffs) {
+func convTileCheck(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int, offs *tileOffs) {
 	bOK := tileFits(b0, k, ldb, m0) && tileFits(b1, k, ldb, m1)
 	if offs != nil {
 		bOK = len(offs.off) >= k && len(b0) > 0 && len(b1) > 0 && offs.max%4 == 0 &&
@@ -118,10 +125,19 @@ func convTileCheck(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc in
 			(m1 == 0 || k == 0 || int(offs.max/4)+bits.Len64(m1) <= len(b1))
 	}
 	if k < 0 || nrb < 0 || m0>>16 != 0 || m1>>16 != 0 || len(a) < 8*k*nrb || (bias != nil && len(bias) < 8*nrb) ||
-		!bOK || !tileFits(c0, 8*nrb, ldc, m0) || !tileFits(c1, 8*nrb, ldc, m1) {
+		!bOK || !tileFits(c0, 8*nrb, ldc, tileStored(m0, flags)) || !tileFits(c1, 8*nrb, ldc, tileStored(m1, flags)) {
 		panic(fmt.Sprintf("conv tile out of range: k=%d nrb=%d len(a)=%d ldb=%d ldc=%d masks %#x %#x lens %d %d %d %d",
 			k, nrb, len(a), ldb, ldc, m0, m1, len(b0), len(b1), len(c0), len(c1)))
 	}
+}
+
+// tileStored is the lanes of C that a panel of mask m reads and writes: m, or with
+// tilePack as many lanes from the first.
+func tileStored(m uint64, flags int) uint64 {
+	if flags&tilePack != 0 {
+		return laneMask(bits.OnesCount64(m))
+	}
+	return m
 }
 
 // tileFits reports whether rows 0..rows-1 at stride ld of the lanes in mask lie inside

@@ -424,6 +424,13 @@ func (g *nnGeom) rowsFirst() bool {
 // generic walk's per-element index arithmetic. Max is exact, so the order does not
 // change the result; NaN propagates as in poolMaxValues, whose max does the same.
 func maxPoolRows(g *nnGeom, t *poolTables, x, y []float32) {
+	if !maxPoolRowsFast(g, t, x, y) {
+		maxPoolRowsGo(g, t, x, y)
+	}
+}
+
+// maxPoolRowsGo is maxPoolRows in Go.
+func maxPoolRowsGo(g *nnGeom, t *poolTables, x, y []float32) {
 	var buf [maxPoolRowsMax]float32
 	W := g.in[2]
 	col := buf[:W]

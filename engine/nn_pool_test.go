@@ -294,7 +294,9 @@ func TestMaxPoolRows(t *testing.T) {
 	for k := 1; k <= 5; k++ {
 		for s := 1; s <= 3; s++ {
 			for p := 0; p <= min(2, k-1); p++ {
-				for _, hw := range [][2]int{{k, k}, {7, 9}, {12, 11}, {1, 13}} {
+				// The wider planes give the AVX-512 column pass of 3-wide stride-2
+				// windows (maxPoolRowsFast) whole blocks of 16 outputs and tails.
+				for _, hw := range [][2]int{{k, k}, {7, 9}, {12, 11}, {1, 13}, {5, 57}, {4, 66}, {3, 111}} {
 					H, W := max(hw[0], k-2*p), max(hw[1], k-2*p)
 					oh, ow := (H+2*p-k)/s+1, (W+2*p-k)/s+1
 					g := nnGeom{nd: 2, in: [nnMaxSpatial]int{1, H, W}, out: [nnMaxSpatial]int{1, oh, ow}, k: [nnMaxSpatial]int{1, k, k},

@@ -1,0 +1,86 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// The convolution shapes that dominate the CPU profiles of bench/realnets (ResNet-18 at
+// 224 px: 3×3 unit-stride layers; SqueezeNet 1.1: the fire modules' 1×1 squeeze and
+// expand layers and 3×3 expand layers), at batch 4, forward only, bias and Relu fused as
+// the exported models run them. Compare runs of two builds back to back:
+//
+//	go test ./engine -run '^$' -bench ConvShape -benchtime 20x
+func BenchmarkConvShape(b *testing.B) {
+	for _, s := range []struct {
+		name        string
+		C, M, HW, K int
+	}{
+		{"resnet3x3_64@56", 64, 64, 56, 3},
+		{"resnet3x3_128@28", 128, 128, 28, 3},
+		{"resnet3x3_256@14", 256, 256, 14, 3},
+		{"squeeze3x3_16to64@55", 16, 64, 55, 3},
+		{"squeeze3x3_32to128@27", 32, 128, 27, 3},
+		{"squeeze3x3_64to256@13", 64, 256, 13, 3},
+		{"squeeze1x1_128to16@55", 128, 16, 55, 1},
+		{"squeeze1x1_16to64@55", 16, 64, 55, 1},
+		{"squeeze1x1_512to64@13", 512, 64, 13, 1},
+	} {
+		b.Run(fmt.Sprintf("%s", s.name), func(b *testing.B) {
+			r := rand.New(rand.NewPCG(2, 2))
+			x, w := []int{4, s.C, s.HW, s.HW}, []int{s.M, s.C, s.K, s.K}
+			in := []*Tensor{nntRand(r, x, -1, 1), nntRand(r, w, -1, 1), nntRand(r, w[:1], -1, 1)}
+			p := int64(s.K / 2)
+			n := nntNode("Conv", 13, 3, 1, attrInts("pads", p, p, p, p), attrInts("kernel_shape", int64(s.K), int64(s.K)))
+			benchKernel(b, n, in, 2*float64(x[0]*s.M*s.C*s.K*s.K*s.HW*s.HW), false)
+		})
+	}
+}
+
+// BenchmarkConvTileKernel times the AVX-512 (or AVX2) tile kernel alone on ResNet-18's
+// 64@56 layer: 8 row blocks, k = 576, the weights streaming from L2 as in the layer.
+// "contiguous" reads B's rows one after the other (in L1); "taps" reads them through the
+// offset table from a padded 58-wide image, panel pair after panel pair along its rows,
+// as the implicit im2col does, the taps at column offsets 1 and 2 crossing cache lines;
+// "taps_aligned" gives every tap column offset 0, to price those split loads. GFLOP per
+// CPU-second counts all 32 lanes.
+func BenchmarkConvTileKernel(b *testing.B) {
+	const nrb, C, pw = 8, 64, 58
+	size, k := pw*58, C*9
+	for _, mode := range []string{"contiguous", "taps", "taps_aligned"} {
+		b.Run(mode, func(b *testing.B) {
+			if !convDirectOK() {
+				b.Skip("no AVX-512 or AVX2+FMA tile kernel on this CPU")
+			}
+			a := make([]float32, 8*k*nrb)
+			for i := range a {
+				a[i] = 1e-3
+			}
+			src := make([]float32, C*size+64)
+			var offs *tileOffs
+			if mode != "contiguous" {
+				offs = &tileOffs{off: make([]int64, k)}
+				for i := range offs.off {
+					ch, k1, k2 := i/9, i/3%3, i%3
+					if mode == "taps_aligned" {
+						k2 = 0
+					}
+					offs.off[i] = int64(4 * (ch*size + k1*pw + k2))
+					offs.max = max(offs.max, offs.off[i])
+				}
+			}
+			c := make([]float32, 8*nrb*32)
+			cpu := benchCPU()
+			for i := 0; b.Loop(); i++ {
+				po := 0
+				if offs != nil {
+					j := i % 112
+					po = j/2*pw + j%2*32
+				}
+				convTile(k, a, src[po:], src[po+16:], 32, c, c[16:], 32, nil, 0xffff, 0xffff, 0, nrb, offs, nil)
+			}
+			b.ReportMetric(float64(2*8*nrb*32*k)*float64(b.N)/(benchCPU()-cpu)/1e9, "GFLOP/cpu-s")
+		})
+	}
+}

@@ -1,0 +1,67 @@
+//go:build amd64 && !purego
+
+package engine
+
+import "math"
+
+// maxRowsAVX512 sets dst[j] to max(dst[j], src[j]) for j < n, as Go's max does.
+//
+//go:noescape
+func maxRowsAVX512(dst, src *float32, n int)
+
+// maxCols3s2AVX512 sets y[j] to max(max(col[2j], col[2j+1]), col[2j+2]) for j < n,
+// reading col up to 32·⌈n/16⌉ + 2 entries; idx holds VPERMT2PS's even and odd indices.
+//
+//go:noescape
+func maxCols3s2AVX512(col, y *float32, n int, idx *int32)
+
+// maxPoolEvenOdd are maxCols3s2AVX512's indices: the even entries of two registers, then
+// the odd ones.
+var maxPoolEvenOdd = func() (t [32]int32) {
+	for i := range 16 {
+		t[i], t[16+i] = int32(2*i), int32(2*i+1)
+	}
+	return t
+}()
+
+// maxPoolRowsFast is maxPoolRows in AVX-512 for windows 3 wide at column stride 2 (the
+// 3×3 stride-2 pools of ResNet, ShuffleNet and SqueezeNet), any number of rows: the
+// window rows' maxima column by column, 16 at a time, into a row that starts with pb
+// entries of −Inf and continues with −Inf past the input, then three of its entries
+// per output, gathered 16 outputs at a time. A window that the table clips at the
+// edges takes −Inf for its clipped columns, which is exactly what max over the rest
+// gives (−Inf loses to every value, NaN included). It reports false for the geometries
+// it does not take.
+func maxPoolRowsFast(g *nnGeom, t *poolTables, x, y []float32) bool {
+	W, ow, pb := g.in[2], g.out[2], g.pb[2]
+	var buf [maxPoolRowsMax + 96]float32
+	n := max(32*((ow+15)/16)+2, pb+W)
+	if !convTileOK() || g.k[2] != 3 || g.s[2] != 2 || pb > 2 || n > len(buf) || ow == 0 || W == 0 {
+		return false
+	}
+	if len(x) < g.in[1]*W || len(y) < g.out[1]*ow {
+		panic("max pool plane out of range")
+	}
+	col := buf[:n]
+	inf := float32(math.Inf(-1))
+	for i := range col {
+		col[i] = inf
+	}
+	for o1 := 0; o1 < g.out[1]; o1++ {
+		a1, b1 := t.lo[1][o1], t.hi[1][o1]
+		yr := y[o1*ow : (o1+1)*ow]
+		if a1 >= b1 {
+			for i := range yr {
+				yr[i] = inf
+			}
+			continue
+		}
+		s1 := o1*g.s[1] - g.pb[1]
+		copy(col[pb:pb+W], x[(s1+a1)*W:(s1+a1+1)*W])
+		for k1 := a1 + 1; k1 < b1; k1++ {
+			maxRowsAVX512(&col[pb], &x[(s1+k1)*W], W)
+		}
+		maxCols3s2AVX512(&col[0], &yr[0], ow, &maxPoolEvenOdd[0])
+	}
+	return true
+}
