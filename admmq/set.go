@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 )
@@ -248,11 +249,14 @@ func apply[T Float](s *Set, dst, src []T, l Layout) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	alphas := channelScales(s, src, outer, channels, inner)
 	var d2 float64
 	nan := false
 	for c := 0; c < channels; c++ {
 		alpha := s.spec.Alpha
-		if s.scale != ScaleFixed {
+		if alphas != nil {
+			alpha = alphas[c]
+		} else if s.scale != ScaleFixed {
 			alpha = groupScaleT(s, src, outer, channels, inner, c)
 		}
 		for o := 0; o < outer; o++ {
@@ -270,6 +274,33 @@ func apply[T Float](s *Set, dst, src []T, l Layout) (float64, error) {
 		return d2, fmt.Errorf("admmq: project onto %s set: %w", s.spec.Kind, ErrNaN)
 	}
 	return d2, nil
+}
+
+// channelScales returns every channel's α when they are worth fitting concurrently, else
+// nil (apply then fits each in its loop, without allocating). The sorting rules (the joint
+// ternary and uniform scales) cost n·log n or more per channel, most of a large tensor's
+// projection: their channels are fitted on up to GOMAXPROCS goroutines, each α from its
+// own channel alone, so the result does not depend on how many ran. Each reads only its
+// channel of src, which apply overwrites after all are done, so dst may alias src.
+func channelScales[T Float](s *Set, src []T, outer, channels, inner int) []float64 {
+	if s.scale != ScaleOptimal || s.spec.Kind == KindScaledBinary || len(src) < 1<<16 {
+		return nil
+	}
+	workers := min(runtime.GOMAXPROCS(0), channels)
+	if workers <= 1 {
+		return nil
+	}
+	alphas := make([]float64, channels)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for c := w; c < channels; c += workers {
+				alphas[c] = groupScaleT(s, src, outer, channels, inner, c)
+			}
+		})
+	}
+	wg.Wait()
+	return alphas
 }
 
 // groupScaleT returns the data-dependent α of channel c.

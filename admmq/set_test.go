@@ -599,3 +599,44 @@ func TestUniformJointScaleIntervals(t *testing.T) {
 		t.Logf("int%d: ScaleMax above the optimum on %d of %d draws; the optimum's squared error is %.1f %% lower on average", bits, missed, draws, 100*gain)
 	}
 }
+
+// TestProjectConcurrentScales: a tensor large enough for its channels' joint scales to be
+// fitted concurrently projects to the same bits on one goroutine and on four, into a
+// separate slice and in place.
+func TestProjectConcurrentScales(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const channels, inner = 37, 2048 // 75 776 elements: above the concurrency threshold
+	z := make([]float32, channels*inner)
+	for i := range z {
+		z[i] = float32(rng.NormFloat64() * (1 + float64(i%channels)))
+	}
+	l := Layout{Shape: []int{inner, channels}, Axis: 1}
+	for _, spec := range []Spec{
+		{Kind: KindTernary, Scale: ScaleOptimal, PerChannel: true},
+		{Kind: KindUniform, Bits: 4, Scale: ScaleOptimal, PerChannel: true},
+	} {
+		s := MustSet(spec)
+		project := func(procs int, inPlace bool) []float32 {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			dst := make([]float32, len(z))
+			src := z
+			if inPlace {
+				copy(dst, z)
+				src = dst
+			}
+			if err := s.Project32(dst, src, l); err != nil {
+				t.Fatal(err)
+			}
+			return dst
+		}
+		want := project(1, false)
+		for _, inPlace := range []bool{false, true} {
+			got := project(4, inPlace)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s, in place %v: element %d is %v on 4 goroutines, %v on one", spec.Kind, inPlace, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package binarize
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -521,4 +522,31 @@ func chainWithLies(t *testing.T, cheap string) (*onnxio.Model, *memSet, Options,
 		l.Grids[k].Loss, l.Grids[k].Score.Accuracy = 0.005, 0.995
 	}
 	return m, d, o, a
+}
+
+// TestBudgetUnrefined: with a learning rate that wrecks fine-tuning, a trial keeps the
+// configuration's bare projection, which the sensitivities measured and which meets the
+// budget, and says so (Trial.Unrefined). Three iterations, since ADMM-Q's first y is that
+// projection itself. The control: the same trial exporting its last iterate (LastIterate,
+// so no start is scored) misses.
+func TestBudgetUnrefined(t *testing.T) {
+	m := chainModel(1)
+	d := chainData(t, m, 800)
+	drop := 0.02
+	for _, last := range []bool{false, true} {
+		o := chainOptions()
+		o.LR, o.LastIterate, o.Iters = 50, last, 3
+		res, err := Budget(context.Background(), m, Data{Calib: d}, o, BudgetOptions{Constraint: Constraint{MaxDrop: &drop}, MaxTrials: 1})
+		var missed *BudgetMissedError
+		switch {
+		case !last && err != nil:
+			t.Fatalf("scoring the projection: %v", err)
+		case !last && (!res.Trials[0].Unrefined || !res.Trials[0].Met):
+			t.Fatalf("trial %+v: want the unrefined projection, meeting the budget", res.Trials[0])
+		case last && !errors.As(err, &missed):
+			t.Fatalf("last iterate at a wrecking rate: err %v, want a missed budget (the control)", err)
+		case last && missed.Trials[0].Unrefined:
+			t.Fatal("a trial without a scored start reports the unrefined projection")
+		}
+	}
 }

@@ -214,6 +214,10 @@ type Options struct {
 	BLAS      gblas.Float32
 	Workers   int
 	MaxMemory int64
+
+	// scoreStart makes the projection before fine-tuning a candidate iterate
+	// (network.Config.ScoreStart); Budget sets it for its trials.
+	scoreStart bool
 }
 
 // Defaults returns the options of `qtool binarize` without flags, every field explicit.
@@ -487,7 +491,7 @@ func (o Options) config(loss train.Loss) (network.Config, error) {
 		STEClip: true,
 	}
 	if !o.LastIterate {
-		cfg.Export = network.IterateBest
+		cfg.Export, cfg.ScoreStart = network.IterateBest, o.scoreStart
 	}
 	cfg.ScoreRecalibrated = !o.NoBNRecalib
 	// A tensor without gradient falls back to the grid's scale.

@@ -92,8 +92,13 @@ type Result struct {
 	// validation split), which the run's choices have seen.
 	ReportSplit Split
 	// Exported is the 1-based outer iteration whose state was exported: the one with the
-	// best validation score unless Options.LastIterate, or the last.
+	// best validation score unless Options.LastIterate, or the last; 0 when the projection
+	// of the starting weights, scored before the first iteration (Start), beat every
+	// fine-tuned iterate.
 	Exported int
+	// Start is the validation record of that projection (nil under Options.LastIterate or
+	// without a validation split).
+	Start *network.IterStats
 	// RhoScales is each target's factor on Options.Rho (network.Run.RhoScales): tensor t's
 	// ρ at iteration r is Rho.Rho(r)·RhoScales[t] (ADMM variants but ADMM-S).
 	RhoScales []float64
@@ -420,6 +425,7 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 		return nil, err
 	}
 	res.History = run.History()
+	res.Start = run.Start()
 	res.RhoScales = run.RhoScales()
 	ws, err := run.Finish(ctx, m, o.Grid, !o.NoBNRecalib)
 	res.Exported = run.Exported()

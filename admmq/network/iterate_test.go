@@ -347,3 +347,57 @@ func TestGradientRhoResume(t *testing.T) {
 		c.Rho = admmq.Schedule{Rho0: 1}
 	})
 }
+
+// TestBestIterateStart: under ScoreStart, y⁰ is scored before the first iteration. With a
+// learning rate that wrecks every fine-tuned iterate, iteration 0 is exported, and Finish
+// leaves every parameter bit for bit as a run that never iterated. Scoring it changes
+// nothing else: the history equals a run without ScoreStart's. At a sane learning rate a
+// fine-tuned iterate beats the bare projection and is exported instead (the control that
+// the start is not simply always chosen).
+func TestBestIterateStart(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		lr    float64
+		start bool // whether iteration 0 should win
+	}{{50, true}, {1e-2, false}} {
+		wreck := func(cfg *Config) {
+			cfg.Export, cfg.Schedule, cfg.Iters, cfg.InnerEpochs = IterateBest, train.Constant{LR: c.lr}, 2, 3
+			cfg.ScoreRecalibrated = true
+		}
+		withStart, g, m := newRunWith(t, Binary, func(cfg *Config) { wreck(cfg); cfg.ScoreStart = true })
+		if err := withStart.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		without, _, _ := newRunWith(t, Binary, wreck)
+		if err := without.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		st := withStart.Start()
+		if st == nil {
+			t.Fatal("Start() = nil under ScoreStart")
+		}
+		h, h2 := withStart.History(), without.History()
+		for i := range h {
+			a, b := h[i], h2[i]
+			a.Best, b.Best, a.Seconds, b.Seconds, a.StatSeconds, b.StatSeconds, a.TrainSeconds, b.TrainSeconds = false, false, 0, 0, 0, 0, 0, 0
+			if a != b {
+				t.Fatalf("lr %v, iteration %d differs with ScoreStart:\n%+v\n%+v", c.lr, i+1, a, b)
+			}
+		}
+		t.Logf("lr %v: start %.4f, iterations %.4f %.4f", c.lr, st.Accuracy, h[0].Accuracy, h[1].Accuracy)
+		if got := withStart.Exported() == 0; got != c.start || st.Best != c.start {
+			t.Fatalf("lr %v: Exported() = %d, Start().Best = %v; want iteration 0 exported: %v", c.lr, withStart.Exported(), st.Best, c.start)
+		}
+		if !c.start {
+			continue
+		}
+		if _, err := withStart.Finish(ctx, m, Binary, true); err != nil {
+			t.Fatal(err)
+		}
+		never, g2, m2 := newRunWith(t, Binary, wreck)
+		if _, err := never.Finish(ctx, m2, Binary, true); err != nil {
+			t.Fatal(err)
+		}
+		sameParams(t, g, g2)
+	}
+}

@@ -84,4 +84,5 @@ for m in ["fmnist-cnn", "fmnist-resnet", "mobilenet_v2-fmnist", "resnet18-fmnist
         for c in last["choices"]:
             print(f"| `{c['weight']}` | {c['grid']} | {c['bytes']} | {c['reason']} |")
         print()
-    print(f"Sensitivity plot: [{m}-sensitivity.png]({m}-sensitivity.png); analysis: {timing(f'{out}/{m}-analyze.log')}.\n")
+    if os.path.exists(f"{out}/{m}-analyze.log"):
+        print(f"Sensitivity plot: [{m}-sensitivity.png]({m}-sensitivity.png); analysis: {timing(f'{out}/{m}-analyze.log')}.\n")

@@ -243,6 +243,9 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 		ExportedIter: res.Exported, LastIterate: o.LastIterate,
 		Objective: res.Objective, Outputs: outputRecords(res.Binarized.Outputs),
 	}
+	if res.Start != nil {
+		sum.Start = &iterRecords([]network.IterStats{*res.Start}, perSample(res))[0]
+	}
 	if network.IsADMM(method) && method != admmq.ADMMS {
 		sum.RhoFactors = map[string]float64{}
 		for i, t := range res.Targets {

@@ -77,8 +77,10 @@ type trialJSON struct {
 	Relaxed        string       `json:"relaxed,omitempty"`
 	Tightened      bool         `json:"tightened,omitempty"`
 	Widened        bool         `json:"widened,omitempty"`
-	AllowanceScale float64      `json:"allowance_scale"`
-	Seconds        float64      `json:"seconds"`
+	// Unrefined: the file is the bare projection, which beat every fine-tuned iterate.
+	Unrefined      bool    `json:"unrefined,omitempty"`
+	AllowanceScale float64 `json:"allowance_scale"`
+	Seconds        float64 `json:"seconds"`
 }
 
 type choiceJSON struct {
@@ -93,7 +95,7 @@ func trialRecords(a *binarize.Analysis, ts []binarize.Trial) []trialJSON {
 	for i, t := range ts {
 		r := trialJSON{Trial: i + 1, PredictedBytes: t.PredictedBytes, FileBytes: t.FileBytes,
 			PredictedDrop: toPct(t.Predicted.Drop), Validation: scoreRecord(t.Validation), Met: t.Met, DropBound: toPct(t.DropBound),
-			Missed: t.Missed, Relaxed: t.Relaxed, Tightened: t.Tightened, Widened: t.Widened, AllowanceScale: t.Scale, Seconds: roundTo(t.Seconds, 3)}
+			Missed: t.Missed, Relaxed: t.Relaxed, Tightened: t.Tightened, Widened: t.Widened, Unrefined: t.Unrefined, AllowanceScale: t.Scale, Seconds: roundTo(t.Seconds, 3)}
 		if !math.IsInf(t.Predicted.SQNR, 0) {
 			v := roundTo(t.Predicted.SQNR, 3)
 			r.PredictedSQNR = &v
@@ -185,6 +187,9 @@ func (s *binSetup) runBudget(ctx context.Context, c *cli.Context, o binarize.Opt
 		verdict := "met"
 		if !t.Met {
 			verdict = "missed " + strings.Join(t.Missed, ", ")
+		}
+		if t.Unrefined {
+			verdict += " (the projection before fine-tuning, which beat every fine-tuned iterate)"
 		}
 		fmt.Fprintf(stderr, "qtool: budget trial: [%s] %d B: %s on validation\n", strings.Join(grids, " "), t.FileBytes, verdict)
 	}

@@ -67,8 +67,9 @@ type binarizeSummary struct {
 	InputBytes  int64          `json:"input_bytes"`
 	OutputBytes int64          `json:"output_bytes"`
 	BNRecalib   bool           `json:"bn_recalibrated"`
-	// ExportedIter is the outer iteration whose weights were exported; LastIterate says
-	// it was chosen as the last (--last-iterate), not by the best validation accuracy.
+	// ExportedIter is the outer iteration whose weights were exported (0: the projection
+	// of the starting weights, scored before fine-tuning, see Start); LastIterate says it
+	// was chosen as the last (--last-iterate), not by the best validation accuracy.
 	ExportedIter int `json:"exported_iter"`
 	// RhoFactors is each binarized weight's factor on --rho (see --rho-scale), by name.
 	RhoFactors  map[string]float64 `json:"rho_factors,omitempty"`
@@ -79,6 +80,9 @@ type binarizeSummary struct {
 	// Storage is export's storage report of the output against the input.
 	Storage *export.Report `json:"storage,omitempty"`
 	History []iterRecord   `json:"history"`
+	// Start is the projection of the starting weights, scored on the validation split
+	// before fine-tuning ("iter": 0; exported when "best").
+	Start *iterRecord `json:"start,omitempty"`
 	// Budget is --budget's trials and choices.
 	Budget *budgetJSON `json:"budget,omitempty"`
 	// CostlyLayers are, after a failed --max-drop gate, the weights that cost the most
@@ -231,7 +235,11 @@ func printSummary(w io.Writer, s *binarizeSummary) {
 		if s.LastIterate {
 			why = "the last, --last-iterate"
 		}
-		fmt.Fprintf(w, "exported     iteration %d of %d (%s)\n", s.ExportedIter, n, why)
+		if s.ExportedIter == 0 && !s.LastIterate {
+			fmt.Fprintf(w, "exported     the projection before fine-tuning: it beat all %d iterations on the validation split\n", n)
+		} else {
+			fmt.Fprintf(w, "exported     iteration %d of %d (%s)\n", s.ExportedIter, n, why)
+		}
 	}
 	fmt.Fprintf(w, "time         %.1f s (%s BLAS)\n", s.Seconds, s.BLAS)
 	writeFidelity(w, s.Outputs)
