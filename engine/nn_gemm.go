@@ -170,6 +170,7 @@ type matMulKernel struct {
 	lastA, lastB []int
 	last         matMulDims
 	aOff, bOff   []int
+	work         []matMulWork // scratch of the small-matrix path, per worker
 }
 
 // cached returns the dimensions for input shapes a and b, recomputing them (and the
@@ -327,6 +328,10 @@ func (k *matMulKernel) Forward(ctx *Context, in, out []*Tensor) error {
 		nnSgemm(ctx.BLAS, false, false, d.batch*d.m, d.n, d.k, 1, a, b, 0, y)
 		return nil
 	}
+	if d.small() {
+		k.forwardSmall(ctx, d, a, b, y)
+		return nil
+	}
 	mn := d.m * d.n
 	for bi := 0; bi < d.batch; bi++ {
 		nnSgemm(ctx.BLAS, false, false, d.m, d.n, d.k, 1, a[k.aOff[bi]:k.aOff[bi]+d.m*d.k],
@@ -354,6 +359,10 @@ func (k *matMulKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) erro
 		if gb != nil {
 			nnSgemm(ctx.BLAS, true, false, d.k, d.n, M, 1, a, gy.F, 1, gb.F)
 		}
+		return nil
+	}
+	if d.small() {
+		k.backwardSmall(ctx, d, a, b, gy.F, nnGrad(gin, 0), nnGrad(gin, 1))
 		return nil
 	}
 	mn, mk, kn := d.m*d.n, d.m*d.k, d.k*d.n

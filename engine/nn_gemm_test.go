@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -178,6 +179,12 @@ var matMulCases = []struct {
 	{"vec_a", []int{4}, []int{2, 4, 3}},
 	{"vec_b", []int{2, 3, 4}, []int{4}},
 	{"vec_vec", []int{4}, []int{4}},
+	// Attention's shapes, and item sizes that leave partial row blocks and panels, on
+	// the tile path; the last above matMulSmall, one BLAS call per item.
+	{"attention", []int{2, 4, 16, 16}, []int{2, 4, 16, 16}},
+	{"ragged", []int{3, 13, 19}, []int{3, 19, 21}},
+	{"ragged_broadcast", []int{1, 13, 19}, []int{3, 19, 37}},
+	{"large_items", []int{2, 70, 70}, []int{2, 70, 70}},
 }
 
 func TestMatMulForward(t *testing.T) {
@@ -202,6 +209,67 @@ func TestMatMulGradient(t *testing.T) {
 				return []*Tensor{nntRand(r, c.a, -1, 1), nntRand(r, c.b, -1, 1)}
 			}})
 		})
+	}
+}
+
+// TestMatMulSmallExact holds the small-matrix path to its contract bit for bit: every
+// output is the chain of float32 FMAs over k in order, whatever the worker count; the
+// gradients are the same chains over the transposed operands, added to what the buffer
+// held.
+func TestMatMulSmallExact(t *testing.T) {
+	d := matMulDims{m: 13, n: 21, k: 19, batch: 6}
+	if !d.small() {
+		t.Skip("no tile kernel on this CPU (needs AVX-512F, or AVX2 and FMA); the BLAS path runs instead")
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	as, bs := []int{6, 13, 19}, []int{6, 19, 21}
+	a, b := nntRand(r, as, -1, 1), nntRand(r, bs, -1, 1)
+	chain := func(x, y []float32, xs, ys, n int, init float32) float32 {
+		s := init
+		for i := range n {
+			s = float32(math.FMA(float64(x[i*xs]), float64(y[i*ys]), float64(s)))
+		}
+		return s
+	}
+	for _, workers := range []int{1, 2, 3} {
+		k := buildKernel(t, nntNode("MatMul", 13, 2, 1))
+		ctx := nntCtx(t, workers)
+		out := nntRun(t, k, ctx, []*Tensor{a, b})[0]
+		for bi := range 6 {
+			for i := range 13 {
+				for j := range 21 {
+					want := chain(a.F[bi*13*19+i*19:], b.F[bi*19*21+j:], 1, 21, 19, 0)
+					if got := out.F[bi*13*21+i*21+j]; got != want {
+						t.Fatalf("%d workers: Y[%d,%d,%d] = %v, want %v", workers, bi, i, j, got, want)
+					}
+				}
+			}
+		}
+		g := nntRand(r, out.Shape, -1, 1)
+		ga, gb := nntRand(r, as, -1, 1), nntRand(r, bs, -1, 1)
+		ga0, gb0 := append([]float32(nil), ga.F...), append([]float32(nil), gb.F...)
+		if err := k.(Differentiable).Backward(ctx, []*Tensor{a, b}, []*Tensor{out}, []*Tensor{g}, []*Tensor{ga, gb}); err != nil {
+			t.Fatal(err)
+		}
+		for bi := range 6 {
+			gi := g.F[bi*13*21:]
+			for i := range 13 {
+				for p := range 19 {
+					want := chain(gi[i*21:], b.F[bi*19*21+p*21:], 1, 1, 21, ga0[bi*13*19+i*19+p])
+					if got := ga.F[bi*13*19+i*19+p]; got != want {
+						t.Fatalf("%d workers: gA[%d,%d,%d] = %v, want %v", workers, bi, i, p, got, want)
+					}
+				}
+			}
+			for p := range 19 {
+				for j := range 21 {
+					want := chain(a.F[bi*13*19+p:], gi[j:], 19, 21, 13, gb0[bi*19*21+p*21+j])
+					if got := gb.F[bi*19*21+p*21+j]; got != want {
+						t.Fatalf("%d workers: gB[%d,%d,%d] = %v, want %v", workers, bi, p, j, got, want)
+					}
+				}
+			}
+		}
 	}
 }
 
