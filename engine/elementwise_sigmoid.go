@@ -34,7 +34,17 @@ func sigmoidF32(v float32) float32 {
 	if v != v {
 		return v
 	}
-	t := math.Float32frombits(math.Float32bits(v) | 1<<31)
+	e := expNegF32(math.Float32frombits(math.Float32bits(v) | 1<<31))
+	if v >= 0 {
+		return 1 / (1 + e)
+	}
+	return e / (1 + e)
+}
+
+// expNegF32 is exp(t) for t ≤ 0 (or NaN), as expNegVec computes it: the exponential
+// inside sigmoidF32, which Softmax shares. Below sigLo it is exp(sigLo), which rounds to
+// 0 in float32.
+func expNegF32(t float32) float32 {
 	if t < sigLo {
 		t = sigLo
 	}
@@ -51,11 +61,20 @@ func sigmoidF32(v float32) float32 {
 	e += 1
 	// The exact product rounded once, as VSCALEFPS rounds it (overflow to +Inf, and
 	// subnormals rounded to nearest).
-	e = float32(math.Ldexp(float64(e), int(n)))
-	if v >= 0 {
-		return 1 / (1 + e)
+	return float32(math.Ldexp(float64(e), int(n)))
+}
+
+// expNegSlice sets y[i] = expNegF32(x[i]) (every x[i] ≤ 0 or NaN): expNegVec where it
+// runs in assembly, else the scalar definition.
+func expNegSlice(x, y []float32) {
+	y = y[:len(x)]
+	if sigmoidFast() {
+		expNegVec(x, y)
+		return
 	}
-	return e / (1 + e)
+	for i, v := range x {
+		y[i] = expNegF32(v)
+	}
 }
 
 // sigmoidSlice sets y[i] = σ(x[i]): sigmoidVec where it runs in assembly, else the

@@ -73,7 +73,7 @@ func convTileAVX2(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int
 }
 
 //go:noescape
-func sigmoidAVX2(x, y *float32, n int, consts *[14][8]float32)
+func expVecAVX2(x, y *float32, n int, consts *[14][8]float32, sigmoid bool)
 
 // sigmoidAVX2Consts are the rows the AVX2 sigmoid reads as memory operands (16 ymm
 // registers cannot hold them and the scratch): sigConsts, the sign bit, the exponent
@@ -88,19 +88,20 @@ var sigmoidAVX2Consts = func() (t [14][8]float32) {
 	return t
 }()
 
-// sigmoidVecAVX2 is sigmoidVec in AVX2 (bit for bit sigmoidF32), 8 lanes at a time;
-// a tail under 8 goes through a stack buffer so that nothing past x or y is touched.
-func sigmoidVecAVX2(x, y []float32) {
+// expVecAVX2Slice is sigmoidVec (sigmoid true) or expNegVec in AVX2, bit for bit their
+// definitions, 8 lanes at a time; a tail under 8 goes through a stack buffer so that
+// nothing past x or y is touched.
+func expVecAVX2Slice(x, y []float32, sigmoid bool) {
 	y = y[:len(x)]
 	n := len(x) &^ 7
 	if n > 0 {
-		sigmoidAVX2(&x[0], &y[0], n, &sigmoidAVX2Consts)
+		expVecAVX2(&x[0], &y[0], n, &sigmoidAVX2Consts, sigmoid)
 	}
 	if n < len(x) {
 		var buf [8]float32
 		copy(buf[:], x[n:])
-		sigmoidAVX2(&buf[0], &buf[0], 8, &sigmoidAVX2Consts)
-		copy(y[n:], buf[:])
+		expVecAVX2(&buf[0], &buf[0], 8, &sigmoidAVX2Consts, sigmoid)
+		copy(y[n:], buf[:len(x)-n])
 	}
 }
 

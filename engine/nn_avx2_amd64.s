@@ -239,8 +239,8 @@ mstore:
 // 8 lanes of Y0, with Y1-Y4 as scratch and the constants in the 32-byte rows of the
 // table at AX (sigmoidAVX2Consts). AVX2 has no VSCALEFPS: e·2^n is e·2^(n+64), exact,
 // times 2^−64, which rounds once where the result is subnormal, as VSCALEFPS does.
-#define SIGMOID2 \
-	VORPS 352(AX), Y0, Y4 ; \
+// EXPNEG2, its first part, sets Y2 to expNegF32(Y4) with Y1, Y3 and Y4 as scratch.
+#define EXPNEG2 \
 	VMOVUPS 0(AX), Y1 ; \
 	VMAXPS Y4, Y1, Y4 ; \
 	VMULPS 32(AX), Y4, Y1 ; \
@@ -267,34 +267,50 @@ mstore:
 	VPADDD 384(AX), Y1, Y1 ; \
 	VPSLLD $23, Y1, Y1 ; \
 	VMULPS Y1, Y2, Y2 ; \
-	VMULPS 416(AX), Y2, Y2 ; \
+	VMULPS 416(AX), Y2, Y2
+
+#define SIGMOID2 \
+	VORPS 352(AX), Y0, Y4 ; \
+	EXPNEG2 ; \
 	VADDPS 320(AX), Y2, Y3 ; \
 	VXORPS Y4, Y4, Y4 ; \
 	VCMPPS $13, Y4, Y0, Y4 ; \
 	VBLENDVPS Y4, 320(AX), Y2, Y2 ; \
 	VDIVPS Y3, Y2, Y0
 
-// func sigmoidAVX2(x, y *float32, n int, consts *[14][8]float32)
+// func expVecAVX2(x, y *float32, n int, consts *[14][8]float32, sigmoid bool)
 //
-// y[i] = sigmoidF32(x[i]) for i < n, n a multiple of 8.
-TEXT ·sigmoidAVX2(SB), NOSPLIT, $0-32
+// y[i] = sigmoidF32(x[i]) for i < n, or with sigmoid false expNegF32(x[i]); n a
+// multiple of 8.
+TEXT ·expVecAVX2(SB), NOSPLIT, $0-33
 	MOVQ x+0(FP), SI
 	MOVQ y+8(FP), DI
 	MOVQ n+16(FP), CX
 	MOVQ consts+24(FP), AX
+	MOVBLZX sigmoid+32(FP), DX
 	SHRQ $3, CX
-	JZ   sigdone
+	JZ   expdone
 
-sigloop:
+exploop:
 	VMOVUPS (SI), Y0
+	TESTQ DX, DX
+	JNZ   expsig
+	VMOVAPS Y0, Y4
+	EXPNEG2
+	VMOVAPS Y2, Y0
+	JMP   expstore
+
+expsig:
 	SIGMOID2
+
+expstore:
 	VMOVUPS Y0, (DI)
 	ADDQ $32, SI
 	ADDQ $32, DI
 	DECQ CX
-	JNZ  sigloop
+	JNZ  exploop
 
-sigdone:
+expdone:
 	VZEROUPPER
 	RET
 

@@ -281,7 +281,7 @@ func dwGradW(p *dwPlan, xp, gy, gw []float32) {
 }
 
 //go:noescape
-func sigmoidAVX512(x, y *float32, n int, consts *float32)
+func expVecAVX512(x, y *float32, n int, consts *float32, sigmoid bool)
 
 // sigmoidFast reports whether sigmoidVec runs in assembly.
 func sigmoidFast() bool { return convTileOK() || convTileAVX2OK() }
@@ -299,11 +299,31 @@ func sigmoidVec(x, y []float32) {
 		return
 	}
 	if !convTileOK() {
-		sigmoidVecAVX2(x, y)
+		expVecAVX2Slice(x, y, true)
 		return
 	}
 	if len(x) > 0 {
-		sigmoidAVX512(&x[0], &y[0], len(x), &sigConsts[0])
+		expVecAVX512(&x[0], &y[0], len(x), &sigConsts[0], true)
+	}
+}
+
+// expNegVec sets y[i] = expNegF32(x[i]) (len(y) ≥ len(x), every x[i] ≤ 0 or NaN), in
+// assembly where the CPU allows.
+func expNegVec(x, y []float32) {
+	if len(y) < len(x) {
+		panic(fmt.Sprintf("exp of %d values into %d", len(x), len(y)))
+	}
+	switch {
+	case convTileOK():
+		if len(x) > 0 {
+			expVecAVX512(&x[0], &y[0], len(x), &sigConsts[0], false)
+		}
+	case convTileAVX2OK():
+		expVecAVX2Slice(x, y, false)
+	default:
+		for i, v := range x {
+			y[i] = expNegF32(v)
+		}
 	}
 }
 

@@ -1072,11 +1072,13 @@ dwrowdone:
 	VZEROUPPER
 	RET
 
+// EXPNEG sets Z2 to expNegF32(Z4) with Z1, Z3 and Z4 as scratch and the constants in
+// Z19 (1) and Z21-Z30 (sigConsts' first ten), each operation in expNegF32's order.
+//
 // SIGMOID(z) sets z to sigmoidF32(z) with Z1-Z4 and K2 as scratch and the constants in
 // Z17 (0), Z18 (sign bit), Z19 (1) and Z21-Z30 (sigConsts' first ten), each operation
 // in sigmoidF32's order. The clamp takes t as the second source, so that NaN passes.
-#define SIGMOID(z) \
-	VORPS Z18, z, Z4 ; \
+#define EXPNEG \
 	VMAXPS Z4, Z21, Z4 ; \
 	VMULPS Z22, Z4, Z1 ; \
 	VRNDSCALEPS $0, Z1, Z1 ; \
@@ -1098,18 +1100,26 @@ dwrowdone:
 	VMULPS Z3, Z2, Z2 ; \
 	VADDPS Z4, Z2, Z2 ; \
 	VADDPS Z19, Z2, Z2 ; \
-	VSCALEFPS Z1, Z2, Z2 ; \
+	VSCALEFPS Z1, Z2, Z2
+
+#define SIGMOID(z) \
+	VORPS Z18, z, Z4 ; \
+	EXPNEG ; \
 	VADDPS Z19, Z2, Z3 ; \
 	VCMPPS $13, Z17, z, K2 ; \
 	VMOVAPS Z19, K2, Z2 ; \
 	VDIVPS Z3, Z2, z
 
-// func sigmoidAVX512(x, y *float32, n int, consts *float32)
-TEXT ·sigmoidAVX512(SB), NOSPLIT, $0-32
+// func expVecAVX512(x, y *float32, n int, consts *float32, sigmoid bool)
+//
+// y[i] = sigmoidF32(x[i]) for i < n, or with sigmoid false expNegF32(x[i]); the last
+// n mod 16 through a lane mask.
+TEXT ·expVecAVX512(SB), NOSPLIT, $0-33
 	MOVQ x+0(FP), SI
 	MOVQ y+8(FP), DI
 	MOVQ n+16(FP), CX
 	MOVQ consts+24(FP), AX
+	MOVBLZX sigmoid+32(FP), DX
 	VBROADCASTSS 0(AX), Z21
 	VBROADCASTSS 4(AX), Z22
 	VBROADCASTSS 8(AX), Z23
@@ -1124,30 +1134,38 @@ TEXT ·sigmoidAVX512(SB), NOSPLIT, $0-32
 	VXORPS Z17, Z17, Z17
 	MOVL $0x80000000, AX
 	VPBROADCASTD AX, Z18
+	TESTQ CX, CX
+	JLE   expdone
 
-sigloop:
-	CMPQ CX, $16
-	JLT  sigtail
-	VMOVUPS (SI), Z0
+exploop:
+	KXNORW K1, K1, K1
+	CMPQ   CX, $16
+	JGE    expbody
+	MOVQ   $1, AX
+	SHLQ   CX, AX
+	DECQ   AX
+	KMOVW  AX, K1
+
+expbody:
+	VMOVUPS.Z (SI), K1, Z0
+	TESTQ DX, DX
+	JNZ   expsig
+	VMOVAPS Z0, Z4
+	EXPNEG
+	VMOVAPS Z2, Z0
+	JMP   expstore
+
+expsig:
 	SIGMOID(Z0)
-	VMOVUPS Z0, (DI)
+
+expstore:
+	VMOVUPS Z0, K1, (DI)
 	ADDQ $64, SI
 	ADDQ $64, DI
 	SUBQ $16, CX
-	JMP  sigloop
+	JG   exploop
 
-sigtail:
-	TESTQ CX, CX
-	JZ    sigdone
-	MOVQ  $1, AX
-	SHLQ  CX, AX
-	DECQ  AX
-	KMOVW AX, K1
-	VMOVUPS.Z (SI), K1, Z0
-	SIGMOID(Z0)
-	VMOVUPS Z0, K1, (DI)
-
-sigdone:
+expdone:
 	VZEROUPPER
 	RET
 

@@ -69,6 +69,12 @@ func sigmoidVec(x, y []float32) {
 	}
 }
 
+func expNegVec(x, y []float32) {
+	for i, v := range x {
+		y[i] = expNegF32(v)
+	}
+}
+
 // nnSumsFast is false without the assembly: the Go loops of nn_norm.go run.
 func nnSumsFast() bool { return false }
 
