@@ -2,23 +2,19 @@ package engine
 
 import "math"
 
-// nnMeanInvStd returns the mean and 1/sqrt(population variance + eps) of x, accumulated
-// in float64 in two passes so that large means do not cancel the variance.
+// nnMeanInvStd returns the mean and 1/sqrt(population variance + eps) of x: the sums in
+// float64 as BatchNormalization's statistics take them (nnSum64, then nnSumSqDev64
+// around the mean rounded to float32), 16 lanes at a time where the CPU allows; one
+// sum after another, in float64, held a small transformer's LayerNormalization at a
+// sixth of its time.
 func nnMeanInvStd(x []float32, eps float32) (mean, inv float32) {
 	if len(x) == 0 {
 		return 0, 0
 	}
-	var s float64
-	for _, v := range x {
-		s += float64(v)
-	}
-	mu := s / float64(len(x))
-	var q float64
-	for _, v := range x {
-		d := float64(v) - mu
-		q += d * d
-	}
-	return float32(mu), float32(1 / math.Sqrt(q/float64(len(x))+float64(eps)))
+	n := float64(len(x))
+	mu := float32(nnSum64(x) / n)
+	sq, _ := nnSumSqDev64(x, mu)
+	return mu, float32(1 / math.Sqrt(sq/n+float64(eps)))
 }
 
 // batchNormKernel is BatchNormalization. In inference it applies the running
@@ -470,12 +466,13 @@ func (k *layerNormKernel) Forward(ctx *Context, in, out []*Tensor) error {
 		for r := lo; r < hi; r++ {
 			xr, yr := x[r*D:(r+1)*D], y[r*D:(r+1)*D]
 			mu, inv := nnMeanInvStd(xr, k.eps)
-			for i, v := range xr {
-				yr[i] = (v - mu) * inv * scale[i]
-			}
 			if bias != nil {
-				for i, b := range bias {
-					yr[i] += b
+				for i, v := range xr {
+					yr[i] = (v-mu)*inv*scale[i] + bias[i]
+				}
+			} else {
+				for i, v := range xr {
+					yr[i] = (v - mu) * inv * scale[i]
 				}
 			}
 			if om != nil {
