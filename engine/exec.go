@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 )
@@ -180,6 +181,14 @@ func (g *Graph) setContext(ctx *Context) {
 	if g.ctx.Rand == nil {
 		g.ctx.Rand = g.rand
 	}
+	if w := g.ctx.Workers - 1; w > 0 && (g.pool == nil || len(g.pool.workers) != w) {
+		if g.pool != nil {
+			g.pool.close()
+		}
+		g.pool = newWorkerPool(w)
+		runtime.AddCleanup(g, (*workerPool).close, g.pool)
+	}
+	g.ctx.pool = g.pool
 }
 
 // matches reports whether the inputs have the plan's shapes and types.

@@ -118,6 +118,9 @@ type Graph struct {
 	noFuse bool
 	// noUnroll runs every Loop at run time, so that tests can compare it with unrolling.
 	noUnroll bool
+	// pool holds the workers of ctx.Workers > 1 between runs; a cleanup closes it when
+	// the graph is collected.
+	pool *workerPool
 }
 
 // Build checks every node of m against the supported ops and returns the graph. All

@@ -255,6 +255,8 @@ type Context struct {
 	// NoGrad tells Graph.Forward not to keep what Backward needs even though some
 	// parameters are trainable, as for evaluation during training; it saves memory.
 	NoGrad bool
+
+	pool *workerPool // the graph's workers (pool.go); nil: a goroutine per chunk
 }
 
 // Parallel calls fn over [0, n) split into at most ctx.Workers contiguous chunks and
@@ -280,13 +282,16 @@ func (ctx *Context) Parallel(n, grain int, fn func(lo, hi int)) {
 		}
 		return
 	}
+	chunk := (n + w - 1) / w
+	if ctx.pool != nil && ctx.pool.parallel(n, w, chunk, fn) {
+		return
+	}
 	// One allocation holds the wait group and the panic slot that the goroutines share.
 	st := &struct {
 		wg  sync.WaitGroup
 		mu  sync.Mutex
 		err *WorkerPanic
 	}{}
-	chunk := (n + w - 1) / w
 	for lo := 0; lo < n; lo += chunk {
 		hi := min(lo+chunk, n)
 		st.wg.Add(1)

@@ -12,7 +12,14 @@ import (
 // goroutines reaches the caller as a *WorkerPanic, after every other chunk has finished,
 // instead of ending the process.
 func TestParallelCarriesWorkerPanic(t *testing.T) {
-	ctx := &Context{Workers: 4}
+	pool := newWorkerPool(3)
+	defer pool.close()
+	for _, ctx := range []*Context{{Workers: 4}, {Workers: 4, pool: pool}} {
+		parallelCarriesPanic(t, ctx)
+	}
+}
+
+func parallelCarriesPanic(t *testing.T, ctx *Context) {
 	done := make([]bool, 8)
 	var got any
 	func() {
@@ -37,7 +44,7 @@ func TestParallelCarriesWorkerPanic(t *testing.T) {
 		}
 	}
 	msg := p.Error()
-	for _, want := range []string{"index out of range [8] with length 0", "worker goroutine", "TestParallelCarriesWorkerPanic", "worker_panic_test.go:"} {
+	for _, want := range []string{"index out of range [8] with length 0", "worker goroutine", "parallelCarriesPanic", "worker_panic_test.go:"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("panic message %q does not contain %q", msg, want)
 		}
