@@ -5,7 +5,6 @@ import (
 	"math"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	gblas "gonum.org/v1/gonum/blas"
@@ -161,7 +160,10 @@ func splitParts(dim, work int) (size, parts int) {
 	return size, (dim + size - 1) / size
 }
 
-// run calls piece(p) for p in [0, parts) over at most Threads goroutines.
+// run calls piece(p) for p in [0, parts) over at most Threads goroutines, the caller's
+// among them. The caller waits for the parts, not for the goroutines: one that a
+// sleeping thread picks up late (tens of microseconds on a virtual machine, longer than
+// many products) finds every part taken and returns without touching anything.
 func (o *OpenBLAS) run(parts int, piece func(p int)) {
 	w := min(o.Threads(), parts)
 	if w <= 1 {
@@ -170,16 +172,31 @@ func (o *OpenBLAS) run(parts int, piece func(p int)) {
 		}
 		return
 	}
-	var next atomic.Int32
-	var wg sync.WaitGroup
-	for range w {
-		wg.Go(func() {
-			for p := int(next.Add(1)) - 1; p < parts; p = int(next.Add(1)) - 1 {
+	var next, done atomic.Int32
+	var failed atomic.Pointer[any]
+	work := func() {
+		for p := int(next.Add(1)) - 1; p < parts; p = int(next.Add(1)) - 1 {
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						failed.CompareAndSwap(nil, &r)
+					}
+					done.Add(1)
+				}()
 				piece(p)
-			}
-		})
+			}()
+		}
 	}
-	wg.Wait()
+	for range w - 1 {
+		go work()
+	}
+	work()
+	for done.Load() < int32(parts) {
+		runtime.Gosched()
+	}
+	if r := failed.Load(); r != nil {
+		panic(*r)
+	}
 }
 
 // fitsCInt reports whether every value fits OpenBLAS's 32-bit C int; larger
