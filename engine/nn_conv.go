@@ -372,6 +372,14 @@ func (k *convKernel) gatherCols(ctx *Context, d *convDims, x, col []float32, s, 
 	if !d.pointwise && nnUseTable(g) {
 		tab = k.tab.table(g)
 	}
+	if tab != nil && O <= 16 {
+		// Planes of a few pixels: the items innermost, the channels over the workers.
+		xs := x[(s*d.C+grp*d.Cg)*isz:]
+		ctx.Parallel(d.Cg, max(1, 16384/max(1, g.kSize()*L)), func(lo, hi int) {
+			tab.im2colItems(lo, hi, xs, d.C*isz, cnt, col, L)
+		})
+		return
+	}
 	ctx.Parallel(cnt, 1, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			xg := x[((s+i)*d.C+grp*d.Cg)*isz : ((s+i)*d.C+(grp+1)*d.Cg)*isz]

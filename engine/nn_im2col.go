@@ -293,26 +293,29 @@ func nnDepthwiseBackRow(g *nnGeom, w float32, xc, gy, gx []float32, k0, k1, k2 i
 	return gw
 }
 
-// nnGatherTable is the im2col of one 2-D geometry as index lists: for every kernel
-// offset k and output position p, the image index the column matrix reads (any valid
-// index where the window reaches into padding), and per offset the positions that read
-// padding and must be zero. With them a column row is one gather loop, with no per-row
-// bookkeeping: on the 7×7 and 4×4 outputs of strided layers that bookkeeping costs more
-// than the copying.
+// nnGatherTable is the im2col of one 2-D geometry as an index list: for every kernel
+// offset k and output position p, the image index the column matrix reads, or −1 where
+// the window reaches into padding. With it a column row is one gather loop, with no
+// per-row bookkeeping: on the 7×7 and 4×4 outputs of strided layers that bookkeeping
+// costs more than the copying.
 type nnGatherTable struct {
-	g     nnGeom
-	idx   []int32 // K×O image indices
-	pad   []int32 // positions reading padding, offset after offset
-	padAt []int   // K+1 starts into pad
+	g   nnGeom
+	idx []int32 // K×O image indices; -1 where the window reads padding
 }
 
 // nnUseTable reports whether im2col of g goes through a gather table: 2-D windows
-// whose rows cannot be moved as one shifted plane (see nnGatherRow), of moderate size.
+// whose rows cannot be moved as one shifted plane (see nnGatherRow), or small planes, of
+// moderate size.
 func nnUseTable(g *nnGeom) bool {
 	return g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1 &&
-		!(g.s[1] == 1 && g.s[2] == 1 && g.out[2] == g.in[2]) &&
+		(!(g.s[1] == 1 && g.s[2] == 1 && g.out[2] == g.in[2]) || g.outSize() <= nnShiftMin) &&
 		g.kSize()*g.outSize() <= 1<<20 && g.inSize() <= math.MaxInt32
 }
+
+// nnShiftMin is the smallest output plane that nnShiftPlane moves rather than the gather
+// table: on ResNet-18's 4×4, 2×2 and 1×1 planes at 32 px its per-row bookkeeping took a
+// third of the run, more than the products.
+const nnShiftMin = 64
 
 // table returns t built for g, rebuilding it only when the geometry changed.
 func (t *nnGatherTable) table(g *nnGeom) *nnGatherTable {
@@ -325,8 +328,6 @@ func (t *nnGatherTable) table(g *nnGeom) *nnGatherTable {
 		t.idx = make([]int32, K*O)
 	}
 	t.idx = t.idx[:K*O]
-	t.pad = t.pad[:0]
-	t.padAt = append(t.padAt[:0], 0)
 	k := 0
 	for k1 := 0; k1 < g.k[1]; k1++ {
 		for k2 := 0; k2 < g.k[2]; k2++ {
@@ -336,15 +337,13 @@ func (t *nnGatherTable) table(g *nnGeom) *nnGatherTable {
 				for o2 := 0; o2 < g.out[2]; o2++ {
 					i2 := o2*g.s[2] - g.pb[2] + k2*g.d[2]
 					if i1 < 0 || i1 >= g.in[1] || i2 < 0 || i2 >= W {
-						t.idx[k*O+p] = 0
-						t.pad = append(t.pad, int32(p))
+						t.idx[k*O+p] = -1
 					} else {
 						t.idx[k*O+p] = int32(i1*W + i2)
 					}
 					p++
 				}
 			}
-			t.padAt = append(t.padAt, len(t.pad))
 			k++
 		}
 	}
@@ -362,17 +361,42 @@ func (t *nnGatherTable) im2col(C int, x, col []float32, ld int) {
 			ix := t.idx[k*O : (k+1)*O]
 			ix = ix[:len(dst)]
 			for p, j := range ix {
-				dst[p] = xc[j]
-			}
-			for _, p := range t.pad[t.padAt[k]:t.padAt[k+1]] {
-				dst[p] = 0
+				if j >= 0 {
+					dst[p] = xc[j]
+				} else {
+					dst[p] = 0
+				}
 			}
 		}
 	}
 }
 
-// col2im is nnCol2im through the table. It zeroes col's padding entries first (col is
-// scratch), so that they add nothing where their indices point.
+// im2colItems is im2col for channels [c0, c1) of cnt items side by side (item i's
+// channel c at x[i·step + c·isz], its columns at [i·O, (i+1)·O) of each row), looping
+// over the items innermost: on planes of a few pixels the per-item rows are too short to
+// pay for their own loop.
+func (t *nnGatherTable) im2colItems(c0, c1 int, x []float32, step, cnt int, col []float32, ld int) {
+	K, O, isz := t.g.kSize(), t.g.outSize(), t.g.inSize()
+	for c := c0; c < c1; c++ {
+		for k := 0; k < K; k++ {
+			dst := col[(c*K+k)*ld : (c*K+k)*ld+cnt*O]
+			for p, j := range t.idx[k*O : (k+1)*O] {
+				if j < 0 {
+					for i := range cnt {
+						dst[i*O+p] = 0
+					}
+					continue
+				}
+				src := x[c*isz+int(j):]
+				for i := range cnt {
+					dst[i*O+p] = src[i*step]
+				}
+			}
+		}
+	}
+}
+
+// col2im is nnCol2im through the table: entries gathered from padding are dropped.
 func (t *nnGatherTable) col2im(C int, col, x []float32, ld int) {
 	K, O, isz := t.g.kSize(), t.g.outSize(), t.g.inSize()
 	for c := 0; c < C; c++ {
@@ -380,13 +404,12 @@ func (t *nnGatherTable) col2im(C int, col, x []float32, ld int) {
 		for k := 0; k < K; k++ {
 			r := c*K + k
 			src := col[r*ld : r*ld+O]
-			for _, p := range t.pad[t.padAt[k]:t.padAt[k+1]] {
-				src[p] = 0
-			}
 			ix := t.idx[k*O : (k+1)*O]
 			ix = ix[:len(src)]
 			for p, j := range ix {
-				xc[j] += src[p]
+				if j >= 0 {
+					xc[j] += src[p]
+				}
 			}
 		}
 	}
