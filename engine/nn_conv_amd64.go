@@ -328,27 +328,29 @@ func expNegVec(x, y []float32) {
 }
 
 //go:noescape
-func sumsAVX512(x, gr *float32, n int, mu, inv float32, mode int, out *float64)
+func sumsAVX512(x, gr *float32, n int, mu, inv float32, mode int, out *float64, segs, stride int)
 
 // nnSumsFast reports whether nnSums runs in assembly.
 func nnSumsFast() bool { return convTileOK() }
 
-// nnSums is nnSums16 (see there) in assembly where the CPU allows.
-func nnSums(x, g []float32, mu, inv float32, mode int) (float64, float64) {
+// nnSums is nnSums16Segs (see there) in assembly where the CPU allows: the sums over segs
+// segments of n elements, stride apart in x (and g).
+func nnSums(x, g []float32, n, segs, stride int, mu, inv float32, mode int) (float64, float64) {
 	if !nnSumsFast() {
-		return nnSums16(x, g, mu, inv, mode)
+		return nnSums16Segs(x, g, n, segs, stride, mu, inv, mode)
 	}
-	if len(x) == 0 {
+	if n <= 0 || segs <= 0 {
 		return 0, 0
+	}
+	end := (segs-1)*stride + n
+	if len(x) < end || stride < 0 || (mode == 2 && len(g) < end) {
+		panic(fmt.Sprintf("sums of %d segments of %d values %d apart out of %d values, %d gradients", segs, n, stride, len(x), len(g)))
 	}
 	gp := &x[0]
 	if mode == 2 {
-		if len(g) < len(x) {
-			panic(fmt.Sprintf("sums of %d values with %d gradients", len(x), len(g)))
-		}
 		gp = &g[0]
 	}
 	var out [2]float64
-	sumsAVX512(&x[0], gp, len(x), mu, inv, mode, &out[0])
+	sumsAVX512(&x[0], gp, n, mu, inv, mode, &out[0], segs, stride)
 	return out[0], out[1]
 }

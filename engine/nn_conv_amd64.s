@@ -1251,23 +1251,31 @@ gwrowdone:
 	VPERMILPD $1, xlo, xhi ; \
 	VADDSD xhi, xlo, xlo
 
-// func sumsAVX512(x, gr *float32, n int, mu, inv float32, mode int, out *float64)
+// func sumsAVX512(x, gr *float32, n int, mu, inv float32, mode int, out *float64, segs, stride int)
 //
-// The float64 sums of nnSums16, 16 elements at a time: Z0/Z1 hold lanes 0-7 and 8-15 of
-// the first sum, Z2/Z3 of the second; the last chunk loads zeros past the end.
-TEXT ·sumsAVX512(SB), NOSPLIT, $0-48
-	MOVQ x+0(FP), SI
-	MOVQ gr+8(FP), DI
-	MOVQ n+16(FP), CX
+// The float64 sums of nnSums16Segs, 16 elements at a time: Z0/Z1 hold lanes 0-7 and 8-15
+// of the first sum, Z2/Z3 of the second; the last chunk of each of the segs segments of
+// n elements (stride elements apart, in x and gr alike) loads zeros past its end.
+TEXT ·sumsAVX512(SB), NOSPLIT, $0-64
+	MOVQ x+0(FP), R11
+	MOVQ gr+8(FP), R12
 	VBROADCASTSS mu+24(FP), Z9
 	VBROADCASTSS inv+28(FP), Z10
 	MOVQ mode+32(FP), R8
+	MOVQ segs+48(FP), R9
+	MOVQ stride+56(FP), R10
+	SHLQ $2, R10
 	VXORPD Z0, Z0, Z0
 	VXORPD Z1, Z1, Z1
 	VXORPD Z2, Z2, Z2
 	VXORPD Z3, Z3, Z3
 	MOVQ $0xffff, AX
 	KMOVW AX, K3
+
+sumseg:
+	MOVQ R11, SI
+	MOVQ R12, DI
+	MOVQ n+16(FP), CX
 
 sumchunk:
 	KMOVW K3, K1
@@ -1324,6 +1332,10 @@ sumnext:
 	ADDQ $64, SI
 	SUBQ $16, CX
 	JGT  sumchunk
+	ADDQ R10, R11
+	ADDQ R10, R12
+	DECQ R9
+	JGT  sumseg
 	MOVQ out+40(FP), AX
 	LANES16(Z0, Z1, Y0, Y1, X0, X1)
 	VMOVSD X0, (AX)

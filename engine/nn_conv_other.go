@@ -78,8 +78,8 @@ func expNegVec(x, y []float32) {
 // nnSumsFast is false without the assembly: the Go loops of nn_norm.go run.
 func nnSumsFast() bool { return false }
 
-func nnSums(x, g []float32, mu, inv float32, mode int) (float64, float64) {
-	return nnSums16(x, g, mu, inv, mode)
+func nnSums(x, g []float32, n, segs, stride int, mu, inv float32, mode int) (float64, float64) {
+	return nnSums16Segs(x, g, n, segs, stride, mu, inv, mode)
 }
 
 // maxPoolRowsFast is false without the assembly: maxPoolRows runs in Go.

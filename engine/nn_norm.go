@@ -145,6 +145,20 @@ func (k *batchNormKernel) channelSums(ctx *Context, x, g []float32, N, C, inner,
 	ctx.Parallel(C, nnChannelGrain(N, inner), func(lo, hi int) {
 		s1, s2 := k.s1[lo:hi], k.s2[lo:hi]
 		mean, inv := k.mean[lo:hi], k.inv[lo:hi]
+		if inner > 1 && nnSumsFast() {
+			// One call per channel over the N planes: one per plane cost more than
+			// the sums on the 7×7 and 14×14 planes of small networks.
+			for j := range s1 {
+				c := lo + j
+				xs := x[c*inner:]
+				var gs []float32
+				if what == bnSumGrad {
+					gs = g[c*inner:]
+				}
+				s1[j], s2[j] = nnSums(xs, gs, inner, N, C*inner, mean[j], inv[j], what)
+			}
+			return
+		}
 		clear(s1)
 		clear(s2)
 		for n := 0; n < N; n++ {
@@ -765,7 +779,7 @@ func nnSum64Go(x []float32) float64 {
 
 // The float64 sums of BatchNormalization's statistics and gradients (and of convolution
 // bias gradients) run 16 lanes at a time in AVX-512 where the CPU allows: in training
-// MobileNetV3 they were a third of the step. nnSums16 defines them: lane j of two
+// MobileNetV3 they were a third of the step. nnSums16Segs defines them: lane j of two
 // accumulators takes the elements i ≡ j mod 16 (a lane past the end takes x = g = 0),
 // and the lanes are added by halves. Elsewhere the Go loops above run, in their own
 // order: results agree within float64 rounding, not bit for bit.
@@ -775,7 +789,7 @@ func nnSum64(x []float32) float64 {
 	if !nnSumsFast() {
 		return nnSum64Go(x)
 	}
-	a, _ := nnSums(x, nil, 0, 0, 0)
+	a, _ := nnSums(x, nil, len(x), 1, 0, 0, 0, 0)
 	return a
 }
 
@@ -784,7 +798,7 @@ func nnSumSqDev64(x []float32, mu float32) (sq, dev float64) {
 	if !nnSumsFast() {
 		return nnSumSqDev64Go(x, mu)
 	}
-	return nnSums(x, nil, mu, 0, 1)
+	return nnSums(x, nil, len(x), 1, 0, mu, 0, 1)
 }
 
 // nnSumGrad64 returns Σg and Σg·(x−mu)·inv in float64, the product in float32.
@@ -792,36 +806,45 @@ func nnSumGrad64(x, g []float32, mu, inv float32) (sg, sgx float64) {
 	if !nnSumsFast() {
 		return nnSumGrad64Go(x, g, mu, inv)
 	}
-	return nnSums(x[:len(g)], g, mu, inv, 2)
+	return nnSums(x[:len(g)], g, len(g), 1, 0, mu, inv, 2)
 }
 
-// nnSums16 is the definition of nnSums: mode 0 sums x; mode 1 sums (x−mu)² and x−mu;
-// mode 2 sums g and g·(x−mu)·inv (len(g) == len(x)).
-func nnSums16(x, g []float32, mu, inv float32, mode int) (float64, float64) {
+// nnSums16Segs is the definition of nnSums over segs segments of n elements, stride
+// apart in x (and g): mode 0 sums x; mode 1 sums (x−mu)² and x−mu; mode 2 sums g and
+// g·(x−mu)·inv. Lane j takes element j of every 16 of each segment, a lane past a
+// segment's end x = g = 0, the segments one after another.
+func nnSums16Segs(x, g []float32, n, segs, stride int, mu, inv float32, mode int) (float64, float64) {
 	var a, b [16]float64
-	for c := 0; c < len(x); c += 16 {
-		for j := range 16 {
-			var xv, gv float32
-			if c+j < len(x) {
-				xv = x[c+j]
-				if mode == 2 {
-					gv = g[c+j]
+	for s := range segs {
+		xs := x[s*stride : s*stride+n]
+		var gs []float32
+		if mode == 2 {
+			gs = g[s*stride : s*stride+n]
+		}
+		for c := 0; c < n; c += 16 {
+			for j := range 16 {
+				var xv, gv float32
+				if c+j < n {
+					xv = xs[c+j]
+					if mode == 2 {
+						gv = gs[c+j]
+					}
 				}
-			}
-			switch mode {
-			case 0:
-				a[j] += float64(xv)
-			case 1:
-				d := float32(0)
-				if c+j < len(x) {
-					d = xv - mu
+				switch mode {
+				case 0:
+					a[j] += float64(xv)
+				case 1:
+					d := float32(0)
+					if c+j < n {
+						d = xv - mu
+					}
+					dd := float64(d)
+					a[j] += float64(dd * dd)
+					b[j] += dd
+				case 2:
+					a[j] += float64(gv)
+					b[j] += float64(float32(gv*(xv-mu)) * inv)
 				}
-				dd := float64(d)
-				a[j] += float64(dd * dd)
-				b[j] += dd
-			case 2:
-				a[j] += float64(gv)
-				b[j] += float64(float32(gv*(xv-mu)) * inv)
 			}
 		}
 	}

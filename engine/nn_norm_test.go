@@ -357,7 +357,8 @@ func TestBatchNormGradientChannelSums(t *testing.T) {
 }
 
 // TestNormSums checks the float64 sums of BatchNormalization (nnSums) against their
-// definition nnSums16 bit for bit at every length up to 40 and a long one, and both,
+// definition nnSums16Segs bit for bit at every length up to 40 and a long one, in one
+// segment and in three apart (NaN between them, which must not be read), and both,
 // with the dispatching nnSum64, nnSumSqDev64 and nnSumGrad64, against float64 sums.
 func TestNormSums(t *testing.T) {
 	r := rand.New(rand.NewPCG(16, 2))
@@ -384,10 +385,39 @@ func TestNormSums(t *testing.T) {
 			want[2][1] += float64(gs[i]*(xs[i]-mu)) * float64(inv)
 		}
 		for mode := range 3 {
-			a, b := nnSums(xs, gs, mu, inv, mode)
-			da, db := nnSums16(xs, gs, mu, inv, mode)
+			a, b := nnSums(xs, gs, n, 1, 0, mu, inv, mode)
+			da, db := nnSums16Segs(xs, gs, n, 1, 0, mu, inv, mode)
 			if math.Float64bits(a) != math.Float64bits(da) || math.Float64bits(b) != math.Float64bits(db) {
-				t.Fatalf("n %d mode %d: nnSums %v %v, nnSums16 %v %v", n, mode, a, b, da, db)
+				t.Fatalf("n %d mode %d: nnSums %v %v, nnSums16Segs %v %v", n, mode, a, b, da, db)
+			}
+			// The same values as segments: 3 of them (or 1 of an empty length), with
+			// gaps between them that must not be read.
+			if n >= 3 {
+				seg, stride := n/3, n/3+5
+				xg, gg := make([]float32, 2*stride+seg), make([]float32, 2*stride+seg)
+				for i := range xg {
+					xg[i], gg[i] = float32(math.NaN()), float32(math.NaN())
+				}
+				var flat, flatG []float32
+				for sg := range 3 {
+					copy(xg[sg*stride:sg*stride+seg], xs[sg*seg:])
+					copy(gg[sg*stride:sg*stride+seg], gs[sg*seg:])
+					flat, flatG = append(flat, xs[sg*seg:(sg+1)*seg]...), append(flatG, gs[sg*seg:(sg+1)*seg]...)
+				}
+				a, b := nnSums(xg, gg, seg, 3, stride, mu, inv, mode)
+				da, db := nnSums16Segs(xg, gg, seg, 3, stride, mu, inv, mode)
+				if math.Float64bits(a) != math.Float64bits(da) || math.Float64bits(b) != math.Float64bits(db) {
+					t.Fatalf("3 segments of %d, mode %d: nnSums %v %v, nnSums16Segs %v %v", seg, mode, a, b, da, db)
+				}
+				// Against one segment per call (a different order: float64 rounding).
+				var ra, rb float64
+				for sg := range 3 {
+					pa, pb := nnSums16Segs(flat[sg*seg:], flatG[sg*seg:], seg, 1, 0, mu, inv, mode)
+					ra, rb = ra+pa, rb+pb
+				}
+				if math.Abs(a-ra) > 1e-9*(1+math.Abs(ra)) || math.Abs(b-rb) > 1e-9*(1+math.Abs(rb)) {
+					t.Fatalf("3 segments of %d, mode %d: %v %v, per segment %v %v", seg, mode, a, b, ra, rb)
+				}
 			}
 		}
 		got := [3][2]float64{{nnSum64(xs)}}
