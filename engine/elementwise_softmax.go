@@ -158,9 +158,49 @@ func (k *softmaxKernel) forwardBlocks(lo, hi int) {
 	}
 }
 
+// softmaxRows is how many elements of short rows forward hands to one call of the vector
+// exponential: a small transformer's rows of 16 paid more for one call per row than for
+// their exponentials.
+const softmaxRows = 2048
+
 // forward normalises rows [lo, hi) of the contiguous layout (inner = 1).
 func (k *softmaxKernel) forward(lo, hi int) {
 	d := k.d
+	if !k.log && d < softmaxRows/4 {
+		// Rows in groups: every row's x − max, then the group's exponentials in one
+		// call, then each row's sum and scale, the same operations in the same order as
+		// below.
+		g := softmaxRows / d
+		for u0 := lo; u0 < hi; u0 += g {
+			u1 := min(u0+g, hi)
+			for u := u0; u < u1; u++ {
+				x, y := k.x[u*d:][:d], k.y[u*d:][:d]
+				m := negInf()
+				for _, v := range x {
+					if v > m {
+						m = v
+					}
+				}
+				for j, v := range x {
+					y[j] = v - m
+				}
+			}
+			e := k.y[u0*d : u1*d]
+			expNegSlice(e, e)
+			for u := u0; u < u1; u++ {
+				y := k.y[u*d:][:d]
+				var sum float64
+				for _, v := range y {
+					sum += float64(v)
+				}
+				inv := float32(1 / sum)
+				for j := range y {
+					y[j] *= inv
+				}
+			}
+		}
+		return
+	}
 	var tmp [softmaxBlock]float32
 	for u := lo; u < hi; u++ {
 		x, y := k.x[u*d:][:d], k.y[u*d:][:d]
