@@ -206,6 +206,9 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record, dry bool) (p *plan,
 	p.steps = sc.prune(x.run, x.guards, p.outIDs)
 	if !training && !record && !g.noFuse {
 		g.fuseConvBN(p, dry)
+		if !dry {
+			g.fuseMatMulBias(p)
+		}
 		// Fused steps may hold buffers of their own, values that no node computes.
 		sc.konst = append(sc.konst, make([]bool, len(p.values)-len(sc.konst))...)
 	}
