@@ -154,6 +154,9 @@ type Options struct {
 	// Loss (zero: LossAuto) and the distillation Temperature (zero: 1).
 	Loss        Loss
 	Temperature float64
+	// Augment transforms the training batches' images (not the validation split's, nor
+	// the statistics' batches): see calib.Augment. Zero: none.
+	Augment calib.Augment
 	// ClassAxis declares the class axis of outputs by name ("" for every output; negative
 	// counts from the end), overriding what is inferred from the graph; OutputWeights
 	// weighs outputs in the objective by name (others weigh 1, 0 leaves one out). Either
@@ -386,6 +389,9 @@ func (o Options) Validate() error {
 	}
 	if !(o.LR > 0) {
 		return bad("LR", o.LR, "want a positive learning rate")
+	}
+	if o.Augment.Shift < 0 {
+		return bad("Augment", o.Augment.Shift, "want a shift of 0 or more pixels")
 	}
 	if !(o.Temperature > 0) {
 		return bad("Temperature", o.Temperature, "want a positive temperature")

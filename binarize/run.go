@@ -557,7 +557,7 @@ func fileName(m admmq.Method) string {
 // network's Eval — what its in-loop accuracy and its choices see. The held-out set never
 // reaches network.
 func networkData(trainSet, valid calib.Dataset, o Options, teacher *engine.Graph) (network.Data, error) {
-	train, err := calib.NewBatches(trainSet, calib.BatchOptions{Size: o.BatchSize, Shuffle: true, Seed: o.Seed})
+	train, err := calib.NewBatches(trainSet, calib.BatchOptions{Size: o.BatchSize, Shuffle: true, Seed: o.Seed, Augment: o.Augment})
 	if err != nil {
 		return network.Data{}, err
 	}

@@ -16,6 +16,9 @@ type BatchOptions struct {
 	Seed uint64
 	// DropLast skips the last batch of an epoch when it is smaller than Size.
 	DropLast bool
+	// Augment transforms the image samples of every batch, drawn from Seed and the epoch
+	// as the shuffle is: for training batches only.
+	Augment Augment
 }
 
 // Batches iterates over a data set in mini-batches, reusing its buffers: after the first
@@ -42,6 +45,7 @@ type Batches struct {
 	y      []int64
 	shape  []int64
 	err    error
+	aug    *augmenter // nil without augmentation
 	// The model's other inputs (Options.Inputs) for the current batch.
 	extras []*extra
 	ef     [][]float32
@@ -65,6 +69,7 @@ func NewBatches(d Dataset, o BatchOptions) (*Batches, error) {
 	}
 	b.shape = append([]int64{0}, d.SampleShape()...)
 	b.extras, _ = extrasOf(d, nil)
+	b.aug = newAugmenter(o.Augment, d.SampleShape())
 	for _, e := range b.extras {
 		n := prod64(e.batchShape(o.Size))
 		var f []float32
@@ -91,6 +96,9 @@ func (b *Batches) arrange() {
 		rng := rand.New(rand.NewPCG(b.opt.Seed, uint64(b.epoch)))
 		rng.Shuffle(len(b.order), func(i, j int) { b.order[i], b.order[j] = b.order[j], b.order[i] })
 	}
+	if b.aug != nil {
+		b.aug.epoch(b.opt.Seed, b.epoch)
+	}
 	b.pos, b.n = 0, 0
 }
 
@@ -115,6 +123,9 @@ func (b *Batches) Next() bool {
 		b.err = err
 		b.n = 0
 		return false
+	}
+	if b.aug != nil {
+		b.aug.apply(b.x[:n*b.sample], n)
 	}
 	if len(b.extras) > 0 {
 		_, at := extrasOf(b.d, idx)

@@ -1,8 +1,8 @@
 #!/bin/sh
 # Reproduces docs/results/binarize: the paper's network table on Fashion-MNIST ("with
 # pre-training"), the CNN/ResNet grids, distillation without labels and the speed run.
-# Usage: bench/binarize/run.sh [mlp60k|mlp60k-rho1|mlp60k-nobn|cnn10k|cnn10k-rho1|distill60k|mlp|mlp-admm|cnn|distill|speed|paper|defaults-rho|defaults-subset|defaults-resnet|defaults|defaults-tune|defaults-ste|defaults-depthwise-tune|defaults-depthwise]...
-# (default: all but the last eight, which write docs/results/defaults)
+# Usage: bench/binarize/run.sh [mlp60k|mlp60k-rho1|mlp60k-nobn|cnn10k|cnn10k-rho1|distill60k|mlp|mlp-admm|cnn|distill|speed|paper|defaults-rho|defaults-subset|defaults-resnet|defaults|defaults-tune|defaults-ste|defaults-depthwise-tune|defaults-depthwise|defaults-augment]...
+# (default: all but the last nine, which write docs/results/defaults)
 # Needs: apt-get install dataset-fashion-mnist. Runs from the repository root.
 set -eu
 FM=/usr/share/datasets/fashion-mnist
@@ -256,6 +256,27 @@ defaults-depthwise)
 		one fmnist-cnn i-admm-q $seed
 	done
 	python3 bench/binarize/defaults_depthwise.py > $D/table.md
+	;;
+defaults-augment)
+	# Issue 15: whether augmenting the training images closes fmnist-resnet's gap
+	# (validation first, seed 1; flip on seeds 1–3); bench/binarize/defaults_augment.py
+	# prints the table against the defaults and STE with distillation.
+	D=docs/results/defaults/augment
+	mkdir -p $D
+	aug() { # TAG SEED ARGS...
+		tag=$1 seed=$2
+		shift 2
+		$QTOOL binarize testmodels/fmnist-resnet.onnx --data $TRAIN --limit 10000 --eval-data $TEST --seed $seed \
+			-o /tmp/defaults-bench-aug.onnx --json "$@" > $D/fmnist-resnet-$tag-$seed.json 2> $D/fmnist-resnet-$tag-$seed.log
+	}
+	aug shift2 1 --augment shift
+	aug shift2-ste-distill 1 --augment shift --algo ste --loss distill
+	aug shift1-ste-distill 1 --augment shift=1 --algo ste --loss distill
+	aug flip-ste-distill 1 --augment flip --algo ste --loss distill
+	for seed in 1 2 3; do
+		aug flip $seed --augment flip
+	done
+	python3 bench/binarize/defaults_augment.py > $D/table.md
 	;;
 defaults)
 	# Issue 15's goals with the defaults and no per-network flags: ADMM-Q against PGD on the

@@ -53,6 +53,7 @@ func algoFlags() []cli.Flag {
 		&cli.StringFlag{Name: "grid", Category: cat, Value: string(d.Grid), Usage: "auto (per weight: binary where a normalisation follows, binary-channel elsewhere), binary (±1, no scale), binary-channel (±α per channel), ternary, int2, int4 or int8, for every weight"},
 		&cli.StringFlag{Name: "loss", Category: cat, Value: string(d.Loss), Usage: "objective (every output matched with the full-precision model; labels supervise the classifier output), ce, hinge (the paper's code), distill, mse, or auto: for a single [batch, classes] output ce with labels and distill without, objective otherwise"},
 		&cli.Float64Flag{Name: "temperature", Category: cat, Value: d.Temperature, Usage: "distillation temperature T"},
+		&cli.StringFlag{Name: "augment", Category: cat, Value: "none", Usage: "transform the training images of every batch (C×H×W samples only; never the validation split): shift (random shifts of up to 2 pixels, edges repeated), shift=`N` (up to N pixels), flip (mirror left-right at random: not for text or digits), comma-separated, or none"},
 		&cli.BoolFlag{Name: "last-iterate", Category: cat, Usage: "export the last outer iteration's weights (the paper's) instead of those with the best validation accuracy"},
 		&cli.BoolFlag{Name: "no-bn-recalib", Category: cat, Usage: "do not re-estimate BatchNorm statistics with the binary weights"},
 		&cli.BoolFlag{Name: "no-rescale", Category: cat, Usage: "binary grid: do not first rescale each weight followed by BatchNorm to mean |w| = 1 per channel (the function is unchanged; the paper's ±1 grid then sits far from the weights)"},
@@ -242,6 +243,9 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 		BNRecalib: !o.NoBNRecalib, BLAS: s.be.Info.Name, History: iterRecords(res.History, perSample(res)),
 		ExportedIter: res.Exported, LastIterate: o.LastIterate,
 		Objective: res.Objective, Outputs: outputRecords(res.Binarized.Outputs),
+	}
+	if o.Augment.On() {
+		sum.Augment = o.Augment.String()
 	}
 	if res.Start != nil {
 		sum.Start = &iterRecords([]network.IterStats{*res.Start}, perSample(res))[0]

@@ -3,11 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/qtool/qtool/admmq"
 	"github.com/qtool/qtool/admmq/network"
 	"github.com/qtool/qtool/binarize"
+	"github.com/qtool/qtool/calib"
 	"github.com/qtool/qtool/export"
 	"github.com/urfave/cli/v2"
 )
@@ -17,7 +19,7 @@ import (
 var optionFlags = map[string]string{
 	"Method": "--algo", "Grid": "--grid", "Selection": "--keep/--only", "Rho": "--rho", "P": "--p",
 	"Beta": "--beta", "Iters": "--iters", "InnerEpochs": "--inner-epochs", "InnerSteps": "--inner-steps",
-	"Gamma": "--criterion", "RhoScale": "--rho-scale", "LR": "--lr", "Temperature": "--temperature", "Optimizer": "--optimizer",
+	"Gamma": "--criterion", "RhoScale": "--rho-scale", "LR": "--lr", "Temperature": "--temperature", "Augment": "--augment", "Optimizer": "--optimizer",
 	"Schedule": "--lr-schedule", "Loss": "--loss", "Start": "--start", "Format": "--format", "Opset": "--opset",
 	"StatSamples": "--stat-samples", "BatchSize": "--batch-size", "Workers": "--max-memory",
 	"ClassAxis": "--class-axis", "OutputWeights": "--output-weights", "Validation": "--validation",
@@ -102,6 +104,9 @@ func binarizeOptions(c *cli.Context, be backend, method admmq.Method) (binarize.
 		}
 	}
 	var err error
+	if o.Augment, err = parseAugment(c.String("augment")); err != nil {
+		return o, err
+	}
 	if o.ClassAxis, err = parseClassAxis(c.String("class-axis")); err != nil {
 		return o, err
 	}
@@ -125,4 +130,28 @@ func initModel(c *cli.Context, l *loaded, be backend, seed uint64) (*loaded, err
 		return buildModel(m, l.Path, be, seed)
 	}
 	return nil, usagef("--init %s: want model or random", c.String("init"))
+}
+
+// parseAugment reads --augment: none, or a comma-separated list of shift, shift=N and
+// flip.
+func parseAugment(v string) (calib.Augment, error) {
+	var a calib.Augment
+	for _, p := range splitList(v) {
+		switch name, arg, hasArg := strings.Cut(strings.ToLower(p), "="); {
+		case name == "none" && !hasArg && len(splitList(v)) == 1:
+		case name == "flip" && !hasArg:
+			a.Flip = true
+		case name == "shift" && !hasArg:
+			a.Shift = 2
+		case name == "shift":
+			n, err := strconv.Atoi(arg)
+			if err != nil || n < 1 {
+				return a, usagef("--augment %s: want shift=N with N a whole number of pixels, at least 1", p)
+			}
+			a.Shift = n
+		default:
+			return a, usagef("--augment %s: want none, or shift, shift=N and flip, comma-separated", v)
+		}
+	}
+	return a, nil
 }

@@ -17,12 +17,14 @@ import (
 // qtool's CLI interface. Accuracies, agreements and drops are in percent (drops in
 // percentage points), rounded to 4 decimals, in the fields whose names end in _pct.
 type binarizeSummary struct {
-	Model      string   `json:"model"`
-	Output     string   `json:"output"`
-	Algo       string   `json:"algo"`
-	Grid       string   `json:"grid"`
-	Format     string   `json:"format"`
-	Loss       string   `json:"loss"`
+	Model  string `json:"model"`
+	Output string `json:"output"`
+	Algo   string `json:"algo"`
+	Grid   string `json:"grid"`
+	Format string `json:"format"`
+	Loss   string `json:"loss"`
+	// Augment is the training images' augmentation (--augment), omitted without one.
+	Augment    string   `json:"augment,omitempty"`
 	Seed       uint64   `json:"seed"`
 	Targets    []string `json:"targets"`
 	Labelled   bool     `json:"labelled"`
@@ -216,6 +218,9 @@ func printSummary(w io.Writer, s *binarizeSummary) {
 	fmt.Fprintf(w, "model        %s\n", s.Model)
 	fmt.Fprintf(w, "output       %s (%s, %s grid)\n", s.Output, s.Format, s.Grid)
 	fmt.Fprintf(w, "algorithm    %s, loss %s, seed %d, %d weights binarized\n", s.Algo, s.Loss, s.Seed, len(s.Targets))
+	if s.Augment != "" {
+		fmt.Fprintf(w, "augmented    %s (training batches only)\n", s.Augment)
+	}
 	if s.Objective != "" {
 		fmt.Fprintf(w, "objective    %s\n", s.Objective)
 	}
