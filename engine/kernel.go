@@ -269,6 +269,12 @@ type Context struct {
 // goroutine with a *WorkerPanic holding the first one, which Graph.Forward and
 // Graph.Backward turn into an error naming the node.
 func (ctx *Context) Parallel(n, grain int, fn func(lo, hi int)) {
+	if ctx == nil { // constant folding runs kernels without a context
+		if n > 0 {
+			fn(0, n)
+		}
+		return
+	}
 	w := ctx.Workers
 	if grain < 1 {
 		grain = 1
