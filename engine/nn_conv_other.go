@@ -82,5 +82,8 @@ func nnSums(x, g []float32, n, segs, stride int, mu, inv float32, mode int) (flo
 	return nnSums16Segs(x, g, n, segs, stride, mu, inv, mode)
 }
 
+// normRow is normRowGo without the assembly.
+func normRow(x, y, s, b []float32, mu, inv float32) { normRowGo(x, y, s, b, mu, inv) }
+
 // maxPoolRowsFast is false without the assembly: maxPoolRows runs in Go.
 func maxPoolRowsFast(g *nnGeom, t *poolTables, x, y []float32) bool { return false }

@@ -65,3 +65,4 @@ func maxPoolRowsFast(g *nnGeom, t *poolTables, x, y []float32) bool {
 	}
 	return true
 }
+

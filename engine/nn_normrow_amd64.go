@@ -1,0 +1,44 @@
+//go:build amd64 && !purego
+
+package engine
+
+import "fmt"
+
+//go:noescape
+func normRowAVX512(x, y, s, b *float32, n int, mu, inv float32)
+
+//go:noescape
+func normRowAVX2(x, y, s, b *float32, n int, mu, inv float32)
+
+// normRow is normRowGo in AVX-512 or AVX where the CPU allows, bit for bit.
+func normRow(x, y, s, b []float32, mu, inv float32) {
+	n := len(x)
+	if n == 0 {
+		return
+	}
+	if len(y) < n || len(s) < n || (b != nil && len(b) < n) {
+		panic(fmt.Sprintf("normalising %d values into %d with %d scales and %d biases", n, len(y), len(s), len(b)))
+	}
+	var bp *float32
+	if b != nil {
+		bp = &b[0]
+	}
+	switch {
+	case convTileOK():
+		normRowAVX512(&x[0], &y[0], &s[0], bp, n, mu, inv)
+	case convTileAVX2OK():
+		m := n &^ 7
+		if m > 0 {
+			normRowAVX2(&x[0], &y[0], &s[0], bp, m, mu, inv)
+		}
+		if m < n {
+			var tb []float32
+			if b != nil {
+				tb = b[m:n]
+			}
+			normRowGo(x[m:n], y[m:n], s[m:n], tb, mu, inv)
+		}
+	default:
+		normRowGo(x, y, s, b, mu, inv)
+	}
+}

@@ -1,0 +1,87 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// func normRowAVX512(x, y, s, b *float32, n int, mu, inv float32)
+//
+// y[i] = ((x[i] − mu)·inv)·s[i] (+ b[i] when b is not nil) for i < n, 16 at a time, the
+// tail masked, each operation rounded on its own as normRowGo computes it.
+TEXT ·normRowAVX512(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ s+16(FP), R8
+	MOVQ b+24(FP), R9
+	MOVQ n+32(FP), CX
+	VBROADCASTSS mu+40(FP), Z4
+	VBROADCASTSS inv+44(FP), Z5
+	TESTQ CX, CX
+	JLE   nrdone
+
+nrloop:
+	KXNORW K1, K1, K1
+	CMPQ   CX, $16
+	JGE    nrbody
+	MOVL   $1, AX
+	SHLL   CX, AX
+	DECL   AX
+	KMOVW  AX, K1
+
+nrbody:
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z (R8), K1, Z1
+	VSUBPS Z4, Z0, Z0
+	VMULPS Z5, Z0, Z0
+	VMULPS Z1, Z0, Z0
+	TESTQ R9, R9
+	JZ    nrstore
+	VMOVUPS.Z (R9), K1, Z2
+	VADDPS Z2, Z0, Z0
+	ADDQ  $64, R9
+
+nrstore:
+	VMOVUPS Z0, K1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	ADDQ $64, R8
+	SUBQ $16, CX
+	JG   nrloop
+
+nrdone:
+	VZEROUPPER
+	RET
+
+// func normRowAVX2(x, y, s, b *float32, n int, mu, inv float32)
+//
+// normRowAVX512 for n a multiple of 8, 8 at a time in AVX.
+TEXT ·normRowAVX2(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ s+16(FP), R8
+	MOVQ b+24(FP), R9
+	MOVQ n+32(FP), CX
+	VBROADCASTSS mu+40(FP), Y4
+	VBROADCASTSS inv+44(FP), Y5
+	SHRQ $3, CX
+	JZ   n2done
+
+n2loop:
+	VMOVUPS (SI), Y0
+	VSUBPS Y4, Y0, Y0
+	VMULPS Y5, Y0, Y0
+	VMULPS (R8), Y0, Y0
+	TESTQ R9, R9
+	JZ    n2store
+	VADDPS (R9), Y0, Y0
+	ADDQ  $32, R9
+
+n2store:
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	ADDQ $32, R8
+	DECQ CX
+	JNZ  n2loop
+
+n2done:
+	VZEROUPPER
+	RET
