@@ -70,9 +70,9 @@ func (k *transposeKernel) strides(inShape, outShape []int) {
 	k.idx = slices.Grow(k.idx[:0], r)[:r]
 }
 
-func (k *transposeKernel) Forward(_ *Context, in, out []*Tensor) error {
+func (k *transposeKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	k.strides(in[0].Shape, out[0].Shape)
-	k.copyForward(in[0], out[0])
+	k.copyForwardOn(ctx, in[0], out[0])
 	return nil
 }
 
