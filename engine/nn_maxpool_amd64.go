@@ -65,4 +65,3 @@ func maxPoolRowsFast(g *nnGeom, t *poolTables, x, y []float32) bool {
 	}
 	return true
 }
-
