@@ -41,6 +41,10 @@ func sigmoidF32(v float32) float32 {
 	return e / (1 + e)
 }
 
+// siluF32 is x·σ(x) (SiLU, Swish) as siluVec computes it: sigmoidF32's σ, then one
+// rounded product.
+func siluF32(v float32) float32 { return v * sigmoidF32(v) }
+
 // expNegF32 is exp(t) for t ≤ 0 (or NaN), as expNegVec computes it: the exponential
 // inside sigmoidF32, which Softmax shares. Below sigLo it is exp(sigLo), which rounds to
 // 0 in float32.

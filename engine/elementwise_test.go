@@ -316,6 +316,13 @@ func ewCases() []ewCase {
 	geluTanh := func(v float64) float64 {
 		return 0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v)))
 	}
+	quickGelu := func(a float64) func(float64) float64 {
+		return func(v float64) float64 { return v / (1 + math.Exp(-a*v)) }
+	}
+	cs = append(cs,
+		ewCase{name: "silu", op: MSDomain + ".QuickGelu", opset: 1, attrs: []*onnxpb.AttributeProto{attrF("alpha", 1)}, in: []inSpec{finGen(uniform(-8, 8), 3, 4, 5)}, ref: unaryRef(quickGelu(1))},
+		ewCase{name: "default", op: MSDomain + ".QuickGelu", opset: 1, in: []inSpec{finGen(uniform(-6, 6), 3, 4, 5)}, ref: unaryRef(quickGelu(float64(float32(1.702))))},
+	)
 	cs = append(cs,
 		ewCase{name: "none", op: "Gelu", opset: 20, in: []inSpec{finGen(uniform(-5, 5), 3, 4, 5)}, ref: unaryRef(gelu)},
 		ewCase{name: "tanh", op: "Gelu", opset: 20, attrs: []*onnxpb.AttributeProto{attrS("approximate", "tanh")}, in: []inSpec{finGen(uniform(-5, 5), 3, 4, 5)}, ref: unaryRef(geluTanh)},

@@ -218,6 +218,33 @@ func unaryOps() []unaryOp {
 					dst[i] += g[i] * y[i] * (1 - y[i])
 				}
 			}},
+		// onnxruntime's contrib QuickGelu, x·σ(alpha·x), which the engine also makes of a
+		// Sigmoid whose only reader multiplies it by its input (fuseSiLU): SiLU with
+		// alpha 1, in one vector pass (EfficientNet's activation after every
+		// convolution), keeping x alone for the gradient.
+		{name: MSDomain + ".QuickGelu", keep: keepX,
+			init: func(k *unaryKernel, n *Node) error {
+				k.alpha = n.Float("alpha", 1.702)
+				return nil
+			},
+			fwd: func(k *unaryKernel, x, y []float32) {
+				if k.alpha == 1 {
+					siluVec(x, y[:len(x)])
+					return
+				}
+				a := k.alpha
+				for i, v := range x {
+					y[i] = v * sigmoidF32(a*v)
+				}
+			},
+			// d/dx x·σ(ax) = σ(ax) + ax·σ(ax)·(1 − σ(ax)).
+			vjp: func(k *unaryKernel, dst, x, _, g []float32) {
+				a := k.alpha
+				for i, v := range x {
+					s := sigmoidF32(a * v)
+					dst[i] += g[i] * (s + a*v*s*(1-s))
+				}
+			}},
 		{name: "HardSigmoid", keep: keepX,
 			init: func(k *unaryKernel, n *Node) error {
 				k.alpha, k.beta = n.Float("alpha", 0.2), n.Float("beta", 0.5)

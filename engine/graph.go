@@ -196,6 +196,7 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 	}
 	bodyReads(nodes, pinned)
 	nodes = fuseHardSwish(nodes, pinned)
+	nodes = fuseSiLU(nodes, pinned)
 	byName := map[string]*Param{}
 	for _, par := range g.params {
 		byName[par.Name] = par

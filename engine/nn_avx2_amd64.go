@@ -73,7 +73,7 @@ func convTileAVX2(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int
 }
 
 //go:noescape
-func expVecAVX2(x, y *float32, n int, consts *[14][8]float32, sigmoid bool)
+func expVecAVX2(x, y *float32, n int, consts *[14][8]float32, mode int)
 
 // sigmoidAVX2Consts are the rows the AVX2 sigmoid reads as memory operands (16 ymm
 // registers cannot hold them and the scratch): sigConsts, the sign bit, the exponent
@@ -88,19 +88,19 @@ var sigmoidAVX2Consts = func() (t [14][8]float32) {
 	return t
 }()
 
-// expVecAVX2Slice is sigmoidVec (sigmoid true) or expNegVec in AVX2, bit for bit their
-// definitions, 8 lanes at a time; a tail under 8 goes through a stack buffer so that
-// nothing past x or y is touched.
-func expVecAVX2Slice(x, y []float32, sigmoid bool) {
+// expVecAVX2Slice is expNegVec, sigmoidVec or siluVec (mode 0, 1, 2) in AVX2, bit for bit
+// their definitions, 8 lanes at a time; a tail under 8 goes through a stack buffer so
+// that nothing past x or y is touched.
+func expVecAVX2Slice(x, y []float32, mode int) {
 	y = y[:len(x)]
 	n := len(x) &^ 7
 	if n > 0 {
-		expVecAVX2(&x[0], &y[0], n, &sigmoidAVX2Consts, sigmoid)
+		expVecAVX2(&x[0], &y[0], n, &sigmoidAVX2Consts, mode)
 	}
 	if n < len(x) {
 		var buf [8]float32
 		copy(buf[:], x[n:])
-		expVecAVX2(&buf[0], &buf[0], 8, &sigmoidAVX2Consts, sigmoid)
+		expVecAVX2(&buf[0], &buf[0], 8, &sigmoidAVX2Consts, mode)
 		copy(y[n:], buf[:len(x)-n])
 	}
 }

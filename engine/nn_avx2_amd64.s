@@ -278,26 +278,32 @@ mstore:
 	VBLENDVPS Y4, 320(AX), Y2, Y2 ; \
 	VDIVPS Y3, Y2, Y0
 
-// func expVecAVX2(x, y *float32, n int, consts *[14][8]float32, sigmoid bool)
+// func expVecAVX2(x, y *float32, n int, consts *[14][8]float32, mode int)
 //
-// y[i] = sigmoidF32(x[i]) for i < n, or with sigmoid false expNegF32(x[i]); n a
-// multiple of 8.
-TEXT ·expVecAVX2(SB), NOSPLIT, $0-33
+// expVecAVX512 (same modes) for n a multiple of 8.
+TEXT ·expVecAVX2(SB), NOSPLIT, $0-40
 	MOVQ x+0(FP), SI
 	MOVQ y+8(FP), DI
 	MOVQ n+16(FP), CX
 	MOVQ consts+24(FP), AX
-	MOVBLZX sigmoid+32(FP), DX
+	MOVQ mode+32(FP), DX
 	SHRQ $3, CX
 	JZ   expdone
 
 exploop:
 	VMOVUPS (SI), Y0
-	TESTQ DX, DX
-	JNZ   expsig
+	CMPQ  DX, $1
+	JEQ   expsig
+	JGT   expsilu
 	VMOVAPS Y0, Y4
 	EXPNEG2
 	VMOVAPS Y2, Y0
+	JMP   expstore
+
+expsilu:
+	VMOVAPS Y0, Y5
+	SIGMOID2
+	VMULPS Y5, Y0, Y0
 	JMP   expstore
 
 expsig:

@@ -112,7 +112,7 @@ func TestSigmoidAVX2(t *testing.T) {
 		for _, in := range [][]float32{x[:n], x[len(x)-n:], x} {
 			y := make([]float32, len(in)+1)
 			y[len(in)] = 42
-			expVecAVX2Slice(in, y[:len(in)], true)
+			expVecAVX2Slice(in, y[:len(in)], vecSigmoid)
 			if y[len(in)] != 42 {
 				t.Fatalf("length %d: wrote past y", len(in))
 			}

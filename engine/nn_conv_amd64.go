@@ -281,7 +281,14 @@ func dwGradW(p *dwPlan, xp, gy, gw []float32) {
 }
 
 //go:noescape
-func expVecAVX512(x, y *float32, n int, consts *float32, sigmoid bool)
+func expVecAVX512(x, y *float32, n int, consts *float32, mode int)
+
+// The modes of expVecAVX512 and expVecAVX2.
+const (
+	vecExpNeg = iota
+	vecSigmoid
+	vecSiLU
+)
 
 // sigmoidFast reports whether sigmoidVec runs in assembly.
 func sigmoidFast() bool { return convTileOK() || convTileAVX2OK() }
@@ -299,11 +306,11 @@ func sigmoidVec(x, y []float32) {
 		return
 	}
 	if !convTileOK() {
-		expVecAVX2Slice(x, y, true)
+		expVecAVX2Slice(x, y, vecSigmoid)
 		return
 	}
 	if len(x) > 0 {
-		expVecAVX512(&x[0], &y[0], len(x), &sigConsts[0], true)
+		expVecAVX512(&x[0], &y[0], len(x), &sigConsts[0], vecSigmoid)
 	}
 }
 
@@ -316,13 +323,32 @@ func expNegVec(x, y []float32) {
 	switch {
 	case convTileOK():
 		if len(x) > 0 {
-			expVecAVX512(&x[0], &y[0], len(x), &sigConsts[0], false)
+			expVecAVX512(&x[0], &y[0], len(x), &sigConsts[0], vecExpNeg)
 		}
 	case convTileAVX2OK():
-		expVecAVX2Slice(x, y, false)
+		expVecAVX2Slice(x, y, vecExpNeg)
 	default:
 		for i, v := range x {
 			y[i] = expNegF32(v)
+		}
+	}
+}
+
+// siluVec sets y[i] = siluF32(x[i]) (len(y) ≥ len(x)), in assembly where the CPU allows.
+func siluVec(x, y []float32) {
+	if len(y) < len(x) {
+		panic(fmt.Sprintf("SiLU of %d values into %d", len(x), len(y)))
+	}
+	switch {
+	case convTileOK():
+		if len(x) > 0 {
+			expVecAVX512(&x[0], &y[0], len(x), &sigConsts[0], vecSiLU)
+		}
+	case convTileAVX2OK():
+		expVecAVX2Slice(x, y, vecSiLU)
+	default:
+		for i, v := range x {
+			y[i] = siluF32(v)
 		}
 	}
 }

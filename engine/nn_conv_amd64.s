@@ -1110,16 +1110,16 @@ dwrowdone:
 	VMOVAPS Z19, K2, Z2 ; \
 	VDIVPS Z3, Z2, z
 
-// func expVecAVX512(x, y *float32, n int, consts *float32, sigmoid bool)
+// func expVecAVX512(x, y *float32, n int, consts *float32, mode int)
 //
-// y[i] = sigmoidF32(x[i]) for i < n, or with sigmoid false expNegF32(x[i]); the last
-// n mod 16 through a lane mask.
-TEXT ·expVecAVX512(SB), NOSPLIT, $0-33
+// y[i] = expNegF32(x[i]) for i < n (mode 0), sigmoidF32(x[i]) (mode 1) or
+// x[i]·sigmoidF32(x[i]) (mode 2, SiLU); the last n mod 16 through a lane mask.
+TEXT ·expVecAVX512(SB), NOSPLIT, $0-40
 	MOVQ x+0(FP), SI
 	MOVQ y+8(FP), DI
 	MOVQ n+16(FP), CX
 	MOVQ consts+24(FP), AX
-	MOVBLZX sigmoid+32(FP), DX
+	MOVQ mode+32(FP), DX
 	VBROADCASTSS 0(AX), Z21
 	VBROADCASTSS 4(AX), Z22
 	VBROADCASTSS 8(AX), Z23
@@ -1148,11 +1148,18 @@ exploop:
 
 expbody:
 	VMOVUPS.Z (SI), K1, Z0
-	TESTQ DX, DX
-	JNZ   expsig
+	CMPQ  DX, $1
+	JEQ   expsig
+	JGT   expsilu
 	VMOVAPS Z0, Z4
 	EXPNEG
 	VMOVAPS Z2, Z0
+	JMP   expstore
+
+expsilu:
+	VMOVAPS Z0, Z5
+	SIGMOID(Z0)
+	VMULPS Z5, Z0, Z0
 	JMP   expstore
 
 expsig:

@@ -69,6 +69,12 @@ func sigmoidVec(x, y []float32) {
 	}
 }
 
+func siluVec(x, y []float32) {
+	for i, v := range x {
+		y[i] = siluF32(v)
+	}
+}
+
 func expNegVec(x, y []float32) {
 	for i, v := range x {
 		y[i] = expNegF32(v)

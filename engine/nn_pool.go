@@ -564,11 +564,10 @@ func (k *globalPoolKernel) Forward(ctx *Context, in, out []*Tensor) error {
 				y[p] = best
 				continue
 			}
-			var s float64
-			for _, v := range xp {
-				s += float64(v)
-			}
-			y[p] = float32(s / float64(isz))
+			// BatchNormalization's float64 sums, 16 lanes at a time where the CPU
+			// allows: one sum after another held EfficientNet's squeeze-excitation
+			// averages at a tenth of its run.
+			y[p] = float32(nnSum64(xp) / float64(isz))
 		}
 	})
 	return nil

@@ -80,5 +80,6 @@ func ortCoverageSources() []coverageSource {
 		{"TestResizeExportAgainstOnnxruntime", TestResizeExportAgainstOnnxruntime},
 		{"TestRNNAgainstOnnxruntime", TestRNNAgainstOnnxruntime},
 		{"TestRNNClassifierExports", TestRNNClassifierExports},
+		{"TestSiLUPairOnnxruntime", TestSiLUPairOnnxruntime},
 	}
 }

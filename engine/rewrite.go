@@ -46,6 +46,39 @@ func fuseHardSwish(nodes []*onnxpb.NodeProto, pinned map[string]bool) []*onnxpb.
 	return replaceNodes(nodes, drop, swish)
 }
 
+// fuseSiLU turns each Sigmoid whose output only a Mul reads, that Mul multiplying it by
+// the Sigmoid's own input, into one com.microsoft QuickGelu node of alpha 1 (x·σ(x))
+// named and writing as the Mul: PyTorch exports SiLU that way, and EfficientNet has the
+// pair after every convolution. One pass then reads x and writes y, where the pair
+// wrote σ and read it back with x, and a training plan keeps x alone. The result is the
+// pair's to the last bit where the vector sigmoid runs (siluF32 is its σ times x); the
+// gradient is the same function's.
+func fuseSiLU(nodes []*onnxpb.NodeProto, pinned map[string]bool) []*onnxpb.NodeProto {
+	readers, producer := indexNodes(nodes)
+	drop := map[*onnxpb.NodeProto]bool{}
+	silu := map[*onnxpb.NodeProto]*onnxpb.NodeProto{}
+	for _, mul := range nodes {
+		in := mul.GetInput()
+		if mul.GetOpType() != "Mul" || mul.GetDomain() != "" || len(in) != 2 || len(mul.GetOutput()) != 1 {
+			continue
+		}
+		for i, h := range in {
+			sg := producer[h]
+			if sg == nil || drop[sg] || sg.GetOpType() != "Sigmoid" || sg.GetDomain() != "" || len(sg.GetInput()) != 1 ||
+				sg.GetInput()[0] != in[1-i] || pinned[h] || len(readers[h]) != 1 {
+				continue
+			}
+			drop[sg] = true
+			silu[mul] = &onnxpb.NodeProto{Name: proto.String(mul.GetName()), OpType: proto.String("QuickGelu"), Domain: proto.String(MSDomain),
+				Input: []string{in[1-i]}, Output: mul.GetOutput(),
+				Attribute: []*onnxpb.AttributeProto{{Name: proto.String("alpha"), Type: onnxpb.AttributeProto_FLOAT.Enum(), F: proto.Float32(1)}},
+				DocString: proto.String("qtool: Sigmoid " + sg.GetName() + " × its input")}
+			break
+		}
+	}
+	return replaceNodes(nodes, drop, silu)
+}
+
 // isSwishSigmoid reports whether n is HardSigmoid with HardSwish's line: alpha the float32
 // nearest 1/6 (what PyTorch writes) and beta 1/2.
 func isSwishSigmoid(n *onnxpb.NodeProto) bool {
