@@ -295,60 +295,31 @@ func sigmoidFast() bool { return convTileOK() || convTileAVX2OK() }
 
 // sigmoidVec sets y[i] = sigmoidF32(x[i]) (len(y) ≥ len(x)), in assembly where the CPU
 // allows.
-func sigmoidVec(x, y []float32) {
-	if len(y) < len(x) {
-		panic(fmt.Sprintf("sigmoid of %d values into %d", len(x), len(y)))
-	}
-	if !sigmoidFast() {
-		for i, v := range x {
-			y[i] = sigmoidF32(v)
-		}
-		return
-	}
-	if !convTileOK() {
-		expVecAVX2Slice(x, y, vecSigmoid)
-		return
-	}
-	if len(x) > 0 {
-		expVecAVX512(&x[0], &y[0], len(x), &sigConsts[0], vecSigmoid)
-	}
-}
+func sigmoidVec(x, y []float32) { expVec(x, y, vecSigmoid, sigmoidF32) }
 
 // expNegVec sets y[i] = expNegF32(x[i]) (len(y) ≥ len(x), every x[i] ≤ 0 or NaN), in
 // assembly where the CPU allows.
-func expNegVec(x, y []float32) {
-	if len(y) < len(x) {
-		panic(fmt.Sprintf("exp of %d values into %d", len(x), len(y)))
-	}
-	switch {
-	case convTileOK():
-		if len(x) > 0 {
-			expVecAVX512(&x[0], &y[0], len(x), &sigConsts[0], vecExpNeg)
-		}
-	case convTileAVX2OK():
-		expVecAVX2Slice(x, y, vecExpNeg)
-	default:
-		for i, v := range x {
-			y[i] = expNegF32(v)
-		}
-	}
-}
+func expNegVec(x, y []float32) { expVec(x, y, vecExpNeg, expNegF32) }
 
 // siluVec sets y[i] = siluF32(x[i]) (len(y) ≥ len(x)), in assembly where the CPU allows.
-func siluVec(x, y []float32) {
+func siluVec(x, y []float32) { expVec(x, y, vecSiLU, siluF32) }
+
+// expVec runs mode of the exp loop over x into y: in AVX-512 or AVX2 where the CPU
+// allows, else def, the scalar definition the assembly follows bit for bit.
+func expVec(x, y []float32, mode int, def func(float32) float32) {
 	if len(y) < len(x) {
-		panic(fmt.Sprintf("SiLU of %d values into %d", len(x), len(y)))
+		panic(fmt.Sprintf("exp loop (mode %d) over %d values into %d", mode, len(x), len(y)))
 	}
 	switch {
 	case convTileOK():
 		if len(x) > 0 {
-			expVecAVX512(&x[0], &y[0], len(x), &sigConsts[0], vecSiLU)
+			expVecAVX512(&x[0], &y[0], len(x), &sigConsts[0], mode)
 		}
 	case convTileAVX2OK():
-		expVecAVX2Slice(x, y, vecSiLU)
+		expVecAVX2Slice(x, y, mode)
 	default:
 		for i, v := range x {
-			y[i] = siluF32(v)
+			y[i] = def(v)
 		}
 	}
 }
