@@ -204,19 +204,34 @@ func (k *batchNormKernel) channelSums(ctx *Context, x, g []float32, N, C, inner,
 	})
 }
 
-// batchStats fills k.mean and k.inv with the per-channel batch statistics of x, and
-// k.pvar with the population variances.
+// batchStats fills k.mean and k.inv with the per-channel batch statistics of x, k.pvar
+// with the population variances and k.dev with Σ(x − mean)/m for the float32 mean.
+//
+// One pass around a shift, the channel's first value K: Σ(x−K) and Σ(x−K)² in float64
+// give mean = K + Σ(x−K)/m and var = Σ(x−K)²/m − (Σ(x−K)/m)². K is a sample of the
+// channel, so it lies within a few standard deviations of the mean and the subtraction
+// loses nothing that float64 holds; a first pass for the mean (as before) made two of the
+// five passes a training step takes over every normalised activation (Backward computes
+// the statistics again, from the same x, so it gets the same ones).
 func (k *batchNormKernel) batchStats(ctx *Context, x []float32, N, C, inner int) {
 	m := float64(N * inner)
-	k.channelSums(ctx, x, nil, N, C, inner, bnSumX)
-	for c := 0; c < C; c++ {
-		k.mean[c] = float32(k.s1[c] / m)
+	if N*inner == 0 {
+		for c := 0; c < C; c++ {
+			k.mean[c], k.dev[c], k.pvar[c] = 0, 0, 0
+			k.inv[c] = float32(1 / math.Sqrt(float64(k.eps)))
+		}
+		return
 	}
-	// Second pass around the mean: no cancellation when |mean| ≫ std.
+	for c := 0; c < C; c++ {
+		k.mean[c] = x[c*inner] // the shift K, which channelSums subtracts
+	}
 	k.channelSums(ctx, x, nil, N, C, inner, bnSumSqDev)
 	for c := 0; c < C; c++ {
-		v := k.s1[c] / m
-		k.dev[c] = k.s2[c] / m
+		d := k.s2[c] / m
+		mean := float64(k.mean[c]) + d
+		v := max(k.s1[c]/m-d*d, 0)
+		k.mean[c] = float32(mean)
+		k.dev[c] = mean - float64(k.mean[c])
 		k.pvar[c] = float32(v)
 		k.inv[c] = float32(1 / math.Sqrt(v+float64(k.eps)))
 	}

@@ -477,3 +477,58 @@ func TestNormRow(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchNormStatsShifted checks the one-pass batch statistics against two-pass float64
+// ones on channels where a naive Σx² would cancel: a mean 10⁴ times the standard
+// deviation, a tiny standard deviation, and a channel whose first value (the shift) is an
+// outlier 10³ standard deviations out; and that mean + dev is the exact mean to within
+// the rounding of x − K.
+func TestBatchNormStatsShifted(t *testing.T) {
+	const N, C, inner = 4, 3, 50
+	r := rand.New(rand.NewPCG(7, 3))
+	x := make([]float32, N*C*inner)
+	for n := range N {
+		for i := range inner {
+			x[(n*C+0)*inner+i] = float32(1e4 + r.NormFloat64())
+			x[(n*C+1)*inner+i] = float32(0.5 + 1e-3*r.NormFloat64())
+			x[(n*C+2)*inner+i] = float32(-3 + 2*r.NormFloat64())
+		}
+	}
+	x[2*inner] = -3 + 2e3 // channel 2's first value
+	k := &batchNormKernel{eps: 1e-5}
+	k.scratch(C)
+	k.batchStats(&Context{Workers: 2}, x, N, C, inner)
+	for c := range C {
+		var s, q float64
+		for n := range N {
+			for _, v := range x[(n*C+c)*inner : (n*C+c+1)*inner] {
+				s += float64(v)
+			}
+		}
+		m := float64(N * inner)
+		mean := s / m
+		for n := range N {
+			for _, v := range x[(n*C+c)*inner : (n*C+c+1)*inner] {
+				q += (float64(v) - mean) * (float64(v) - mean)
+			}
+		}
+		vr := q / m
+		if d := math.Abs(float64(k.mean[c]) - mean); d > 1e-6*math.Abs(mean)+1e-3*math.Sqrt(vr) {
+			t.Errorf("channel %d: mean %v, float64 %v", c, k.mean[c], mean)
+		}
+		// x − K is rounded to float32 before it is summed: the exact mean is known to
+		// within half an ulp of the largest |x − K|.
+		var span float64
+		for n := range N {
+			for _, v := range x[(n*C+c)*inner : (n*C+c+1)*inner] {
+				span = max(span, math.Abs(float64(v)-float64(x[c*inner])))
+			}
+		}
+		if d := math.Abs(float64(k.mean[c]) + k.dev[c] - mean); d > 0x1p-24*span+1e-12*math.Abs(mean) {
+			t.Errorf("channel %d: mean + dev %v, float64 %v", c, float64(k.mean[c])+k.dev[c], mean)
+		}
+		if d := math.Abs(float64(k.pvar[c]) - vr); d > 1e-4*vr {
+			t.Errorf("channel %d: variance %v, float64 %v (%.2g relative)", c, k.pvar[c], vr, d/vr)
+		}
+	}
+}
