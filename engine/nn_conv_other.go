@@ -88,6 +88,9 @@ func nnSums(x, g []float32, n, segs, stride int, mu, inv float32, mode int) (flo
 	return nnSums16Segs(x, g, n, segs, stride, mu, inv, mode)
 }
 
+// gatherRow is gatherRowGo without the assembly.
+func gatherRow(dst, src []float32, idx []int32, bound int) { gatherRowGo(dst, src, idx) }
+
 // normRow is normRowGo without the assembly.
 func normRow(x, y, s, b []float32, mu, inv float32) { normRowGo(x, y, s, b, mu, inv) }
 

@@ -85,3 +85,40 @@ n2store:
 n2done:
 	VZEROUPPER
 	RET
+
+// func gatherRowAVX512(dst, src *float32, idx *int32, n int)
+//
+// dst[p] = src[idx[p]] where idx[p] ≥ 0, else 0, for p < n, 16 at a time with
+// VGATHERDPS, the tail masked (gatherRowGo).
+TEXT ·gatherRowAVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ idx+16(FP), DX
+	MOVQ n+24(FP), CX
+	VPXORD Z3, Z3, Z3
+	TESTQ CX, CX
+	JLE   grdone
+
+grloop:
+	KXNORW K1, K1, K1
+	CMPQ   CX, $16
+	JGE    grbody
+	MOVL   $1, AX
+	SHLL   CX, AX
+	DECL   AX
+	KMOVW  AX, K1
+
+grbody:
+	VMOVDQU32.Z (DX), K1, Z1
+	VPCMPD $5, Z3, Z1, K1, K2
+	VPXORD Z0, Z0, Z0
+	VGATHERDPS (SI)(Z1*4), K2, Z0
+	VMOVUPS Z0, K1, (DI)
+	ADDQ $64, DI
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JG   grloop
+
+grdone:
+	VZEROUPPER
+	RET

@@ -42,3 +42,21 @@ func normRow(x, y, s, b []float32, mu, inv float32) {
 		normRowGo(x, y, s, b, mu, inv)
 	}
 }
+
+//go:noescape
+func gatherRowAVX512(dst, src *float32, idx *int32, n int)
+
+// gatherRow is gatherRowGo, by AVX-512 gathers where the CPU allows. Every idx[p] must be
+// below bound (the gather table's are below the image plane's size, by construction),
+// which src must hold.
+func gatherRow(dst, src []float32, idx []int32, bound int) {
+	n := len(idx)
+	if !convTileOK() || n < 16 {
+		gatherRowGo(dst, src, idx)
+		return
+	}
+	if len(dst) < n || len(src) < bound {
+		panic(fmt.Sprintf("gathering %d values into %d from %d, indices below %d", n, len(dst), len(src), bound))
+	}
+	gatherRowAVX512(&dst[0], &src[0], &idx[0], n)
+}
