@@ -32,6 +32,10 @@ func (k *matMulBiasKernel) Forward(ctx *Context, in, out []*Tensor) error {
 		return nil
 	}
 	a, b := in[0].F, in[1].F
+	if M := d.batch * d.m; tileGEMMOK(M, d.n, d.k) {
+		k.mm.tileGEMM(ctx, M, d.n, d.k, a, b, y, tileAdd)
+		return nil
+	}
 	nnSgemm(ctx.BLAS, false, false, d.batch*d.m, d.n, d.k, 1, a, b, 1, y)
 	return nil
 }

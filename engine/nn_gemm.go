@@ -5,6 +5,8 @@ type gemmKernel struct {
 	n              *Node
 	alpha, beta    float32
 	transA, transB bool
+	tile           matMulKernel // scratch of the tile kernel's path (tileGEMM)
+	bt             []float32    // B transposed for it
 }
 
 func buildGemm(n *Node) (Kernel, error) {
@@ -108,6 +110,22 @@ func (k *gemmKernel) Forward(ctx *Context, in, out []*Tensor) error {
 		if beta == 0 {
 			clear(y)
 		}
+		return nil
+	}
+	if !k.transA && k.alpha == 1 && tileGEMMOK(m, n, kk) {
+		b := in[1].F
+		if k.transB {
+			// A Linear layer's weight is [out, in]: its transpose, small next to the
+			// product (the sum is short), is made on every run, as weights may change.
+			k.bt = nnGrow(k.bt, kk*n)
+			transpose(k.bt, b, n, kk)
+			b = k.bt
+		}
+		flags := 0
+		if beta != 0 {
+			flags = tileAdd
+		}
+		k.tile.tileGEMM(ctx, m, n, kk, in[0].F, b, y, flags)
 		return nil
 	}
 	nnSgemm(ctx.BLAS, k.transA, k.transB, m, n, kk, k.alpha, in[0].F, in[1].F, beta, y)
@@ -325,6 +343,10 @@ func (k *matMulKernel) Forward(ctx *Context, in, out []*Tensor) error {
 		return nil
 	}
 	if d.sharedB() {
+		if M := d.batch * d.m; tileGEMMOK(M, d.n, d.k) {
+			k.tileGEMM(ctx, M, d.n, d.k, a, b, y, 0)
+			return nil
+		}
 		nnSgemm(ctx.BLAS, false, false, d.batch*d.m, d.n, d.k, 1, a, b, 0, y)
 		return nil
 	}

@@ -281,3 +281,70 @@ func TestMatMulRejectsMismatch(t *testing.T) {
 		}
 	}
 }
+
+// TestMatMulTileGEMMExact holds a shared-weight MatMul with a short sum (a Linear layer
+// on a 3-D input), which runs on the tile kernel, to the FMA chain over k bit for bit on
+// 1 to 3 workers, with 200 rows (a partial last chunk and row block) and 40 columns (a
+// partial panel); and the bias-fused step to the chain started from the bias.
+func TestMatMulTileGEMMExact(t *testing.T) {
+	const B, T, K, N = 2, 100, 64, 40
+	if !tileGEMMOK(B*T, N, K) {
+		t.Skip("no tile kernel on this CPU (needs AVX-512F, or AVX2 and FMA); the BLAS path runs instead")
+	}
+	r := rand.New(rand.NewPCG(3, 5))
+	a, b, bias := nntRand(r, []int{B, T, K}, -1, 1), nntRand(r, []int{K, N}, -1, 1), nntRand(r, []int{N}, -1, 1)
+	chain := func(row, j int, init float32) float32 {
+		s := init
+		for i := range K {
+			s = float32(math.FMA(float64(a.F[row*K+i]), float64(b.F[i*N+j]), float64(s)))
+		}
+		return s
+	}
+	for _, workers := range []int{1, 2, 3} {
+		mm := buildKernel(t, nntNode("MatMul", 13, 2, 1)).(*matMulKernel)
+		ctx := nntCtx(t, workers)
+		out := nntRun(t, mm, ctx, []*Tensor{a, b})[0]
+		fused := &matMulBiasKernel{mm: mm}
+		fo := &Tensor{DType: Float32, Shape: []int{B, T, N}, F: make([]float32, B*T*N)}
+		if err := fused.Forward(ctx, []*Tensor{a, b, bias}, []*Tensor{fo}); err != nil {
+			t.Fatal(err)
+		}
+		for row := range B * T {
+			for j := range N {
+				if got, want := out.F[row*N+j], chain(row, j, 0); got != want {
+					t.Fatalf("%d workers: Y[%d,%d] = %v, want %v", workers, row, j, got, want)
+				}
+				if got, want := fo.F[row*N+j], chain(row, j, bias.F[j]); got != want {
+					t.Fatalf("%d workers, fused bias: Y[%d,%d] = %v, want %v", workers, row, j, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestGemmTileExact: a Gemm of a Linear layer (transB, a bias C) with a short sum runs on
+// the tile kernel, B transposed on the way; each output is the FMA chain over k started
+// from C, on 1 to 3 workers.
+func TestGemmTileExact(t *testing.T) {
+	const M, K, N = 200, 64, 40
+	if !tileGEMMOK(M, N, K) {
+		t.Skip("no tile kernel on this CPU (needs AVX-512F, or AVX2 and FMA); the BLAS path runs instead")
+	}
+	r := rand.New(rand.NewPCG(3, 6))
+	a, w, c := nntRand(r, []int{M, K}, -1, 1), nntRand(r, []int{N, K}, -1, 1), nntRand(r, []int{N}, -1, 1)
+	for _, workers := range []int{1, 2, 3} {
+		k := buildKernel(t, nntNode("Gemm", 13, 3, 1, attrI("transB", 1)))
+		out := nntRun(t, k, nntCtx(t, workers), []*Tensor{a, w, c})[0]
+		for i := range M {
+			for j := range N {
+				s := c.F[j]
+				for p := range K {
+					s = float32(math.FMA(float64(a.F[i*K+p]), float64(w.F[j*K+p]), float64(s)))
+				}
+				if got := out.F[i*N+j]; got != s {
+					t.Fatalf("%d workers: Y[%d,%d] = %v, want %v", workers, i, j, got, s)
+				}
+			}
+		}
+	}
+}
