@@ -337,29 +337,8 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 	CgK := d.Cg * g.kSize()
 	RB := (d.Mg + 7) / 8
 	c := &k.direct
-	// The packed weights are kept while the parameter they come from is frozen and
-	// unchanged (see Param.Changed): at batch 1 on ResNet-18's 11 M weights packing took
-	// longer than the products.
-	if !c.wpKey.current(wk) || len(c.wp) != k.group*RB*CgK*8 {
-		c.wp = nnGrow(c.wp, k.group*RB*CgK*8)
-		c.packs++
-		ctx.Parallel(k.group*RB, max(1, 16384/(CgK*8)), func(lo, hi int) {
-			for j := lo; j < hi; j++ {
-				grp, rb := j/RB, j%RB
-				packRows(c.wp[j*CgK*8:], w[(grp*d.Mg+rb*8)*CgK:], min(8, d.Mg-rb*8), CgK, CgK)
-			}
-		})
-		c.wpKey = wk
-	}
-	var bp []float32
-	if bias != nil {
-		c.bp = nnGrow(c.bp, k.group*RB*8)
-		bp = c.bp[:k.group*RB*8]
-		clear(bp)
-		for grp := 0; grp < k.group; grp++ {
-			copy(bp[grp*RB*8:], bias[grp*d.Mg:(grp+1)*d.Mg])
-		}
-	}
+	k.packWeights(ctx, d, w, wk)
+	bp := k.packBias(d, bias)
 	// The activation runs in the kernel, but for a Clip with a NaN bound.
 	ta, inKernel := dw3x3Flags(act)
 	var tact *tileAct
@@ -517,6 +496,44 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 			}
 		}
 	})
+}
+
+// packWeights fills k.direct.wp with W packed per group and 8-row block for the tile
+// kernel. The packed weights are kept while the parameter they come from is frozen and
+// unchanged (see Param.Changed): at batch 1 on ResNet-18's 11 M weights packing took
+// longer than the products.
+func (k *convKernel) packWeights(ctx *Context, d *convDims, w []float32, wk weightKey) {
+	c := &k.direct
+	CgK := d.Cg * d.g.kSize()
+	RB := (d.Mg + 7) / 8
+	if c.wpKey.current(wk) && len(c.wp) == k.group*RB*CgK*8 {
+		return
+	}
+	c.wp = nnGrow(c.wp, k.group*RB*CgK*8)
+	c.packs++
+	ctx.Parallel(k.group*RB, max(1, 16384/(CgK*8)), func(lo, hi int) {
+		for j := lo; j < hi; j++ {
+			grp, rb := j/RB, j%RB
+			packRows(c.wp[j*CgK*8:], w[(grp*d.Mg+rb*8)*CgK:], min(8, d.Mg-rb*8), CgK, CgK)
+		}
+	})
+	c.wpKey = wk
+}
+
+// packBias returns the bias per group padded to whole 8-row blocks (nil without one).
+func (k *convKernel) packBias(d *convDims, bias []float32) []float32 {
+	if bias == nil {
+		return nil
+	}
+	c := &k.direct
+	RB := (d.Mg + 7) / 8
+	c.bp = nnGrow(c.bp, k.group*RB*8)
+	bp := c.bp[:k.group*RB*8]
+	clear(bp)
+	for grp := 0; grp < k.group; grp++ {
+		copy(bp[grp*RB*8:], bias[grp*d.Mg:(grp+1)*d.Mg])
+	}
+	return bp
 }
 
 // backwardDirect adds the input gradient (gx, when non-nil) and the weight gradient (gw,

@@ -38,9 +38,10 @@ var directCases = append([]convCase{
 	{name: "wide_rows_one_item_m37", x: []int{1, 5, 27, 27}, w: []int{37, 5, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 }, convCases...)
 
-// TestConvDirectMatchesGemm runs every case through the direct path and through im2col
-// + Sgemm with gonum's BLAS, forward (plain, with Relu and with Clip fused) and backward,
-// and checks both against the float64 reference convolution and against each other.
+// TestConvDirectMatchesGemm runs every case through the direct path, through im2col with
+// the tile kernel and through im2col + Sgemm with gonum's BLAS, forward (plain, with Relu
+// and with Clip fused) and backward, and checks them against the float64 reference
+// convolution and against each other.
 func TestConvDirectMatchesGemm(t *testing.T) {
 	if !convDirectOK() {
 		t.Skip("no AVX-512 or AVX2+FMA tile kernel on this CPU: the direct path does not run")
@@ -60,6 +61,8 @@ func TestConvDirectMatchesGemm(t *testing.T) {
 				direct.forceDirect = true
 				gemm := buildKernel(t, n).(*convKernel)
 				gemm.noDirect = true
+				sgemm := buildKernel(t, n).(*convKernel)
+				sgemm.noDirect, sgemm.noTile = true, true
 				ctx := nntGoCtx(workers)
 				d, err := direct.dims(c.x, c.w, n.Optional(in, 2))
 				if err != nil {
@@ -70,8 +73,8 @@ func TestConvDirectMatchesGemm(t *testing.T) {
 				}
 				for _, act := range testActs {
 					wantAct := refAct(want, act)
-					outs := [2][]float32{}
-					for j, k := range []*convKernel{direct, gemm} {
+					outs := [3][]float32{}
+					for j, k := range []*convKernel{direct, gemm, sgemm} {
 						y := nntRun(t, k, ctx, in)[0]
 						for i := range y.F {
 							y.F[i] = float32(math.NaN())
@@ -82,7 +85,8 @@ func TestConvDirectMatchesGemm(t *testing.T) {
 						outs[j] = y.F
 						nntClose(t, fmt.Sprintf("Y (path %d, act %v)", j, act), y.F, wantAct, 1e-5, 1e-5)
 					}
-					nntClose(t, "direct vs gemm", outs[0], to64(outs[1]), 1e-5, 1e-5)
+					nntClose(t, "direct vs im2col", outs[0], to64(outs[1]), 1e-5, 1e-5)
+					nntClose(t, "direct vs im2col + Sgemm", outs[0], to64(outs[2]), 1e-5, 1e-5)
 				}
 
 				out := nntRun(t, direct, ctx, in)
