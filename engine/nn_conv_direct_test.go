@@ -64,6 +64,9 @@ func TestConvDirectMatchesGemm(t *testing.T) {
 				sgemm := buildKernel(t, n).(*convKernel)
 				sgemm.noDirect, sgemm.noTile = true, true
 				ctx := nntGoCtx(workers)
+				// The weights as a frozen parameter's, which the tile kernel's im2col
+				// path (and the direct path's cache) require.
+				in[1].param = &Param{Name: "w", Value: in[1]}
 				d, err := direct.dims(c.x, c.w, n.Optional(in, 2))
 				if err != nil {
 					t.Fatal(err)
