@@ -130,10 +130,14 @@ start:
 	MOVQ full+64(FP), BX
 	TESTQ R14, R14
 	JNZ  offsets
+	// Rows of B 16 ahead are fetched while these are summed, as in the AVX-512 kernel.
+	MOVQ R8, R10
+	SHLQ $4, R10
 	TESTQ BX, BX
 	JZ   mloop
 
 floop:
+	PREFETCHT0 (SI)(R10*1)
 	VMOVUPS (SI), Y8
 	VMOVUPS 32(SI), Y9
 	FMA4
@@ -144,6 +148,7 @@ floop:
 	JMP  done
 
 mloop:
+	PREFETCHT0 (SI)(R10*1)
 	VMASKMOVPS (SI), Y14, Y8
 	VMASKMOVPS 32(SI), Y15, Y9
 	FMA4

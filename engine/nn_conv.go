@@ -56,6 +56,7 @@ type convKernel struct {
 	epiFn       func(lo, hi int)
 	noDirect    bool // tests: force im2col (+ the tile kernel, or Sgemm) even where the direct path runs
 	noTile      bool // tests: im2col + Sgemm through the BLAS even where the tile kernel runs
+	noNarrow    bool // tests: forwardGemmTile's own products even where the narrow path runs
 	noDWPad     bool // tests: force the generic depthwise loop where the padded plane runs
 	forceDirect bool // tests: the direct path for planes smaller than convDirectMinPlane too
 }
@@ -521,6 +522,10 @@ func (k *convKernel) forwardGemmTile(ctx *Context, d *convDims, x, w []float32, 
 	RB := (d.Mg + 7) / 8
 	nb := d.chunk()
 	direct := nb == 1
+	if k.narrowOK(d) {
+		k.forwardNarrow(ctx, d, x, w, wk, bias, y, act)
+		return
+	}
 	k.packWeights(ctx, d, w, wk)
 	bp := k.packBias(d, bias)
 	if !direct {

@@ -231,8 +231,15 @@ start:
 	MOVQ offs+104(FP), R14
 	TESTQ R14, R14
 	JNZ  oloop
+	// Rows of B 16 ahead are fetched into the cache while these are summed: a B that
+	// streams from memory (weights packed once, read once per run) otherwise stalls on
+	// every row; one already in the cache costs two load slots in ten.
+	MOVQ R8, BX
+	SHLQ $4, BX
 
 loop:
+	PREFETCHT0 (SI)(BX*1)
+	PREFETCHT0 (DI)(BX*1)
 	VMOVUPS.Z (SI), K1, Z16
 	VMOVUPS.Z (DI), K2, Z17
 	VBROADCASTSS 0(AX), Z18

@@ -59,6 +59,9 @@ type convDirect struct {
 	packs int       // how many times wp was packed; tests read it
 	bp    []float32 // bias per group and 8-row block
 	wtp   []float32 // Wᵀ per group and 8-row block of CgK, k-major: Mg × 8
+	wn    []float32 // the narrow path's Wᵀ per group in panels of 32 channels (packNarrow)
+	wnKey weightKey // the weights wn holds
+	an    []float32 // the narrow path's column matrix, 8 pixels to a row block
 	wfp   []float32 // the input gradient's kernel per group (packFlipped)
 	work  []convWork
 	// slotGW holds the weight-gradient partial sum of each slot of images (see

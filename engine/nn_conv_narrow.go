@@ -1,0 +1,116 @@
+package engine
+
+// The narrow path: convolutions whose whole batch has fewer output pixels than the tile
+// kernel's panel pair is wide (ResNet-18's last two stages at 32 px and batch 1: 2×2 and
+// 1×1 planes of 256 and 512 channels). forwardGemmTile runs the output channels along
+// the kernel's rows and the pixels along its 32 lanes, so with 4 pixels seven eighths of
+// every fused multiply-add were empty lanes, and such a layer, which only needs to stream
+// its weights once, ran at a sixth of the kernel's rate. The narrow path swaps the roles:
+// the pixels become the rows (8 to a block) and the output channels the lanes (32 to a
+// panel pair), with the weights packed once, transposed, in panels of 32 channels. Each
+// output is the same fused multiply-add chain as on forwardGemmTile's batch-1 path (the
+// bias first, then the products in the column matrix's order), so the two agree bit for
+// bit.
+
+// convNarrowMaxCols is the most output pixels (over the batch) the narrow path takes:
+// below one panel pair of the lanes forwardGemmTile fills.
+const convNarrowMaxCols = 32
+
+// narrowOK reports whether forwardGemmTile's products of d go through the narrow path.
+// Fewer than 16 output channels per group would leave the lanes as empty as before.
+func (k *convKernel) narrowOK(d *convDims) bool {
+	return !k.noNarrow && d.N*d.g.outSize() < convNarrowMaxCols && d.Mg >= 16 && d.chunk() >= d.N
+}
+
+// packNarrow fills k.direct.wn with Wᵀ per group in panels of 32 output channels,
+// k-major, zero-padded: wn[((grp·NP + p)·CgK + i)·32 + j] = W[grp·Mg + 32p + j][i]. Kept
+// while the weights stay, as packWeights keeps its packing.
+func (k *convKernel) packNarrow(ctx *Context, d *convDims, w []float32, wk weightKey) {
+	c := &k.direct
+	CgK := d.Cg * d.g.kSize()
+	NP := (d.Mg + 31) / 32
+	size := k.group * NP * CgK * 32
+	if c.wnKey.current(wk) && len(c.wn) == size {
+		return
+	}
+	c.wn = nnGrow(c.wn, size)
+	c.packs++
+	ctx.Parallel(k.group*NP, max(1, 16384/(CgK*32)), func(lo, hi int) {
+		for j := lo; j < hi; j++ {
+			grp, p := j/NP, j%NP
+			dst := c.wn[j*CgK*32 : (j+1)*CgK*32]
+			src := w[(grp*d.Mg+32*p)*CgK:]
+			if n := d.Mg - 32*p; n < 32 {
+				for i := range CgK {
+					row := dst[i*32 : (i+1)*32]
+					for r := range n {
+						row[r] = src[r*CgK+i]
+					}
+					clear(row[n:])
+				}
+				continue
+			}
+			transpose(dst, src[:32*CgK], 32, CgK)
+		}
+	})
+	c.wnKey = wk
+}
+
+// forwardNarrow is forwardGemmTile for narrowOK's convolutions: per group, the batch's
+// column matrix (CgK × L, L = N·O pixels) packed 8 pixels to a row block is A, the
+// packed Wᵀ panels are B, and the L × Mg product lands in k.ybuf, pixel-major, starting
+// from the bias (tileAdd), to be spread into the output planes with the activation.
+func (k *convKernel) forwardNarrow(ctx *Context, d *convDims, x, w []float32, wk weightKey, bias, y []float32, act *nnClamp) {
+	O := d.g.outSize()
+	CgK := d.Cg * d.g.kSize()
+	L := d.N * O
+	RB := (L + 7) / 8
+	NP := (d.Mg + 31) / 32
+	k.packNarrow(ctx, d, w, wk)
+	c := &k.direct
+	c.an = nnGrow(c.an, RB*CgK*8)
+	a := c.an[:RB*CgK*8]
+	// Rows past L are never read back, but their sums must stay finite garbage-free:
+	// 8·RB rows of Mg values, plus the width of a panel so that the last panel's
+	// slices exist whatever its mask.
+	k.ybuf = nnGrow(k.ybuf, 8*RB*d.Mg+32)
+	t := k.ybuf[:8*RB*d.Mg+32]
+	nw := nnWorkers(ctx, NP)
+	for grp := 0; grp < k.group; grp++ {
+		col, ld := k.cols(ctx, d, x, 0, d.N, grp)
+		packCols(a, col, L, CgK, ld)
+		for r := 0; r < 8*RB; r++ {
+			row := t[r*d.Mg : (r+1)*d.Mg]
+			if bias != nil {
+				copy(row, bias[grp*d.Mg:(grp+1)*d.Mg])
+			} else {
+				clear(row)
+			}
+		}
+		wg := c.wn[grp*NP*CgK*32 : (grp+1)*NP*CgK*32]
+		nnEach(ctx, nw, NP, func(_, lo, hi int) {
+			for p := lo; p < hi; p++ {
+				n := d.Mg - 32*p
+				m0, m1 := laneMask(n), uint64(0)
+				if n > 16 {
+					m1 = laneMask(n - 16)
+				}
+				b := wg[p*CgK*32 : (p+1)*CgK*32]
+				convTile(CgK, a, b, b[16:], 32, t[32*p:], t[32*p+16:], d.Mg, nil, m0, m1, tileAdd, RB, nil, nil)
+			}
+		})
+		// Spread the pixel-major product into the item-major planes.
+		ctx.Parallel(d.N*d.Mg, max(1, 16384/max(O, 1)), func(lo, hi int) {
+			for q := lo; q < hi; q++ {
+				i, m := q/d.Mg, q%d.Mg
+				yp := y[((i*d.M)+grp*d.Mg+m)*O : ((i*d.M)+grp*d.Mg+m+1)*O]
+				for o := range yp {
+					yp[o] = t[(i*O+o)*d.Mg+m]
+				}
+				if act != nil {
+					act.applyNoBias(yp, yp)
+				}
+			}
+		})
+	}
+}
