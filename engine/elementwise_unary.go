@@ -274,25 +274,11 @@ func unaryOps() []unaryOp {
 			// The clamp of a·v+b to [0, 1] on bit patterns (see clipBits): +0 below, 1
 			// above, with a NaN or −∞ argument still giving NaN through the product.
 			fwd: func(k *unaryKernel, x, y []float32) {
-				y = y[:len(x)]
 				a, b := k.alpha, k.beta
-				const one = 0x3f800000 // bits of 1
-				for i, v := range x {
-					t := int32(math.Float32bits(a*v + b))
-					y[i] = v * math.Float32frombits(uint32(min(max(t, 0), one)))
-				}
+				hardSwishVec(y, x, a, b)
 			},
 			// 0 below −3, x/3+1/2 on [−3, 3] and 1 above.
-			vjp: func(_ *unaryKernel, dst, x, _, g []float32) {
-				for i, v := range x {
-					switch {
-					case v > 3:
-						dst[i] += g[i]
-					case v >= -3:
-						dst[i] += g[i] * (v/3 + 0.5)
-					}
-				}
-			}},
+			vjp: func(_ *unaryKernel, dst, x, _, g []float32) { hardSwishGradVec(dst[:len(x)], x, g) }},
 		{name: "Tanh", keep: keepY,
 			fwd: func(_ *unaryKernel, x, y []float32) {
 				y = y[:len(x)]
@@ -404,13 +390,7 @@ func unaryOps() []unaryOp {
 			// the bounds (13 % of fmnist-resnet's training step): outside, g is
 			// masked to +0, which leaves dst as it is (a −0 becomes +0).
 			vjp: func(k *unaryKernel, dst, x, _, g []float32) {
-				l, h := k.lo, k.hi
-				dst = dst[:len(x)]
-				g = g[:len(x)]
-				for i, v := range x {
-					m := b2u(v >= l) & b2u(v <= h)
-					dst[i] += math.Float32frombits(math.Float32bits(g[i]) & -m)
-				}
+				clipGradVec(dst[:len(x)], x, g, k.lo, k.hi)
 			}},
 	}
 }
@@ -528,9 +508,8 @@ func floatKey(u int32) int32 { return u ^ (u >> 31 & 0x7fffffff) }
 // clipBits sets y = min(max(x, lo), hi) (hi wherever lo > hi; NaN stays NaN). Compare
 // branches mispredict on values scattered around the bounds, and the float min and max
 // builtins cost a dozen instructions each for their NaN and signed-zero rules; integer
-// min and max of order-preserving bit patterns compile to conditional moves. With both
-// bounds non-negative the patterns are ordered as they are (negative floats are negative
-// integers), so only the bounds need no mapping at all.
+// min and max of order-preserving bit patterns (floatKey) are one vector instruction
+// each (clipKeysVec).
 func clipBits(x, y []float32, lo, hi float32) {
 	y = y[:len(x)]
 	if lo != lo || hi != hi {
@@ -539,25 +518,8 @@ func clipBits(x, y []float32, lo, hi float32) {
 		}
 		return
 	}
-	kl, kh := int32(math.Float32bits(lo)), int32(math.Float32bits(hi))
-	if kl >= 0 && kh >= 0 {
-		for i, v := range x {
-			r := math.Float32frombits(uint32(min(max(int32(math.Float32bits(v)), kl), kh)))
-			if v != v {
-				r = v
-			}
-			y[i] = r
-		}
-		return
-	}
-	kl, kh = floatKey(kl), floatKey(kh)
-	for i, v := range x {
-		r := math.Float32frombits(uint32(floatKey(min(max(floatKey(int32(math.Float32bits(v))), kl), kh))))
-		if v != v {
-			r = v
-		}
-		y[i] = r
-	}
+	kl, kh := floatKey(int32(math.Float32bits(lo))), floatKey(int32(math.Float32bits(hi)))
+	clipKeysVec(y, x, kl, kh)
 }
 
 // sigmoid is 1/(1+e^-v), evaluated so that neither branch overflows.

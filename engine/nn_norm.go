@@ -248,15 +248,16 @@ func nnAffine(ctx *Context, N, C, inner int, x, y, a, b []float32, add bool) {
 					off := (n*C + c) * inner
 					ac := a[c]
 					xs, ys := x[off:off+inner], y[off:off+inner]
+					// Rows too short for a call each, rounded as affineVec rounds.
 					if add {
 						for i, v := range xs {
-							ys[i] += v * ac
+							ys[i] += float32(v * ac)
 						}
 						continue
 					}
 					bc := b[c]
 					for i, v := range xs {
-						ys[i] = v*ac + bc
+						ys[i] = float32(v*ac) + bc
 					}
 				}
 			}
@@ -269,15 +270,10 @@ func nnAffine(ctx *Context, N, C, inner int, x, y, a, b []float32, add bool) {
 			ac := a[c]
 			xs, ys := x[p*inner:(p+1)*inner], y[p*inner:(p+1)*inner]
 			if add {
-				for i, v := range xs {
-					ys[i] += v * ac
-				}
+				affineAddVec(ys, xs, ac)
 				continue
 			}
-			bc := b[c]
-			for i, v := range xs {
-				ys[i] = v*ac + bc
-			}
+			affineVec(ys, xs, ac, b[c])
 		}
 	})
 }
@@ -734,9 +730,15 @@ func nnBatchNormGrad(ctx *Context, N, C, inner int, x, gy, gx, mean, ga, gb, gc 
 				off := (n*C + c) * inner
 				a, b, cc, mu := ga[c], gb[c], gc[c], mean[c]
 				xs, gs, gd := x[off:off+inner], gy[off:off+inner], gx[off:off+inner]
+				if inner >= 16 {
+					bnGradVec(gd, xs, gs, a, b, cc, mu)
+					continue
+				}
+				// Rows too short for a call each (BatchNorm1d: one value per channel),
+				// rounded as bnGradVec rounds.
 				xs, gs = xs[:len(gd)], gs[:len(gd)]
 				for i, g := range gd {
-					gd[i] = g + a*gs[i] + b*(xs[i]-mu) + cc
+					gd[i] = float32(float32(g+float32(a*gs[i]))+float32(b*float32(xs[i]-mu))) + cc
 				}
 			}
 		}

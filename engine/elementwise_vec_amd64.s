@@ -1,0 +1,294 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// The elementwise loops of elementwise_vec.go (see ewGo, whose modes these follow bit
+// for bit). Registers: DI p0, SI p1, DX p2, CX the values left, c0..c3 broadcast.
+
+// EWMASK sets K1 to all 16 lanes, or to the CX < 16 left.
+#define EWMASK(body) \
+	KXNORW K1, K1, K1 \
+	CMPQ   CX, $16 \
+	JGE    body \
+	MOVL   $1, BX \
+	SHLL   CX, BX \
+	DECL   BX \
+	KMOVW  BX, K1
+
+#define EWNEXT(loop) \
+	ADDQ $64, SI \
+	ADDQ $64, DI \
+	ADDQ $64, DX \
+	SUBQ $16, CX \
+	JG   loop \
+	JMP  ewdone
+
+// func ewAVX512(mode, n int, p0, p1, p2 *float32, c0, c1, c2, c3 float32)
+TEXT ·ewAVX512(SB), NOSPLIT, $0-56
+	MOVQ mode+0(FP), AX
+	MOVQ n+8(FP), CX
+	MOVQ p0+16(FP), DI
+	MOVQ p1+24(FP), SI
+	MOVQ p2+32(FP), DX
+	VBROADCASTSS c0+40(FP), Z20
+	VBROADCASTSS c1+44(FP), Z21
+	VBROADCASTSS c2+48(FP), Z22
+	VBROADCASTSS c3+52(FP), Z23
+	MOVL $0x7fffffff, BX
+	VPBROADCASTD BX, Z24
+	MOVL $0x40400000, BX // 3
+	VPBROADCASTD BX, Z25
+	MOVL $0x3f000000, BX // 1/2
+	VPBROADCASTD BX, Z26
+	MOVL $0xc0400000, BX // −3
+	VPBROADCASTD BX, Z27
+	MOVL $0x3f800000, BX // 1
+	VPBROADCASTD BX, Z28
+	VPXORD Z29, Z29, Z29
+	TESTQ CX, CX
+	JLE  ewdone
+	CMPQ AX, $0
+	JEQ  cg
+	CMPQ AX, $1
+	JEQ  cl
+	CMPQ AX, $2
+	JEQ  hs
+	CMPQ AX, $3
+	JEQ  hg
+	CMPQ AX, $4
+	JEQ  bn
+	CMPQ AX, $5
+	JEQ  af
+	JMP  aa
+
+cg:
+	EWMASK(cgb)
+cgb:
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z (DI), K1, Z4
+	VCMPPS $0x1d, Z20, Z0, K1, K2 // x ≥ lo, ordered
+	VCMPPS $0x12, Z21, Z0, K2, K3 // and x ≤ hi
+	VMOVUPS.Z (DX), K3, Z1        // g there, +0 elsewhere
+	VADDPS Z1, Z4, Z4
+	VMOVUPS Z4, K1, (DI)
+	EWNEXT(cg)
+
+cl:
+	EWMASK(clb)
+clb:
+	VMOVUPS.Z (SI), K1, Z0
+	VPSRAD $31, Z0, Z1
+	VPANDD Z24, Z1, Z1
+	VPXORD Z0, Z1, Z1 // the order key
+	VPMAXSD Z20, Z1, Z1
+	VPMINSD Z21, Z1, Z1
+	VPSRAD $31, Z1, Z2
+	VPANDD Z24, Z2, Z2
+	VPXORD Z1, Z2, Z2 // back to bits
+	VCMPPS $3, Z0, Z0, K1, K2 // NaN
+	VMOVAPS Z0, K2, Z2
+	VMOVUPS Z2, K1, (DI)
+	EWNEXT(cl)
+
+hs:
+	EWMASK(hsb)
+hsb:
+	VMOVUPS.Z (SI), K1, Z0
+	VMULPS Z20, Z0, Z1
+	VADDPS Z21, Z1, Z1
+	VPMAXSD Z29, Z1, Z1
+	VPMINSD Z28, Z1, Z1
+	VMULPS Z1, Z0, Z1
+	VMOVUPS Z1, K1, (DI)
+	EWNEXT(hs)
+
+hg:
+	EWMASK(hgb)
+hgb:
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z (DX), K1, Z1
+	VMOVUPS.Z (DI), K1, Z4
+	VDIVPS Z25, Z0, Z2
+	VADDPS Z26, Z2, Z2
+	VMULPS Z2, Z1, Z2
+	VCMPPS $0x1e, Z25, Z0, K1, K2 // x > 3: g itself
+	VMOVAPS Z1, K2, Z2
+	VCMPPS $0x1d, Z27, Z0, K1, K3 // x ≥ −3: added, else dst kept
+	VADDPS Z2, Z4, K3, Z4
+	VMOVUPS Z4, K1, (DI)
+	EWNEXT(hg)
+
+bn:
+	EWMASK(bnb)
+bnb:
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z (DX), K1, Z1
+	VMOVUPS.Z (DI), K1, Z4
+	VMULPS Z20, Z1, Z1
+	VADDPS Z1, Z4, Z4
+	VSUBPS Z23, Z0, Z0
+	VMULPS Z21, Z0, Z0
+	VADDPS Z0, Z4, Z4
+	VADDPS Z22, Z4, Z4
+	VMOVUPS Z4, K1, (DI)
+	EWNEXT(bn)
+
+af:
+	EWMASK(afb)
+afb:
+	VMOVUPS.Z (SI), K1, Z0
+	VMULPS Z20, Z0, Z0
+	VADDPS Z21, Z0, Z0
+	VMOVUPS Z0, K1, (DI)
+	EWNEXT(af)
+
+aa:
+	EWMASK(aab)
+aab:
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z (DI), K1, Z4
+	VMULPS Z20, Z0, Z0
+	VADDPS Z0, Z4, Z4
+	VMOVUPS Z4, K1, (DI)
+	EWNEXT(aa)
+
+ewdone:
+	VZEROUPPER
+	RET
+
+#define EW2NEXT(loop) \
+	ADDQ $32, SI \
+	ADDQ $32, DI \
+	ADDQ $32, DX \
+	SUBQ $8, CX \
+	JG   loop \
+	JMP  ew2done
+
+// func ewAVX2(mode, n int, p0, p1, p2 *float32, c0, c1, c2, c3 float32)
+//
+// ewAVX512 in AVX2 for n a multiple of 8.
+TEXT ·ewAVX2(SB), NOSPLIT, $0-56
+	MOVQ mode+0(FP), AX
+	MOVQ n+8(FP), CX
+	MOVQ p0+16(FP), DI
+	MOVQ p1+24(FP), SI
+	MOVQ p2+32(FP), DX
+	VBROADCASTSS c0+40(FP), Y8
+	VBROADCASTSS c1+44(FP), Y9
+	VBROADCASTSS c2+48(FP), Y10
+	VBROADCASTSS c3+52(FP), Y11
+	MOVL $0x7fffffff, BX
+	MOVL BX, X12
+	VPBROADCASTD X12, Y12
+	MOVL $0x40400000, BX // 3
+	MOVL BX, X13
+	VPBROADCASTD X13, Y13
+	MOVL $0x3f000000, BX // 1/2
+	MOVL BX, X14
+	VPBROADCASTD X14, Y14
+	MOVL $0xc0400000, BX // −3
+	MOVL BX, X15
+	VPBROADCASTD X15, Y15
+	VPXOR Y7, Y7, Y7
+	MOVL $0x3f800000, BX // 1
+	MOVL BX, X6
+	VPBROADCASTD X6, Y6
+	TESTQ CX, CX
+	JLE  ew2done
+	CMPQ AX, $0
+	JEQ  cg2
+	CMPQ AX, $1
+	JEQ  cl2
+	CMPQ AX, $2
+	JEQ  hs2
+	CMPQ AX, $3
+	JEQ  hg2
+	CMPQ AX, $4
+	JEQ  bn2
+	CMPQ AX, $5
+	JEQ  af2
+	JMP  aa2
+
+cg2:
+	VMOVUPS (SI), Y0
+	VCMPPS $0x1d, Y8, Y0, Y2
+	VCMPPS $0x12, Y9, Y0, Y3
+	VANDPS Y3, Y2, Y2
+	VMOVUPS (DX), Y1
+	VANDPS Y1, Y2, Y2
+	VMOVUPS (DI), Y4
+	VADDPS Y2, Y4, Y4
+	VMOVUPS Y4, (DI)
+	EW2NEXT(cg2)
+
+cl2:
+	VMOVUPS (SI), Y0
+	VPSRAD $31, Y0, Y1
+	VPAND Y12, Y1, Y1
+	VPXOR Y0, Y1, Y1
+	VPMAXSD Y8, Y1, Y1
+	VPMINSD Y9, Y1, Y1
+	VPSRAD $31, Y1, Y2
+	VPAND Y12, Y2, Y2
+	VPXOR Y1, Y2, Y2
+	VCMPPS $3, Y0, Y0, Y3
+	VBLENDVPS Y3, Y0, Y2, Y2
+	VMOVUPS Y2, (DI)
+	EW2NEXT(cl2)
+
+hs2:
+	VMOVUPS (SI), Y0
+	VMULPS Y8, Y0, Y1
+	VADDPS Y9, Y1, Y1
+	VPMAXSD Y7, Y1, Y1
+	VPMINSD Y6, Y1, Y1
+	VMULPS Y1, Y0, Y1
+	VMOVUPS Y1, (DI)
+	EW2NEXT(hs2)
+
+hg2:
+	VMOVUPS (SI), Y0
+	VMOVUPS (DX), Y1
+	VMOVUPS (DI), Y4
+	VDIVPS Y13, Y0, Y2
+	VADDPS Y14, Y2, Y2
+	VMULPS Y2, Y1, Y2
+	VCMPPS $0x1e, Y13, Y0, Y3
+	VBLENDVPS Y3, Y1, Y2, Y2
+	VADDPS Y2, Y4, Y5
+	VCMPPS $0x1d, Y15, Y0, Y3
+	VBLENDVPS Y3, Y5, Y4, Y4
+	VMOVUPS Y4, (DI)
+	EW2NEXT(hg2)
+
+bn2:
+	VMOVUPS (SI), Y0
+	VMOVUPS (DX), Y1
+	VMOVUPS (DI), Y4
+	VMULPS Y8, Y1, Y1
+	VADDPS Y1, Y4, Y4
+	VSUBPS Y11, Y0, Y0
+	VMULPS Y9, Y0, Y0
+	VADDPS Y0, Y4, Y4
+	VADDPS Y10, Y4, Y4
+	VMOVUPS Y4, (DI)
+	EW2NEXT(bn2)
+
+af2:
+	VMOVUPS (SI), Y0
+	VMULPS Y8, Y0, Y0
+	VADDPS Y9, Y0, Y0
+	VMOVUPS Y0, (DI)
+	EW2NEXT(af2)
+
+aa2:
+	VMOVUPS (SI), Y0
+	VMOVUPS (DI), Y4
+	VMULPS Y8, Y0, Y0
+	VADDPS Y0, Y4, Y4
+	VMOVUPS Y4, (DI)
+	EW2NEXT(aa2)
+
+ew2done:
+	VZEROUPPER
+	RET
