@@ -12,13 +12,13 @@ import "math"
 
 // The loops, by the number the assembly dispatches on.
 const (
-	ewClipGrad     = iota // p0 += g where lo ≤ x ≤ hi, else += +0: x = p1, g = p2, c0 = lo, c1 = hi
-	ewClip                // p0 = x clamped between the order keys c0 and c1 (clipBits), NaN kept
-	ewHardSwish           // p0 = x·clamp(c0·x + c1, 0, 1)
-	ewHardSwishGrad       // p0 += g (x > 3), g·(x/3 + 1/2) (−3 ≤ x ≤ 3), nothing else
-	ewBNGrad              // p0 = ((p0 + c0·g) + c1·(x − c3)) + c2: x = p1, g = p2
-	ewAffine              // p0 = x·c0 + c1
-	ewAffineAdd           // p0 += x·c0
+	ewClipGrad      = iota // p0 += g where lo ≤ x ≤ hi, else += +0: x = p1, g = p2, c0 = lo, c1 = hi
+	ewClip                 // p0 = x clamped between the order keys c0 and c1 (clipBits), NaN kept
+	ewHardSwish            // p0 = x·clamp(c0·x + c1, 0, 1)
+	ewHardSwishGrad        // p0 += g (x > 3), g·(x/3 + 1/2) (−3 ≤ x ≤ 3), nothing else
+	ewBNGrad               // p0 = ((p0 + c0·g) + c1·(x − c3)) + c2: x = p1, g = p2
+	ewAffine               // p0 = x·c0 + c1
+	ewAffineAdd            // p0 += x·c0
 )
 
 // ewGo is the definition of loop mode over p0 (and p1, p2 where the mode reads them, as
@@ -94,4 +94,4 @@ func bnGradVec(gd, x, gy []float32, a, b, c, mu float32) { ewVec(ewBNGrad, gd, x
 
 // affineVec sets y = x·a + b; affineAddVec adds x·a to y.
 func affineVec(y, x []float32, a, b float32) { ewVec(ewAffine, y, x, nil, a, b, 0, 0) }
-func affineAddVec(y, x []float32, a float32)  { ewVec(ewAffineAdd, y, x, nil, a, 0, 0, 0) }
+func affineAddVec(y, x []float32, a float32) { ewVec(ewAffineAdd, y, x, nil, a, 0, 0, 0) }
