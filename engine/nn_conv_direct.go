@@ -235,6 +235,22 @@ func panels(dst []convPanel, b, c, n int) []convPanel {
 // the rows of B are ldb apart in src, or where offs puts them.
 func (w *convWork) multiply(k, M int, a, bias []float32, src []float32, ldb int, offs *tileOffs, dst []float32, ldc int, pan []convPanel, flags int, act *tileAct) {
 	RB := (M + 7) / 8
+	if len(pan) > 2 && RB > 1 && RB*k*8 > convAStream {
+		// Weights larger than the cache (ResNet-18's last stage: 9.4 MB for a 7×7 plane)
+		// would stream from memory once per panel pair; a few row blocks at a time over
+		// every panel pair read each block once, while it is in the cache.
+		step := max(1, convAStream/4/(k*8))
+		for rb := 0; rb < RB; rb += step {
+			n := min(step, RB-rb)
+			m := min(M-rb*8, n*8)
+			var bs []float32
+			if bias != nil {
+				bs = bias[rb*8:]
+			}
+			w.multiply(k, m, a[rb*k*8:(rb+n)*k*8], bs, src, ldb, offs, dst[rb*8*ldc:], ldc, pan, flags, act)
+		}
+		return
+	}
 	for q := 0; q < len(pan); q += 2 {
 		p0, p1 := pan[q], pan[q]
 		p1.m = 0
@@ -257,6 +273,16 @@ func (w *convWork) multiply(k, M int, a, bias []float32, src []float32, ldb int,
 		}
 	}
 }
+
+// convColChunk is the size, in float32 values, above which an image's column matrix is
+// made and multiplied in chunks of output pixels (see forwardDirect): 256 KiB.
+const convColChunk = 1 << 16
+
+// convAStream is the size, in float32 values, of the packed weights (A) above which
+// multiply goes over a few row blocks at a time (a quarter of it) across all panel
+// pairs rather than over all row blocks per panel pair: 1 MiB, a core's L2 cache on the
+// CPUs measured.
+const convAStream = 1 << 18
 
 // packRows packs rows [0, M) of the row-major M × K matrix a (row stride lda) into 8-row
 // blocks, k-major, zero-padded: dst[(rb·K + k)·8 + r] = a[(8rb + r)·lda + k].
@@ -354,7 +380,8 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 	if !d.pointwise && pad == nil && im2colS2Fast(g) {
 		s2 = c.s2.plan(g, d.Cg)
 	}
-	if !d.pointwise && pad == nil && s2 == nil && nnUseTable(g) {
+	rows := !d.pointwise && pad == nil && s2 == nil && nnUseS2Rows(g)
+	if !d.pointwise && pad == nil && s2 == nil && !rows && nnUseTable(g) {
 		tab = k.tab.table(g) // built here, read-only in the workers
 	}
 	npan := (O + 15) / 16
@@ -371,6 +398,17 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 	// are split into parts that workers take apart, each building the block's column
 	// matrix for itself: every output is still summed by the same tiles in the same
 	// order. Only for one group, no fused pool and the activation in the kernel.
+	// A column matrix larger than the cache (ResNet-18's 7×7 stem at 224 px: 147 rows of
+	// 12 544 pixels, 7.4 MB an image) was written to memory by im2col and read back by
+	// the products; chunk > 0 makes it chunk pixels at a time, each multiplied while it is
+	// in the cache.
+	chunk := 0
+	if (tab != nil || rows) && G == 1 && CgK*O > convColChunk {
+		// Whole output rows, and enough of them to fill many panels.
+		if c := convColChunk / (CgK * g.out[2]) * g.out[2]; c >= 128 {
+			chunk = c
+		}
+	}
 	parts := 1
 	if blocks < ctx.Workers && k.group == 1 && pg == nil && (act == nil || inKernel) {
 		parts = min(RB, (ctx.Workers+blocks-1)/blocks)
@@ -392,6 +430,8 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 				work[i].s2col = make([]float32, n)
 				work[i].s2For = padGeom{g: s2.g, C: s2.C}
 			}
+		case chunk > 0:
+			work[i].col = nnGrow(work[i].col, CgK*chunk)
 		case !d.pointwise:
 			work[i].col = nnGrow(work[i].col, G*CgK*O)
 		}
@@ -432,7 +472,28 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 				}
 				flags = tileAdd
 			}
-			for grp := 0; grp < k.group; grp++ {
+			if chunk > 0 {
+				xo := i0 * d.C * isz
+				for grp := 0; grp < k.group; grp++ {
+					var bs []float32
+					if bp != nil {
+						bs = bp[grp*RB*8+r0 : (grp+1)*RB*8]
+					}
+					yo := (i0-base)*d.M*O + grp*d.Mg*O
+					for p0 := 0; p0 < O; p0 += chunk {
+						n := min(chunk, O-p0)
+						xg := x[xo+grp*d.Cg*isz : xo+(grp+1)*d.Cg*isz]
+						if rows {
+							nnIm2colS2Rows(g, d.Cg, xg, wr.col, n, p0/g.out[2], (p0+n)/g.out[2])
+						} else {
+							tab.im2colRange(d.Cg, xg, wr.col, n, p0, p0+n)
+						}
+						wr.pan = panels(wr.pan[:0], 0, yo+p0, n)
+						wr.multiply(CgK, r1-r0, c.wp[(grp*RB+r0/8)*CgK*8:(grp+1)*RB*CgK*8], bs, wr.col, n, nil, dst[r0*O:], O, wr.pan, flags, tact)
+					}
+				}
+			}
+			for grp := 0; chunk == 0 && grp < k.group; grp++ {
 				src, ldb := x, O
 				var offs *tileOffs
 				wr.pan = wr.pan[:0]
@@ -464,6 +525,8 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 					}
 					col := wr.col[(i-i0)*CgK*O : (i-i0+1)*CgK*O]
 					switch {
+					case rows:
+						nnIm2colS2Rows(g, d.Cg, x[xo:xo+d.Cg*isz], col, O, 0, g.out[1])
 					case tab != nil:
 						tab.im2col(d.Cg, x[xo:xo+d.Cg*isz], col, O)
 					default:

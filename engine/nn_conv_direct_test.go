@@ -36,6 +36,14 @@ var directCases = append([]convCase{
 	{name: "wide_rows_odd_batch", x: []int{3, 5, 27, 27}, w: []int{20, 5, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 	{name: "wide_rows_group", x: []int{2, 4, 27, 27}, w: []int{6, 2, 3, 3}, group: 2, pads: []int{1, 1, 1, 1}},
 	{name: "wide_rows_one_item_m37", x: []int{1, 5, 27, 27}, w: []int{37, 5, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+	// Column stride 2 and output rows of 16 or more take the stride-2 row copies
+	// (nnIm2colS2Rows): a 7×7 stem, odd and even input widths, dilation, a 1×1
+	// downsampling layer, row stride 1, and a stem large enough to go in chunks of rows.
+	{name: "s2rows_stem", x: []int{2, 3, 21, 40}, w: []int{8, 3, 7, 7}, strides: []int{2, 2}, pads: []int{3, 3, 3, 3}, bias: true},
+	{name: "s2rows_odd_width_dil", x: []int{2, 4, 9, 37}, w: []int{10, 4, 3, 3}, strides: []int{2, 2}, dil: []int{1, 2}, pads: []int{1, 2, 0, 1}},
+	{name: "s2rows_1x1", x: []int{3, 6, 8, 33}, w: []int{12, 6, 1, 1}, strides: []int{2, 2}, bias: true},
+	{name: "s2rows_row_stride1", x: []int{1, 2, 6, 34}, w: []int{9, 2, 3, 2}, strides: []int{1, 2}, pads: []int{1, 0, 1, 1}},
+	{name: "s2rows_chunked", x: []int{1, 3, 21, 224}, w: []int{16, 3, 7, 7}, strides: []int{2, 2}, pads: []int{3, 3, 3, 3}, bias: true},
 }, convCases...)
 
 // TestConvDirectMatchesGemm runs every case through the direct path, through im2col with
@@ -194,6 +202,8 @@ func TestConvFusedPool(t *testing.T) {
 		{convCase{name: "cnn_conv1", x: []int{5, 1, 28, 28}, w: []int{16, 1, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true}, 2, 2},
 		{convCase{name: "odd_plane", x: []int{3, 3, 7, 9}, w: []int{10, 3, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true}, 2, 2},
 		{convCase{name: "window3", x: []int{2, 2, 8, 8}, w: []int{8, 2, 3, 3}, pads: []int{1, 1, 1, 1}}, 3, 2},
+		// A stem whose column matrix goes in chunks of output rows (nnIm2colS2Rows).
+		{convCase{name: "s2rows_chunked", x: []int{2, 3, 23, 224}, w: []int{8, 3, 7, 7}, strides: []int{2, 2}, pads: []int{3, 3, 3, 3}, bias: true}, 2, 2},
 	}
 	for _, tc := range cases {
 		for _, noDirect := range []bool{false, true} {
@@ -259,6 +269,7 @@ func TestConvResidual(t *testing.T) {
 		{name: "one_item_m37", x: []int{1, 5, 12, 14}, w: []int{37, 5, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 		{name: "wide_rows", x: []int{3, 4, 27, 27}, w: []int{13, 4, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 		{name: "wide_rows_one_item", x: []int{1, 4, 27, 27}, w: []int{24, 4, 3, 3}, pads: []int{1, 1, 1, 1}},
+		{name: "s2rows_chunked", x: []int{2, 3, 23, 224}, w: []int{8, 3, 7, 7}, strides: []int{2, 2}, pads: []int{3, 3, 3, 3}, bias: true},
 	}
 	for _, c := range cases {
 		for _, noDirect := range []bool{false, true} {
@@ -340,5 +351,85 @@ func TestConvDirectWorkersAgree(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestS2Row checks s2Row (the assembly where the CPU has it) against s2RowGo at every
+// length to 70, with src holding exactly the 2n − 1 values it may read: a read past them
+// would take values of the canary after it.
+func TestS2Row(t *testing.T) {
+	for n := 0; n <= 70; n++ {
+		buf := make([]float32, 2*n+40)
+		for i := range buf {
+			buf[i] = float32(i)
+		}
+		src := buf[:max(0, 2*n-1)]
+		got, want := make([]float32, n), make([]float32, n)
+		s2Row(got, src)
+		s2RowGo(want, src)
+		for j := range want {
+			if got[j] != want[j] || want[j] != float32(2*j) {
+				t.Fatalf("n = %d: dst[%d] = %v, s2RowGo %v, want %v", n, j, got[j], want[j], 2*j)
+			}
+		}
+	}
+}
+
+// TestIm2colS2Rows checks nnIm2colS2Rows, whole and by ranges of output rows, against
+// the column matrix written out from the definition of the window.
+func TestIm2colS2Rows(t *testing.T) {
+	for _, c := range directCases {
+		if len(c.x) != 4 || (c.strides == nil || c.strides[1] != 2) {
+			continue
+		}
+		n, _, _, _ := c.node(11)
+		k := buildKernel(t, n).(*convKernel)
+		d, err := k.dims(c.x, c.w, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := &d.g
+		if !nnUseS2Rows(g) {
+			continue
+		}
+		r := rand.New(rand.NewPCG(4, 4))
+		x := nntRand(r, []int{d.Cg, g.in[1], g.in[2]}, -1, 1).F
+		K, O, OW := g.kSize(), g.outSize(), g.out[2]
+		want := make([]float32, d.Cg*K*O)
+		for ch := 0; ch < d.Cg; ch++ {
+			for k1 := 0; k1 < g.k[1]; k1++ {
+				for k2 := 0; k2 < g.k[2]; k2++ {
+					row := (ch*g.k[1]+k1)*g.k[2] + k2
+					for o1 := 0; o1 < g.out[1]; o1++ {
+						for o2 := 0; o2 < OW; o2++ {
+							i1 := o1*g.s[1] - g.pb[1] + k1*g.d[1]
+							i2 := o2*g.s[2] - g.pb[2] + k2*g.d[2]
+							if i1 >= 0 && i1 < g.in[1] && i2 >= 0 && i2 < g.in[2] {
+								want[row*O+o1*OW+o2] = x[(ch*g.in[1]+i1)*g.in[2]+i2]
+							}
+						}
+					}
+				}
+			}
+		}
+		for _, step := range []int{g.out[1], 1, 2, 3} {
+			for lo := 0; lo < g.out[1]; lo += step {
+				hi := min(g.out[1], lo+step)
+				ld := (hi - lo) * OW
+				col := make([]float32, d.Cg*K*ld)
+				for i := range col {
+					col[i] = float32(math.NaN())
+				}
+				nnIm2colS2Rows(g, d.Cg, x, col, ld, lo, hi)
+				for row := 0; row < d.Cg*K; row++ {
+					for p := 0; p < ld; p++ {
+						if got, w := col[row*ld+p], want[row*O+lo*OW+p]; got != w {
+							t.Fatalf("%s, output rows [%d, %d): col[%d][%d] = %v, want %v", c.name, lo, hi, row, p, got, w)
+						}
+					}
+				}
+			}
+		}
+		t.Logf("%s: checked", c.name)
 	}
 }

@@ -363,6 +363,18 @@ func (t *nnGatherTable) im2col(C int, x, col []float32, ld int) {
 	}
 }
 
+// im2colRange is im2col of output pixels [p0, p1) only, into rows of ld values.
+func (t *nnGatherTable) im2colRange(C int, x, col []float32, ld, p0, p1 int) {
+	K, O, isz := t.g.kSize(), t.g.outSize(), t.g.inSize()
+	for c := 0; c < C; c++ {
+		xc := x[c*isz : (c+1)*isz]
+		for k := 0; k < K; k++ {
+			r := c*K + k
+			gatherRow(col[r*ld:r*ld+p1-p0], xc, t.idx[k*O+p0:k*O+p1], isz)
+		}
+	}
+}
+
 // gatherRowGo is the definition of gatherRow: dst[p] = src[idx[p]], or 0 where idx[p] is
 // negative (padding). The table's rows run 16 at a time through AVX-512 gathers where
 // the CPU allows (a tenth of ResNet-18's run at 224 px and batch 1 was this loop).
@@ -549,5 +561,64 @@ func (p *cpPlan) fill(xp, xT []float32) {
 	for h := 0; h < H; h++ {
 		o := ((h+g.pb[1])*p.w + g.pb[2]) * C
 		copy(xp[o:o+W*C], xT[h*W*C:(h+1)*W*C])
+	}
+}
+
+// nnUseS2Rows reports whether im2col of g copies rows at column stride 2
+// (nnIm2colS2Rows) rather than through the gather table: 2-D windows of column stride 2
+// whose output rows are wide enough (16 or more) for vector copies. On ResNet-18's 7×7
+// stem at 224 px the table's gathers took half the convolution's time.
+func nnUseS2Rows(g *nnGeom) bool {
+	return g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1 && g.s[2] == 2 && g.out[2] >= 16
+}
+
+// nnIm2colS2Rows is nnIm2col for nnUseS2Rows's windows, output rows [o1lo, o1hi) only:
+// row c·K + k of col (row stride ld) holds those output rows side by side.
+func nnIm2colS2Rows(g *nnGeom, C int, x, col []float32, ld, o1lo, o1hi int) {
+	H, W, OW := g.in[1], g.in[2], g.out[2]
+	isz := g.inSize()
+	r := 0
+	for c := 0; c < C; c++ {
+		xc := x[c*isz : (c+1)*isz]
+		for k1 := 0; k1 < g.k[1]; k1++ {
+			for k2 := 0; k2 < g.k[2]; k2++ {
+				row := col[r*ld : r*ld+(o1hi-o1lo)*OW]
+				r++
+				// Output column o2 reads input column 2·o2 + off: inside the image for
+				// o2 in [lo, hi).
+				off := k2*g.d[2] - g.pb[2]
+				lo := min(OW, max(0, (1-off)/2)) // ⌈−off/2⌉ for off ≤ 0
+				hi := 0
+				if W-1-off >= 0 {
+					hi = min(OW, (W-1-off)/2+1)
+				}
+				hi = max(hi, lo)
+				for o1 := o1lo; o1 < o1hi; o1++ {
+					seg := row[(o1-o1lo)*OW : (o1-o1lo+1)*OW]
+					i1 := o1*g.s[1] - g.pb[1] + k1*g.d[1]
+					if i1 < 0 || i1 >= H {
+						clear(seg)
+						continue
+					}
+					clear(seg[:lo])
+					clear(seg[hi:])
+					if hi > lo {
+						s2Row(seg[lo:hi], xc[i1*W+2*lo+off:(i1+1)*W])
+					}
+				}
+			}
+		}
+	}
+}
+
+// s2RowGo is the definition of s2Row: dst[j] = src[2j], src holding 2·len(dst) − 1 or
+// more values.
+func s2RowGo(dst, src []float32) {
+	if len(dst) == 0 {
+		return
+	}
+	src = src[:2*len(dst)-1]
+	for j := range dst {
+		dst[j] = src[2*j]
 	}
 }

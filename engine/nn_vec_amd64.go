@@ -60,3 +60,34 @@ func gatherRow(dst, src []float32, idx []int32, bound int) {
 	}
 	gatherRowAVX512(&dst[0], &src[0], &idx[0], n)
 }
+
+//go:noescape
+func s2RowAVX512(dst, src *float32, n int, even *int32)
+
+//go:noescape
+func s2RowAVX2(dst, src *float32, n int)
+
+// s2Row is s2RowGo in AVX-512 or AVX2 where the CPU allows.
+func s2Row(dst, src []float32) {
+	n := len(dst)
+	if n == 0 {
+		return
+	}
+	if len(src) < 2*n-1 {
+		panic(fmt.Sprintf("stride-2 copy of %d values from %d", n, len(src)))
+	}
+	switch {
+	case convTileOK():
+		even := [16]int32{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}
+		s2RowAVX512(&dst[0], &src[0], n, &even[0])
+	case convTileAVX2OK():
+		// Whole blocks of 8 that do not reach the last value of src; the rest in Go.
+		m := min(n&^7, (len(src)/16)*8)
+		if m > 0 {
+			s2RowAVX2(&dst[0], &src[0], m)
+		}
+		s2RowGo(dst[m:], src[2*m:])
+	default:
+		s2RowGo(dst, src)
+	}
+}

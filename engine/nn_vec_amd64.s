@@ -122,3 +122,91 @@ grbody:
 grdone:
 	VZEROUPPER
 	RET
+
+// func s2RowAVX512(dst, src *float32, n int, even *int32)
+//
+// dst[j] = src[2j] for j < n, 16 at a time from two registers of src (VPERMI2PS with the
+// indices 0, 2, …, 30 at even); the last block reads only the 2·cnt − 1 values it needs.
+TEXT ·s2RowAVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ even+24(FP), AX
+	VMOVDQU32 (AX), Z3
+
+s2loop:
+	CMPQ CX, $16
+	JLE  s2tail
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVDQA32 Z3, Z2
+	VPERMI2PS Z1, Z0, Z2
+	VMOVUPS Z2, (DI)
+	ADDQ $128, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP  s2loop
+
+s2tail:
+	TESTQ CX, CX
+	JLE  s2done
+	MOVQ CX, R8
+	LEAQ -1(CX)(CX*1), CX // source values needed: 2·cnt − 1
+	MOVL $1, AX
+	CMPQ CX, $16
+	JGE  s2two
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	KXORW K2, K2, K2
+	JMP  s2load
+
+s2two:
+	SUBQ $16, CX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K2
+	KXNORW K1, K1, K1
+
+s2load:
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z 64(SI), K2, Z1
+	VMOVDQA32 Z3, Z2
+	VPERMI2PS Z1, Z0, Z2
+	MOVQ R8, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K3
+	VMOVUPS Z2, K3, (DI)
+
+s2done:
+	VZEROUPPER
+	RET
+
+// func s2RowAVX2(dst, src *float32, n int)
+//
+// dst[j] = src[2j] for j < n, n a multiple of 8, reading src[0 : 2n] (the caller keeps
+// the last block for the Go loop when src holds only 2n − 1 values): the even values of
+// each 128-bit half by VSHUFPS, the halves put in order by VPERMPD.
+TEXT ·s2RowAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+s2aloop:
+	TESTQ CX, CX
+	JLE  s2adone
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VSHUFPS $0x88, Y1, Y0, Y2
+	VPERMPD $0xd8, Y2, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ $64, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP  s2aloop
+
+s2adone:
+	VZEROUPPER
+	RET
