@@ -42,6 +42,8 @@ type convKernel struct {
 
 	direct  convDirect  // the direct path's packed weights and worker scratch
 	trim    trimmedConv // the weight without the taps that read only padding
+	pool    *poolKernel // the fused MaxPool forwardDirect applies per block of images
+	poolBuf []float32   // the plan's buffer of the unpooled output, for its blocks
 	poolIn  [1]*Tensor  // the fused MaxPool's arguments
 	poolOut [1]*Tensor
 
@@ -329,7 +331,13 @@ func (k *convKernel) runDims(ctx *Context, d *convDims, x, w, b, y *Tensor, act 
 		if b != nil {
 			bias = b.F
 		}
+		pool.prepare(&pg)
+		k.pool = pool
+		if full != nil {
+			k.poolBuf = full.F
+		}
 		k.forwardDirect(ctx, d, x.F, w.F, k.weightKey(w), bias, y.F, act, &pg, nil)
+		k.pool, k.poolBuf = nil, nil
 		return nil
 	}
 	if d.depthwise {

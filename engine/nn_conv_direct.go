@@ -435,7 +435,7 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 		case !d.pointwise:
 			work[i].col = nnGrow(work[i].col, G*CgK*O)
 		}
-		if pg != nil {
+		if pg != nil && len(k.poolBuf) < nw*G*d.M*O {
 			work[i].ybuf = nnGrow(work[i].ybuf, G*d.M*O)
 		}
 	}
@@ -459,7 +459,13 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 			// that the pool reads.
 			dst, base := y, 0
 			if pg != nil {
-				dst, base = wr.ybuf[:(i1-i0)*d.M*O], i0
+				if len(k.poolBuf) >= nw*G*d.M*O {
+					// The plan's buffer of the whole output, a block's worth per worker:
+					// no scratch of the kernel's own as large as an image's output.
+					dst, base = k.poolBuf[wk*G*d.M*O:wk*G*d.M*O+(i1-i0)*d.M*O], i0
+				} else {
+					dst, base = wr.ybuf[:(i1-i0)*d.M*O], i0
+				}
 			}
 			flags := 0
 			if res != nil {
@@ -557,7 +563,7 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 			if pg != nil {
 				PO := pg.outSize()
 				for p := 0; p < (i1-i0)*d.M; p++ {
-					maxPool2x2(pg, yb[p*O:(p+1)*O], y[(i0*d.M+p)*PO:(i0*d.M+p+1)*PO])
+					k.pool.maxPlane(pg, yb[p*O:(p+1)*O], y[(i0*d.M+p)*PO:(i0*d.M+p+1)*PO])
 				}
 			}
 		}

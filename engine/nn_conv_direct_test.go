@@ -202,6 +202,9 @@ func TestConvFusedPool(t *testing.T) {
 		{convCase{name: "cnn_conv1", x: []int{5, 1, 28, 28}, w: []int{16, 1, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true}, 2, 2},
 		{convCase{name: "odd_plane", x: []int{3, 3, 7, 9}, w: []int{10, 3, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true}, 2, 2},
 		{convCase{name: "window3", x: []int{2, 2, 8, 8}, w: []int{8, 2, 3, 3}, pads: []int{1, 1, 1, 1}}, 3, 2},
+		// Three images of an odd number of panels: two blocks of two images, more than
+		// the plan's buffer holds for two workers.
+		{convCase{name: "window3_odd_panels", x: []int{3, 2, 6, 6}, w: []int{8, 2, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true}, 3, 2},
 		// A stem whose column matrix goes in chunks of output rows (nnIm2colS2Rows).
 		{convCase{name: "s2rows_chunked", x: []int{2, 3, 23, 224}, w: []int{8, 3, 7, 7}, strides: []int{2, 2}, pads: []int{3, 3, 3, 3}, bias: true}, 2, 2},
 	}
@@ -251,6 +254,17 @@ func TestConvFusedPool(t *testing.T) {
 					t.Fatal(err)
 				}
 				nntClose(t, "pooled Y", out.F, want, 1e-5, 1e-5)
+				if !noDirect {
+					// Without the plan's buffer the direct path pools from blocks of its
+					// own.
+					for i := range out.F {
+						out.F[i] = float32(math.NaN())
+					}
+					if err := k.run(ctx, in[0], in[1], n.Optional(in, 2), out, &nnClamp{relu: true}, pool, nil, nil); err != nil {
+						t.Fatal(err)
+					}
+					nntClose(t, "pooled Y, no plan buffer", out.F, want, 1e-5, 1e-5)
+				}
 			})
 		}
 	}

@@ -370,10 +370,26 @@ func poolMaxValues[T float32 | int64](g *nnGeom, t *poolTables, x, y []T, lowest
 }
 
 // poolable reports whether a Conv on the direct path can apply this MaxPool itself, image
-// by image: 2×2 windows (is2x2), no indices, float values.
+// by image: 2×2 windows (is2x2) or the row-wise ones (rowsFirst: ResNet's and
+// SqueezeNet's 3×3 stride-2 pools, whose input, pooled after the whole batch, came back
+// from memory), no indices, float values.
 func (k *poolKernel) poolable(g *nnGeom) bool {
-	return k.max && !k.wantIndices && g.is2x2()
+	return k.max && !k.wantIndices && (g.is2x2() || g.rowsFirst())
 }
+
+// maxPlane is the max pool of one plane of a poolable geometry g, for a convolution
+// that pools its output per block of images while it is in the cache; prepare(g) must
+// have been called since g last changed.
+func (k *poolKernel) maxPlane(g *nnGeom, x, y []float32) {
+	if g.is2x2() {
+		maxPool2x2(g, x, y)
+		return
+	}
+	maxPoolRows(g, &k.tab, x, y)
+}
+
+// prepare fills the window tables of g for maxPlane.
+func (k *poolKernel) prepare(g *nnGeom) { k.tab.fill(g) }
 
 // is2x2 reports whether g is the CNN workhorse: 2-D, 2×2 windows at stride 2, no
 // dilation or padding, every window inside the image.
