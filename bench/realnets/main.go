@@ -10,11 +10,16 @@
 //
 //	go run ./bench/realnets                          # inference, batch 1 and 32, every model
 //	go run ./bench/realnets -models ocr,transformer -seconds 5
+//	go run ./bench/realnets -rounds 5                # medians of 5 alternating rounds, on a shared machine
 //	go run ./bench/realnets -train                   # training steps, batch 32, against PyTorch
 //	go run ./bench/realnets -train -mem              # and each engine's memory, one process per model
 //	go run ./bench/realnets -models ocr -ort=false -cpuprofile ocr.prof
 //
 // Inference prints samples/s and the ratio qtool/onnxruntime (above 1, qtool is faster);
+// with -rounds N each configuration is measured N times, the two engines alternating,
+// and the medians are printed with the range of the ratios: on a virtual machine whose
+// neighbours load the host, onnxruntime's own rate moved by up to 1.5× between runs
+// minutes apart, so that one measurement's ratio says little;
 // training prints step times and PyTorch's step time over qtool's (above 1, qtool is
 // faster). With -mem every model trains in a process of its own, for each engine, which
 // reports its resident memory before building the model and its high-water mark after
@@ -37,6 +42,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -60,7 +66,8 @@ func main() {
 	var (
 		models  = flag.String("models", "", "comma-separated models (default: "+allModels+"; with -train "+trainModels+")")
 		batches = flag.String("batches", "1,32", "comma-separated batch sizes (inference)")
-		seconds = flag.Float64("seconds", 2, "measuring time per configuration (inference)")
+		seconds = flag.Float64("seconds", 2, "measuring time per configuration and round (inference)")
+		rounds  = flag.Int("rounds", 1, "rounds per configuration, the engines alternating; medians printed (inference)")
 		threads = flag.Int("threads", 2, "threads of every engine")
 		mode    = flag.String("blas", "openblas", "qtool's BLAS: openblas, go or auto")
 		ort     = flag.Bool("ort", true, "measure onnxruntime too (inference)")
@@ -104,7 +111,7 @@ func main() {
 		case *doTrain:
 			err = runTrain(dir, names, *mode, *python, *batch, *steps, *threads)
 		default:
-			err = runInfer(dir, names, *mode, *batches, *seconds, *threads, *ort)
+			err = runInfer(dir, names, *mode, *batches, *seconds, max(*rounds, 1), *threads, *ort)
 		}
 	}
 	if err != nil {
@@ -175,7 +182,7 @@ func header(threads int, what string) {
 		cpu.X86.HasAVX512F, !cpu.X86.HasAVX512F && cpu.X86.HasAVX2 && cpu.X86.HasFMA, runtime.Version())
 }
 
-func runInfer(dir string, names []string, mode, batchList string, seconds float64, threads int, withORT bool) error {
+func runInfer(dir string, names []string, mode, batchList string, seconds float64, rounds, threads int, withORT bool) error {
 	batches, err := benchkit.Batches(batchList)
 	if err != nil {
 		return err
@@ -194,7 +201,11 @@ func runInfer(dir string, names []string, mode, batchList string, seconds float6
 	}
 	header(threads, what)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "model\tbatch\tonnxruntime samples/s\tqtool samples/s\tqtool/onnxruntime\tby CPU time\t")
+	if rounds > 1 {
+		fmt.Fprintf(tw, "model\tbatch\tonnxruntime samples/s\tqtool samples/s\tqtool/onnxruntime\tby CPU time\tratio range (%d rounds)\t\n", rounds)
+	} else {
+		fmt.Fprintln(tw, "model\tbatch\tonnxruntime samples/s\tqtool samples/s\tqtool/onnxruntime\tby CPU time\t")
+	}
 	for _, name := range names {
 		in, err := readInfo(dir, name)
 		if err != nil {
@@ -226,39 +237,63 @@ func runInfer(dir string, names []string, mode, batchList string, seconds float6
 			for i := range x {
 				x[i] = r.Float32()
 			}
-			ortRate, ortCPU := 0.0, 0.0
+			var s *ortref.Session
+			var ins []ortref.Tensor
 			if withORT {
-				s, err := ortref.NewSession(raw, ortref.Options{IntraOpThreads: threads, NoSpinning: true})
-				if err != nil {
+				if s, err = ortref.NewSession(raw, ortref.Options{IntraOpThreads: threads, NoSpinning: true}); err != nil {
 					return fmt.Errorf("%s: onnxruntime: %w", name, err)
 				}
-				ins := []ortref.Tensor{{Name: s.InputNames()[0], Shape: shape, Data: x}}
-				ortRate, ortCPU, err = benchkit.RateCPU(seconds, func() error { _, err := s.Run(ins); return err })
-				s.Close()
-				if err != nil {
-					return fmt.Errorf("%s: onnxruntime: %w", name, err)
-				}
-				ortRate *= float64(b)
+				ins = []ortref.Tensor{{Name: s.InputNames()[0], Shape: shape, Data: x}}
 			}
 			t := engine.NewFloat(ishape, x)
 			ctx := &engine.Context{BLAS: impl, Workers: threads, NoGrad: true}
-			rate, cpu, err := benchkit.RateCPU(seconds, func() error { _, err := g.Forward(ctx, t); return err })
-			if err != nil {
-				return fmt.Errorf("%s: qtool: %w", name, err)
+			var ortRates, rates, ratios, cpuRatios []float64
+			for range rounds {
+				ortRate, ortCPU := 0.0, 0.0
+				if withORT {
+					if ortRate, ortCPU, err = benchkit.RateCPU(seconds, func() error { _, err := s.Run(ins); return err }); err != nil {
+						s.Close()
+						return fmt.Errorf("%s: onnxruntime: %w", name, err)
+					}
+					ortRate *= float64(b)
+				}
+				rate, cpu, err := benchkit.RateCPU(seconds, func() error { _, err := g.Forward(ctx, t); return err })
+				if err != nil {
+					return fmt.Errorf("%s: qtool: %w", name, err)
+				}
+				rate *= float64(b)
+				ortRates, rates = append(ortRates, ortRate), append(rates, rate)
+				// The CPU-time ratio (onnxruntime's CPU seconds per run over qtool's) is
+				// the steadier one when other jobs share the cores.
+				if withORT {
+					ratios, cpuRatios = append(ratios, rate/ortRate), append(cpuRatios, ortCPU/cpu)
+				}
 			}
-			rate *= float64(b)
-			// The CPU-time ratio (onnxruntime's CPU seconds per run over qtool's) is the
-			// steadier one when other jobs share the cores.
-			ratio, cpuRatio := "-", "-"
+			if s != nil {
+				s.Close()
+			}
+			ratio, cpuRatio, span := "-", "-", ""
 			if withORT {
-				ratio = fmt.Sprintf("%.2f×", rate/ortRate)
-				cpuRatio = fmt.Sprintf("%.2f×", ortCPU/cpu)
+				ratio = fmt.Sprintf("%.2f×", median(ratios))
+				cpuRatio = fmt.Sprintf("%.2f×", median(cpuRatios))
+				if rounds > 1 {
+					span = fmt.Sprintf("%.2f–%.2f\t", slices.Min(ratios), slices.Max(ratios))
+				}
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%s\t%s\t\n", name, b, ortRate, rate, ratio, cpuRatio)
+			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%s\t%s\t%s\n", name, b, median(ortRates), median(rates), ratio, cpuRatio, span)
 			fmt.Fprintf(os.Stderr, "%s batch %d: %s\n", name, b, ratio)
 		}
 	}
 	return tw.Flush()
+}
+
+// median returns the median of v (the mean of the middle two for an even count).
+func median(v []float64) float64 {
+	w := slices.Sorted(slices.Values(v))
+	if len(w)%2 == 1 {
+		return w[len(w)/2]
+	}
+	return (w[len(w)/2-1] + w[len(w)/2]) / 2
 }
 
 type torchStep struct {
