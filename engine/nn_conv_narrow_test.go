@@ -8,7 +8,7 @@ import (
 )
 
 // narrowCases are convolutions the narrow path takes (fewer than 32 output pixels over
-// the batch, at least 16 output channels per group): partial 32-channel panels and
+// the batch, or one an image; at least 16 output channels per group): partial 32-channel panels and
 // partial second halves, pixels spilling into a second and third row block, groups,
 // strides, taps trimmed to the centre, and pointwise layers whose column matrix is the
 // image itself (batch 1) or a gathered one.
@@ -21,6 +21,11 @@ var narrowCases = []convCase{
 	{name: "pointwise_batch5", x: []int{5, 16, 1, 1}, w: []int{48, 16, 1, 1}, bias: true},
 	{name: "pointwise_batch1_m100", x: []int{1, 64, 1, 1}, w: []int{100, 64, 1, 1}, bias: true},
 	{name: "stride2_to_1x1", x: []int{1, 32, 2, 2}, w: []int{96, 32, 3, 3}, strides: []int{2, 2}, pads: []int{1, 1, 1, 1}},
+	// One pixel an image takes the narrow path at any batch: a pointwise layer whose
+	// rows of A come straight from x, groups, and a strided one through im2col.
+	{name: "pointwise_batch40", x: []int{40, 16, 1, 1}, w: []int{48, 16, 1, 1}, bias: true},
+	{name: "pointwise_batch37_group2", x: []int{37, 24, 1, 1}, w: []int{40, 12, 1, 1}, group: 2},
+	{name: "stride2_to_1x1_batch33", x: []int{33, 8, 2, 2}, w: []int{32, 8, 3, 3}, strides: []int{2, 2}, pads: []int{1, 1, 1, 1}, bias: true},
 }
 
 // fmaChainConv is the convolution as the tile kernel's contract computes it, in float32:
