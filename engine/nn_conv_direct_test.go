@@ -36,6 +36,10 @@ var directCases = append([]convCase{
 	{name: "wide_rows_odd_batch", x: []int{3, 5, 27, 27}, w: []int{20, 5, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 	{name: "wide_rows_group", x: []int{2, 4, 27, 27}, w: []int{6, 2, 3, 3}, group: 2, pads: []int{1, 1, 1, 1}},
 	{name: "wide_rows_one_item_m37", x: []int{1, 5, 27, 27}, w: []int{37, 5, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+	// Rows of 8 to 11 outputs take the implicit im2col with AVX-512 (packed panels along
+	// the padded rows), the gather table on AVX2.
+	{name: "rows8_batch3", x: []int{3, 16, 8, 8}, w: []int{24, 16, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+	{name: "rows10_one_item", x: []int{1, 4, 10, 10}, w: []int{40, 4, 3, 3}, pads: []int{1, 1, 1, 1}},
 	// Column stride 2 and output rows of 16 or more take the stride-2 row copies
 	// (nnIm2colS2Rows): a 7×7 stem, odd and even input widths, dilation, a 1×1
 	// downsampling layer, row stride 1, and a stem large enough to go in chunks of rows.
@@ -284,6 +288,7 @@ func TestConvResidual(t *testing.T) {
 		{name: "wide_rows", x: []int{3, 4, 27, 27}, w: []int{13, 4, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 		{name: "wide_rows_one_item", x: []int{1, 4, 27, 27}, w: []int{24, 4, 3, 3}, pads: []int{1, 1, 1, 1}},
 		{name: "s2rows_chunked", x: []int{2, 3, 23, 224}, w: []int{8, 3, 7, 7}, strides: []int{2, 2}, pads: []int{3, 3, 3, 3}, bias: true},
+		{name: "rows8", x: []int{3, 16, 8, 8}, w: []int{16, 16, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 	}
 	for _, c := range cases {
 		for _, noDirect := range []bool{false, true} {
