@@ -545,8 +545,16 @@ func (k *convKernel) forwardGemmTile(ctx *Context, d *convDims, x, w []float32, 
 		cnt := min(nb, d.N-s)
 		L := cnt * O
 		k.gemmPan = panels(k.gemmPan[:0], 0, 0, L)
+		// Chunks of small planes gathered through the table take the pixels outermost.
+		pm := !direct && !d.pointwise && O <= 16 && nnUseTable(&d.g)
 		for grp := 0; grp < k.group; grp++ {
-			col, ld := k.cols(ctx, d, x, s, cnt, grp)
+			var col []float32
+			var ld int
+			if pm {
+				col, ld = k.colsPixelMajor(ctx, d, x, s, cnt, grp), L
+			} else {
+				col, ld = k.cols(ctx, d, x, s, cnt, grp)
+			}
 			// One image writes its planes in place, bias added by the kernel; a chunk of
 			// images goes through k.ybuf, which planes spreads out adding bias and act.
 			dst, ldc := y[(s*d.M+grp*d.Mg)*O:], O
@@ -567,7 +575,10 @@ func (k *convKernel) forwardGemmTile(ctx *Context, d *convDims, x, w []float32, 
 				}
 				work[wi].multiply(CgK, r1-r0, wg[lo*CgK*8:hi*CgK*8], bs, col, ld, nil, dst[r0*ldc:], ldc, k.gemmPan, 0, nil)
 			})
-			if !direct {
+			switch {
+			case pm:
+				k.planesPixelMajor(ctx, d, y, k.ybuf[:d.Mg*L], bias, s, cnt, grp, act)
+			case !direct:
 				k.planes(ctx, d, y, k.ybuf[:d.Mg*L], bias, s, cnt, grp, false, act)
 			}
 		}
@@ -575,6 +586,72 @@ func (k *convKernel) forwardGemmTile(ctx *Context, d *convDims, x, w []float32, 
 	if direct && act != nil {
 		ctx.Parallel(len(y), 16384, func(lo, hi int) { act.applyNoBias(y[lo:hi], y[lo:hi]) })
 	}
+}
+
+// colsPixelMajor is gatherCols for chunks of planes of at most 16 pixels gathered
+// through the table, with the columns pixel-major: column p·cnt + i is pixel p of item
+// s+i. Each channel's planes are first transposed to item-minor rows (one per input
+// pixel), so that every row of the column matrix is a copy of one of them: gathering
+// one value of every item in turn (im2colItems), from planes a power of two apart
+// (ResNet-18's 2×2 planes of 256 channels: 4 KiB), took a third of the layer.
+func (k *convKernel) colsPixelMajor(ctx *Context, d *convDims, x []float32, s, cnt, grp int) []float32 {
+	g := &d.g
+	tab := k.tab.table(g)
+	K, O, isz := g.kSize(), g.outSize(), g.inSize()
+	L := cnt * O
+	col := k.col[:d.Cg*K*L]
+	nw := nnWorkers(ctx, d.Cg)
+	work := k.direct.workers(nw)
+	nnEach(ctx, nw, d.Cg, func(wi, lo, hi int) {
+		t := nnGrow(work[wi].itemsT, isz*cnt)
+		work[wi].itemsT = t
+		for c := lo; c < hi; c++ {
+			for i := range cnt {
+				src := x[((s+i)*d.C+grp*d.Cg+c)*isz : ((s+i)*d.C+grp*d.Cg+c+1)*isz]
+				for j, v := range src {
+					t[j*cnt+i] = v
+				}
+			}
+			for kk := 0; kk < K; kk++ {
+				row := col[(c*K+kk)*L : (c*K+kk+1)*L]
+				for p, j := range tab.idx[kk*O : (kk+1)*O] {
+					if j < 0 {
+						clear(row[p*cnt : (p+1)*cnt])
+					} else {
+						copy(row[p*cnt:(p+1)*cnt], t[int(j)*cnt:(int(j)+1)*cnt])
+					}
+				}
+			}
+		}
+	})
+	return col
+}
+
+// planesPixelMajor is planes (buf to t) for buf's columns pixel-major (colsPixelMajor).
+func (k *convKernel) planesPixelMajor(ctx *Context, d *convDims, t, buf, bias []float32, s, cnt, grp int, act *nnClamp) {
+	O := d.g.outSize()
+	L := cnt * O
+	ctx.Parallel(cnt, max(1, 16384/max(1, d.Mg*O)), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			for m := 0; m < d.Mg; m++ {
+				tp := t[((s+i)*d.M+grp*d.Mg+m)*O : ((s+i)*d.M+grp*d.Mg+m+1)*O]
+				bp := buf[m*L+i:]
+				if bias != nil {
+					bv := bias[grp*d.Mg+m]
+					for p := range tp {
+						tp[p] = bp[p*cnt] + bv
+					}
+				} else {
+					for p := range tp {
+						tp[p] = bp[p*cnt]
+					}
+				}
+				if act != nil {
+					act.applyNoBias(tp, tp)
+				}
+			}
+		}
+	})
 }
 
 // forwardDepthwise computes y = W ∗ x and reports whether it also added the bias and

@@ -36,6 +36,7 @@ type convWork struct {
 	gyp      []float32 // output gradient rows packed for the tile kernel
 	tile     []float32 // 8 × 32 landing area for tiles with fewer than 8 valid rows
 	ybuf     []float32 // output planes of one block before a fused MaxPool
+	itemsT   []float32 // a chunk's planes of one channel, item-minor (colsPixelMajor)
 	s2col    []float32 // column matrices by s2Plan, zero where the plan does not write; no other use
 	s2For    padGeom   // the geometry s2col was laid out for
 	gpad     []float32 // padded output gradient of one image (input gradient path)
