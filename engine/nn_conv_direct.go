@@ -418,10 +418,20 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 		}
 	}
 	parts := 1
-	if blocks < ctx.Workers && k.group == 1 && pg == nil && (act == nil || inKernel) {
+	// With fewer blocks than workers and a column matrix in chunks (a stem at batch 1),
+	// the workers take the chunks of output rows instead: each makes its chunks' columns
+	// only, where splitting the channels had both make all of them, and a fused pool,
+	// which needs every row of a plane, then runs after the products over the plan's
+	// buffer of the whole output.
+	rowSplit := chunk > 0 && blocks < ctx.Workers && res == nil && (act == nil || inKernel) &&
+		(pg == nil || len(k.poolBuf) >= d.N*d.M*O)
+	nchunks := 1
+	if rowSplit {
+		nchunks = (O + chunk - 1) / chunk
+	} else if blocks < ctx.Workers && k.group == 1 && pg == nil && (act == nil || inKernel) {
 		parts = min(RB, (ctx.Workers+blocks-1)/blocks)
 	}
-	nw := nnWorkers(ctx, blocks*parts)
+	nw := nnWorkers(ctx, blocks*parts*nchunks)
 	work := c.workers(nw)
 	for i := range work {
 		switch {
@@ -456,9 +466,11 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 		wr := &work[wk]
 		for {
 			item := int(next.Add(1) - 1)
-			if item >= blocks*parts {
+			if item >= blocks*parts*nchunks {
 				break
 			}
+			ci := item % nchunks
+			item /= nchunks
 			blk, part := item/parts, item%parts
 			// Rows [r0, r1) of every image are this item's.
 			r0, r1 := part*RB/parts*8, min((part+1)*RB/parts*8, d.Mg)
@@ -467,7 +479,9 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 			// that the pool reads.
 			dst, base := y, 0
 			if pg != nil {
-				if len(k.poolBuf) >= nw*G*d.M*O {
+				if rowSplit {
+					dst = k.poolBuf[:d.N*d.M*O]
+				} else if len(k.poolBuf) >= nw*G*d.M*O {
 					// The plan's buffer of the whole output, a block's worth per worker:
 					// no scratch of the kernel's own as large as an image's output.
 					dst, base = k.poolBuf[wk*G*d.M*O:wk*G*d.M*O+(i1-i0)*d.M*O], i0
@@ -494,7 +508,11 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 						bs = bp[grp*RB*8+r0 : (grp+1)*RB*8]
 					}
 					yo := (i0-base)*d.M*O + grp*d.Mg*O
-					for p0 := 0; p0 < O; p0 += chunk {
+					first, last := 0, O
+					if rowSplit {
+						first, last = ci*chunk, min(O, (ci+1)*chunk)
+					}
+					for p0 := first; p0 < last; p0 += chunk {
 						n := min(chunk, O-p0)
 						xg := x[xo+grp*d.Cg*isz : xo+(grp+1)*d.Cg*isz]
 						if rows {
@@ -564,6 +582,9 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 				}
 				wr.multiply(CgK, r1-r0, c.wp[(grp*RB+r0/8)*CgK*8:(grp+1)*RB*CgK*8], bs, src, ldb, offs, dst[r0*O:], O, wr.pan, mflags, tact)
 			}
+			if rowSplit {
+				continue
+			}
 			yb := dst[(i0-base)*d.M*O : (i1-base)*d.M*O]
 			if act != nil && !inKernel {
 				act.applyNoBias(yb, yb)
@@ -576,6 +597,14 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 			}
 		}
 	})
+	if rowSplit && pg != nil {
+		PO := pg.outSize()
+		ctx.Parallel(d.N*d.M, max(1, 16384/O), func(lo, hi int) {
+			for p := lo; p < hi; p++ {
+				k.pool.maxPlane(pg, k.poolBuf[p*O:(p+1)*O], y[p*PO:(p+1)*PO])
+			}
+		})
+	}
 }
 
 // packWeights fills k.direct.wp with W packed per group and 8-row block for the tile

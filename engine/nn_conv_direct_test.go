@@ -211,6 +211,8 @@ func TestConvFusedPool(t *testing.T) {
 		{convCase{name: "window3_odd_panels", x: []int{3, 2, 6, 6}, w: []int{8, 2, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true}, 3, 2},
 		// A stem whose column matrix goes in chunks of output rows (nnIm2colS2Rows).
 		{convCase{name: "s2rows_chunked", x: []int{2, 3, 23, 224}, w: []int{8, 3, 7, 7}, strides: []int{2, 2}, pads: []int{3, 3, 3, 3}, bias: true}, 2, 2},
+		// One image: the two workers take its chunks of rows, the pool runs after.
+		{convCase{name: "s2rows_chunked_one_item", x: []int{1, 3, 23, 224}, w: []int{8, 3, 7, 7}, strides: []int{2, 2}, pads: []int{3, 3, 3, 3}, bias: true}, 3, 2},
 	}
 	for _, tc := range cases {
 		for _, noDirect := range []bool{false, true} {
