@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	qblas "github.com/qtool/qtool/engine/blas"
@@ -440,8 +441,9 @@ func TestNNClampEdgeValues(t *testing.T) {
 // TestFuseConvWithoutBN checks the fusion of what follows a Conv that no
 // BatchNormalization follows, as in models whose exporter folded BatchNormalization into
 // the weights: Relu, a residual Add with its Relu, Clip with parameter bounds then a
-// MaxPool, a depthwise Conv with HardSwish; a Conv read by two nodes, and a SiLU (which
-// the graph runs as one QuickGelu, rewrite.go), stay apart. The fused plan must agree with the unfused one within float rounding.
+// MaxPool, a depthwise Conv with HardSwish, and a SiLU (which the graph runs as one
+// QuickGelu, rewrite.go). The fused plan must agree with the unfused one within float
+// rounding.
 func TestFuseConvWithoutBN(t *testing.T) {
 	r := rand.New(rand.NewPCG(16, 7))
 	param := func(name string, dims ...int64) *onnxpb.TensorProto { return randParam(r, 1.0/3, name, dims...) }
@@ -490,8 +492,88 @@ func TestFuseConvWithoutBN(t *testing.T) {
 	for _, st := range fused.last.steps {
 		ops = append(ops, st.node.op)
 	}
-	wantOps := []string{"Conv+Relu", "Conv+Add+Relu", "Conv+Clip+MaxPool", "Conv+HardSwish", "Conv", "QuickGelu"}
+	wantOps := []string{"Conv+Relu", "Conv+Add+Relu", "Conv+Clip+MaxPool", "Conv+HardSwish", "Conv+QuickGelu"}
 	if !slices.Equal(ops, wantOps) {
 		t.Errorf("fused plan runs %v, want %v", ops, wantOps)
+	}
+}
+
+// TestFuseConvSiLUExact: a Conv fused with the SiLU after it (applied to each tile's rows
+// once the kernel has stored them, or to the planes on the other paths) gives bit for bit
+// the unfused plan's output, which runs the same convolution and then QuickGelu's own
+// pass over the stored values: the direct path (with packed panels along padded rows on
+// AVX-512, a 2×2 pool), the tile path of small planes, the narrow path and depthwise
+// planes (the SiLU on each plane as it is made), on 1–3 workers.
+func TestFuseConvSiLUExact(t *testing.T) {
+	cases := []struct {
+		name  string
+		x     []int
+		nodes func() []*onnxpb.NodeProto
+	}{
+		{"direct_rows27", []int{3, 5, 27, 27}, func() []*onnxpb.NodeProto {
+			return []*onnxpb.NodeProto{gNode("Conv", []string{"x", "w", "b"}, []string{"c"}, attrInts("pads", 1, 1, 1, 1)),
+				gNode("Sigmoid", []string{"c"}, []string{"s"}), gNode("Mul", []string{"c", "s"}, []string{"y"})}
+		}},
+		{"direct_pool", []int{2, 5, 16, 16}, func() []*onnxpb.NodeProto {
+			return []*onnxpb.NodeProto{gNode("Conv", []string{"x", "w", "b"}, []string{"c"}, attrInts("pads", 1, 1, 1, 1)),
+				gNode("Sigmoid", []string{"c"}, []string{"s"}), gNode("Mul", []string{"s", "c"}, []string{"m"}),
+				gNode("MaxPool", []string{"m"}, []string{"y"}, attrInts("kernel_shape", 2, 2), attrInts("strides", 2, 2))}
+		}},
+		{"small_planes", []int{4, 5, 3, 3}, func() []*onnxpb.NodeProto {
+			return []*onnxpb.NodeProto{gNode("Conv", []string{"x", "w", "b"}, []string{"c"}, attrInts("pads", 1, 1, 1, 1)),
+				gNode("Sigmoid", []string{"c"}, []string{"s"}), gNode("Mul", []string{"c", "s"}, []string{"y"})}
+		}},
+		{"depthwise_planes", []int{2, 40, 20, 20}, func() []*onnxpb.NodeProto {
+			return []*onnxpb.NodeProto{gNode("Conv", []string{"x", "w", "b"}, []string{"c"}, attrInts("pads", 1, 1, 1, 1), attrI("group", 40)),
+				gNode("Sigmoid", []string{"c"}, []string{"s"}), gNode("Mul", []string{"c", "s"}, []string{"y"})}
+		}},
+		{"depthwise_stride2", []int{2, 40, 21, 21}, func() []*onnxpb.NodeProto {
+			return []*onnxpb.NodeProto{gNode("Conv", []string{"x", "w", "b"}, []string{"c"}, attrInts("pads", 1, 1, 1, 1), attrI("group", 40), attrInts("strides", 2, 2)),
+				gNode("Sigmoid", []string{"c"}, []string{"s"}), gNode("Mul", []string{"c", "s"}, []string{"y"})}
+		}},
+		{"narrow_one_item", []int{1, 5, 2, 2}, func() []*onnxpb.NodeProto {
+			return []*onnxpb.NodeProto{gNode("Conv", []string{"x", "w", "b"}, []string{"c"}, attrInts("pads", 1, 1, 1, 1)),
+				gNode("Sigmoid", []string{"c"}, []string{"s"}), gNode("Mul", []string{"c", "s"}, []string{"y"})}
+		}},
+	}
+	for _, c := range cases {
+		for _, workers := range []int{1, 2, 3} {
+			t.Run(fmt.Sprintf("%s/w%d", c.name, workers), func(t *testing.T) {
+				r := rand.New(rand.NewPCG(23, uint64(workers)))
+				const M = 40
+				cin := int64(c.x[1])
+				if strings.HasPrefix(c.name, "depthwise") {
+					cin = 1
+				}
+				m := gModel(14, c.nodes(), []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, int64(c.x[0]), int64(c.x[1]), int64(c.x[2]), int64(c.x[3]))}, []string{"y"},
+					randParam(r, 1.0/3, "w", M, cin, 3, 3), randParam(r, 1.0/3, "b", M))
+				fused, err := Build(m, Options{Workers: workers})
+				if err != nil {
+					t.Fatal(err)
+				}
+				plain, err := Build(m, Options{Workers: workers})
+				if err != nil {
+					t.Fatal(err)
+				}
+				plain.noFuse = true
+				x := nntRand(r, c.x, -3, 3)
+				got, err := fused.Forward(nil, x)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := plain.Forward(nil, x)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(fused.last.steps[0].node.op, "QuickGelu") {
+					t.Fatalf("fused plan's first step is %s, want the Conv with its SiLU", fused.last.steps[0].node.op)
+				}
+				for i, v := range got[0].F {
+					if math.Float32bits(v) != math.Float32bits(want[0].F[i]) {
+						t.Fatalf("y[%d] = %v fused, %v unfused", i, v, want[0].F[i])
+					}
+				}
+			})
+		}
 	}
 }

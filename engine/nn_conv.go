@@ -213,12 +213,13 @@ func (k *convKernel) addResidual(lo, hi int) {
 }
 
 // nnClamp is the activation a fused convolution applies to its output in the pass that
-// writes it: Clip to [lo, hi], Relu, or HardSwish v·clamp(a·v + b, 0, 1), each computed
+// writes it: Clip to [lo, hi], Relu, HardSwish v·clamp(a·v + b, 0, 1) or SiLU, each computed
 // exactly as its own kernel computes it.
 type nnClamp struct {
 	lo, hi float32
 	relu   bool // Relu's exact semantics instead of lo and hi
 	swish  bool // HardSwish with slope a and offset b instead of lo and hi
+	silu   bool // SiLU, x·σ(x), as QuickGelu of alpha 1 computes it (siluVec)
 	a, b   float32
 }
 
@@ -249,6 +250,8 @@ func (c *nnClamp) applyNoBias(dst, src []float32) {
 			u := int32(math.Float32bits(v))
 			dst[i] = math.Float32frombits(uint32(u &^ (u >> 31)))
 		}
+	case c.silu:
+		siluVec(src, dst)
 	case c.swish:
 		// As the HardSwish kernel: the clamp to [0, 1] on bit patterns, so that NaN and
 		// −∞ still give NaN through the product.

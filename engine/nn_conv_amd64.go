@@ -223,6 +223,13 @@ func dwPlaneFast() bool { return convTileOK() || convTileAVX2OK() }
 // the CPU allows: the bias and activation in the same pass, computed as planeBiasAct
 // computes them.
 func dwPlane(p *dwPlan, xp, y, w, bias []float32, act *nnClamp) {
+	if act != nil && act.silu && dwPlaneFast() {
+		// SiLU is no activation of the assembly: on the plane just made, in the cache.
+		dwPlane(p, xp, y, w, bias, nil)
+		o := y[:p.g.outSize()]
+		siluVec(o, o)
+		return
+	}
 	t, ok := dw3x3Flags(act)
 	if !dwPlaneFast() || !ok {
 		dwPlaneGo(p, xp, y, w, false)
@@ -282,6 +289,28 @@ func dwGradW(p *dwPlan, xp, gy, gw []float32) {
 
 //go:noescape
 func expVecAVX512(x, y *float32, n int, consts *float32, mode int)
+
+//go:noescape
+func siluRowsAVX512(c *float32, rows, ldc int, mask uint64, consts *float32)
+
+// siluRows sets c[r·ldc + j] = siluF32(c[r·ldc + j]) for r < rows and j < n (n ≤ 16): in
+// one AVX-512 call where the CPU allows, else row by row through siluVec.
+func siluRows(c []float32, rows, ldc, n int) {
+	if rows <= 0 || n <= 0 {
+		return
+	}
+	if n > 16 || len(c) < (rows-1)*ldc+n {
+		panic(fmt.Sprintf("SiLU of %d rows of %d values %d apart in %d", rows, n, ldc, len(c)))
+	}
+	if !convTileOK() {
+		for r := range rows {
+			row := c[r*ldc : r*ldc+n]
+			siluVec(row, row)
+		}
+		return
+	}
+	siluRowsAVX512(&c[0], rows, ldc, uint64(1)<<n-1, &sigConsts[0])
+}
 
 // The modes of expVecAVX512 and expVecAVX2.
 const (

@@ -1119,6 +1119,49 @@ dwrowdone:
 	VMOVAPS Z19, K2, Z2 ; \
 	VDIVPS Z3, Z2, z
 
+// func siluRowsAVX512(c *float32, rows, ldc int, mask uint64, consts *float32)
+//
+// c[r·ldc + j] = siluF32(c[r·ldc + j]) for r < rows and the lanes j of mask (at most 16):
+// the SiLU of a tile's rows where the tile kernel left them, still in the cache.
+TEXT ·siluRowsAVX512(SB), NOSPLIT, $0-40
+	MOVQ c+0(FP), DI
+	MOVQ rows+8(FP), CX
+	MOVQ ldc+16(FP), R8
+	SHLQ $2, R8
+	MOVQ mask+24(FP), BX
+	KMOVW BX, K1
+	MOVQ consts+32(FP), AX
+	VBROADCASTSS 0(AX), Z21
+	VBROADCASTSS 4(AX), Z22
+	VBROADCASTSS 8(AX), Z23
+	VBROADCASTSS 12(AX), Z24
+	VBROADCASTSS 16(AX), Z25
+	VBROADCASTSS 20(AX), Z26
+	VBROADCASTSS 24(AX), Z27
+	VBROADCASTSS 28(AX), Z28
+	VBROADCASTSS 32(AX), Z29
+	VBROADCASTSS 36(AX), Z30
+	VBROADCASTSS 40(AX), Z19
+	VXORPS Z17, Z17, Z17
+	MOVL $0x80000000, AX
+	VPBROADCASTD AX, Z18
+	TESTQ CX, CX
+	JLE   srdone
+
+srloop:
+	VMOVUPS.Z (DI), K1, Z0
+	VMOVAPS Z0, Z5
+	SIGMOID(Z0)
+	VMULPS Z5, Z0, Z0
+	VMOVUPS Z0, K1, (DI)
+	ADDQ R8, DI
+	DECQ CX
+	JNZ  srloop
+
+srdone:
+	VZEROUPPER
+	RET
+
 // func expVecAVX512(x, y *float32, n int, consts *float32, mode int)
 //
 // y[i] = expNegF32(x[i]) for i < n (mode 0), sigmoidF32(x[i]) (mode 1) or

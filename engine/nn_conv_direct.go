@@ -37,13 +37,16 @@ type convWork struct {
 	tile     []float32 // 8 × 32 landing area for tiles with fewer than 8 valid rows
 	ybuf     []float32 // output planes of one block before a fused MaxPool
 	itemsT   []float32 // a chunk's planes of one channel, item-minor (colsPixelMajor)
-	s2col    []float32 // column matrices by s2Plan, zero where the plan does not write; no other use
-	s2For    padGeom   // the geometry s2col was laid out for
-	gpad     []float32 // padded output gradient of one image (input gradient path)
-	gpadFor  padGeom   // the layout gpad's zero padding was made for
-	xpad     []float32 // padded images of one block (implicit im2col)
-	padFor   padGeom   // the layout xpad's zero padding was made for
-	pan      []convPanel
+	// silu makes multiply apply SiLU to each panel pair's rows once the kernel has
+	// stored them: an activation the kernel cannot hold in its registers.
+	silu    bool
+	s2col   []float32 // column matrices by s2Plan, zero where the plan does not write; no other use
+	s2For   padGeom   // the geometry s2col was laid out for
+	gpad    []float32 // padded output gradient of one image (input gradient path)
+	gpadFor padGeom   // the layout gpad's zero padding was made for
+	xpad    []float32 // padded images of one block (implicit im2col)
+	padFor  padGeom   // the layout xpad's zero padding was made for
+	pan     []convPanel
 }
 
 // convPanel is one panel of up to 16 columns: offsets of its first column in the source
@@ -279,6 +282,13 @@ func (w *convWork) multiply(k, M int, a, bias []float32, src []float32, ldb int,
 			w.tileRun(k, a[rb*k*8:(rb+n)*k*8], src, p0.b, p1.b, ldb, offs, dst, p0.c+off, p1.c+off, ldc, min(M-rb*8, 8*n), bs, p0.m, p1.m, flags, act)
 			rb += n
 		}
+		if w.silu {
+			for _, pn := range [2]convPanel{p0, p1} {
+				if pn.m != 0 {
+					siluRows(dst[pn.c:], M, ldc, tileLanes(tileStored(pn.m, flags)))
+				}
+			}
+		}
 	}
 }
 
@@ -358,6 +368,7 @@ func (c *convDirect) workers(nw int) []convWork {
 	}
 	for i := range c.work[:nw] {
 		c.work[i].tile = nnGrow(c.work[i].tile, 8*32)
+		c.work[i].silu = false // each caller sets what it needs
 	}
 	return c.work[:nw]
 }
@@ -378,6 +389,10 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 	bp := k.packBias(d, bias)
 	// The activation runs in the kernel, but for a Clip with a NaN bound.
 	ta, inKernel := dw3x3Flags(act)
+	// SiLU goes on each tile's rows after the kernel (convWork.silu): as good as in the
+	// kernel for the splits below, and not to be applied again after the block.
+	silu := act != nil && act.silu
+	inKernel = inKernel || silu
 	var tact *tileAct
 	if act != nil && inKernel {
 		tact = &ta
@@ -434,6 +449,7 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 	nw := nnWorkers(ctx, blocks*parts*nchunks)
 	work := c.workers(nw)
 	for i := range work {
+		work[i].silu = silu
 		switch {
 		case pad != nil:
 			// Padding stays zero from image to image; only the interior is copied.

@@ -99,3 +99,11 @@ func maxPoolRowsFast(g *nnGeom, t *poolTables, x, y []float32) bool { return fal
 
 // s2Row is s2RowGo without the assembly.
 func s2Row(dst, src []float32) { s2RowGo(dst, src) }
+
+// siluRows is the SiLU of rows of n ≤ 16 values ldc apart, without the assembly.
+func siluRows(c []float32, rows, ldc, n int) {
+	for r := range rows {
+		row := c[r*ldc : r*ldc+n]
+		siluVec(row, row)
+	}
+}

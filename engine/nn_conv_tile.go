@@ -153,11 +153,13 @@ func tileFits(s []float32, rows, ld int, mask uint64) bool {
 }
 
 // dw3x3Flags encodes act for the assembly as a tileAct; ok is false for a Clip with a
-// NaN bound, which the caller applies itself.
+// NaN bound and for SiLU, which the caller applies itself.
 func dw3x3Flags(act *nnClamp) (t tileAct, ok bool) {
 	switch {
 	case act == nil:
 		return tileAct{}, true
+	case act.silu:
+		return tileAct{}, false
 	case act.relu:
 		return tileAct{flags: tileRelu}, true
 	case act.swish:
