@@ -577,3 +577,78 @@ func TestFuseConvSiLUExact(t *testing.T) {
 		}
 	}
 }
+
+// TestFuseDepthwiseGAP: a depthwise Conv whose output a GlobalAveragePool reads (beside
+// the Mul of a squeeze-excitation block) takes the pool into its step, and the fused plan
+// gives bit for bit the unfused one's outputs: planes the padded-plane path makes (the
+// mean taken as each plane is made) and small "same" planes (the means after), on 1–3
+// workers. A pool of a non-depthwise Conv, or of a Conv without its activation, stays
+// apart.
+func TestFuseDepthwiseGAP(t *testing.T) {
+	se := func(act string, group int64) []*onnxpb.NodeProto {
+		nodes := []*onnxpb.NodeProto{gNode("Conv", []string{"x", "w", "b"}, []string{"c"}, attrInts("pads", 1, 1, 1, 1), attrI("group", group))}
+		a := "c"
+		if act != "" {
+			nodes = append(nodes, gNode(act, []string{"c"}, []string{"a"}))
+			a = "a"
+		}
+		return append(nodes,
+			gNode("GlobalAveragePool", []string{a}, []string{"g"}),
+			gNode("Sigmoid", []string{"g"}, []string{"s"}),
+			gNode("Mul", []string{a, "s"}, []string{"y"}))
+	}
+	cases := []struct {
+		name   string
+		x      []int
+		act    string
+		group  int64
+		fused  bool
+		wantOp string
+	}{
+		{"padded_planes_relu", []int{2, 24, 20, 20}, "Relu", 24, true, "Conv+Relu+GlobalAveragePool"},
+		// A Conv whose own output has two readers does not fuse at all.
+		{"padded_planes_no_act", []int{2, 24, 20, 20}, "", 24, false, "Conv"},
+		{"small_planes_hardswish", []int{3, 16, 7, 7}, "HardSwish", 16, true, "Conv+HardSwish+GlobalAveragePool"},
+		{"dense", []int{2, 8, 10, 10}, "Relu", 1, false, "Conv+Relu"},
+	}
+	for _, c := range cases {
+		for _, workers := range []int{1, 2, 3} {
+			t.Run(fmt.Sprintf("%s/w%d", c.name, workers), func(t *testing.T) {
+				r := rand.New(rand.NewPCG(31, uint64(workers)))
+				C := int64(c.x[1])
+				m := gModel(14, se(c.act, c.group), []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, int64(c.x[0]), C, int64(c.x[2]), int64(c.x[3]))}, []string{"y", "g"},
+					randParam(r, 1.0/3, "w", C, C/c.group, 3, 3), randParam(r, 1.0/3, "b", C))
+				fused, err := Build(m, Options{Workers: workers})
+				if err != nil {
+					t.Fatal(err)
+				}
+				plain, err := Build(m, Options{Workers: workers})
+				if err != nil {
+					t.Fatal(err)
+				}
+				plain.noFuse = true
+				for run := range 2 {
+					x := nntRand(r, c.x, -2, 2)
+					got, err := fused.Forward(nil, x)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want, err := plain.Forward(nil, x)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for o := range got {
+						for i, v := range got[o].F {
+							if math.Float32bits(v) != math.Float32bits(want[o].F[i]) {
+								t.Fatalf("run %d, output %d [%d] = %v fused, %v unfused", run, o, i, v, want[o].F[i])
+							}
+						}
+					}
+				}
+				if op := fused.last.steps[0].node.op; op != c.wantOp {
+					t.Errorf("fused plan's first step is %s, want %s", op, c.wantOp)
+				}
+			})
+		}
+	}
+}

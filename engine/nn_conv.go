@@ -40,11 +40,16 @@ type convKernel struct {
 	dwForT  []nnGeom
 	wflip   []float32
 
-	direct  convDirect  // the direct path's packed weights and worker scratch
-	trim    trimmedConv // the weight without the taps that read only padding
-	pool    *poolKernel // the fused MaxPool forwardDirect applies per block of images
-	poolBuf []float32   // the plan's buffer of the unpooled output, for its blocks
-	poolIn  [1]*Tensor  // the fused MaxPool's arguments
+	direct convDirect  // the direct path's packed weights and worker scratch
+	trim   trimmedConv // the weight without the taps that read only padding
+	pool   *poolKernel // the fused MaxPool forwardDirect applies per block of images
+	// gap, when set, receives the mean of every output plane (a fused GlobalAveragePool),
+	// which the depthwise planes take while each plane is in the cache; gapDone reports
+	// that they did.
+	gap     []float32
+	gapDone bool
+	poolBuf []float32  // the plan's buffer of the unpooled output, for its blocks
+	poolIn  [1]*Tensor // the fused MaxPool's arguments
 	poolOut [1]*Tensor
 
 	// A residual added after a convolution off the direct path: the arguments of

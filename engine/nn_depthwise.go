@@ -358,9 +358,16 @@ func (k *convKernel) forwardDWPad(ctx *Context, d *convDims, x, w, bias, y []flo
 				bm = bias[m : m+1]
 			}
 			dwPlane(p, buf, y[pl*O:(pl+1)*O], w[m*K:(m+1)*K], bm, act)
+			if k.gap != nil {
+				k.gap[pl] = planeMean(y[pl*O : (pl+1)*O])
+			}
 		}
 	})
+	k.gapDone = k.gap != nil
 }
+
+// planeMean is GlobalAveragePool of one plane, as globalPoolKernel computes it.
+func planeMean(x []float32) float32 { return float32(nnSum64(x) / float64(len(x))) }
 
 // backwardDWPad adds image i's gradients on the padded planes with worker wk's buffers:
 // the weight gradient (into gw when not nil) by dwGradW over the padded image planes, and

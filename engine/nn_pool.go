@@ -583,7 +583,7 @@ func (k *globalPoolKernel) Forward(ctx *Context, in, out []*Tensor) error {
 			// BatchNormalization's float64 sums, 16 lanes at a time where the CPU
 			// allows: one sum after another held EfficientNet's squeeze-excitation
 			// averages at a tenth of its run.
-			y[p] = float32(nnSum64(xp) / float64(isz))
+			y[p] = planeMean(xp)
 		}
 	})
 	return nil
