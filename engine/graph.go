@@ -116,6 +116,8 @@ type Graph struct {
 	ready bool
 	// noFuse keeps inference plans unfused, so that tests can compare the two.
 	noFuse bool
+	// noRelease keeps every activation the backward pass reads to its end (tests).
+	noRelease bool
 	// noUnroll runs every Loop at run time, so that tests can compare it with unrolling.
 	noUnroll bool
 	// pool holds the workers of ctx.Workers > 1 between runs; a cleanup closes it when
