@@ -417,10 +417,6 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 	}
 	G := min(1+npan%2, d.N) // two images when one has an odd number of panels
 	blocks := (d.N + G - 1) / G
-	// With fewer blocks of images than workers (batch 1), each block's output channels
-	// are split into parts that workers take apart, each building the block's column
-	// matrix for itself: every output is still summed by the same tiles in the same
-	// order. Only for one group, no fused pool and the activation in the kernel.
 	// A column matrix larger than the cache (ResNet-18's 7×7 stem at 224 px: 147 rows of
 	// 12 544 pixels, 7.4 MB an image) was written to memory by im2col and read back by
 	// the products; chunk > 0 makes it chunk pixels at a time, each multiplied while it is
@@ -428,10 +424,14 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 	chunk := 0
 	if (tab != nil || rows) && G == 1 && CgK*O > convColChunk {
 		// Whole output rows, and enough of them to fill many panels.
-		if c := convColChunk / (CgK * g.out[2]) * g.out[2]; c >= 128 {
-			chunk = c
+		if n := convColChunk / (CgK * g.out[2]) * g.out[2]; n >= 128 {
+			chunk = n
 		}
 	}
+	// With fewer blocks of images than workers (batch 1), each block's output channels
+	// are split into parts that workers take apart, each building the block's column
+	// matrix for itself: every output is still summed by the same tiles in the same
+	// order. Only for one group, no fused pool and the activation in the kernel.
 	parts := 1
 	// With fewer blocks than workers and a column matrix in chunks (a stem at batch 1),
 	// the workers take the chunks of output rows instead: each makes its chunks' columns
