@@ -9,6 +9,8 @@ import "errors"
 type openblasLib struct {
 	path   string
 	config string
+	core   string
+	chose  string
 
 	sgemm func(order, transA, transB, m, n, k int32, alpha float32, a *float32, lda int32, b *float32, ldb int32, beta float32, c *float32, ldc int32)
 	sgemv func(order, trans, m, n int32, alpha float32, a *float32, lda int32, x *float32, incX int32, beta float32, y *float32, incY int32)

@@ -5,8 +5,10 @@ package blas
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/ebitengine/purego"
+	"golang.org/x/sys/cpu"
 )
 
 // threadTimeoutEnv is read by OpenBLAS once, when the library loads. Its default lets
@@ -18,6 +20,38 @@ const (
 	threadTimeoutEnv     = "OPENBLAS_THREAD_TIMEOUT"
 	defaultThreadTimeout = "4"
 )
+
+// coreTypeEnv chooses the kernels of an OpenBLAS built with DYNAMIC_ARCH (Debian's is),
+// read once, when the library loads. Left unset, OpenBLAS picks them from the CPU model,
+// and a build older than the CPU does not know the model and falls back to Prescott, its
+// SSE3 kernels: Debian 12's OpenBLAS 0.3.21 does so on Intel Emerald Rapids (family 6,
+// model 207), where the paper MLP's training step then took 1470 ms against 680 ms with
+// the Haswell kernels and 500 ms with SkylakeX's (bench/train, 2026-11-28).
+const coreTypeEnv = "OPENBLAS_CORETYPE"
+
+// fallbackCore is the kernel set qtool asks for when OpenBLAS picked one without AVX2 on
+// a CPU that has AVX2 and FMA. Haswell's kernels need nothing more, so they are safe on
+// every such CPU, Intel's and AMD's alike; SkylakeX's are faster where AVX-512 is, but
+// old builds are known to misbehave with AVX-512 on CPUs they do not know, which is why
+// some hosts set OPENBLAS_CORETYPE=Haswell themselves. A user's own value is never
+// replaced.
+const fallbackCore = "Haswell"
+
+// preAVX2Core reports whether name, as openblas_get_corename gives it, is a kernel set
+// that uses neither AVX2 nor FMA (the x86-64 targets of OpenBLAS's DYNAMIC_ARCH up to
+// Sandy Bridge, and the generic fallbacks). Names not listed, including those of builds
+// newer than this list, count as modern: qtool never replaces kernels it does not know
+// to be weak.
+func preAVX2Core(name string) bool {
+	switch strings.ToLower(strings.TrimSpace(name)) {
+	case "prescott", "core2", "penryn", "dunnington", "nehalem", "atom", "opteron",
+		"opteron(sse3)", "barcelona", "nano", "sandybridge", "bobcat", "bulldozer",
+		"piledriver", "steamroller", "katmai", "coppermine", "northwood", "banias",
+		"athlon", "generic", "unknown":
+		return true
+	}
+	return false
+}
 
 // setLibcEnv sets an environment variable in the C library's environment, which is
 // where OpenBLAS reads it: without cgo, os.Setenv changes only Go's copy. A value the
@@ -46,6 +80,10 @@ type openblasLib struct {
 	path   string
 	handle uintptr
 	config string
+	// core is openblas_get_corename's answer: the kernel set in use.
+	core string
+	// chose is set when qtool chose the kernels (see coreTypeEnv): what it set and why.
+	chose string
 
 	sgemm func(order, transA, transB, m, n, k int32, alpha float32, a *float32, lda int32, b *float32, ldb int32, beta float32, c *float32, ldc int32)
 	sgemv func(order, trans, m, n int32, alpha float32, a *float32, lda int32, x *float32, incX int32, beta float32, y *float32, incY int32)
@@ -60,10 +98,40 @@ type openblasLib struct {
 // platformErr is nil: this build can load OpenBLAS.
 func platformErr() error { return nil }
 
-// openLib dlopens name and resolves every symbol qtool uses, so that a
-// library missing one fails here rather than at the first call.
+// openLib dlopens name and resolves every symbol qtool uses, so that a library missing
+// one fails here rather than at the first call. When OpenBLAS picked kernels without AVX2
+// on a CPU that has AVX2 and FMA, and the user did not choose them with
+// OPENBLAS_CORETYPE, the library is closed and opened again with fallbackCore: OpenBLAS
+// reads that variable only while it loads.
 func openLib(name string) (*openblasLib, error) {
 	setLibcEnv(threadTimeoutEnv, defaultThreadTimeout)
+	l, err := dlopenLib(name)
+	if err != nil {
+		return nil, err
+	}
+	if _, set := os.LookupEnv(coreTypeEnv); set || !cpu.X86.HasAVX2 || !cpu.X86.HasFMA || !preAVX2Core(l.core) {
+		return l, nil
+	}
+	weak := l.core
+	if err := purego.Dlclose(l.handle); err != nil {
+		return l, nil // still loaded, as it was: correct, only slower
+	}
+	setLibcEnv(coreTypeEnv, fallbackCore)
+	if l, err = dlopenLib(name); err != nil {
+		return nil, err
+	}
+	if preAVX2Core(l.core) {
+		// The C library kept the first copy (another reference held it), so the
+		// variable came too late; say so rather than claim the choice.
+		l.chose = fmt.Sprintf("%s=%s was not applied: the library stayed loaded with %s", coreTypeEnv, fallbackCore, l.core)
+	} else {
+		l.chose = fmt.Sprintf("%s=%s set by qtool: OpenBLAS picked %s, without AVX2, on this AVX2 CPU", coreTypeEnv, fallbackCore, weak)
+	}
+	return l, nil
+}
+
+// dlopenLib dlopens name and resolves its symbols.
+func dlopenLib(name string) (*openblasLib, error) {
 	h, err := purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
 		return nil, fmt.Errorf("dlopen %s: %w", name, err)
@@ -89,11 +157,17 @@ func openLib(name string) (*openblasLib, error) {
 		}
 		purego.RegisterFunc(s.fptr, fn)
 	}
-	// openblas_get_config is informational only, so its absence is not an error.
-	if fn, err := purego.Dlsym(h, "openblas_get_config"); err == nil {
-		var getConfig func() string
-		purego.RegisterFunc(&getConfig, fn)
-		l.config = getConfig()
+	// openblas_get_config and openblas_get_corename are informational only, so their
+	// absence is not an error.
+	for _, s := range []struct {
+		dst  *string
+		name string
+	}{{&l.config, "openblas_get_config"}, {&l.core, "openblas_get_corename"}} {
+		if fn, err := purego.Dlsym(h, s.name); err == nil {
+			var get func() string
+			purego.RegisterFunc(&get, fn)
+			*s.dst = get()
+		}
 	}
 	return l, nil
 }

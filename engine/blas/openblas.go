@@ -104,7 +104,7 @@ func LoadOpenBLAS(opts Options) (*OpenBLAS, error) {
 
 // Info describes the loaded library.
 func (o *OpenBLAS) Info() Info {
-	return Info{Name: ModeOpenBLAS, Library: o.lib.path, Config: o.lib.config, Threads: o.Threads()}
+	return Info{Name: ModeOpenBLAS, Library: o.lib.path, Config: o.lib.config, Core: o.lib.core, CoreChoice: o.lib.chose, Threads: o.Threads()}
 }
 
 // Threads returns the number of goroutines one call may spread over.

@@ -32,6 +32,12 @@ type Info struct {
 	// e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64";
 	// empty for "go".
 	Config string
+	// Core is the kernel set OpenBLAS runs (openblas_get_corename), e.g. "Haswell";
+	// empty for "go".
+	Core string
+	// CoreChoice is set when qtool chose that kernel set itself, because OpenBLAS
+	// picked one without AVX2 on a CPU that has it: what was set and why.
+	CoreChoice string
 	// Threads is the number of threads one BLAS call may use. For "go" it is
 	// the number of goroutines gonum's Sgemm may spread over (GOMAXPROCS at
 	// the time of Select).
@@ -48,6 +54,9 @@ func (i Info) String() string {
 		fmt.Fprintf(&b, " (%s", i.Library)
 		if i.Config != "" {
 			fmt.Fprintf(&b, "; %s", i.Config)
+		}
+		if i.CoreChoice != "" {
+			fmt.Fprintf(&b, "; %s", i.CoreChoice)
 		}
 		b.WriteString(")")
 	}
