@@ -524,3 +524,65 @@ func TestColTPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestConvTileFullPanels checks the tile kernel's loops for whole panels (both masks
+// 0xffff, which load B without masks) bit for bit against the portable definition and
+// against the masked loops: a run with one lane of the second panel masked off must give
+// the same bits on every other lane. Both ways of reading B (rows ldb apart and the
+// offset table) and the add, bias and activation flags are covered.
+func TestConvTileFullPanels(t *testing.T) {
+	if !convTileOK() {
+		t.Skip("no AVX-512 tile kernel on this CPU")
+	}
+	r := rand.New(rand.NewPCG(11, 3))
+	for trial := 0; trial < 200; trial++ {
+		k := []int{1, 2, 7, 64, 145}[trial%5]
+		ldb, ldc := 16+r.IntN(40), 16+r.IntN(40)
+		nrb := 1 + r.IntN(3)
+		flags := r.IntN(2)
+		a := make([]float32, 8*k*nrb)
+		b0, b1 := make([]float32, k*ldb), make([]float32, k*ldb)
+		c0, c1 := make([]float32, 8*nrb*ldc), make([]float32, 8*nrb*ldc)
+		for _, s := range [][]float32{a, b0, b1, c0, c1} {
+			for i := range s {
+				s[i] = r.Float32()*2 - 1
+			}
+		}
+		var bias []float32
+		if trial%3 != 0 {
+			bias = make([]float32, 8*nrb)
+			for i := range bias {
+				bias[i] = r.Float32()*2 - 1
+			}
+		}
+		var offs *tileOffs
+		if trial%2 == 1 {
+			offs = &tileOffs{off: make([]int64, k)}
+			for i := range offs.off {
+				offs.off[i] = 4 * int64(r.IntN(len(b0)-15))
+				offs.max = max(offs.max, offs.off[i])
+			}
+		}
+		var tact *tileAct
+		if trial%4 == 2 {
+			ta, _ := dw3x3Flags(&nnClamp{relu: true})
+			tact = &ta
+		}
+		run := func(f func(int, []float32, []float32, []float32, int, []float32, []float32, int, []float32, uint64, uint64, int, int, *tileOffs, *tileAct), m1 uint64) ([]float32, []float32) {
+			d0, d1 := append([]float32(nil), c0...), append([]float32(nil), c1...)
+			f(k, a, b0, b1, ldb, d0, d1, ldc, bias, 0xffff, m1, flags, nrb, offs, tact)
+			return d0, d1
+		}
+		f0, f1 := run(convTile, 0xffff)
+		g0, g1 := run(convTileGeneric, 0xffff)
+		m0, m1 := run(convTile, 0x7fff)
+		for i := range f0 {
+			if math.Float32bits(f0[i]) != math.Float32bits(g0[i]) || math.Float32bits(f1[i]) != math.Float32bits(g1[i]) {
+				t.Fatalf("trial %d (k=%d, offsets %v): c[%d] = %g, %g; the portable kernel gives %g, %g", trial, k, offs != nil, i, f0[i], f1[i], g0[i], g1[i])
+			}
+			if math.Float32bits(f0[i]) != math.Float32bits(m0[i]) || (i%ldc != 15 && math.Float32bits(f1[i]) != math.Float32bits(m1[i])) {
+				t.Fatalf("trial %d (k=%d, offsets %v): c[%d] = %g, %g with whole panels, %g, %g with one lane masked", trial, k, offs != nil, i, f0[i], f1[i], m0[i], m1[i])
+			}
+		}
+	}
+}
