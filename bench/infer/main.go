@@ -96,7 +96,7 @@ func run(names, modes []string, batchList string, seconds float64, threads int) 
 	if err != nil {
 		return err
 	}
-	fmt.Printf("onnxruntime %s (%s), %d threads; %d CPUs\n\n", ver, lib, threads, runtime.NumCPU())
+	fmt.Printf("onnxruntime %s (%s), %d threads; %d CPUs (%s)\n\n", ver, lib, threads, runtime.NumCPU(), benchkit.CPUModel())
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "model\tbatch\tonnxruntime samples/s\tBLAS\tqtool samples/s\tqtool/onnxruntime\t")
 	for _, md := range models {

@@ -178,8 +178,8 @@ func readInfo(dir, name string) (info, error) {
 
 func header(threads int, what string) {
 	// Without AVX-512 the engine takes its AVX2+FMA kernels where the CPU has those.
-	fmt.Printf("%s; %d threads, %d CPUs, AVX-512 kernels %v, AVX2+FMA kernels %v, %s\n\n", what, threads, runtime.NumCPU(),
-		cpu.X86.HasAVX512F, !cpu.X86.HasAVX512F && cpu.X86.HasAVX2 && cpu.X86.HasFMA, runtime.Version())
+	fmt.Printf("%s; %d threads, %d CPUs (%s), AVX-512 kernels %v, AVX2+FMA kernels %v, %s\n\n", what, threads, runtime.NumCPU(),
+		benchkit.CPUModel(), cpu.X86.HasAVX512F, !cpu.X86.HasAVX512F && cpu.X86.HasAVX2 && cpu.X86.HasFMA, runtime.Version())
 }
 
 func runInfer(dir string, names []string, mode, batchList string, seconds float64, rounds, threads int, withORT bool) error {

@@ -153,7 +153,7 @@ func run(models, modes string, batch, steps, warmup, width int, python string, t
 			fmt.Fprintf(os.Stderr, "%s %s: %.1f ms/step\n", model, info.Name, ms)
 		}
 	}
-	fmt.Printf("training step (forward, backward, Adam), batch %d, %d threads, %s of %d steps, %s, GOMAXPROCS %d\n", batch, threads, stat, steps, runtime.Version(), runtime.GOMAXPROCS(0))
+	fmt.Printf("training step (forward, backward, Adam), batch %d, %d threads, %s of %d steps, %s, GOMAXPROCS %d, %s\n", batch, threads, stat, steps, runtime.Version(), runtime.GOMAXPROCS(0), benchkit.CPUModel())
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "model\tqtool BLAS\tqtool ms\tqtool CPU ms\tqtool GFLOP/s\tPyTorch ms\tPyTorch CPU ms\tPyTorch GFLOP/s\tspeed-up\tCPU speed-up\t")
 	for _, r := range rows {

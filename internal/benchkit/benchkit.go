@@ -221,3 +221,38 @@ func ProcStatus(field string) int64 {
 	}
 	return 0
 }
+
+// CPUModel names the CPU for a benchmark's header, as /proc/cpuinfo gives it (model
+// name, with family and model numbers, which tell apart CPUs that a virtual machine
+// names alike, such as "Intel(R) Xeon(R) Processor"); "unknown CPU" elsewhere.
+func CPUModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	return cpuModel(b)
+}
+
+// cpuModel reads the first processor's fields of a /proc/cpuinfo text.
+func cpuModel(cpuinfo []byte) string {
+	f := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(cpuinfo))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		k = strings.TrimSpace(k)
+		if _, seen := f[k]; !seen {
+			f[k] = strings.TrimSpace(v)
+		}
+	}
+	name := f["model name"]
+	if name == "" {
+		return "unknown CPU"
+	}
+	if f["cpu family"] != "" {
+		name += fmt.Sprintf(" (family %s, model %s)", f["cpu family"], f["model"])
+	}
+	return name
+}
