@@ -30,11 +30,11 @@ const (
 const coreTypeEnv = "OPENBLAS_CORETYPE"
 
 // fallbackCore is the kernel set qtool asks for when OpenBLAS picked one without AVX2 on
-// a CPU that has AVX2 and FMA. Haswell's kernels need nothing more, so they are safe on
-// every such CPU, Intel's and AMD's alike; SkylakeX's are faster where AVX-512 is, but
-// old builds are known to misbehave with AVX-512 on CPUs they do not know, which is why
-// some hosts set OPENBLAS_CORETYPE=Haswell themselves. A user's own value is never
-// replaced.
+// a CPU that has AVX2 and FMA. Haswell's kernels need nothing more, so they run on every
+// such CPU, Intel's and AMD's alike; SkylakeX's are faster where AVX-512 is, but some hosts
+// set OPENBLAS_CORETYPE=Haswell themselves because older builds computed wrong results or
+// crashed on CPUs they did not know, and Haswell is the choice known to be safe there. A
+// user's own value is never replaced.
 const fallbackCore = "Haswell"
 
 // preAVX2Core reports whether name, as openblas_get_corename gives it, is a kernel set
