@@ -543,25 +543,18 @@ func TestConvTileFullPanels(t *testing.T) {
 		a := make([]float32, 8*k*nrb)
 		b0, b1 := make([]float32, k*ldb), make([]float32, k*ldb)
 		c0, c1 := make([]float32, 8*nrb*ldc), make([]float32, 8*nrb*ldc)
-		for _, s := range [][]float32{a, b0, b1, c0, c1} {
+		var bias []float32
+		if trial%3 != 0 {
+			bias = make([]float32, 8*nrb)
+		}
+		for _, s := range [][]float32{a, b0, b1, c0, c1, bias} {
 			for i := range s {
 				s[i] = r.Float32()*2 - 1
 			}
 		}
-		var bias []float32
-		if trial%3 != 0 {
-			bias = make([]float32, 8*nrb)
-			for i := range bias {
-				bias[i] = r.Float32()*2 - 1
-			}
-		}
 		var offs *tileOffs
 		if trial%2 == 1 {
-			offs = &tileOffs{off: make([]int64, k)}
-			for i := range offs.off {
-				offs.off[i] = 4 * int64(r.IntN(len(b0)-15))
-				offs.max = max(offs.max, offs.off[i])
-			}
+			offs = randTileOffs(r, k, len(b0))
 		}
 		var tact *tileAct
 		if trial%4 == 2 {
