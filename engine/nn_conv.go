@@ -29,6 +29,7 @@ type convKernel struct {
 	// gemmPan is the tile kernel's panels over a chunk's columns (forwardGemmTile).
 	gemmPan []convPanel
 	tab     nnGatherTable // im2col index lists of the last 2-D geometry that uses them
+	ngat    narrowGather  // the narrow path's column matrix as gathers (nn_conv_narrow.go)
 	gws     [][]float32   // depthwise weight-gradient partial sums of workers 1..
 
 	dwPlan dwPlan      // the padded-plane depthwise layout (nn_depthwise.go)
