@@ -190,10 +190,7 @@ func (p *convPad) fill(dst, x []float32, C int) {
 	g := &p.geom.g
 	H, W := g.in[1], g.in[2]
 	for ch := 0; ch < C; ch++ {
-		for h := 0; h < H; h++ {
-			o := ch*p.size + (h+g.pb[1])*p.w + g.pb[2]
-			copy(dst[o:o+W], x[(ch*H+h)*W:(ch*H+h+1)*W])
-		}
+		padRows(dst[ch*p.size+g.pb[1]*p.w+g.pb[2]:], x[ch*H*W:(ch+1)*H*W], H, W, p.w)
 	}
 }
 

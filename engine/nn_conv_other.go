@@ -97,6 +97,9 @@ func normRow(x, y, s, b []float32, mu, inv float32) { normRowGo(x, y, s, b, mu, 
 // maxPoolRowsFast is false without the assembly: maxPoolRows runs in Go.
 func maxPoolRowsFast(g *nnGeom, t *poolTables, x, y []float32) bool { return false }
 
+// padRows is padRowsGo without the assembly.
+func padRows(dst, src []float32, rows, w, pitch int) { padRowsGo(dst, src, rows, w, pitch) }
+
 // s2Row is s2RowGo without the assembly.
 func s2Row(dst, src []float32) { s2RowGo(dst, src) }
 

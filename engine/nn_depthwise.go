@@ -232,10 +232,7 @@ func (p *dwPlan) setup(g *nnGeom) *dwPlan {
 // zero already.
 func (p *dwPlan) fill(dst, x []float32) {
 	H, W := p.g.in[1], p.g.in[2]
-	for h := 0; h < H; h++ {
-		o := (h+p.g.pb[1])*p.pw + p.g.pb[2]
-		copy(dst[o:o+W], x[h*W:(h+1)*W])
-	}
+	padRows(dst[p.g.pb[1]*p.pw+p.g.pb[2]:], x[:H*W], H, W, p.pw)
 }
 
 // dwPlaneGo is the definition of dwPlane: y[o1, o2] = Σ over taps t, in order, of

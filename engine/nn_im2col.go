@@ -389,6 +389,15 @@ func gatherRowGo(dst, src []float32, idx []int32) {
 	}
 }
 
+// padRowsGo copies rows rows of w values, consecutive in src, to the rows of dst, pitch
+// values apart (pitch ≥ w), writing nothing else: an image's rows into the interior of
+// its zero-padded copy.
+func padRowsGo(dst, src []float32, rows, w, pitch int) {
+	for h := range rows {
+		copy(dst[h*pitch:h*pitch+w], src[h*w:(h+1)*w])
+	}
+}
+
 // im2colItems is im2col for channels [c0, c1) of cnt items side by side (item i's
 // channel c at x[i·step + c·isz], its columns at [i·O, (i+1)·O) of each row), looping
 // over the items innermost: on planes of a few pixels the per-item rows are too short to

@@ -210,3 +210,49 @@ s2aloop:
 s2adone:
 	VZEROUPPER
 	RET
+
+// func padRowsAVX512(dst, src *float32, rows, w, pitch int, tail uint64)
+//
+// Copies rows rows of w values, consecutive in src, to rows pitch values apart in dst:
+// 16 values at a time, the last chunk of each row (w mod 16 values, tail's lanes) by a
+// masked load and a masked store, so that nothing around the row in dst is written.
+TEXT ·padRowsAVX512(SB), NOSPLIT, $0-48
+	MOVQ  dst+0(FP), DI
+	MOVQ  src+8(FP), SI
+	MOVQ  rows+16(FP), CX
+	MOVQ  w+24(FP), DX
+	MOVQ  pitch+32(FP), R8
+	SHLQ  $2, R8
+	MOVQ  tail+40(FP), BX
+	KMOVW BX, K1
+	TESTQ CX, CX
+	JLE   prdone
+
+prrow:
+	MOVQ DX, R9
+	XORQ R10, R10
+
+prchunk:
+	CMPQ    R9, $16
+	JLT     prlast
+	VMOVUPS (SI)(R10*1), Z0
+	VMOVUPS Z0, (DI)(R10*1)
+	ADDQ    $64, R10
+	SUBQ    $16, R9
+	JMP     prchunk
+
+prlast:
+	TESTQ     R9, R9
+	JZ        prnext
+	VMOVUPS.Z (SI)(R10*1), K1, Z0
+	VMOVUPS   Z0, K1, (DI)(R10*1)
+
+prnext:
+	LEAQ (SI)(DX*4), SI
+	ADDQ R8, DI
+	DECQ CX
+	JNZ  prrow
+
+prdone:
+	VZEROUPPER
+	RET
