@@ -106,15 +106,10 @@ func binaryOps() []binaryOp {
 						out[i] = x[i] * y[i]
 					}
 				case ia == 1:
-					x, s := k.a[a:a+n], k.b[b]
-					for i := range out {
-						out[i] = x[i] * s
-					}
+					// x·s as s·x: the same product, whichever NaN comes back when both are.
+					scaleVec(out, k.a[a:a+n], k.b[b])
 				case ib == 1:
-					s, y := k.a[a], k.b[b:b+n]
-					for i := range out {
-						out[i] = s * y[i]
-					}
+					scaleVec(out, k.b[b:b+n], k.a[a])
 				default:
 					fill(out, k.a[a]*k.b[b])
 				}

@@ -19,6 +19,7 @@ const (
 	ewBNGrad               // p0 = ((p0 + c0·g) + c1·(x − c3)) + c2: x = p1, g = p2
 	ewAffine               // p0 = x·c0 + c1
 	ewAffineAdd            // p0 += x·c0
+	ewScale                // p0 = c0·x
 )
 
 // ewGo is the definition of loop mode over p0 (and p1, p2 where the mode reads them, as
@@ -70,6 +71,10 @@ func ewGo(mode int, p0, p1, p2 []float32, c0, c1, c2, c3 float32) {
 		for i, v := range p1[:n] {
 			p0[i] += float32(v * c0)
 		}
+	case ewScale:
+		for i, v := range p1[:n] {
+			p0[i] = c0 * v
+		}
 	}
 }
 
@@ -95,3 +100,8 @@ func bnGradVec(gd, x, gy []float32, a, b, c, mu float32) { ewVec(ewBNGrad, gd, x
 // affineVec sets y = x·a + b; affineAddVec adds x·a to y.
 func affineVec(y, x []float32, a, b float32) { ewVec(ewAffine, y, x, nil, a, b, 0, 0) }
 func affineAddVec(y, x []float32, a float32) { ewVec(ewAffineAdd, y, x, nil, a, 0, 0, 0) }
+
+// scaleVec sets y = a·x: Mul by a broadcast scalar (the squeeze-and-excitation blocks'
+// channel scales, a pass over the block's activations that took 7 % of MobileNetV3-small's
+// inference as scalar Go).
+func scaleVec(y, x []float32, a float32) { ewVec(ewScale, y, x, nil, a, 0, 0, 0) }

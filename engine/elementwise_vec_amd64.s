@@ -59,6 +59,8 @@ TEXT ·ewAVX512(SB), NOSPLIT, $0-56
 	JEQ  bn
 	CMPQ AX, $5
 	JEQ  af
+	CMPQ AX, $7
+	JEQ  sc
 	JMP  aa
 
 cg:
@@ -152,6 +154,14 @@ aab:
 	VMOVUPS Z4, K1, (DI)
 	EWNEXT(aa)
 
+sc:
+	EWMASK(scb)
+scb:
+	VMOVUPS.Z (SI), K1, Z0
+	VMULPS Z0, Z20, Z0 // c0·x, c0 the first operand as in ewGo
+	VMOVUPS Z0, K1, (DI)
+	EWNEXT(sc)
+
 ewdone:
 	VZEROUPPER
 	RET
@@ -207,6 +217,8 @@ TEXT ·ewAVX2(SB), NOSPLIT, $0-56
 	JEQ  bn2
 	CMPQ AX, $5
 	JEQ  af2
+	CMPQ AX, $7
+	JEQ  sc2
 	JMP  aa2
 
 cg2:
@@ -288,6 +300,12 @@ aa2:
 	VADDPS Y0, Y4, Y4
 	VMOVUPS Y4, (DI)
 	EW2NEXT(aa2)
+
+sc2:
+	VMOVUPS (SI), Y0
+	VMULPS Y0, Y8, Y0
+	VMOVUPS Y0, (DI)
+	EW2NEXT(sc2)
 
 ew2done:
 	VZEROUPPER

@@ -50,6 +50,10 @@ func vecLoopCases() []struct {
 		{"bn_grad", ewBNGrad, -0.37, 1.9, 0.013, 0.41},
 		{"affine", ewAffine, 1.7, -0.3, 0, 0},
 		{"affine_add", ewAffineAdd, -2.3, 0, 0, 0},
+		{"scale", ewScale, -1.3, 0, 0, 0},
+		{"scale_zero", ewScale, float32(math.Copysign(0, -1)), 0, 0, 0},
+		{"scale_inf", ewScale, float32(math.Inf(1)), 0, 0, 0},
+		{"scale_nan", ewScale, float32(math.NaN()), 0, 0, 0},
 	}
 }
 
@@ -149,6 +153,8 @@ func TestElementwiseVecDefinitions(t *testing.T) {
 				want = f(float64(f(float64(v)*float64(c.c0))) + float64(c.c1))
 			case ewAffineAdd:
 				want = f(float64(d[i]) + float64(f(float64(v)*float64(c.c0))))
+			case ewScale:
+				want = f(float64(c.c0) * float64(v))
 			}
 			if got[i] != want && !(got[i] != got[i] && want != want) {
 				t.Fatalf("%s: [%d] (x %v, g %v, dst %v) = %v, want %v", c.name, i, v, g[i], d[i], got[i], want)
