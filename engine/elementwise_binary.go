@@ -43,20 +43,12 @@ func binaryOps() []binaryOp {
 				out := k.o[o : o+n]
 				switch {
 				case ia == 1 && ib == 1:
-					x, y := k.a[a:a+n], k.b[b:b+n]
-					for i := range out {
-						out[i] = x[i] + y[i]
-					}
+					addVec(out, k.a[a:a+n], k.b[b:b+n])
 				case ia == 1:
-					x, s := k.a[a:a+n], k.b[b]
-					for i := range out {
-						out[i] = x[i] + s
-					}
+					addScalarVec(out, k.a[a:a+n], k.b[b])
 				case ib == 1:
-					s, y := k.a[a], k.b[b:b+n]
-					for i := range out {
-						out[i] = s + y[i]
-					}
+					// s + y as y + s: the same sum, whichever NaN comes back when both are.
+					addScalarVec(out, k.b[b:b+n], k.a[a])
 				default:
 					fill(out, k.a[a]+k.b[b])
 				}
@@ -101,10 +93,7 @@ func binaryOps() []binaryOp {
 				out := k.o[o : o+n]
 				switch {
 				case ia == 1 && ib == 1:
-					x, y := k.a[a:a+n], k.b[b:b+n]
-					for i := range out {
-						out[i] = x[i] * y[i]
-					}
+					mulVec(out, k.a[a:a+n], k.b[b:b+n])
 				case ia == 1:
 					// x·s as s·x: the same product, whichever NaN comes back when both are.
 					scaleVec(out, k.a[a:a+n], k.b[b])

@@ -20,6 +20,10 @@ const (
 	ewAffine               // p0 = x·c0 + c1
 	ewAffineAdd            // p0 += x·c0
 	ewScale                // p0 = c0·x
+	ewAdd                  // p0 = x + g: x = p1, g = p2
+	ewMul                  // p0 = x·g
+	ewRelu                 // p0 = x with every value whose sign bit is set cleared to +0
+	ewAddScalar            // p0 = x + c0
 )
 
 // ewGo is the definition of loop mode over p0 (and p1, p2 where the mode reads them, as
@@ -75,6 +79,25 @@ func ewGo(mode int, p0, p1, p2 []float32, c0, c1, c2, c3 float32) {
 		for i, v := range p1[:n] {
 			p0[i] = c0 * v
 		}
+	case ewAdd:
+		x, g := p1[:n], p2[:n]
+		for i, v := range x {
+			p0[i] = v + g[i]
+		}
+	case ewMul:
+		x, g := p1[:n], p2[:n]
+		for i, v := range x {
+			p0[i] = v * g[i]
+		}
+	case ewRelu:
+		for i, v := range p1[:n] {
+			u := int32(math.Float32bits(v))
+			p0[i] = math.Float32frombits(uint32(u &^ (u >> 31)))
+		}
+	case ewAddScalar:
+		for i, v := range p1[:n] {
+			p0[i] = v + c0
+		}
 	}
 }
 
@@ -105,3 +128,11 @@ func affineAddVec(y, x []float32, a float32) { ewVec(ewAffineAdd, y, x, nil, a, 
 // channel scales, a pass over the block's activations that took 7 % of MobileNetV3-small's
 // inference as scalar Go).
 func scaleVec(y, x []float32, a float32) { ewVec(ewScale, y, x, nil, a, 0, 0, 0) }
+
+// addVec and mulVec set z = x + y and z = x·y; addScalarVec sets y = x + a; reluVec sets
+// y = Relu(x) as the Relu kernel defines it (−0 and NaNs with the sign bit set to +0).
+// The transformer's residual and bias Adds and its feed-forward Relu ran as scalar Go.
+func addVec(z, x, y []float32)               { ewVec(ewAdd, z, x, y, 0, 0, 0, 0) }
+func mulVec(z, x, y []float32)               { ewVec(ewMul, z, x, y, 0, 0, 0, 0) }
+func addScalarVec(y, x []float32, a float32) { ewVec(ewAddScalar, y, x, nil, a, 0, 0, 0) }
+func reluVec(y, x []float32)                 { ewVec(ewRelu, y, x, nil, 0, 0, 0, 0) }

@@ -61,6 +61,14 @@ TEXT ·ewAVX512(SB), NOSPLIT, $0-56
 	JEQ  af
 	CMPQ AX, $7
 	JEQ  sc
+	CMPQ AX, $8
+	JEQ  ad
+	CMPQ AX, $9
+	JEQ  mu
+	CMPQ AX, $10
+	JEQ  re
+	CMPQ AX, $11
+	JEQ  as
 	JMP  aa
 
 cg:
@@ -162,6 +170,41 @@ scb:
 	VMOVUPS Z0, K1, (DI)
 	EWNEXT(sc)
 
+ad:
+	EWMASK(adb)
+adb:
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z (DX), K1, Z1
+	VADDPS Z1, Z0, Z0 // x + g, x the first operand
+	VMOVUPS Z0, K1, (DI)
+	EWNEXT(ad)
+
+mu:
+	EWMASK(mub)
+mub:
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z (DX), K1, Z1
+	VMULPS Z1, Z0, Z0
+	VMOVUPS Z0, K1, (DI)
+	EWNEXT(mu)
+
+re:
+	EWMASK(reb)
+reb:
+	VMOVUPS.Z (SI), K1, Z0
+	VPSRAD $31, Z0, Z1
+	VPANDND Z0, Z1, Z0 // x &^ (x >> 31)
+	VMOVUPS Z0, K1, (DI)
+	EWNEXT(re)
+
+as:
+	EWMASK(asb)
+asb:
+	VMOVUPS.Z (SI), K1, Z0
+	VADDPS Z20, Z0, Z0
+	VMOVUPS Z0, K1, (DI)
+	EWNEXT(as)
+
 ewdone:
 	VZEROUPPER
 	RET
@@ -219,6 +262,14 @@ TEXT ·ewAVX2(SB), NOSPLIT, $0-56
 	JEQ  af2
 	CMPQ AX, $7
 	JEQ  sc2
+	CMPQ AX, $8
+	JEQ  ad2
+	CMPQ AX, $9
+	JEQ  mu2
+	CMPQ AX, $10
+	JEQ  re2
+	CMPQ AX, $11
+	JEQ  as2
 	JMP  aa2
 
 cg2:
@@ -306,6 +357,33 @@ sc2:
 	VMULPS Y0, Y8, Y0
 	VMOVUPS Y0, (DI)
 	EW2NEXT(sc2)
+
+ad2:
+	VMOVUPS (SI), Y0
+	VMOVUPS (DX), Y1
+	VADDPS Y1, Y0, Y0
+	VMOVUPS Y0, (DI)
+	EW2NEXT(ad2)
+
+mu2:
+	VMOVUPS (SI), Y0
+	VMOVUPS (DX), Y1
+	VMULPS Y1, Y0, Y0
+	VMOVUPS Y0, (DI)
+	EW2NEXT(mu2)
+
+re2:
+	VMOVUPS (SI), Y0
+	VPSRAD $31, Y0, Y1
+	VPANDN Y0, Y1, Y0
+	VMOVUPS Y0, (DI)
+	EW2NEXT(re2)
+
+as2:
+	VMOVUPS (SI), Y0
+	VADDPS Y8, Y0, Y0
+	VMOVUPS Y0, (DI)
+	EW2NEXT(as2)
 
 ew2done:
 	VZEROUPPER

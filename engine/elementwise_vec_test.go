@@ -54,6 +54,12 @@ func vecLoopCases() []struct {
 		{"scale_zero", ewScale, float32(math.Copysign(0, -1)), 0, 0, 0},
 		{"scale_inf", ewScale, float32(math.Inf(1)), 0, 0, 0},
 		{"scale_nan", ewScale, float32(math.NaN()), 0, 0, 0},
+		{"add", ewAdd, 0, 0, 0, 0},
+		{"mul", ewMul, 0, 0, 0, 0},
+		{"relu", ewRelu, 0, 0, 0, 0},
+		{"add_scalar", ewAddScalar, 0.7, 0, 0, 0},
+		{"add_scalar_negzero", ewAddScalar, float32(math.Copysign(0, -1)), 0, 0, 0},
+		{"add_scalar_inf", ewAddScalar, float32(math.Inf(-1)), 0, 0, 0},
 	}
 }
 
@@ -155,6 +161,17 @@ func TestElementwiseVecDefinitions(t *testing.T) {
 				want = f(float64(d[i]) + float64(f(float64(v)*float64(c.c0))))
 			case ewScale:
 				want = f(float64(c.c0) * float64(v))
+			case ewAdd:
+				want = f(float64(v) + float64(g[i]))
+			case ewMul:
+				want = f(float64(v) * float64(g[i]))
+			case ewRelu:
+				want = v
+				if math.Signbit(float64(v)) {
+					want = 0
+				}
+			case ewAddScalar:
+				want = f(float64(v) + float64(c.c0))
 			}
 			if got[i] != want && !(got[i] != got[i] && want != want) {
 				t.Fatalf("%s: [%d] (x %v, g %v, dst %v) = %v, want %v", c.name, i, v, g[i], d[i], got[i], want)
