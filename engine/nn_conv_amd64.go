@@ -183,12 +183,26 @@ func transpose(t, a []float32, R, C int) {
 	if len(a) < R*C || len(t) < R*C {
 		panic(fmt.Sprintf("transpose of %d×%d out of range: lens %d %d", R, C, len(a), len(t)))
 	}
+	if R == 8 && C >= 16 {
+		// packRows' 8 × K blocks: whole chunks of 16 columns in registers, the rest by hand.
+		full := C / 16
+		transpose8AVX512(&t[0], &a[0], full, C)
+		for c := 16 * full; c < C; c++ {
+			for r := range 8 {
+				t[c*8+r] = a[r*C+c]
+			}
+		}
+		return
+	}
 	var idx [16]int32
 	for q := range idx {
 		idx[q] = int32(q * R)
 	}
 	transposeAVX512(&t[0], &a[0], R, C, &idx[0], uint64(1)<<((C-1)%16+1)-1)
 }
+
+//go:noescape
+func transpose8AVX512(t, a *float32, chunks, lda int)
 
 //go:noescape
 func copyPlanAVX512(dst, src *float32, plan *cpEntry, n int)

@@ -445,8 +445,20 @@ func TestIm2colS2(t *testing.T) {
 // TestTranspose checks transpose (scatter stores in assembly where available) against
 // the definition on every shape up to 40 × 40, leaving t beyond R·C alone.
 func TestTranspose(t *testing.T) {
+	type rc struct{ R, C int }
+	var cases []rc
 	for R := 1; R <= 40; R++ {
 		for C := 1; C <= 40; C++ {
+			cases = append(cases, rc{R, C})
+		}
+	}
+	// packRows' 8 × K blocks, which take transpose8AVX512 by whole chunks of 16 columns.
+	for _, C := range []int{64, 100, 576, 1001} {
+		cases = append(cases, rc{8, C})
+	}
+	for _, c := range cases {
+		R, C := c.R, c.C
+		{
 			a := make([]float32, R*C)
 			for i := range a {
 				a[i] = float32(i + 1)
