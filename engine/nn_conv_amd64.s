@@ -1427,6 +1427,22 @@ sumnext:
 	VZEROUPPER
 	RET
 
+// LANES4X4 stores, at off + 128·L bytes from DI, the 128-bit lanes L of s0, s1, s2 and s3
+// side by side (a 4 × 4 transpose of lanes), through Z24-Z31.
+#define LANES4X4(s0, s1, s2, s3, off) \
+	VSHUFF32X4 $0x44, s1, s0, Z24 \
+	VSHUFF32X4 $0xee, s1, s0, Z25 \
+	VSHUFF32X4 $0x44, s3, s2, Z26 \
+	VSHUFF32X4 $0xee, s3, s2, Z27 \
+	VSHUFF32X4 $0x88, Z26, Z24, Z28 \
+	VSHUFF32X4 $0xdd, Z26, Z24, Z29 \
+	VSHUFF32X4 $0x88, Z27, Z25, Z30 \
+	VSHUFF32X4 $0xdd, Z27, Z25, Z31 \
+	VMOVUPS Z28, off(DI) \
+	VMOVUPS Z29, off+128(DI) \
+	VMOVUPS Z30, off+256(DI) \
+	VMOVUPS Z31, off+384(DI)
+
 // func transpose8AVX512(t, a *float32, chunks, lda int)
 //
 // t (16·chunks × 8) = the transpose of the first 16·chunks columns of a (8 rows, lda
@@ -1479,32 +1495,10 @@ t8loop:
 	VUNPCKHPD Z14, Z12, Z21
 	VUNPCKLPD Z15, Z13, Z22
 	VUNPCKHPD Z15, Z13, Z23
-	// Columns 4L and 4L+1, whole, into lane order: t rows 4L, 4L+1 (out at 128·L bytes).
-	VSHUFF32X4 $0x44, Z20, Z16, Z24
-	VSHUFF32X4 $0xee, Z20, Z16, Z25
-	VSHUFF32X4 $0x44, Z21, Z17, Z26
-	VSHUFF32X4 $0xee, Z21, Z17, Z27
-	VSHUFF32X4 $0x88, Z26, Z24, Z28
-	VSHUFF32X4 $0xdd, Z26, Z24, Z29
-	VSHUFF32X4 $0x88, Z27, Z25, Z30
-	VSHUFF32X4 $0xdd, Z27, Z25, Z31
-	VMOVUPS Z28, (DI)
-	VMOVUPS Z29, 128(DI)
-	VMOVUPS Z30, 256(DI)
-	VMOVUPS Z31, 384(DI)
-	// Columns 4L+2 and 4L+3: t rows 4L+2, 4L+3 (out at 128·L + 64 bytes).
-	VSHUFF32X4 $0x44, Z22, Z18, Z24
-	VSHUFF32X4 $0xee, Z22, Z18, Z25
-	VSHUFF32X4 $0x44, Z23, Z19, Z26
-	VSHUFF32X4 $0xee, Z23, Z19, Z27
-	VSHUFF32X4 $0x88, Z26, Z24, Z28
-	VSHUFF32X4 $0xdd, Z26, Z24, Z29
-	VSHUFF32X4 $0x88, Z27, Z25, Z30
-	VSHUFF32X4 $0xdd, Z27, Z25, Z31
-	VMOVUPS Z28, 64(DI)
-	VMOVUPS Z29, 192(DI)
-	VMOVUPS Z30, 320(DI)
-	VMOVUPS Z31, 448(DI)
+	// Columns 4L and 4L+1, whole, into lane order: t rows 4L, 4L+1 (out at 128·L bytes);
+	// then columns 4L+2 and 4L+3 (at 128·L + 64).
+	LANES4X4(Z16, Z20, Z17, Z21, 0)
+	LANES4X4(Z18, Z22, Z19, Z23, 64)
 	ADDQ $64, SI
 	ADDQ $512, DI
 	DECQ CX
