@@ -473,3 +473,123 @@ dwrowdone:
 	JNZ  dwrow
 	VZEROUPPER
 	RET
+
+// func padRowsAVX2(dst, src *float32, rows, w, pitch int, mask *int32)
+//
+// padRowsAVX512 in AVX2: 8 values at a time, the last w mod 8 of each row through
+// VMASKMOVPS with mask (8 int32, the sign bit set on the lanes to copy), which neither
+// reads nor writes the others.
+TEXT ·padRowsAVX2(SB), NOSPLIT, $0-48
+	MOVQ    dst+0(FP), DI
+	MOVQ    src+8(FP), SI
+	MOVQ    rows+16(FP), CX
+	MOVQ    w+24(FP), DX
+	MOVQ    pitch+32(FP), R8
+	SHLQ    $2, R8
+	MOVQ    mask+40(FP), AX
+	VMOVDQU (AX), Y1
+	TESTQ   CX, CX
+	JLE     p2done
+
+p2row:
+	MOVQ DX, R9
+	XORQ R10, R10
+
+p2chunk:
+	CMPQ    R9, $8
+	JLT     p2last
+	VMOVUPS (SI)(R10*1), Y0
+	VMOVUPS Y0, (DI)(R10*1)
+	ADDQ    $32, R10
+	SUBQ    $8, R9
+	JMP     p2chunk
+
+p2last:
+	TESTQ      R9, R9
+	JZ         p2next
+	VMASKMOVPS (SI)(R10*1), Y1, Y0
+	VMASKMOVPS Y0, Y1, (DI)(R10*1)
+
+p2next:
+	LEAQ (SI)(DX*4), SI
+	ADDQ R8, DI
+	DECQ CX
+	JNZ  p2row
+
+p2done:
+	VZEROUPPER
+	RET
+
+// func transpose8AVX2(t, a *float32, chunks, lda int)
+//
+// transpose8AVX512 in AVX2: per chunk of 8 columns of the 8 rows (lda values apart),
+// an 8 × 8 transpose in registers (32-bit and 64-bit interleaves within 128-bit lanes,
+// then the lanes exchanged), and t's 8 rows of 8 stored whole.
+TEXT ·transpose8AVX2(SB), NOSPLIT, $0-32
+	MOVQ  t+0(FP), DI
+	MOVQ  a+8(FP), SI
+	MOVQ  chunks+16(FP), CX
+	MOVQ  lda+24(FP), R8
+	SHLQ  $2, R8
+	TESTQ CX, CX
+	JLE   t2done
+
+t2loop:
+	MOVQ    SI, R9
+	VMOVUPS (R9), Y0
+	ADDQ    R8, R9
+	VMOVUPS (R9), Y1
+	ADDQ    R8, R9
+	VMOVUPS (R9), Y2
+	ADDQ    R8, R9
+	VMOVUPS (R9), Y3
+	ADDQ    R8, R9
+	VMOVUPS (R9), Y4
+	ADDQ    R8, R9
+	VMOVUPS (R9), Y5
+	ADDQ    R8, R9
+	VMOVUPS (R9), Y6
+	ADDQ    R8, R9
+	VMOVUPS (R9), Y7
+	VUNPCKLPS Y1, Y0, Y8
+	VUNPCKHPS Y1, Y0, Y9
+	VUNPCKLPS Y3, Y2, Y10
+	VUNPCKHPS Y3, Y2, Y11
+	VUNPCKLPS Y5, Y4, Y12
+	VUNPCKHPS Y5, Y4, Y13
+	VUNPCKLPS Y7, Y6, Y14
+	VUNPCKHPS Y7, Y6, Y15
+	// Per lane L: Y0..Y3 rows 0-3 of columns 4L..4L+3, Y4..Y7 rows 4-7.
+	VUNPCKLPD Y10, Y8, Y0
+	VUNPCKHPD Y10, Y8, Y1
+	VUNPCKLPD Y11, Y9, Y2
+	VUNPCKHPD Y11, Y9, Y3
+	VUNPCKLPD Y14, Y12, Y4
+	VUNPCKHPD Y14, Y12, Y5
+	VUNPCKLPD Y15, Y13, Y6
+	VUNPCKHPD Y15, Y13, Y7
+	// Column c (t row c): rows 0-3 from lane c/4 of Y(c%4), rows 4-7 from the same of Y(4+c%4).
+	VPERM2F128 $0x20, Y4, Y0, Y8
+	VPERM2F128 $0x20, Y5, Y1, Y9
+	VPERM2F128 $0x20, Y6, Y2, Y10
+	VPERM2F128 $0x20, Y7, Y3, Y11
+	VPERM2F128 $0x31, Y4, Y0, Y12
+	VPERM2F128 $0x31, Y5, Y1, Y13
+	VPERM2F128 $0x31, Y6, Y2, Y14
+	VPERM2F128 $0x31, Y7, Y3, Y15
+	VMOVUPS Y8, (DI)
+	VMOVUPS Y9, 32(DI)
+	VMOVUPS Y10, 64(DI)
+	VMOVUPS Y11, 96(DI)
+	VMOVUPS Y12, 128(DI)
+	VMOVUPS Y13, 160(DI)
+	VMOVUPS Y14, 192(DI)
+	VMOVUPS Y15, 224(DI)
+	ADDQ $32, SI
+	ADDQ $256, DI
+	DECQ CX
+	JNZ  t2loop
+
+t2done:
+	VZEROUPPER
+	RET

@@ -176,23 +176,33 @@ func transpose(t, a []float32, R, C int) {
 	if R*C == 0 {
 		return
 	}
+	if R == 8 && (convTileOK() && C >= 16 || !convTileOK() && convTileAVX2OK() && C >= 8) {
+		// packRows' 8 × K blocks: whole chunks of 16 (AVX-512) or 8 (AVX2) columns in
+		// registers, the rest by hand.
+		if len(a) < R*C || len(t) < R*C {
+			panic(fmt.Sprintf("transpose of %d×%d out of range: lens %d %d", R, C, len(a), len(t)))
+		}
+		var done int
+		if convTileOK() {
+			done = C / 16 * 16
+			transpose8AVX512(&t[0], &a[0], C/16, C)
+		} else {
+			done = C / 8 * 8
+			transpose8AVX2(&t[0], &a[0], C/8, C)
+		}
+		for c := done; c < C; c++ {
+			for r := range 8 {
+				t[c*8+r] = a[r*C+c]
+			}
+		}
+		return
+	}
 	if !convTileOK() || 15*R > math.MaxInt32 {
 		transposeGo(t, a, R, C)
 		return
 	}
 	if len(a) < R*C || len(t) < R*C {
 		panic(fmt.Sprintf("transpose of %d×%d out of range: lens %d %d", R, C, len(a), len(t)))
-	}
-	if R == 8 && C >= 16 {
-		// packRows' 8 × K blocks: whole chunks of 16 columns in registers, the rest by hand.
-		full := C / 16
-		transpose8AVX512(&t[0], &a[0], full, C)
-		for c := 16 * full; c < C; c++ {
-			for r := range 8 {
-				t[c*8+r] = a[r*C+c]
-			}
-		}
-		return
 	}
 	var idx [16]int32
 	for q := range idx {
@@ -203,6 +213,9 @@ func transpose(t, a []float32, R, C int) {
 
 //go:noescape
 func transpose8AVX512(t, a *float32, chunks, lda int)
+
+//go:noescape
+func transpose8AVX2(t, a *float32, chunks, lda int)
 
 //go:noescape
 func copyPlanAVX512(dst, src *float32, plan *cpEntry, n int)

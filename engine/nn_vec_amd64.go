@@ -71,15 +71,25 @@ func padRows(dst, src []float32, rows, w, pitch int) {
 	if rows <= 0 || w <= 0 {
 		return
 	}
-	if !convTileOK() {
+	if !convTileOK() && !convTileAVX2OK() {
 		padRowsGo(dst, src, rows, w, pitch)
 		return
 	}
 	if pitch < w || len(src) < rows*w || len(dst) < (rows-1)*pitch+w {
 		panic(fmt.Sprintf("copying %d rows of %d values, %d apart, from %d values into %d", rows, w, pitch, len(src), len(dst)))
 	}
-	padRowsAVX512(&dst[0], &src[0], rows, w, pitch, laneMask(w%16))
+	if convTileOK() {
+		padRowsAVX512(&dst[0], &src[0], rows, w, pitch, laneMask(w%16))
+		return
+	}
+	padRowsAVX2(&dst[0], &src[0], rows, w, pitch, &avx2LaneMasks[8-w%8])
 }
+
+//go:noescape
+func padRowsAVX2(dst, src *float32, rows, w, pitch int, mask *int32)
+
+// avx2LaneMasks[8−n:16−n] is VMASKMOVPS's mask of the first n of 8 lanes.
+var avx2LaneMasks = [16]int32{-1, -1, -1, -1, -1, -1, -1, -1}
 
 //go:noescape
 func s2RowAVX512(dst, src *float32, n int, even *int32)
