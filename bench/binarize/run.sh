@@ -292,6 +292,12 @@ defaults-ste-distill-tune)
 	tune_run fmnist-resnet sd-cosine 1 $SD --lr-schedule cosine
 	tune_run fmnist-resnet sd-lr0.02 1 $SD --lr 0.02
 	tune_run fmnist-resnet sd-iters16 1 $SD --iters 16
+	# The doubled budget on seeds 2 and 3, and the defaults (ADMM-Q) at it.
+	for seed in 2 3; do
+		tune_run fmnist-resnet sd $seed $SD
+		tune_run fmnist-resnet sd-iters16 $seed $SD --iters 16
+	done
+	tune_run fmnist-resnet iters16 1 --iters 16
 	;;
 defaults)
 	# Issue 15's goals with the defaults and no per-network flags: ADMM-Q against PGD on the
