@@ -45,10 +45,10 @@ func binaryOps() []binaryOp {
 				case ia == 1 && ib == 1:
 					addVec(out, k.a[a:a+n], k.b[b:b+n])
 				case ia == 1:
-					addScalarVec(out, k.a[a:a+n], k.b[b])
+					affineVec(out, k.a[a:a+n], 1, k.b[b])
 				case ib == 1:
 					// s + y as y + s: the same sum, whichever NaN comes back when both are.
-					addScalarVec(out, k.b[b:b+n], k.a[a])
+					affineVec(out, k.b[b:b+n], 1, k.a[a])
 				default:
 					fill(out, k.a[a]+k.b[b])
 				}

@@ -23,7 +23,6 @@ const (
 	ewAdd                  // p0 = x + g: x = p1, g = p2
 	ewMul                  // p0 = x·g
 	ewRelu                 // p0 = x with every value whose sign bit is set cleared to +0
-	ewAddScalar            // p0 = x + c0
 )
 
 // ewGo is the definition of loop mode over p0 (and p1, p2 where the mode reads them, as
@@ -94,10 +93,6 @@ func ewGo(mode int, p0, p1, p2 []float32, c0, c1, c2, c3 float32) {
 			u := int32(math.Float32bits(v))
 			p0[i] = math.Float32frombits(uint32(u &^ (u >> 31)))
 		}
-	case ewAddScalar:
-		for i, v := range p1[:n] {
-			p0[i] = v + c0
-		}
 	}
 }
 
@@ -129,10 +124,10 @@ func affineAddVec(y, x []float32, a float32) { ewVec(ewAffineAdd, y, x, nil, a, 
 // inference as scalar Go).
 func scaleVec(y, x []float32, a float32) { ewVec(ewScale, y, x, nil, a, 0, 0, 0) }
 
-// addVec and mulVec set z = x + y and z = x·y; addScalarVec sets y = x + a; reluVec sets
-// y = Relu(x) as the Relu kernel defines it (−0 and NaNs with the sign bit set to +0).
-// The transformer's residual and bias Adds and its feed-forward Relu ran as scalar Go.
-func addVec(z, x, y []float32)               { ewVec(ewAdd, z, x, y, 0, 0, 0, 0) }
-func mulVec(z, x, y []float32)               { ewVec(ewMul, z, x, y, 0, 0, 0, 0) }
-func addScalarVec(y, x []float32, a float32) { ewVec(ewAddScalar, y, x, nil, a, 0, 0, 0) }
-func reluVec(y, x []float32)                 { ewVec(ewRelu, y, x, nil, 0, 0, 0, 0) }
+// addVec and mulVec set z = x + y and z = x·y; reluVec sets y = Relu(x) as the Relu
+// kernel defines it (−0 and NaNs with the sign bit set to +0). The transformer's residual
+// and bias Adds and its feed-forward Relu ran as scalar Go. (x + a is affineVec's x·1 + a:
+// the product by 1 is exact, so the sum is the same, −0 and NaN included.)
+func addVec(z, x, y []float32) { ewVec(ewAdd, z, x, y, 0, 0, 0, 0) }
+func mulVec(z, x, y []float32) { ewVec(ewMul, z, x, y, 0, 0, 0, 0) }
+func reluVec(y, x []float32)   { ewVec(ewRelu, y, x, nil, 0, 0, 0, 0) }

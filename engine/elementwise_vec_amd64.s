@@ -67,8 +67,6 @@ TEXT ·ewAVX512(SB), NOSPLIT, $0-56
 	JEQ  mu
 	CMPQ AX, $10
 	JEQ  re
-	CMPQ AX, $11
-	JEQ  as
 	JMP  aa
 
 cg:
@@ -197,14 +195,6 @@ reb:
 	VMOVUPS Z0, K1, (DI)
 	EWNEXT(re)
 
-as:
-	EWMASK(asb)
-asb:
-	VMOVUPS.Z (SI), K1, Z0
-	VADDPS Z20, Z0, Z0
-	VMOVUPS Z0, K1, (DI)
-	EWNEXT(as)
-
 ewdone:
 	VZEROUPPER
 	RET
@@ -268,8 +258,6 @@ TEXT ·ewAVX2(SB), NOSPLIT, $0-56
 	JEQ  mu2
 	CMPQ AX, $10
 	JEQ  re2
-	CMPQ AX, $11
-	JEQ  as2
 	JMP  aa2
 
 cg2:
@@ -378,12 +366,6 @@ re2:
 	VPANDN Y0, Y1, Y0
 	VMOVUPS Y0, (DI)
 	EW2NEXT(re2)
-
-as2:
-	VMOVUPS (SI), Y0
-	VADDPS Y8, Y0, Y0
-	VMOVUPS Y0, (DI)
-	EW2NEXT(as2)
 
 ew2done:
 	VZEROUPPER

@@ -57,9 +57,10 @@ func vecLoopCases() []struct {
 		{"add", ewAdd, 0, 0, 0, 0},
 		{"mul", ewMul, 0, 0, 0, 0},
 		{"relu", ewRelu, 0, 0, 0, 0},
-		{"add_scalar", ewAddScalar, 0.7, 0, 0, 0},
-		{"add_scalar_negzero", ewAddScalar, float32(math.Copysign(0, -1)), 0, 0, 0},
-		{"add_scalar_inf", ewAddScalar, float32(math.Inf(-1)), 0, 0, 0},
+		// Add by a scalar runs as affine with a = 1.
+		{"affine_add_scalar", ewAffine, 1, 0.7, 0, 0},
+		{"affine_add_negzero", ewAffine, 1, float32(math.Copysign(0, -1)), 0, 0},
+		{"affine_add_inf", ewAffine, 1, float32(math.Inf(-1)), 0, 0},
 	}
 }
 
@@ -170,8 +171,6 @@ func TestElementwiseVecDefinitions(t *testing.T) {
 				if math.Signbit(float64(v)) {
 					want = 0
 				}
-			case ewAddScalar:
-				want = f(float64(v) + float64(c.c0))
 			}
 			if got[i] != want && !(got[i] != got[i] && want != want) {
 				t.Fatalf("%s: [%d] (x %v, g %v, dst %v) = %v, want %v", c.name, i, v, g[i], d[i], got[i], want)
