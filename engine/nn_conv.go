@@ -67,6 +67,7 @@ type convKernel struct {
 	noNarrow    bool // tests: forwardGemmTile's own products even where the narrow path runs
 	noDWPad     bool // tests: force the generic depthwise loop where the padded plane runs
 	forceDirect bool // tests: the direct path for planes smaller than convDirectMinPlane too
+	noWinograd  bool // tests: the direct path's products even where the Winograd path runs
 }
 
 // nnColBudget is the number of float32 values a chunk's column matrix and output planes

@@ -47,6 +47,7 @@ type convWork struct {
 	xpad    []float32 // padded images of one block (implicit im2col)
 	padFor  padGeom   // the layout xpad's zero padding was made for
 	pan     []convPanel
+	wino    []float32 // the Winograd path's quarter planes, transformed input and products
 }
 
 // convPanel is one panel of up to 16 columns: offsets of its first column in the source
@@ -67,6 +68,8 @@ type convDirect struct {
 	wnKey weightKey // the weights wn holds
 	an    []float32 // the narrow path's column matrix, 8 pixels to a row block
 	wfp   []float32 // the input gradient's kernel per group (packFlipped)
+	wu    []float32 // the Winograd path's transformed weights (winoWeights)
+	wuKey weightKey // the weights wu holds
 	work  []convWork
 	// slotGW holds the weight-gradient partial sum of each slot of images (see
 	// backwardDirect); slot 0 adds into the gradient itself unless hwc.
@@ -377,6 +380,10 @@ func (c *convDirect) workers(nw int) []convWork {
 // With res non-nil (and pg nil), each block's output starts as its part of res, which the
 // kernel adds the bias and the products to before the activation.
 func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk weightKey, bias, y []float32, act *nnClamp, pg *nnGeom, res []float32) {
+	if k.winogradOK(d, pg) {
+		k.forwardWinograd(ctx, d, x, w, wk, bias, y, act, res)
+		return
+	}
 	g := &d.g
 	O, isz := g.outSize(), g.inSize()
 	CgK := d.Cg * g.kSize()

@@ -9,7 +9,7 @@ import (
 // The convolution shapes that dominate the CPU profiles of bench/realnets (ResNet-18 at
 // 224 px: 3×3 unit-stride layers; SqueezeNet 1.1: the fire modules' 1×1 squeeze and
 // expand layers and 3×3 expand layers), at batch 4, forward only, bias and Relu fused as
-// the exported models run them. Compare runs of two builds back to back:
+// the exported models run them, the weights frozen. Compare runs of two builds back to back:
 //
 //	go test ./engine -run '^$' -bench ConvShape -benchtime 20x
 func BenchmarkConvShape(b *testing.B) {
@@ -31,6 +31,8 @@ func BenchmarkConvShape(b *testing.B) {
 			r := rand.New(rand.NewPCG(2, 2))
 			x, w := []int{4, s.C, s.HW, s.HW}, []int{s.M, s.C, s.K, s.K}
 			in := []*Tensor{nntRand(r, x, -1, 1), nntRand(r, w, -1, 1), nntRand(r, w[:1], -1, 1)}
+			// Frozen weights, as inference runs them: packed (or transformed) once.
+			in[1].param = &Param{Name: "w", Value: in[1]}
 			p := int64(s.K / 2)
 			n := nntNode("Conv", 13, 3, 1, attrInts("pads", p, p, p, p), attrInts("kernel_shape", int64(s.K), int64(s.K)))
 			benchKernel(b, n, in, 2*float64(x[0]*s.M*s.C*s.K*s.K*s.HW*s.HW), false)

@@ -1,0 +1,332 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"sync/atomic"
+)
+
+// The Winograd path of Conv: 3×3 unit-stride 2-D convolutions with many channels,
+// F(2×2, 3×3) of Lavin and Gray (2016). Each 2×2 block of output pixels (a tile) is
+//
+//	Y = Aᵀ [ (G g Gᵀ) ⊙ (Bᵀ d B) ] A
+//
+// over the 4×4 input patch d under it, summed over input channels, with
+//
+//	Bᵀ = [1 0 −1 0; 0 1 1 0; 0 −1 1 0; 0 1 0 −1]
+//	G  = [1 0 0; ½ ½ ½; ½ −½ ½; 0 0 1]
+//	Aᵀ = [1 1 1 0; 0 1 −1 −1].
+//
+// The sum over channels of the element-wise products is, for each of the 16 positions ξ
+// of the 4×4 transformed tile, a product of matrices: Mξ = Uξ·Vξ, Uξ the M × C
+// transformed weights and Vξ the C × tiles transformed input. Those 16 products run on the
+// tile kernel, and take 16 multiply-adds a tile and channel pair where the direct path
+// takes 36: on ResNet-18's 3×3 layers the products were three quarters of the run time.
+// The transforms themselves use only additions, subtractions and halvings (exact for G's
+// ½), so the result differs from the direct sum by float32 rounding only; the
+// transforms have an AVX-512 form (nn_wino_amd64.s) that computes the Go definitions here
+// bit for bit.
+//
+// The work goes in chunks of tile rows of one image, each worker transforming, multiplying
+// and writing back its chunk while its 16 transformed matrices are in the cache.
+
+// Below these the transforms' passes cost more than the products save (BenchmarkConvShape).
+const (
+	winoMinC     = 16 // input channels
+	winoMinM     = 16 // output channels
+	winoMinPlane = 12 // output rows and columns
+)
+
+// winoChunk is the size, in float32 values, of a chunk's transformed input or product
+// matrices (16 × channels × tiles): 512 KiB, within a core's L2 with both. A chunk has
+// at least winoMinCols tiles all the same: fewer would read the transformed weights
+// (16 × M × C) from memory for too few products.
+const (
+	winoChunk   = 1 << 17
+	winoMinCols = 64
+)
+
+// winogradOK reports whether the Winograd path runs d: only with the AVX-512 transforms
+// and tile kernel, and not with a fused pool (which the direct path makes per block).
+func (k *convKernel) winogradOK(d *convDims, pg *nnGeom) bool {
+	g := &d.g
+	return winoFast() && !k.noWinograd && pg == nil && k.group == 1 && !d.depthwise && !d.pointwise &&
+		g.nd == 2 && g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1 &&
+		g.k[1] == 3 && g.k[2] == 3 && g.s[1] == 1 && g.s[2] == 1 && g.d[1] == 1 && g.d[2] == 1 &&
+		d.Cg >= winoMinC && d.Mg >= winoMinM && g.out[1] >= winoMinPlane && g.out[2] >= winoMinPlane
+}
+
+// winoFilter sets u[ξ] for ξ = 4i + j to (G g Gᵀ)[i][j] of the 3×3 filter g (row-major),
+// each product by ½ of a sum rounded on its own.
+func winoFilter(u *[16]float32, g []float32) {
+	var t [4][3]float32 // G·g
+	for c := 0; c < 3; c++ {
+		g0, g1, g2 := g[c], g[3+c], g[6+c]
+		t[0][c] = g0
+		t[1][c] = 0.5 * ((g0 + g1) + g2)
+		t[2][c] = 0.5 * ((g0 - g1) + g2)
+		t[3][c] = g2
+	}
+	for i := 0; i < 4; i++ {
+		r0, r1, r2 := t[i][0], t[i][1], t[i][2]
+		u[4*i] = r0
+		u[4*i+1] = 0.5 * ((r0 + r1) + r2)
+		u[4*i+2] = 0.5 * ((r0 - r1) + r2)
+		u[4*i+3] = r2
+	}
+}
+
+// winoWeights returns the transformed weights, per ξ the M × C matrix Uξ packed for the
+// tile kernel (packRows), kept while the weights are (as packWeights keeps its own).
+func (k *convKernel) winoWeights(ctx *Context, d *convDims, w []float32, wk weightKey) []float32 {
+	c := &k.direct
+	M, C := d.Mg, d.Cg
+	RB := (M + 7) / 8
+	n := RB * C * 8
+	if c.wuKey.current(wk) && len(c.wu) == 16*n {
+		return c.wu
+	}
+	c.wu = nnGrow(c.wu, 16*n)
+	c.wuKey = wk
+	ctx.Parallel(RB, 1, func(lo, hi int) {
+		var u [16]float32
+		for rb := lo; rb < hi; rb++ {
+			for r := 0; r < 8; r++ {
+				m := rb*8 + r
+				for ch := 0; ch < C; ch++ {
+					u = [16]float32{}
+					if m < M {
+						winoFilter(&u, w[(m*C+ch)*9:(m*C+ch+1)*9])
+					}
+					for xi := 0; xi < 16; xi++ {
+						c.wu[xi*n+(rb*C+ch)*8+r] = u[xi]
+					}
+				}
+			}
+		}
+	})
+	return c.wu
+}
+
+// winoQuarters fills the four quarter planes of one channel's zero-padded image for tile
+// rows [t0, t0+rows): plane (a, b) at q[(2a+b)·qp:], row y', column x holding the padded
+// pixel (2(t0+y')+a, 2x+b), for y' ≤ rows and x < S. The padded image has pt rows and pl
+// columns of zeros before x's h × w pixels, and zeros after as far as the tiles reach.
+func winoQuarters(q []float32, qp, S, t0, rows int, x []float32, h, w, pt, pl int) {
+	for a := 0; a < 2; a++ {
+		for y := 0; y <= rows; y++ {
+			r := 2*(t0+y) + a - pt
+			for b := 0; b < 2; b++ {
+				dst := q[(2*a+b)*qp+y*S : (2*a+b)*qp+(y+1)*S]
+				if r < 0 || r >= h {
+					clear(dst)
+					continue
+				}
+				// Columns x with 0 ≤ 2x + b − pl < w.
+				lo := max(0, (pl-b+1)/2)
+				hi := min(S, (w-1+pl-b)/2+1)
+				if w-1+pl-b < 0 || lo >= hi {
+					clear(dst)
+					continue
+				}
+				clear(dst[:lo])
+				s2Row(dst[lo:hi], x[r*w+2*lo+b-pl:(r+1)*w])
+				clear(dst[hi:])
+			}
+		}
+	}
+}
+
+// winoInGo is the definition of the input transform of one channel over rows rows of tw
+// tiles: with q as winoQuarters leaves it (plane size qp, row length S > tw), it sets
+// v[ξ·ldv + y·tw + x] to (Bᵀ d B)[i][j], ξ = 4i + j, d the 4×4 patch of tile (y, x).
+func winoInGo(q []float32, qp, S, tw, rows int, v []float32, ldv int) {
+	q00, q01, q10, q11 := q[:qp], q[qp:2*qp], q[2*qp:3*qp], q[3*qp:4*qp]
+	for y := 0; y < rows; y++ {
+		for x := 0; x < tw; x++ {
+			p, s := y*S+x, (y+1)*S+x
+			d := [4][4]float32{
+				{q00[p], q01[p], q00[p+1], q01[p+1]},
+				{q10[p], q11[p], q10[p+1], q11[p+1]},
+				{q00[s], q01[s], q00[s+1], q01[s+1]},
+				{q10[s], q11[s], q10[s+1], q11[s+1]},
+			}
+			var z [4][4]float32 // Bᵀ d
+			for c := 0; c < 4; c++ {
+				z[0][c] = d[0][c] - d[2][c]
+				z[1][c] = d[1][c] + d[2][c]
+				z[2][c] = d[2][c] - d[1][c]
+				z[3][c] = d[1][c] - d[3][c]
+			}
+			o := y*tw + x
+			for i := 0; i < 4; i++ {
+				v[(4*i)*ldv+o] = z[i][0] - z[i][2]
+				v[(4*i+1)*ldv+o] = z[i][1] + z[i][2]
+				v[(4*i+2)*ldv+o] = z[i][2] - z[i][1]
+				v[(4*i+3)*ldv+o] = z[i][1] - z[i][3]
+			}
+		}
+	}
+}
+
+// Flags of the output transform.
+const (
+	winoBias = 1 // add the bias
+	winoRes  = 2 // then add res, laid out as y
+	winoRelu = 4 // then Relu, as the Relu kernel computes it
+)
+
+// winoOutGo is the definition of the output transform of one output channel: from its
+// products m[ξ·ldm + y·tw + x] over rows rows of tw tiles, it writes output pixel
+// (2y + a, 2x + b) = (Aᵀ m A)[a][b] (+ bias, + res, Relu, as flags say) to y at row
+// stride ow, for the rows below ohr and the columns below ow.
+func winoOutGo(m []float32, ldm, tw, rows int, y []float32, ow, ohr int, bias float32, res []float32, flags int) {
+	for ty := 0; ty < rows; ty++ {
+		for tx := 0; tx < tw; tx++ {
+			o := ty*tw + tx
+			var w [2][4]float32 // Aᵀ m
+			for j := 0; j < 4; j++ {
+				m0, m1, m2, m3 := m[j*ldm+o], m[(4+j)*ldm+o], m[(8+j)*ldm+o], m[(12+j)*ldm+o]
+				w[0][j] = (m0 + m1) + m2
+				w[1][j] = (m1 - m2) - m3
+			}
+			for a := 0; a < 2; a++ {
+				oy := 2*ty + a
+				if oy >= ohr {
+					continue
+				}
+				r := w[a]
+				out := [2]float32{(r[0] + r[1]) + r[2], (r[1] - r[2]) - r[3]}
+				for b := 0; b < 2; b++ {
+					ox := 2*tx + b
+					if ox >= ow {
+						continue
+					}
+					v := out[b]
+					if flags&winoBias != 0 {
+						v += bias
+					}
+					if flags&winoRes != 0 {
+						v += res[oy*ow+ox]
+					}
+					if flags&winoRelu != 0 {
+						v = reluBits(v)
+					}
+					y[oy*ow+ox] = v
+				}
+			}
+		}
+	}
+}
+
+// winoCheck panics (the executor turns that into an error naming the node) when a
+// transform would reach outside its slices: the assembly works on raw pointers.
+func winoCheck(q []float32, qp, S, tw, rows int, v []float32, ldv int) {
+	if tw < 1 || rows < 1 || S <= tw || qp < (rows+1)*S || len(q) < 4*qp || ldv < rows*tw || len(v) < 15*ldv+rows*tw {
+		panic(fmt.Sprintf("winograd transform out of range: %d rows of %d tiles, S %d, planes %d of %d, ld %d of %d", rows, tw, S, qp, len(q), ldv, len(v)))
+	}
+}
+
+// forwardWinograd is Forward on the Winograd path (winogradOK): y = act(W ∗ x + bias
+// (+ res)).
+func (k *convKernel) forwardWinograd(ctx *Context, d *convDims, x, w []float32, wk weightKey, bias, y []float32, act *nnClamp, res []float32) {
+	g := &d.g
+	C, M := d.Cg, d.Mg
+	H, W := g.in[1], g.in[2]
+	OH, OW := g.out[1], g.out[2]
+	TH, TW := (OH+1)/2, (OW+1)/2
+	S := TW + 1
+	RB := (M + 7) / 8
+	u := k.winoWeights(ctx, d, w, wk)
+	// A chunk is tile rows [t0, t1) of images [i0, i1): rows of one image when an image
+	// has enough tiles for the products to use each transformed weight many times,
+	// whole images otherwise. Either way each tile's output is made the same way, so that
+	// it does not depend on the batch or on how it is shared out.
+	cols := max(winoMinCols, winoChunk/(16*max(C, M)))
+	G, nch := 1, 1
+	if TH*TW >= cols {
+		rmax := max(1, cols/TW)
+		nch = (TH + rmax - 1) / rmax
+		if d.N < ctx.Workers {
+			// Enough chunks for the workers to share one image.
+			nch = min(TH, (nch+ctx.Workers-1)/ctx.Workers*ctx.Workers)
+		}
+	} else {
+		G = max(1, min(cols/(TH*TW), (d.N+ctx.Workers-1)/ctx.Workers))
+	}
+	R := (TH + nch - 1) / nch
+	Tmax := G * R * TW
+	qsize, vsize, msize := 4*(R+1)*S, 16*C*Tmax, 16*M*Tmax
+	items := (d.N + G - 1) / G * nch
+	nw := nnWorkers(ctx, items)
+	work := k.direct.workers(nw)
+	for i := range work {
+		work[i].wino = nnGrow(work[i].wino, qsize+vsize+msize)
+	}
+	flags := 0
+	if bias != nil {
+		flags |= winoBias
+	}
+	if res != nil {
+		flags |= winoRes
+	}
+	if act != nil && act.relu {
+		flags |= winoRelu
+	}
+	var next atomic.Int64
+	nnEach(ctx, nw, nw, func(wk, _, _ int) {
+		wr := &work[wk]
+		q, v, mb := wr.wino[:qsize], wr.wino[qsize:qsize+vsize], wr.wino[qsize+vsize:qsize+vsize+msize]
+		for {
+			item := int(next.Add(1) - 1)
+			if item >= items {
+				break
+			}
+			ci := item % nch
+			i0 := item / nch * G
+			i1 := min(i0+G, d.N)
+			t0, t1 := ci*TH/nch, (ci+1)*TH/nch
+			rows := t1 - t0
+			per := rows * TW // tiles of one image
+			T := (i1 - i0) * per
+			qp := (rows + 1) * S
+			for i := i0; i < i1; i++ {
+				for ch := 0; ch < C; ch++ {
+					xc := x[(i*d.C+ch)*H*W : (i*d.C+ch+1)*H*W]
+					winoQuarters(q, qp, S, t0, rows, xc, H, W, g.pb[1], g.pb[2])
+					winoIn(q, qp, S, TW, rows, v[ch*T+(i-i0)*per:], C*T)
+				}
+			}
+			wr.pan = panels(wr.pan[:0], 0, 0, T)
+			for xi := 0; xi < 16; xi++ {
+				wr.multiply(C, M, u[xi*RB*C*8:(xi+1)*RB*C*8], nil, v[xi*C*T:(xi+1)*C*T], T, nil, mb[xi*M*T:(xi+1)*M*T], T, wr.pan, 0, nil)
+			}
+			ohr := min(2*rows, OH-2*t0)
+			for i := i0; i < i1; i++ {
+				for m := 0; m < M; m++ {
+					off := (i*M+m)*OH*OW + 2*t0*OW
+					var bv float32
+					if bias != nil {
+						bv = bias[m]
+					}
+					var rs []float32
+					if res != nil {
+						rs = res[off : off+ohr*OW]
+					}
+					yo := y[off : off+ohr*OW]
+					winoOut(mb[m*T+(i-i0)*per:], M*T, TW, rows, yo, OW, ohr, bv, rs, flags)
+					if act != nil && !act.relu {
+						act.applyNoBias(yo, yo)
+					}
+				}
+			}
+		}
+	})
+}
+
+// reluBits is Relu as the Relu kernel computes it: every value whose sign bit is set
+// becomes +0.
+func reluBits(v float32) float32 {
+	u := int32(math.Float32bits(v))
+	return math.Float32frombits(uint32(u &^ (u >> 31)))
+}

@@ -1,0 +1,57 @@
+//go:build amd64 && !purego
+
+package engine
+
+import "fmt"
+
+// winoInAVX512 is winoInGo for CPUs with AVX-512F; mlast holds the lanes of a row's
+// last block of 16 tiles.
+//
+//go:noescape
+func winoInAVX512(q *float32, qp, S, tw, rows int, v *float32, ldv int, mlast uint64)
+
+// winoOutAVX512 is winoOutGo for CPUs with AVX-512F; mlast holds the tiles of a row's
+// last block, olo and ohi its output pixels (the first and second 16), and idx the
+// two interleaving permutations (winoInterleave).
+//
+//go:noescape
+func winoOutAVX512(m *float32, ldm, tw, rows int, y *float32, ow, ohr int, bias float32, res *float32, flags int, mlast, olo, ohi uint64, idx *int32)
+
+// winoInterleave holds the permutations that interleave two vectors of 16: lanes 0-7
+// of both, then lanes 8-15.
+var winoInterleave = [32]int32{
+	0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+	8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31,
+}
+
+// winoFast reports whether the Winograd path has its assembly transforms.
+func winoFast() bool { return convTileOK() }
+
+// winoIn is the input transform (winoInGo) in AVX-512.
+func winoIn(q []float32, qp, S, tw, rows int, v []float32, ldv int) {
+	winoCheck(q, qp, S, tw, rows, v, ldv)
+	if !convTileOK() {
+		winoInGo(q, qp, S, tw, rows, v, ldv)
+		return
+	}
+	winoInAVX512(&q[0], qp, S, tw, rows, &v[0], ldv, laneMask(tw-(tw-1)/16*16))
+}
+
+// winoOut is the output transform (winoOutGo) in AVX-512.
+func winoOut(m []float32, ldm, tw, rows int, y []float32, ow, ohr int, bias float32, res []float32, flags int) {
+	if tw < 1 || rows < 1 || ohr < 2*rows-1 || ohr > 2*rows || ow > 2*tw || ow < 2*tw-1 ||
+		ldm < rows*tw || len(m) < 15*ldm+rows*tw || len(y) < ohr*ow || (flags&winoRes != 0 && len(res) < ohr*ow) {
+		panic(fmt.Sprintf("winograd output transform out of range: %d rows of %d tiles, ld %d of %d, output %d×%d of %d", rows, tw, ldm, len(m), ohr, ow, len(y)))
+	}
+	if !convTileOK() {
+		winoOutGo(m, ldm, tw, rows, y, ow, ohr, bias, res, flags)
+		return
+	}
+	var rp *float32
+	if flags&winoRes != 0 {
+		rp = &res[0]
+	}
+	last := tw - (tw-1)/16*16
+	n := ow - (tw-last)*2 // output pixels of the last block
+	winoOutAVX512(&m[0], ldm, tw, rows, &y[0], ow, ohr, bias, rp, flags, laneMask(last), laneMask(n), laneMask(max(n-16, 0)), &winoInterleave[0])
+}

@@ -1,0 +1,335 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// The Winograd path's transforms (nn_conv_winograd.go has their definitions, winoInGo
+// and winoOutGo, which these compute bit for bit), 16 tiles to a vector.
+
+// func winoInAVX512(q *float32, qp, S, tw, rows int, v *float32, ldv int, mlast uint64)
+//
+// Row y of tiles reads rows y and y+1 of the four quarter planes (00 at q, 01, 10, 11
+// qp values apart) at columns x and x+1: d(r, c) in Z(4r+c). Bᵀd goes to Z16-Z31
+// (z(i, c) in Z(16+4i+c)), then each V row i through Z0-Z3 to v, ξ = 4i+j at j·ldv.
+// The last block of a row has the lanes of mlast.
+TEXT ·winoInAVX512(SB), NOSPLIT, $0-64
+	MOVQ q+0(FP), SI
+	MOVQ qp+8(FP), R8
+	SHLQ $2, R8
+	MOVQ S+16(FP), R9
+	SHLQ $2, R9
+	MOVQ v+40(FP), DI
+	MOVQ ldv+48(FP), R10
+	SHLQ $2, R10
+	MOVQ rows+32(FP), CX
+	MOVQ $0xffff, BX
+	KMOVW BX, K2
+	MOVQ mlast+56(FP), BX
+	KMOVW BX, K3
+
+inrow:
+	// SI and DI are the row's starts; AX and R15 walk its blocks.
+	MOVQ SI, AX
+	MOVQ DI, R15
+	MOVQ tw+24(FP), DX
+	ADDQ $15, DX
+	SHRQ $4, DX
+
+inblock:
+	KMOVW K2, K1
+	CMPQ DX, $1
+	JNE  infull
+	KMOVW K3, K1
+
+infull:
+	MOVQ AX, R11
+	ADDQ R8, R11
+	MOVQ R11, R12
+	ADDQ R8, R12
+	MOVQ R12, R13
+	ADDQ R8, R13
+	VMOVUPS.Z (AX), K1, Z0
+	VMOVUPS.Z (R11), K1, Z1
+	VMOVUPS.Z 4(AX), K1, Z2
+	VMOVUPS.Z 4(R11), K1, Z3
+	VMOVUPS.Z (R12), K1, Z4
+	VMOVUPS.Z (R13), K1, Z5
+	VMOVUPS.Z 4(R12), K1, Z6
+	VMOVUPS.Z 4(R13), K1, Z7
+	VMOVUPS.Z (AX)(R9*1), K1, Z8
+	VMOVUPS.Z (R11)(R9*1), K1, Z9
+	VMOVUPS.Z 4(AX)(R9*1), K1, Z10
+	VMOVUPS.Z 4(R11)(R9*1), K1, Z11
+	VMOVUPS.Z (R12)(R9*1), K1, Z12
+	VMOVUPS.Z (R13)(R9*1), K1, Z13
+	VMOVUPS.Z 4(R12)(R9*1), K1, Z14
+	VMOVUPS.Z 4(R13)(R9*1), K1, Z15
+	VSUBPS Z8, Z0, Z16
+	VADDPS Z8, Z4, Z20
+	VSUBPS Z4, Z8, Z24
+	VSUBPS Z12, Z4, Z28
+	VSUBPS Z9, Z1, Z17
+	VADDPS Z9, Z5, Z21
+	VSUBPS Z5, Z9, Z25
+	VSUBPS Z13, Z5, Z29
+	VSUBPS Z10, Z2, Z18
+	VADDPS Z10, Z6, Z22
+	VSUBPS Z6, Z10, Z26
+	VSUBPS Z14, Z6, Z30
+	VSUBPS Z11, Z3, Z19
+	VADDPS Z11, Z7, Z23
+	VSUBPS Z7, Z11, Z27
+	VSUBPS Z15, Z7, Z31
+	MOVQ R15, R14
+	VSUBPS Z18, Z16, Z0
+	VADDPS Z18, Z17, Z1
+	VSUBPS Z17, Z18, Z2
+	VSUBPS Z19, Z17, Z3
+	VMOVUPS Z0, K1, (R14)
+	ADDQ R10, R14
+	VMOVUPS Z1, K1, (R14)
+	ADDQ R10, R14
+	VMOVUPS Z2, K1, (R14)
+	ADDQ R10, R14
+	VMOVUPS Z3, K1, (R14)
+	ADDQ R10, R14
+	VSUBPS Z22, Z20, Z0
+	VADDPS Z22, Z21, Z1
+	VSUBPS Z21, Z22, Z2
+	VSUBPS Z23, Z21, Z3
+	VMOVUPS Z0, K1, (R14)
+	ADDQ R10, R14
+	VMOVUPS Z1, K1, (R14)
+	ADDQ R10, R14
+	VMOVUPS Z2, K1, (R14)
+	ADDQ R10, R14
+	VMOVUPS Z3, K1, (R14)
+	ADDQ R10, R14
+	VSUBPS Z26, Z24, Z0
+	VADDPS Z26, Z25, Z1
+	VSUBPS Z25, Z26, Z2
+	VSUBPS Z27, Z25, Z3
+	VMOVUPS Z0, K1, (R14)
+	ADDQ R10, R14
+	VMOVUPS Z1, K1, (R14)
+	ADDQ R10, R14
+	VMOVUPS Z2, K1, (R14)
+	ADDQ R10, R14
+	VMOVUPS Z3, K1, (R14)
+	ADDQ R10, R14
+	VSUBPS Z30, Z28, Z0
+	VADDPS Z30, Z29, Z1
+	VSUBPS Z29, Z30, Z2
+	VSUBPS Z31, Z29, Z3
+	VMOVUPS Z0, K1, (R14)
+	ADDQ R10, R14
+	VMOVUPS Z1, K1, (R14)
+	ADDQ R10, R14
+	VMOVUPS Z2, K1, (R14)
+	ADDQ R10, R14
+	VMOVUPS Z3, K1, (R14)
+	ADDQ $64, AX
+	ADDQ $64, R15
+	DECQ DX
+	JNZ  inblock
+	ADDQ R9, SI
+	MOVQ tw+24(FP), BX
+	SHLQ $2, BX
+	ADDQ BX, DI
+	DECQ CX
+	JNZ  inrow
+	VZEROUPPER
+	RET
+
+// func winoOutAVX512(m *float32, ldm, tw, rows int, y *float32, ow, ohr int, bias float32, res *float32, flags int, mlast, olo, ohi uint64, idx *int32)
+//
+// Row ty of tiles loads the 16 products m(i, j) (ξ = 4i+j, ldm apart) into Z(4i+j),
+// Aᵀm into Z16-Z23 (w(a, j) in Z(16+4a+j)), then the 2×2 outputs y(a, b) into Z24-Z27,
+// interleaved by idx (Z28, Z29) into output rows 2ty and 2ty+1 of 32 pixels a block:
+// Z0, Z1 and Z2, Z3, stored under K4, K5 (the last block's olo, ohi). Flags: 1 adds
+// the bias (Z30), 2 adds res (laid out as y), 4 applies Relu.
+TEXT ·winoOutAVX512(SB), NOSPLIT, $0-112
+	MOVQ m+0(FP), DI
+	MOVQ ldm+8(FP), R10
+	SHLQ $2, R10
+	MOVQ y+32(FP), R8
+	MOVQ ow+40(FP), R11
+	SHLQ $2, R11
+	MOVQ res+64(FP), R9
+	MOVQ tw+16(FP), R12
+	SHLQ $2, R12
+	VBROADCASTSS bias+56(FP), Z30
+	MOVQ idx+104(FP), BX
+	VMOVUPS (BX), Z28
+	VMOVUPS 64(BX), Z29
+	MOVQ $0xffff, BX
+	KMOVW BX, K2
+	MOVQ mlast+80(FP), BX
+	KMOVW BX, K3
+	MOVQ olo+88(FP), BX
+	KMOVW BX, K6
+	MOVQ ohi+96(FP), BX
+	KMOVW BX, K7
+	MOVQ $1, R13   // 2ty+1
+	MOVQ rows+24(FP), CX
+
+outrow:
+	MOVQ DI, AX
+	MOVQ R8, BX
+	MOVQ R9, SI
+	MOVQ tw+16(FP), DX
+	ADDQ $15, DX
+	SHRQ $4, DX
+
+outblock:
+	KMOVW K2, K1
+	KMOVW K2, K4
+	KMOVW K2, K5
+	CMPQ DX, $1
+	JNE  outfull
+	KMOVW K3, K1
+	KMOVW K6, K4
+	KMOVW K7, K5
+
+outfull:
+	MOVQ AX, R14
+	VMOVUPS.Z (R14), K1, Z0
+	ADDQ R10, R14
+	VMOVUPS.Z (R14), K1, Z1
+	ADDQ R10, R14
+	VMOVUPS.Z (R14), K1, Z2
+	ADDQ R10, R14
+	VMOVUPS.Z (R14), K1, Z3
+	ADDQ R10, R14
+	VMOVUPS.Z (R14), K1, Z4
+	ADDQ R10, R14
+	VMOVUPS.Z (R14), K1, Z5
+	ADDQ R10, R14
+	VMOVUPS.Z (R14), K1, Z6
+	ADDQ R10, R14
+	VMOVUPS.Z (R14), K1, Z7
+	ADDQ R10, R14
+	VMOVUPS.Z (R14), K1, Z8
+	ADDQ R10, R14
+	VMOVUPS.Z (R14), K1, Z9
+	ADDQ R10, R14
+	VMOVUPS.Z (R14), K1, Z10
+	ADDQ R10, R14
+	VMOVUPS.Z (R14), K1, Z11
+	ADDQ R10, R14
+	VMOVUPS.Z (R14), K1, Z12
+	ADDQ R10, R14
+	VMOVUPS.Z (R14), K1, Z13
+	ADDQ R10, R14
+	VMOVUPS.Z (R14), K1, Z14
+	ADDQ R10, R14
+	VMOVUPS.Z (R14), K1, Z15
+	VADDPS Z4, Z0, Z16
+	VADDPS Z8, Z16, Z16
+	VSUBPS Z8, Z4, Z20
+	VSUBPS Z12, Z20, Z20
+	VADDPS Z5, Z1, Z17
+	VADDPS Z9, Z17, Z17
+	VSUBPS Z9, Z5, Z21
+	VSUBPS Z13, Z21, Z21
+	VADDPS Z6, Z2, Z18
+	VADDPS Z10, Z18, Z18
+	VSUBPS Z10, Z6, Z22
+	VSUBPS Z14, Z22, Z22
+	VADDPS Z7, Z3, Z19
+	VADDPS Z11, Z19, Z19
+	VSUBPS Z11, Z7, Z23
+	VSUBPS Z15, Z23, Z23
+	VADDPS Z17, Z16, Z24
+	VADDPS Z18, Z24, Z24
+	VSUBPS Z18, Z17, Z25
+	VSUBPS Z19, Z25, Z25
+	VADDPS Z21, Z20, Z26
+	VADDPS Z22, Z26, Z26
+	VSUBPS Z22, Z21, Z27
+	VSUBPS Z23, Z27, Z27
+	VMOVAPS Z24, Z0
+	VPERMT2PS Z25, Z28, Z0
+	VMOVAPS Z24, Z1
+	VPERMT2PS Z25, Z29, Z1
+	VMOVAPS Z26, Z2
+	VPERMT2PS Z27, Z28, Z2
+	VMOVAPS Z26, Z3
+	VPERMT2PS Z27, Z29, Z3
+	MOVQ flags+72(FP), R15
+	TESTQ $1, R15
+	JZ   nobias
+	VADDPS Z30, Z0, Z0
+	VADDPS Z30, Z1, Z1
+	VADDPS Z30, Z2, Z2
+	VADDPS Z30, Z3, Z3
+
+nobias:
+	// Row 2ty+1 exists unless it is the last of an odd number (ohr).
+	CMPQ R13, ohr+48(FP)
+	JGE  half
+	TESTQ $2, R15
+	JZ   nores2
+	VMOVUPS.Z (SI), K4, Z4
+	VMOVUPS.Z 64(SI), K5, Z5
+	VMOVUPS.Z (SI)(R11*1), K4, Z6
+	VMOVUPS.Z 64(SI)(R11*1), K5, Z7
+	VADDPS Z4, Z0, Z0
+	VADDPS Z5, Z1, Z1
+	VADDPS Z6, Z2, Z2
+	VADDPS Z7, Z3, Z3
+
+nores2:
+	TESTQ $4, R15
+	JZ   store2
+	VPSRAD $31, Z0, Z4
+	VPANDND Z0, Z4, Z0
+	VPSRAD $31, Z1, Z5
+	VPANDND Z1, Z5, Z1
+	VPSRAD $31, Z2, Z6
+	VPANDND Z2, Z6, Z2
+	VPSRAD $31, Z3, Z7
+	VPANDND Z3, Z7, Z3
+
+store2:
+	VMOVUPS Z0, K4, (BX)
+	VMOVUPS Z1, K5, 64(BX)
+	VMOVUPS Z2, K4, (BX)(R11*1)
+	VMOVUPS Z3, K5, 64(BX)(R11*1)
+	JMP  outnext
+
+half:
+	TESTQ $2, R15
+	JZ   nores1
+	VMOVUPS.Z (SI), K4, Z4
+	VMOVUPS.Z 64(SI), K5, Z5
+	VADDPS Z4, Z0, Z0
+	VADDPS Z5, Z1, Z1
+
+nores1:
+	TESTQ $4, R15
+	JZ   store1
+	VPSRAD $31, Z0, Z4
+	VPANDND Z0, Z4, Z0
+	VPSRAD $31, Z1, Z5
+	VPANDND Z1, Z5, Z1
+
+store1:
+	VMOVUPS Z0, K4, (BX)
+	VMOVUPS Z1, K5, 64(BX)
+
+outnext:
+	ADDQ $64, AX
+	ADDQ $128, BX
+	ADDQ $128, SI
+	DECQ DX
+	JNZ  outblock
+	ADDQ R12, DI
+	ADDQ R11, R8
+	ADDQ R11, R8
+	ADDQ R11, R9
+	ADDQ R11, R9
+	ADDQ $2, R13
+	DECQ CX
+	JNZ  outrow
+	VZEROUPPER
+	RET

@@ -1,0 +1,15 @@
+//go:build !amd64 || purego
+
+package engine
+
+// winoFast is false without the assembly: the Winograd path does not run.
+func winoFast() bool { return false }
+
+func winoIn(q []float32, qp, S, tw, rows int, v []float32, ldv int) {
+	winoCheck(q, qp, S, tw, rows, v, ldv)
+	winoInGo(q, qp, S, tw, rows, v, ldv)
+}
+
+func winoOut(m []float32, ldm, tw, rows int, y []float32, ow, ohr int, bias float32, res []float32, flags int) {
+	winoOutGo(m, ldm, tw, rows, y, ow, ohr, bias, res, flags)
+}
