@@ -24,15 +24,15 @@ import (
 // takes 36: on ResNet-18's 3×3 layers the products were three quarters of the run time.
 // The transforms themselves use only additions, subtractions and halvings (exact for G's
 // ½), so the result differs from the direct sum by float32 rounding only; the
-// transforms have an AVX-512 form (nn_wino_amd64.s) that computes the Go definitions here
-// bit for bit.
+// transforms have AVX-512 and AVX2 forms (nn_wino_amd64.s) that compute the Go
+// definitions here bit for bit.
 //
 // The work goes in chunks of tile rows of one image, each worker transforming, multiplying
 // and writing back its chunk while its 16 transformed matrices are in the cache.
 
 // Below these the transforms' passes cost more than the products save (BenchmarkConvShape).
 const (
-	winoMinC     = 16 // input channels
+	winoMinC     = 32 // input channels
 	winoMinM     = 16 // output channels
 	winoMinPlane = 12 // output rows and columns
 )
@@ -46,8 +46,9 @@ const (
 	winoMinCols = 64
 )
 
-// winogradOK reports whether the Winograd path runs d: only with the AVX-512 transforms
-// and tile kernel, and not with a fused pool (which the direct path makes per block).
+// winogradOK reports whether the Winograd path runs d: only with the assembly transforms
+// and tile kernel (AVX-512, or AVX2 and FMA), and not with a fused pool (which the direct
+// path makes per block).
 func (k *convKernel) winogradOK(d *convDims, pg *nnGeom) bool {
 	g := &d.g
 	return winoFast() && !k.noWinograd && pg == nil && k.group == 1 && !d.depthwise && !d.pointwise &&
@@ -251,8 +252,11 @@ func (k *convKernel) forwardWinograd(ctx *Context, d *convDims, x, w []float32, 
 			// Enough chunks for the workers to share one image.
 			nch = min(TH, (nch+ctx.Workers-1)/ctx.Workers*ctx.Workers)
 		}
-	} else {
+	} else if d.N >= ctx.Workers {
 		G = max(1, min(cols/(TH*TW), (d.N+ctx.Workers-1)/ctx.Workers))
+	} else {
+		// Fewer images than workers: the workers share each image's rows.
+		nch = min(TH, (ctx.Workers+d.N-1)/d.N)
 	}
 	R := (TH + nch - 1) / nch
 	Tmax := G * R * TW

@@ -44,7 +44,7 @@ func TestWinoFilter(t *testing.T) {
 // Relu, and that nothing past the output is written.
 func TestWinoTransforms(t *testing.T) {
 	if !winoFast() {
-		t.Skip("no AVX-512 on this CPU: the Winograd path does not run")
+		t.Skip("no AVX-512 or AVX2+FMA on this CPU: the Winograd path does not run")
 	}
 	r := rand.New(rand.NewPCG(7, 8))
 	fill := func(n int) []float32 {
@@ -105,14 +105,16 @@ func TestWinoTransforms(t *testing.T) {
 // winoCases are convolutions the Winograd path takes: even and odd planes (a last tile
 // half outside), asymmetric and no padding, output channels not a multiple of 8, rows of
 // more than 16 tiles, chunks of several whole images (small planes), chunks of tile rows
-// of one image (large planes) at batch 1 (shared by the workers) and batch 3.
+// of one image (large planes, and small ones at batch 1, shared by the workers) at
+// batch 1 and batch 3.
 var winoCases = []convCase{
-	{name: "even_16to16", x: []int{2, 16, 12, 12}, w: []int{16, 16, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
-	{name: "odd_plane", x: []int{3, 17, 13, 15}, w: []int{19, 17, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
-	{name: "no_pad", x: []int{2, 16, 14, 15}, w: []int{24, 16, 3, 3}},
-	{name: "asym_pad", x: []int{1, 20, 14, 13}, w: []int{16, 20, 3, 3}, pads: []int{2, 0, 0, 2}, bias: true},
-	{name: "wide_rows", x: []int{1, 16, 12, 70}, w: []int{32, 16, 3, 3}, pads: []int{1, 1, 1, 1}},
-	{name: "row_chunks_batch3", x: []int{3, 16, 30, 20}, w: []int{16, 16, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+	{name: "even_32to16", x: []int{2, 32, 12, 12}, w: []int{16, 32, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+	{name: "odd_plane", x: []int{3, 33, 13, 15}, w: []int{19, 33, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+	{name: "no_pad", x: []int{2, 32, 14, 15}, w: []int{24, 32, 3, 3}},
+	{name: "asym_pad", x: []int{1, 36, 14, 13}, w: []int{16, 36, 3, 3}, pads: []int{2, 0, 0, 2}, bias: true},
+	{name: "wide_rows", x: []int{1, 32, 12, 70}, w: []int{32, 32, 3, 3}, pads: []int{1, 1, 1, 1}},
+	{name: "row_chunks_batch3", x: []int{3, 32, 30, 20}, w: []int{16, 32, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+	{name: "small_plane_one_image", x: []int{1, 32, 13, 13}, w: []int{40, 32, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 	{name: "resnet_like", x: []int{2, 64, 14, 14}, w: []int{64, 64, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 }
 
@@ -124,7 +126,7 @@ var winoCases = []convCase{
 // the window, times a small constant, bounds it; the test uses 8·2⁻²⁴·(that sum)·16.
 func TestConvWinograd(t *testing.T) {
 	if !winoFast() {
-		t.Skip("no AVX-512 on this CPU: the Winograd path does not run")
+		t.Skip("no AVX-512 or AVX2+FMA on this CPU: the Winograd path does not run")
 	}
 	for _, c := range winoCases {
 		for _, workers := range []int{1, 2, 3} {
@@ -199,7 +201,7 @@ func TestConvWinograd(t *testing.T) {
 // and batch 3.
 func TestConvWinogradWorkersAgree(t *testing.T) {
 	if !winoFast() {
-		t.Skip("no AVX-512 on this CPU: the Winograd path does not run")
+		t.Skip("no AVX-512 or AVX2+FMA on this CPU: the Winograd path does not run")
 	}
 	for _, c := range winoCases {
 		t.Run(c.name, func(t *testing.T) {

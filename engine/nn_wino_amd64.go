@@ -17,6 +17,19 @@ func winoInAVX512(q *float32, qp, S, tw, rows int, v *float32, ldv int, mlast ui
 //go:noescape
 func winoOutAVX512(m *float32, ldm, tw, rows int, y *float32, ow, ohr int, bias float32, res *float32, flags int, mlast, olo, ohi uint64, idx *int32)
 
+// winoInAVX2 is winoInGo for CPUs with AVX2 and FMA, 8 tiles to a block; mlast is
+// VMASKMOVPS's mask (avx2LaneMasks) of a row's last block.
+//
+//go:noescape
+func winoInAVX2(q *float32, qp, S, tw, rows int, v *float32, ldv int, mlast *int32)
+
+// winoOutAVX2 is winoOutGo for CPUs with AVX2 and FMA, 8 tiles to a block: mlast, olo
+// and ohi are the masks of a row's last block (its tiles, its first and second 8 output
+// pixels), ones that of the others.
+//
+//go:noescape
+func winoOutAVX2(m *float32, ldm, tw, rows int, y *float32, ow, ohr int, bias float32, res *float32, flags int, mlast, olo, ohi, ones *int32)
+
 // winoInterleave holds the permutations that interleave two vectors of 16: lanes 0-7
 // of both, then lanes 8-15.
 var winoInterleave = [32]int32{
@@ -25,33 +38,43 @@ var winoInterleave = [32]int32{
 }
 
 // winoFast reports whether the Winograd path has its assembly transforms.
-func winoFast() bool { return convTileOK() }
+func winoFast() bool { return convTileOK() || convTileAVX2OK() }
 
-// winoIn is the input transform (winoInGo) in AVX-512.
+// winoIn is the input transform (winoInGo) in AVX-512 or AVX2.
 func winoIn(q []float32, qp, S, tw, rows int, v []float32, ldv int) {
 	winoCheck(q, qp, S, tw, rows, v, ldv)
-	if !convTileOK() {
+	switch {
+	case convTileOK():
+		winoInAVX512(&q[0], qp, S, tw, rows, &v[0], ldv, laneMask(tw-(tw-1)/16*16))
+	case convTileAVX2OK():
+		last := tw - (tw-1)/8*8
+		winoInAVX2(&q[0], qp, S, tw, rows, &v[0], ldv, &avx2LaneMasks[8-last])
+	default:
 		winoInGo(q, qp, S, tw, rows, v, ldv)
-		return
 	}
-	winoInAVX512(&q[0], qp, S, tw, rows, &v[0], ldv, laneMask(tw-(tw-1)/16*16))
 }
 
-// winoOut is the output transform (winoOutGo) in AVX-512.
+// winoOut is the output transform (winoOutGo) in AVX-512 or AVX2.
 func winoOut(m []float32, ldm, tw, rows int, y []float32, ow, ohr int, bias float32, res []float32, flags int) {
 	if tw < 1 || rows < 1 || ohr < 2*rows-1 || ohr > 2*rows || ow > 2*tw || ow < 2*tw-1 ||
 		ldm < rows*tw || len(m) < 15*ldm+rows*tw || len(y) < ohr*ow || (flags&winoRes != 0 && len(res) < ohr*ow) {
 		panic(fmt.Sprintf("winograd output transform out of range: %d rows of %d tiles, ld %d of %d, output %d×%d of %d", rows, tw, ldm, len(m), ohr, ow, len(y)))
 	}
-	if !convTileOK() {
-		winoOutGo(m, ldm, tw, rows, y, ow, ohr, bias, res, flags)
-		return
-	}
 	var rp *float32
 	if flags&winoRes != 0 {
 		rp = &res[0]
 	}
-	last := tw - (tw-1)/16*16
-	n := ow - (tw-last)*2 // output pixels of the last block
-	winoOutAVX512(&m[0], ldm, tw, rows, &y[0], ow, ohr, bias, rp, flags, laneMask(last), laneMask(n), laneMask(max(n-16, 0)), &winoInterleave[0])
+	switch {
+	case convTileOK():
+		last := tw - (tw-1)/16*16
+		n := ow - (tw-last)*2 // output pixels of the last block
+		winoOutAVX512(&m[0], ldm, tw, rows, &y[0], ow, ohr, bias, rp, flags, laneMask(last), laneMask(n), laneMask(max(n-16, 0)), &winoInterleave[0])
+	case convTileAVX2OK():
+		last := tw - (tw-1)/8*8
+		n := ow - (tw-last)*2
+		lo, hi := min(n, 8), max(n-8, 0)
+		winoOutAVX2(&m[0], ldm, tw, rows, &y[0], ow, ohr, bias, rp, flags, &avx2LaneMasks[8-last], &avx2LaneMasks[8-lo], &avx2LaneMasks[8-hi], &avx2LaneMasks[0])
+	default:
+		winoOutGo(m, ldm, tw, rows, y, ow, ohr, bias, res, flags)
+	}
 }
