@@ -58,6 +58,9 @@ func convTileAVX2(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int
 		full := 0
 		if pan.m == 0xffff {
 			full = 1
+			if flags&(tileStream|tileAdd) == tileStream && tileAligned(pan.c, ldc) {
+				full = 2
+			}
 		}
 		for R := 0; R < 8*nrb; R += 4 {
 			var ap, bp *float32
@@ -71,6 +74,11 @@ func convTileAVX2(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int
 		}
 	}
 }
+
+// storeFence orders the non-temporal stores before it (SFENCE), which x86 does not
+// order with the stores after it, such as the one that tells another goroutine that the
+// tiles are done.
+func storeFence()
 
 //go:noescape
 func expVecAVX2(x, y *float32, n int, consts *[14][8]float32, mode int)

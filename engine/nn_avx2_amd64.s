@@ -52,8 +52,9 @@
 // Four rows of one panel of the tile kernel (see convTileGeneric): row r of C (ldc
 // apart) is init + Σ_i a[8i + r]·b[row(i) + j] over the 16 lanes j that mask (16 int32,
 // sign bit set) selects, with row(i) = i·ldb or offs[i]/4. full != 0 says that every lane
-// is selected, so plain loads and stores serve. Lanes outside the mask are neither read
-// nor written (VMASKMOVPS does not fault on them).
+// is selected, so plain loads and stores serve; full = 2 says so too, and that the rows
+// start 64-byte aligned: they are then stored non-temporally (tileStream). Lanes outside
+// the mask are neither read nor written (VMASKMOVPS does not fault on them).
 TEXT ·convTile4AVX2(SB), NOSPLIT, $0-104
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), AX
@@ -211,6 +212,8 @@ store:
 	MOVQ full+64(FP), BX
 	TESTQ BX, BX
 	JZ   mstore
+	CMPQ BX, $2
+	JEQ  ntstore
 	VMOVUPS Y0, (R9)
 	VMOVUPS Y1, 32(R9)
 	ADDQ R11, R9
@@ -238,6 +241,28 @@ mstore:
 	VMASKMOVPS Y6, Y14, (R9)
 	VMASKMOVPS Y7, Y15, 32(R9)
 	VZEROUPPER
+	RET
+
+ntstore:
+	VMOVNTPS Y0, (R9)
+	VMOVNTPS Y1, 32(R9)
+	ADDQ R11, R9
+	VMOVNTPS Y2, (R9)
+	VMOVNTPS Y3, 32(R9)
+	ADDQ R11, R9
+	VMOVNTPS Y4, (R9)
+	VMOVNTPS Y5, 32(R9)
+	ADDQ R11, R9
+	VMOVNTPS Y6, (R9)
+	VMOVNTPS Y7, 32(R9)
+	VZEROUPPER
+	RET
+
+// func storeFence()
+//
+// SFENCE: the non-temporal stores before it are visible before any store after it.
+TEXT ·storeFence(SB), NOSPLIT, $0-0
+	SFENCE
 	RET
 
 // SIGMOID2 is the AVX-512 kernel's SIGMOID (see nn_conv_amd64.s and sigmoidF32) on the

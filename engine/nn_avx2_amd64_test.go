@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 )
 
 // TestConvTileAVX2 checks the AVX2 tile kernel bit for bit against convTileGeneric,
@@ -207,5 +208,91 @@ func TestDWPlaneAVX2(t *testing.T) {
 				t.Fatalf("trial %d %+v: add y[%d] = %v, definition %v (guard %v)", trial, g, i, add[i], addWant[i], add[O])
 			}
 		}
+	}
+}
+
+// TestConvTileStream checks the non-temporal stores of tileStream: on 64-byte-aligned
+// rows of whole panels, the assembly kernels (AVX-512, and AVX2 called directly) write
+// the same bits as the portable kernel without the hint, and nothing outside the tile;
+// rows that are not aligned, a masked lane, or tileAdd take the ordinary stores with the
+// same results.
+func TestConvTileStream(t *testing.T) {
+	type tileFunc = func(int, []float32, []float32, []float32, int, []float32, []float32, int, []float32, uint64, uint64, int, int, *tileOffs, *tileAct)
+	var impls []struct {
+		name string
+		f    tileFunc
+	}
+	if convTileOK() {
+		impls = append(impls, struct {
+			name string
+			f    tileFunc
+		}{"AVX-512", convTile})
+	}
+	if convTileAVX2OK() {
+		impls = append(impls, struct {
+			name string
+			f    tileFunc
+		}{"AVX2", convTileAVX2})
+	}
+	if len(impls) == 0 {
+		t.Skip("no assembly tile kernel on this CPU; the portable kernel ignores the hint")
+	}
+	// aligned returns n values starting at a 64-byte boundary plus shift values.
+	aligned := func(n, shift int) []float32 {
+		s := make([]float32, n+32)
+		o := int((64 - uintptr(unsafe.Pointer(&s[0]))%64) % 64 / 4)
+		return s[o+shift : o+shift+n]
+	}
+	r := rand.New(rand.NewPCG(5, 9))
+	streamed := 0
+	for _, im := range impls {
+		for trial := 0; trial < 240; trial++ {
+			k := []int{1, 3, 16, 27, 64, 144}[trial%6]
+			ldb := 32 + r.IntN(20)
+			ldc := []int{32, 48, 64, 33}[trial%4]
+			shift := 0
+			if trial%5 == 4 {
+				shift = 1 // not aligned: ordinary stores
+			}
+			m1 := uint64(0xffff)
+			if trial%7 == 6 {
+				m1 = 0x7fff
+			}
+			flags := tileStream
+			if trial%11 == 10 {
+				flags |= tileAdd
+			}
+			nrb := 1 + r.IntN(3)
+			a := make([]float32, 8*k*nrb)
+			b := make([]float32, k*ldb)
+			bias := make([]float32, 8*nrb)
+			c := aligned(8*nrb*ldc, shift)
+			for _, s := range [][]float32{a, b, bias, c} {
+				for i := range s {
+					s[i] = r.Float32()*2 - 1
+				}
+			}
+			var tact *tileAct
+			if trial%3 == 1 {
+				ta, _ := dw3x3Flags(&nnClamp{lo: 0, hi: 6})
+				tact = &ta
+			}
+			want := append([]float32(nil), c...)
+			convTileGeneric(k, a, b, b[16:], ldb, want, want[16:], ldc, bias, 0xffff, m1, flags&^tileStream, nrb, nil, tact)
+			got := append(aligned(len(c), shift)[:0], c...)
+			im.f(k, a, b, b[16:], ldb, got, got[16:], ldc, bias, 0xffff, m1, flags, nrb, nil, tact)
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s trial %d (k=%d ldc=%d shift %d mask %#x flags %d): c[%d] = %g, the portable kernel %g",
+						im.name, trial, k, ldc, shift, m1, flags, i, got[i], want[i])
+				}
+			}
+			if tileAligned(got, ldc) && m1 == 0xffff && flags&tileAdd == 0 {
+				streamed++
+			}
+		}
+	}
+	if streamed == 0 {
+		t.Fatal("no trial had aligned whole panels: the non-temporal stores went untested")
 	}
 }

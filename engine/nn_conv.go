@@ -68,6 +68,7 @@ type convKernel struct {
 	noDWPad     bool // tests: force the generic depthwise loop where the padded plane runs
 	forceDirect bool // tests: the direct path for planes smaller than convDirectMinPlane too
 	noWinograd  bool // tests: the direct path's products even where the Winograd path runs
+	streamMin   int  // tests: convStreamMin when positive; negative: never non-temporal stores
 }
 
 // nnColBudget is the number of float32 values a chunk's column matrix and output planes

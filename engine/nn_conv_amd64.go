@@ -46,6 +46,10 @@ func convTile(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bi
 	if flags&tilePack != 0 {
 		s0, s1 = laneMask(bits.OnesCount64(m0)), laneMask(bits.OnesCount64(m1))
 	}
+	if flags&tileStream != 0 && !(flags&(tilePack|tileAdd) == 0 && s0 == 0xffff && s1 == 0xffff &&
+		tileAligned(c0, ldc) && tileAligned(c1, ldc)) {
+		flags &^= tileStream
+	}
 	convTileAVX512(k, &a[0], &b0[0], &b1[0], ldb, &c0[0], &c1[0], ldc, bp, m0, m1, flags|t.flags, nrb, op, t.lo, t.hi, t.a, t.b, s0, s1)
 }
 

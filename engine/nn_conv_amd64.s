@@ -373,6 +373,8 @@ pack:
 	VCOMPRESSPS Z15, K2, Z15
 
 store:
+	TESTQ $32, R13
+	JNZ  storent
 	VMOVUPS Z0, K5, (R9)
 	VMOVUPS Z1, K6, (R10)
 	ADDQ R11, R9
@@ -405,6 +407,8 @@ store:
 	VMOVUPS Z15, K6, (R10)
 	ADDQ R11, R9
 	ADDQ R11, R10
+
+stored:
 	TESTQ R12, R12
 	JZ   next
 	ADDQ $32, R12
@@ -414,6 +418,41 @@ next:
 	JNZ  block
 	VZEROUPPER
 	RET
+
+storent:
+	VMOVNTPS Z0, (R9)
+	VMOVNTPS Z1, (R10)
+	ADDQ R11, R9
+	ADDQ R11, R10
+	VMOVNTPS Z2, (R9)
+	VMOVNTPS Z3, (R10)
+	ADDQ R11, R9
+	ADDQ R11, R10
+	VMOVNTPS Z4, (R9)
+	VMOVNTPS Z5, (R10)
+	ADDQ R11, R9
+	ADDQ R11, R10
+	VMOVNTPS Z6, (R9)
+	VMOVNTPS Z7, (R10)
+	ADDQ R11, R9
+	ADDQ R11, R10
+	VMOVNTPS Z8, (R9)
+	VMOVNTPS Z9, (R10)
+	ADDQ R11, R9
+	ADDQ R11, R10
+	VMOVNTPS Z10, (R9)
+	VMOVNTPS Z11, (R10)
+	ADDQ R11, R9
+	ADDQ R11, R10
+	VMOVNTPS Z12, (R9)
+	VMOVNTPS Z13, (R10)
+	ADDQ R11, R9
+	ADDQ R11, R10
+	VMOVNTPS Z14, (R9)
+	VMOVNTPS Z15, (R10)
+	ADDQ R11, R9
+	ADDQ R11, R10
+	JMP  stored
 
 // func dw3x3AVX512(x, y *float32, h, wd int, w, bias *float32, flags int, lo, hi int32, a, b float32, masks uint64, np int)
 //

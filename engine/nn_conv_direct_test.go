@@ -454,3 +454,64 @@ func TestIm2colS2Rows(t *testing.T) {
 		t.Logf("%s: checked", c.name)
 	}
 }
+
+// TestConvStreamedOutput runs convolutions with the non-temporal stores of the direct
+// path on (from 1 MB of output, where convStreamMin sets 32 MB) and checks them bit for
+// bit against the same kernel with ordinary stores: pointwise, padded 3×3 and stride 2,
+// with and without a bias, plain and with each activation (those the kernel applies
+// stream; SiLU, applied after it, does not), with 1 to 3 workers. Planes of a multiple of
+// 16 pixels have their rows 64-byte aligned, and take the non-temporal stores; odd ones
+// never do. A call under the threshold does not ask for them.
+func TestConvStreamedOutput(t *testing.T) {
+	if !convDirectOK() {
+		t.Skip("no AVX-512 or AVX2+FMA tile kernel on this CPU: the direct path does not run")
+	}
+	const streamMin = 1 << 18
+	cases := []convCase{
+		{name: "pointwise", x: []int{3, 16, 32, 48}, w: []int{96, 16, 1, 1}, bias: true},
+		{name: "pointwise_odd", x: []int{3, 16, 37, 41}, w: []int{96, 16, 1, 1}, bias: true},
+		{name: "pad1_3x3", x: []int{2, 8, 32, 48}, w: []int{184, 8, 3, 3}, pads: []int{1, 1, 1, 1}},
+		{name: "stride2_stem", x: []int{2, 3, 129, 127}, w: []int{40, 3, 3, 3}, strides: []int{2, 2}, pads: []int{1, 1, 1, 1}, bias: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(61, 62))
+			n, strides, dil, pads := c.node(11)
+			in := c.inputs(r)
+			in[1].param = &Param{Name: "w", Value: in[1]}
+			ws := refConvShape(c.x, c.w, strides, dil, pads)
+			for _, act := range append(testActs, &nnClamp{silu: true}) {
+				for _, workers := range []int{1, 2, 3} {
+					var outs [3][]float32
+					var streamed [3]int
+					for i, min := range []int{-1, streamMin, 0} {
+						k := buildKernel(t, n).(*convKernel)
+						k.streamMin = min
+						d, err := k.dims(c.x, c.w, n.Optional(in, 2))
+						if err != nil {
+							t.Fatal(err)
+						}
+						if size := d.N * d.M * d.g.outSize(); size < streamMin || size >= convStreamMin {
+							t.Fatalf("output of %d values: want [%d, %d)", size, streamMin, convStreamMin)
+						}
+						y := NewFloat(ws, make([]float32, d.N*d.M*d.g.outSize()))
+						if err := k.run(nntGoCtx(workers), in[0], in[1], n.Optional(in, 2), y, act, nil, nil, nil); err != nil {
+							t.Fatal(err)
+						}
+						outs[i], streamed[i] = y.F, k.direct.streamed
+					}
+					wantStream := act == nil || !act.silu
+					if streamed[0] != 0 || streamed[2] != 0 || (streamed[1] != 0) != wantStream {
+						t.Fatalf("act %+v: %v passes asked for non-temporal stores (never, from %d values, from convStreamMin; want streaming in the second: %v)",
+							act, streamed, streamMin, wantStream)
+					}
+					for i, v := range outs[1] {
+						if math.Float32bits(v) != math.Float32bits(outs[0][i]) {
+							t.Fatalf("act %+v, %d workers: Y[%d] = %v streamed, %v with ordinary stores", act, workers, i, v, outs[0][i])
+						}
+					}
+				}
+			}
+		})
+	}
+}

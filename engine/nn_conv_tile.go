@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"unsafe"
 )
 
 // The tile kernel is the inner loop of the direct convolution path (nn_conv_direct.go):
@@ -28,13 +29,24 @@ import (
 // mask bit is clear are neither read nor written. With tilePack, lane j of C is instead
 // c_p[R·ldc + rank(j)], rank(j) the number of mask bits below j: the valid lanes lie
 // packed in C, as an output plane's pixels do when the panel runs along padded rows.
+// tileStream is a hint that changes no value: the assembly kernels then store rows
+// whose lanes are all valid and whose start is 64-byte aligned with non-temporal stores,
+// which bypass the cache, and ignore it otherwise. The caller calls storeFence before
+// another goroutine may read C.
 const (
-	tileAdd   = 1
-	tileRelu  = 2
-	tileClip  = 4
-	tileSwish = 8
-	tilePack  = 16
+	tileAdd    = 1
+	tileRelu   = 2
+	tileClip   = 4
+	tileSwish  = 8
+	tilePack   = 16
+	tileStream = 32
 )
+
+// tileAligned reports whether rows ldc apart from c's start are all 64-byte aligned,
+// as the non-temporal stores of tileStream need.
+func tileAligned(c []float32, ldc int) bool {
+	return ldc%16 == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(c)))%64 == 0
+}
 
 // tileAct is an activation for the tile kernel and the depthwise planes, as dw3x3Flags
 // encodes an nnClamp: tileRelu; tileClip to the order-preserving integer keys lo and hi
