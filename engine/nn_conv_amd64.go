@@ -322,25 +322,33 @@ func dwGradW(p *dwPlan, xp, gy, gw []float32) {
 func expVecAVX512(x, y *float32, n int, consts *float32, mode int)
 
 //go:noescape
-func siluRowsAVX512(c *float32, rows, ldc int, mask uint64, consts *float32)
+func siluRowsAVX512(src *float32, lds int, dst *float32, rows, ldc int, mask uint64, consts *float32, stream int)
 
 // siluRows sets c[r·ldc + j] = siluF32(c[r·ldc + j]) for r < rows and j < n (n ≤ 16): in
 // one AVX-512 call where the CPU allows, else row by row through siluVec.
-func siluRows(c []float32, rows, ldc, n int) {
+func siluRows(c []float32, rows, ldc, n int) { siluRowsTo(c, ldc, c, ldc, rows, n, false) }
+
+// siluRowsTo sets dst[r·ldc + j] = siluF32(src[r·lds + j]) for r < rows and j < n
+// (n ≤ 16). With stream, whole rows (n = 16) that start 64-byte aligned in dst are
+// stored non-temporally, on AVX-512 (the caller calls storeFence, as for tileStream).
+func siluRowsTo(dst []float32, ldc int, src []float32, lds, rows, n int, stream bool) {
 	if rows <= 0 || n <= 0 {
 		return
 	}
-	if n > 16 || len(c) < (rows-1)*ldc+n {
-		panic(fmt.Sprintf("SiLU of %d rows of %d values %d apart in %d", rows, n, ldc, len(c)))
+	if n > 16 || len(src) < (rows-1)*lds+n || len(dst) < (rows-1)*ldc+n {
+		panic(fmt.Sprintf("SiLU of %d rows of %d values %d and %d apart in %d and %d", rows, n, lds, ldc, len(src), len(dst)))
 	}
 	if !convTileOK() {
 		for r := range rows {
-			row := c[r*ldc : r*ldc+n]
-			siluVec(row, row)
+			siluVec(src[r*lds:r*lds+n], dst[r*ldc:r*ldc+n])
 		}
 		return
 	}
-	siluRowsAVX512(&c[0], rows, ldc, uint64(1)<<n-1, &sigConsts[0])
+	nt := 0
+	if stream && n == 16 && tileAligned(dst, ldc) {
+		nt = 1
+	}
+	siluRowsAVX512(&src[0], lds, &dst[0], rows, ldc, uint64(1)<<n-1, &sigConsts[0], nt)
 }
 
 // The modes of expVecAVX512 and expVecAVX2.

@@ -1182,18 +1182,23 @@ dwrowdone:
 	VMOVAPS Z19, K2, Z2 ; \
 	VDIVPS Z3, Z2, z
 
-// func siluRowsAVX512(c *float32, rows, ldc int, mask uint64, consts *float32)
+// func siluRowsAVX512(src *float32, lds int, dst *float32, rows, ldc int, mask uint64, consts *float32, stream int)
 //
-// c[r·ldc + j] = siluF32(c[r·ldc + j]) for r < rows and the lanes j of mask (at most 16):
-// the SiLU of a tile's rows where the tile kernel left them, still in the cache.
-TEXT ·siluRowsAVX512(SB), NOSPLIT, $0-40
-	MOVQ c+0(FP), DI
-	MOVQ rows+8(FP), CX
-	MOVQ ldc+16(FP), R8
+// dst[r·ldc + j] = siluF32(src[r·lds + j]) for r < rows and the lanes j of mask (at most
+// 16): the SiLU of a tile's rows where the tile kernel left them, still in the cache.
+// stream != 0 (mask full, dst's rows 64-byte aligned) stores them non-temporally.
+TEXT ·siluRowsAVX512(SB), NOSPLIT, $0-64
+	MOVQ src+0(FP), SI
+	MOVQ lds+8(FP), R9
+	SHLQ $2, R9
+	MOVQ dst+16(FP), DI
+	MOVQ rows+24(FP), CX
+	MOVQ ldc+32(FP), R8
 	SHLQ $2, R8
-	MOVQ mask+24(FP), BX
+	MOVQ mask+40(FP), BX
 	KMOVW BX, K1
-	MOVQ consts+32(FP), AX
+	MOVQ consts+48(FP), AX
+	MOVQ stream+56(FP), DX
 	VBROADCASTSS 0(AX), Z21
 	VBROADCASTSS 4(AX), Z22
 	VBROADCASTSS 8(AX), Z23
@@ -1212,11 +1217,20 @@ TEXT ·siluRowsAVX512(SB), NOSPLIT, $0-40
 	JLE   srdone
 
 srloop:
-	VMOVUPS.Z (DI), K1, Z0
+	VMOVUPS.Z (SI), K1, Z0
 	VMOVAPS Z0, Z5
 	SIGMOID(Z0)
 	VMULPS Z5, Z0, Z0
+	TESTQ DX, DX
+	JNZ  srnt
 	VMOVUPS Z0, K1, (DI)
+	JMP  srnext
+
+srnt:
+	VMOVNTPS Z0, (DI)
+
+srnext:
+	ADDQ R9, SI
 	ADDQ R8, DI
 	DECQ CX
 	JNZ  srloop

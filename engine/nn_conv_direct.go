@@ -48,6 +48,7 @@ type convWork struct {
 	padFor  padGeom   // the layout xpad's zero padding was made for
 	pan     []convPanel
 	wino    []float32 // the Winograd path's quarter planes, transformed input and products
+	land    []float32 // a panel pair's tiles before their SiLU is streamed to the output
 }
 
 // convPanel is one panel of up to 16 columns: offsets of its first column in the source
@@ -265,11 +266,23 @@ func (w *convWork) multiply(k, M int, a, bias []float32, src []float32, ldb int,
 		}
 		return
 	}
+	// SiLU streamed: the tiles land in the worker's scratch, whence their SiLU goes to dst
+	// with non-temporal stores, since SiLU needs the stored tile back.
+	land := w.silu && flags&tileStream != 0 && convTileOK()
+	tflags := flags
+	if land {
+		w.land = nnGrow(w.land, M*32)
+		tflags &^= tileStream
+	}
 	for q := 0; q < len(pan); q += 2 {
 		p0, p1 := pan[q], pan[q]
 		p1.m = 0
 		if q+1 < len(pan) {
 			p1 = pan[q+1]
+		}
+		tdst, c0, c1, tldc := dst, p0.c, p1.c, ldc
+		if land {
+			tdst, c0, c1, tldc = w.land, 0, 16, 32
 		}
 		// The full row blocks in one call, then the partial one.
 		for rb := 0; rb < RB; {
@@ -281,14 +294,20 @@ func (w *convWork) multiply(k, M int, a, bias []float32, src []float32, ldb int,
 			if bias != nil {
 				bs = bias[rb*8 : (rb+n)*8]
 			}
-			off := rb * 8 * ldc
-			w.tileRun(k, a[rb*k*8:(rb+n)*k*8], src, p0.b, p1.b, ldb, offs, dst, p0.c+off, p1.c+off, ldc, min(M-rb*8, 8*n), bs, p0.m, p1.m, flags, act)
+			off := rb * 8 * tldc
+			w.tileRun(k, a[rb*k*8:(rb+n)*k*8], src, p0.b, p1.b, ldb, offs, tdst, c0+off, c1+off, tldc, min(M-rb*8, 8*n), bs, p0.m, p1.m, tflags, act)
 			rb += n
 		}
 		if w.silu {
-			for _, pn := range [2]convPanel{p0, p1} {
-				if pn.m != 0 {
-					siluRows(dst[pn.c:], M, ldc, tileLanes(tileStored(pn.m, flags)))
+			for i, pn := range [2]convPanel{p0, p1} {
+				if pn.m == 0 {
+					continue
+				}
+				n := tileLanes(tileStored(pn.m, flags))
+				if land {
+					siluRowsTo(dst[pn.c:], ldc, w.land[16*i:], 32, M, n, true)
+				} else {
+					siluRows(dst[pn.c:], M, ldc, n)
 				}
 			}
 		}
@@ -462,12 +481,13 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 	}
 	// An output larger than the caches goes to memory whatever the kernel does; storing
 	// it non-temporally saves reading each line in before writing it. Not when this call
-	// reads the output back: a pool, a residual, an activation after the kernel.
+	// reads the output back: a pool, a residual, an activation after the kernel; SiLU
+	// (multiply's landing area) only with AVX-512, whose siluRowsTo streams.
 	stream, streamMin := 0, convStreamMin
 	if k.streamMin != 0 {
 		streamMin = k.streamMin
 	}
-	if pg == nil && res == nil && (act == nil || (inKernel && !silu)) && streamMin > 0 && d.N*d.M*O >= streamMin {
+	if pg == nil && res == nil && (act == nil || inKernel && (!silu || convTileOK())) && streamMin > 0 && d.N*d.M*O >= streamMin {
 		stream = tileStream
 		c.streamed++
 	}

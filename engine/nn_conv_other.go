@@ -104,10 +104,13 @@ func padRows(dst, src []float32, rows, w, pitch int) { padRowsGo(dst, src, rows,
 func s2Row(dst, src []float32) { s2RowGo(dst, src) }
 
 // siluRows is the SiLU of rows of n ≤ 16 values ldc apart, without the assembly.
-func siluRows(c []float32, rows, ldc, n int) {
+func siluRows(c []float32, rows, ldc, n int) { siluRowsTo(c, ldc, c, ldc, rows, n, false) }
+
+// siluRowsTo sets dst[r·ldc + j] = siluF32(src[r·lds + j]) for r < rows and j < n; the
+// portable form ignores stream.
+func siluRowsTo(dst []float32, ldc int, src []float32, lds, rows, n int, stream bool) {
 	for r := range rows {
-		row := c[r*ldc : r*ldc+n]
-		siluVec(row, row)
+		siluVec(src[r*lds:r*lds+n], dst[r*ldc:r*ldc+n])
 	}
 }
 
