@@ -479,8 +479,21 @@ dwswish:
 dwput:
 	CMPQ BX, $16
 	JL   dwputtail
+	// dwStream: whole, 64-byte-aligned chunks go non-temporally.
+	TESTQ $64, R13
+	JZ   dwputu
+	TESTQ $63, DI
+	JNZ  dwputu
+	VMOVNTPS Y0, (DI)
+	VMOVNTPS Y1, 32(DI)
+	JMP  dwputnext
+
+dwputu:
 	VMOVUPS Y0, (DI)
 	VMOVUPS Y1, 32(DI)
+
+dwputnext:
+	CMPQ BX, $16
 	JE   dwrowdone
 	SUBQ $16, BX
 	ADDQ $64, DI

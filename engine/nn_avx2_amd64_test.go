@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-	"unsafe"
 )
 
 // TestConvTileAVX2 checks the AVX2 tile kernel bit for bit against convTileGeneric,
@@ -237,12 +236,6 @@ func TestConvTileStream(t *testing.T) {
 	if len(impls) == 0 {
 		t.Skip("no assembly tile kernel on this CPU; the portable kernel ignores the hint")
 	}
-	// aligned returns n values starting at a 64-byte boundary plus shift values.
-	aligned := func(n, shift int) []float32 {
-		s := make([]float32, n+32)
-		o := int((64 - uintptr(unsafe.Pointer(&s[0]))%64) % 64 / 4)
-		return s[o+shift : o+shift+n]
-	}
 	r := rand.New(rand.NewPCG(5, 9))
 	streamed := 0
 	for _, im := range impls {
@@ -266,7 +259,7 @@ func TestConvTileStream(t *testing.T) {
 			a := make([]float32, 8*k*nrb)
 			b := make([]float32, k*ldb)
 			bias := make([]float32, 8*nrb)
-			c := aligned(8*nrb*ldc, shift)
+			c := alignedF32(8*nrb*ldc, shift)
 			for _, s := range [][]float32{a, b, bias, c} {
 				for i := range s {
 					s[i] = r.Float32()*2 - 1
@@ -279,7 +272,7 @@ func TestConvTileStream(t *testing.T) {
 			}
 			want := append([]float32(nil), c...)
 			convTileGeneric(k, a, b, b[16:], ldb, want, want[16:], ldc, bias, 0xffff, m1, flags&^tileStream, nrb, nil, tact)
-			got := append(aligned(len(c), shift)[:0], c...)
+			got := append(alignedF32(len(c), shift)[:0], c...)
 			im.f(k, a, b, b[16:], ldb, got, got[16:], ldc, bias, 0xffff, m1, flags, nrb, nil, tact)
 			for i := range got {
 				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {

@@ -34,6 +34,7 @@ type convKernel struct {
 
 	dwPlan dwPlan      // the padded-plane depthwise layout (nn_depthwise.go)
 	dwBuf  [][]float32 // each worker's padded plane
+	dwTmp  [][]float32 // each worker's output plane before its SiLU is streamed
 	dwFor  []nnGeom    // the geometry each dwBuf was laid out for
 	// The same for the input gradient's convolution, and the flipped taps.
 	dwPlanT dwPlan

@@ -240,10 +240,12 @@ func colTPlan(p *cpPlan, xp, colT []float32) {
 func dwPlaneAVX512(xp, y *float32, oh, ow, rowStep, s2 int, w *float32, k int, offs *int64, tail uint64, idx *int32, bias float32, flags int, lo, hi int32, a, b float32)
 
 // dwBias and dwAdd tell dwPlaneAVX512 to add its bias, and to add the sum to y rather
-// than set y to it (beside the tile kernel's activation flags).
+// than set y to it (beside the tile kernel's activation flags); dwStream to store whole
+// chunks of 16 that start 64-byte aligned non-temporally (the caller calls storeFence).
 const (
-	dwBias = 16
-	dwAdd  = 32
+	dwBias   = 16
+	dwAdd    = 32
+	dwStream = 64
 )
 
 // dwPlaneFast reports whether dwPlane runs in assembly.
@@ -252,12 +254,21 @@ func dwPlaneFast() bool { return convTileOK() || convTileAVX2OK() }
 // dwPlane sets the output plane y to act(dwPlaneGo's sum + bias[0]) (bias and act nil
 // for none), from the padded plane xp laid out by p and the taps w, in assembly where
 // the CPU allows: the bias and activation in the same pass, computed as planeBiasAct
-// computes them.
-func dwPlane(p *dwPlan, xp, y, w, bias []float32, act *nnClamp) {
+// computes them. With stream, it may store y non-temporally (AVX-512; the caller calls
+// storeFence), SiLU from tmp, a scratch plane, then.
+func dwPlane(p *dwPlan, xp, y, w, bias []float32, act *nnClamp, stream bool, tmp []float32) {
 	if act != nil && act.silu && dwPlaneFast() {
 		// SiLU is no activation of the assembly: on the plane just made, in the cache.
-		dwPlane(p, xp, y, w, bias, nil)
-		o := y[:p.g.outSize()]
+		O := p.g.outSize()
+		if stream && convTileOK() && len(tmp) >= O {
+			dwPlane(p, xp, tmp, w, bias, nil, false, nil)
+			n := O &^ 15
+			siluRowsTo(y, 16, tmp, 16, n/16, 16, true)
+			siluRowsTo(y[n:], 16, tmp[n:], 16, 1, O-n, false)
+			return
+		}
+		dwPlane(p, xp, y, w, bias, nil, false, nil)
+		o := y[:O]
 		siluVec(o, o)
 		return
 	}
@@ -271,6 +282,9 @@ func dwPlane(p *dwPlan, xp, y, w, bias []float32, act *nnClamp) {
 	if bias != nil {
 		t.flags |= dwBias
 		bv = bias[0]
+	}
+	if stream {
+		t.flags |= dwStream
 	}
 	dwPlaneAsm(p, xp, y, w, bv, t)
 }

@@ -1128,7 +1128,20 @@ dwswish:
 	SWISH(Z0)
 
 dwput:
+	// dwStream: whole, 64-byte-aligned chunks go non-temporally.
+	TESTQ $64, R13
+	JZ   dwplain
+	KORTESTW K1, K1
+	JCC  dwplain
+	TESTQ $63, DI
+	JNZ  dwplain
+	VMOVNTPS Z0, (DI)
+	JMP  dwstored
+
+dwplain:
 	VMOVUPS Z0, K1, (DI)
+
+dwstored:
 	CMPQ BX, $16
 	JLE  dwrowdone
 	SUBQ $16, BX

@@ -457,7 +457,8 @@ func TestIm2colS2Rows(t *testing.T) {
 
 // TestConvStreamedOutput runs convolutions with the non-temporal stores of the direct
 // path on (from 1 MB of output, where convStreamMin sets 32 MB) and checks them bit for
-// bit against the same kernel with ordinary stores: pointwise, padded 3×3 and stride 2,
+// bit against the same kernel with ordinary stores: pointwise, padded 3×3, stride 2 and
+// depthwise (the padded-plane path, whose chunks of 16 stream where they are aligned),
 // with and without a bias, plain and with each activation (those the kernel applies
 // stream; SiLU, applied after it from a landing area, only with AVX-512), with 1 to 3
 // workers. Planes of a multiple of
@@ -473,6 +474,8 @@ func TestConvStreamedOutput(t *testing.T) {
 		{name: "pointwise_odd", x: []int{3, 16, 37, 41}, w: []int{96, 16, 1, 1}, bias: true},
 		{name: "pad1_3x3", x: []int{2, 8, 32, 48}, w: []int{184, 8, 3, 3}, pads: []int{1, 1, 1, 1}},
 		{name: "stride2_stem", x: []int{2, 3, 129, 127}, w: []int{40, 3, 3, 3}, strides: []int{2, 2}, pads: []int{1, 1, 1, 1}, bias: true},
+		{name: "depthwise_3x3", x: []int{3, 32, 64, 48}, w: []int{32, 1, 3, 3}, group: 32, pads: []int{1, 1, 1, 1}, bias: true},
+		{name: "depthwise_5x5_s2_odd", x: []int{2, 48, 129, 97}, w: []int{48, 1, 5, 5}, group: 48, strides: []int{2, 2}, pads: []int{2, 2, 2, 2}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -51,7 +51,7 @@ func colTPlan(p *cpPlan, xp, colT []float32) { panic("colTPlan without colTPlanF
 // dwPlaneGo in Go.
 func dwPlaneFast() bool { return false }
 
-func dwPlane(p *dwPlan, xp, y, w, bias []float32, act *nnClamp) {
+func dwPlane(p *dwPlan, xp, y, w, bias []float32, act *nnClamp, stream bool, tmp []float32) {
 	dwPlaneGo(p, xp, y, w, false)
 	planeBiasAct(y[:p.g.outSize()], bias, act)
 }

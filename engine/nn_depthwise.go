@@ -344,8 +344,31 @@ func (k *convKernel) forwardDWPad(ctx *Context, d *convDims, x, w, bias, y []flo
 	p := k.dwPlan.setup(g)
 	nw := nnWorkers(ctx, d.N*d.M)
 	dwBuffers(&k.dwBuf, &k.dwFor, nw, p)
+	// As the direct path (convStreamMin): an output larger than the caches is stored
+	// non-temporally, unless the plane's mean is taken from it right after; SiLU goes
+	// through a scratch plane of each worker's, on AVX-512 (siluRowsTo streams).
+	streamMin := convStreamMin
+	if k.streamMin != 0 {
+		streamMin = k.streamMin
+	}
+	stream := k.gap == nil && streamMin > 0 && d.N*d.M*O >= streamMin && dwPlaneFast() &&
+		(act == nil || !act.silu || convTileOK())
+	if stream {
+		k.direct.streamed++
+		for len(k.dwTmp) < nw {
+			k.dwTmp = append(k.dwTmp, nil)
+		}
+	}
 	nnEach(ctx, nw, d.N*d.M, func(wk, lo, hi int) {
 		buf := k.dwBuf[wk]
+		var tmp []float32
+		if stream {
+			defer storeFence()
+			if act != nil && act.silu {
+				k.dwTmp[wk] = nnGrow(k.dwTmp[wk], O)
+				tmp = k.dwTmp[wk]
+			}
+		}
 		for pl := lo; pl < hi; pl++ {
 			i, m := pl/d.M, pl%d.M
 			c := m / d.Mg
@@ -354,7 +377,7 @@ func (k *convKernel) forwardDWPad(ctx *Context, d *convDims, x, w, bias, y []flo
 			if bias != nil {
 				bm = bias[m : m+1]
 			}
-			dwPlane(p, buf, y[pl*O:(pl+1)*O], w[m*K:(m+1)*K], bm, act)
+			dwPlane(p, buf, y[pl*O:(pl+1)*O], w[m*K:(m+1)*K], bm, act, stream, tmp)
 			if k.gap != nil {
 				k.gap[pl] = planeMean(y[pl*O : (pl+1)*O])
 			}

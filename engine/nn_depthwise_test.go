@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 )
 
 // dwCases are depthwise geometries of the padded-plane path: MobileNet and EfficientNet
@@ -172,23 +173,37 @@ func checkDWPlanes(t *testing.T, d *convDims, x, w []float32) {
 				}
 			}
 		}
-		acts := append([]*nnClamp{{lo: float32(math.NaN()), hi: 0.5}}, testActs...)
+		// With stream, the plane starts 64-byte aligned (the non-temporal stores) or one
+		// value after (the ordinary ones).
+		acts := append([]*nnClamp{{lo: float32(math.NaN()), hi: 0.5}, {silu: true}}, testActs...)
 		for _, act := range acts {
 			for _, bias := range [][]float32{nil, {0.25}} {
 				wantAct := append([]float32(nil), want...)
 				planeBiasAct(wantAct, bias, act)
-				got := make([]float32, O+1)
-				got[O] = 42
-				dwPlane(&p, buf, got[:O], w[m*K:(m+1)*K], bias, act)
-				if got[O] != 42 {
-					t.Fatalf("plane %d: dwPlane wrote past the plane", m)
-				}
-				for i := range wantAct {
-					if math.Float32bits(got[i]) != math.Float32bits(wantAct[i]) {
-						t.Fatalf("plane %d, act %v, bias %v: dwPlane [%d] = %v, dwPlaneGo %v", m, act, bias, i, got[i], wantAct[i])
+				for _, stream := range []bool{false, true} {
+					for shift := range 2 {
+						got := alignedF32(O+1, shift)
+						got[O] = 42
+						dwPlane(&p, buf, got[:O], w[m*K:(m+1)*K], bias, act, stream, make([]float32, O))
+						if got[O] != 42 {
+							t.Fatalf("plane %d: dwPlane wrote past the plane", m)
+						}
+						for i := range wantAct {
+							if math.Float32bits(got[i]) != math.Float32bits(wantAct[i]) {
+								t.Fatalf("plane %d, act %v, bias %v, stream %v (shift %d): dwPlane [%d] = %v, dwPlaneGo %v",
+									m, act, bias, stream, shift, i, got[i], wantAct[i])
+							}
+						}
 					}
 				}
 			}
 		}
 	}
+}
+
+// alignedF32 returns n zero values that start shift values after a 64-byte boundary.
+func alignedF32(n, shift int) []float32 {
+	s := make([]float32, n+32)
+	o := int((64 - uintptr(unsafe.Pointer(&s[0]))%64) % 64 / 4)
+	return s[o+shift : o+shift+n]
 }
