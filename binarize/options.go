@@ -126,6 +126,9 @@ type Options struct {
 	AbsoluteRho bool
 	// BalanceRho adapts ρ by residual balancing (admmq.Balancing, μ = 10, τ = 2).
 	BalanceRho bool
+	// RemeasureRho, under RhoGradient, measures ρ's factors again at every iteration's y
+	// rather than once at y⁰ (network.Config.RemeasureRho).
+	RemeasureRho bool
 	// P is ADMM-R's mask probability (zero: 0.3, the paper's), Beta ADMM-S's β (zero:
 	// 1e3, the paper's).
 	P, Beta float64
@@ -503,6 +506,7 @@ func (o Options) config(loss train.Loss) (network.Config, error) {
 	// A tensor without gradient falls back to the grid's scale.
 	cfg.ScaleFree = o.RhoScale != RhoAbsolute
 	cfg.GradientRho = o.RhoScale == RhoGradient
+	cfg.RemeasureRho = o.RemeasureRho
 	if o.BalanceRho {
 		cfg.Balance = &admmq.Balancing{}
 	}

@@ -339,6 +339,48 @@ func TestGradientRho(t *testing.T) {
 	}
 }
 
+// TestRemeasureRho: with RemeasureRho, the factors that an iteration's y-update uses are
+// ‖∇_t f(y)‖/‖y_t‖ at that iteration's y, with the float parameters as trained so far:
+// before each iteration the test measures them itself (measureGradientRho, checked
+// against finite differences by TestGradientRho, at the current y) and compares after.
+// The negative control: without RemeasureRho the factors stay those of y⁰, which differ
+// from the re-measured ones once training has moved the network.
+func TestRemeasureRho(t *testing.T) {
+	ctx := context.Background()
+	for _, remeasure := range []bool{true, false} {
+		r, _, _ := newRunWith(t, Binary, func(c *Config) {
+			c.GradientRho, c.RemeasureRho, c.StartOnGrid, c.Iters = true, remeasure, true, 3
+		})
+		if err := r.iteration(ctx); err != nil {
+			t.Fatal(err)
+		}
+		first := r.RhoScales()
+		for it := 1; it < 3; it++ {
+			// What iteration it measures: the gradient at the current y, before its y-update.
+			probe := *r
+			probe.rhoScale = slices.Clone(r.rhoScale)
+			if err := probe.measureGradientRho(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want := probe.rhoScale
+			if err := r.iteration(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got := r.RhoScales()
+			for i := range got {
+				switch {
+				case remeasure && got[i] != want[i]:
+					t.Errorf("iteration %d, %s: factor %.6g, the gradient at its y gives %.6g", it+1, r.targets[i].Name, got[i], want[i])
+				case !remeasure && got[i] != first[i]:
+					t.Errorf("negative control, iteration %d, %s: factor %.6g moved from y⁰'s %.6g", it+1, r.targets[i].Name, got[i], first[i])
+				case !remeasure && math.Abs(want[i]-first[i]) <= 1e-3*first[i]:
+					t.Errorf("negative control, iteration %d, %s: the gradient at y gives %.6g, as at y⁰ (%.6g): the test would not tell", it+1, r.targets[i].Name, want[i], first[i])
+				}
+			}
+		}
+	}
+}
+
 // TestGradientRhoResume: GradientRho's factors, measured at y⁰, survive a checkpoint:
 // every resumed run ends as the uninterrupted one.
 func TestGradientRhoResume(t *testing.T) {

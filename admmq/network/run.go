@@ -62,6 +62,11 @@ type Config struct {
 	// fmnist-mlp, ρ = 1e-5 wrecked fmnist-cnn). It replaces ScaleFree's factor, to which a
 	// tensor without gradient falls back; ADMM-S keeps the absolute ρ.
 	GradientRho bool
+	// RemeasureRho, with GradientRho, measures the factors again before every
+	// iteration's y-update, at the current y: ρ_t^k = ρ̄·‖∇_t f(y^k)‖/‖y^k_t‖. The
+	// gradient shrinks as the float parameters re-train around y, and factors measured at
+	// y⁰ then hold x at y (issue 15: no sign flipped on fmnist-cnn and fmnist-resnet).
+	RemeasureRho bool
 	// Balance, when set, adapts ρ after every iteration by residual balancing (a factor
 	// on the schedule, common to all tensors: the residuals are summed over the tensors,
 	// since one tensor's inexact x-update is too noisy to steer its own ρ). λ is unscaled
@@ -557,7 +562,7 @@ func (r *Run) iteration(ctx context.Context) error {
 	rho := r.cfg.Rho.Rho(it) * r.rhoFactor
 	st := IterStats{Iter: it + 1, Rho: rho}
 	admm := IsADMM(r.cfg.Method)
-	if r.gradRho {
+	if r.gradRho || (admm && it > 0 && r.cfg.GradientRho && r.cfg.RemeasureRho && r.cfg.Method != admmq.ADMMS) {
 		if err := r.measureGradientRho(ctx); err != nil {
 			return err
 		}

@@ -1,8 +1,8 @@
 #!/bin/sh
 # Reproduces docs/results/binarize: the paper's network table on Fashion-MNIST ("with
 # pre-training"), the CNN/ResNet grids, distillation without labels and the speed run.
-# Usage: bench/binarize/run.sh [mlp60k|mlp60k-rho1|mlp60k-nobn|cnn10k|cnn10k-rho1|distill60k|mlp|mlp-admm|cnn|distill|speed|paper|defaults-rho|defaults-subset|defaults-resnet|defaults|defaults-tune|defaults-ste|defaults-depthwise-tune|defaults-depthwise|defaults-augment|defaults-ste-distill-tune]...
-# (default: all but the last ten, which write docs/results/defaults)
+# Usage: bench/binarize/run.sh [mlp60k|mlp60k-rho1|mlp60k-nobn|cnn10k|cnn10k-rho1|distill60k|mlp|mlp-admm|cnn|distill|speed|paper|defaults-rho|defaults-subset|defaults-resnet|defaults|defaults-tune|defaults-ste|defaults-depthwise-tune|defaults-depthwise|defaults-augment|defaults-ste-distill-tune|defaults-rho-remeasure]...
+# (default: all but the last eleven, which write docs/results/defaults)
 # Needs: apt-get install dataset-fashion-mnist. Runs from the repository root.
 set -eu
 FM=/usr/share/datasets/fashion-mnist
@@ -185,6 +185,17 @@ defaults-tune)
 	tune_run fmnist-resnet rho0.1 1 --rho 0.1
 	tune_run fmnist-resnet rho0.05g2 1 --rho 0.05 --rho-growth 2
 	tune_run fmnist-resnet balance 1 --balance-rho
+	;;
+defaults-rho-remeasure)
+	# Issue 15: ρ's factors measured again at every iteration's y (--rho-remeasure) rather
+	# than once at y⁰, the defaults otherwise, seed 1 on the three nets, and the defaults
+	# themselves on the same machine (runs differ between CPUs); validation column only.
+	D=docs/results/defaults/tune
+	mkdir -p $D
+	for m in fmnist-resnet fmnist-cnn fmnist-mlp; do
+		tune_run $m remeasure 1 --rho-remeasure
+		tune_run $m defaults-here 1
+	done
 	;;
 defaults-ste)
 	# Issue 15: --algo ste (BinaryConnect) with everything else default, seeds 1–3 on the

@@ -35,6 +35,7 @@ func algoFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "rho", Category: cat, Value: d.Rho.Rho0, Usage: "ADMM penalty ρ₀, read as --rho-scale says"},
 		&cli.StringFlag{Name: "rho-scale", Category: cat, Value: string(d.RhoScale), Usage: "how --rho becomes tensor t's ρ: gradient (ρ₀·‖∇f(y⁰_t)‖/‖y⁰_t‖, relative to the loss's gradient at the start), grid (ρ₀/mean(P(x⁰_t)²): ρ₀ itself on the ±1 grid, ρ₀/α² on a grid of scale α) or absolute (ρ₀ itself, the paper's)"},
 		&cli.BoolFlag{Name: "absolute-rho", Category: cat, Usage: "--rho-scale absolute: every tensor's ρ is --rho, the paper's setting (and the README's older tables)"},
+		&cli.BoolFlag{Name: "rho-remeasure", Category: cat, Usage: "with --rho-scale gradient, measure ρ's factors again at every outer iteration's y, not once at y⁰"},
 		&cli.BoolFlag{Name: "balance-rho", Category: cat, Usage: "adapt ρ by residual balancing (Boyd et al. 2011 §3.4.1: ×2 when ‖x−y‖ > 10·‖ρΔy‖, ÷2 in the reverse case)"},
 		&cli.Float64Flag{Name: "rho-growth", Category: cat, Value: 1, Usage: "multiply ρ by `G` every --rho-every iterations (1: constant, the paper's analysis)"},
 		&cli.IntFlag{Name: "rho-every", Category: cat, Value: 1, Usage: "grow ρ every `K` outer iterations"},

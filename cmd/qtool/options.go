@@ -76,7 +76,7 @@ func binarizeOptions(c *cli.Context, be backend, method admmq.Method) (binarize.
 		Optimizer: binarize.Optimizer(c.String("optimizer")), LR: c.Float64("lr"), Schedule: binarize.LRSchedule(c.String("lr-schedule")),
 		Loss: binarize.Loss(c.String("loss")), Temperature: c.Float64("temperature"), Start: binarize.Start(c.String("start")),
 		NoRescale: c.Bool("no-rescale"), NoBNRecalib: c.Bool("no-bn-recalib"), LastIterate: c.Bool("last-iterate"),
-		AbsoluteRho: c.Bool("absolute-rho"), BalanceRho: c.Bool("balance-rho"), StatSamples: c.Int("stat-samples"),
+		AbsoluteRho: c.Bool("absolute-rho"), BalanceRho: c.Bool("balance-rho"), RemeasureRho: c.Bool("rho-remeasure"), StatSamples: c.Int("stat-samples"),
 		Seed: c.Uint64("seed"), Version: version,
 		BLAS: be.BLAS, Workers: be.Workers, MaxMemory: be.MaxMemory,
 	}
