@@ -61,15 +61,16 @@ type convKernel struct {
 	resFn      func(lo, hi int)
 	// Likewise the bias and activation of depthwise planes off the assembly path:
 	// planeEpilogue's arguments are resY, resR (the bias), resAct, epiM and epiO.
-	epiM, epiO  int
-	epiFn       func(lo, hi int)
-	noDirect    bool // tests: force im2col (+ the tile kernel, or Sgemm) even where the direct path runs
-	noTile      bool // tests: im2col + Sgemm through the BLAS even where the tile kernel runs
-	noNarrow    bool // tests: forwardGemmTile's own products even where the narrow path runs
-	noDWPad     bool // tests: force the generic depthwise loop where the padded plane runs
-	forceDirect bool // tests: the direct path for planes smaller than convDirectMinPlane too
-	noWinograd  bool // tests: the direct path's products even where the Winograd path runs
-	streamMin   int  // tests: convStreamMin when positive; negative: never non-temporal stores
+	epiM, epiO   int
+	epiFn        func(lo, hi int)
+	noDirect     bool // tests: force im2col (+ the tile kernel, or Sgemm) even where the direct path runs
+	noTile       bool // tests: im2col + Sgemm through the BLAS even where the tile kernel runs
+	noNarrow     bool // tests: forwardGemmTile's own products even where the narrow path runs
+	noDWPad      bool // tests: force the generic depthwise loop where the padded plane runs
+	forceDirect  bool // tests: the direct path for planes smaller than convDirectMinPlane too
+	noWinograd   bool // tests: the direct path's products even where the Winograd path runs
+	streamMin    int  // tests: convStreamMin when positive; negative: never non-temporal stores
+	noPixelSplit bool // tests: batch 1's pointwise products split by output channels, never by pixels
 }
 
 // nnColBudget is the number of float32 values a chunk's column matrix and output planes

@@ -473,10 +473,26 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 	// buffer of the whole output.
 	rowSplit := chunk > 0 && blocks < ctx.Workers && res == nil && (act == nil || inKernel) &&
 		(pg == nil || len(k.poolBuf) >= d.N*d.M*O)
+	// A pointwise layer whose weights are smaller than an image's input (SqueezeNet's
+	// 16-channel squeezes and expansions at 55 × 55, MobileNetV2's early 1×1 layers) is
+	// split by pixels instead: each worker reads its share of the input once for every
+	// row block, where split by channels each read all of it. A pixel's sums are the same
+	// whichever tiles hold it.
+	pix := 0
+	if d.pointwise && chunk == 0 && blocks < ctx.Workers && res == nil && pg == nil && (act == nil || inKernel) &&
+		d.Mg <= O && !k.noPixelSplit {
+		n := (ctx.Workers + blocks - 1) / blocks
+		if pix = (O + n - 1) / n; pix%32 != 0 {
+			pix += 32 - pix%32
+		}
+	}
 	nchunks := 1
-	if rowSplit {
+	switch {
+	case rowSplit:
 		nchunks = (O + chunk - 1) / chunk
-	} else if blocks < ctx.Workers && k.group == 1 && pg == nil && (act == nil || inKernel) {
+	case pix > 0:
+		nchunks = (O + pix - 1) / pix
+	case blocks < ctx.Workers && k.group == 1 && pg == nil && (act == nil || inKernel):
 		parts = min(RB, (ctx.Workers+blocks-1)/blocks)
 	}
 	// An output larger than the caches goes to memory whatever the kernel does; storing
@@ -597,7 +613,12 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 					xo := (i*d.C + grp*d.Cg) * isz
 					yo := ((i-base)*d.M + grp*d.Mg) * O
 					if d.pointwise {
-						wr.pan = panels(wr.pan, xo, yo, O)
+						first, n := 0, O
+						if pix > 0 {
+							first = ci * pix
+							n = min(pix, O-first)
+						}
+						wr.pan = panels(wr.pan, xo+first, yo+first, n)
 						continue
 					}
 					if pad != nil {

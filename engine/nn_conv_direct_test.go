@@ -519,3 +519,52 @@ func TestConvStreamedOutput(t *testing.T) {
 		})
 	}
 }
+
+// TestConvPointwisePixelSplit checks that pointwise layers at batch 1 and 2, which the
+// workers split by pixels where the weights are smaller than an image's input, give the
+// same bits as the split by output channels and as one worker: SqueezeNet's and
+// MobileNetV2's shapes, planes of a multiple of 32 pixels and not, with a bias and each
+// activation (SiLU too), 2, 3 and 5 workers. A layer with more output channels than
+// pixels stays split by channels (the negative control of the condition).
+func TestConvPointwisePixelSplit(t *testing.T) {
+	if !convDirectOK() {
+		t.Skip("no AVX-512 or AVX2+FMA tile kernel on this CPU: the direct path does not run")
+	}
+	cases := []convCase{
+		{name: "squeeze_128to16@55", x: []int{1, 128, 55, 55}, w: []int{16, 128, 1, 1}, bias: true},
+		{name: "expand_16to64@55", x: []int{1, 16, 55, 55}, w: []int{64, 16, 1, 1}, bias: true},
+		{name: "mbv2_16to96@32_b2", x: []int{2, 16, 32, 32}, w: []int{96, 16, 1, 1}},
+		{name: "odd_24to20@9x13", x: []int{1, 24, 9, 13}, w: []int{20, 24, 1, 1}, bias: true},
+		{name: "classifier_64to200@13", x: []int{1, 64, 13, 13}, w: []int{200, 64, 1, 1}, bias: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(71, 72))
+			n, strides, dil, pads := c.node(11)
+			in := c.inputs(r)
+			ws := refConvShape(c.x, c.w, strides, dil, pads)
+			for _, act := range append(testActs, &nnClamp{silu: true}) {
+				var ref []float32
+				for _, workers := range []int{1, 2, 3, 5} {
+					for _, noSplit := range []bool{true, false} {
+						k := buildKernel(t, n).(*convKernel)
+						k.noPixelSplit = noSplit
+						y := NewFloat(ws, make([]float32, numel(ws)))
+						if err := k.run(nntGoCtx(workers), in[0], in[1], n.Optional(in, 2), y, act, nil, nil, nil); err != nil {
+							t.Fatal(err)
+						}
+						if ref == nil {
+							ref = y.F
+							continue
+						}
+						for i, v := range y.F {
+							if math.Float32bits(v) != math.Float32bits(ref[i]) {
+								t.Fatalf("act %+v, %d workers, pixel split off %v: Y[%d] = %v, one worker %v", act, workers, noSplit, i, v, ref[i])
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
