@@ -28,6 +28,8 @@ type plan struct {
 	steps  []step    // nodes that run, in order
 	outs   []*Tensor // returned by Forward
 	bytes  int64     // what the plan allocated: buffers, folded values, integer inputs
+	// concatParts counts the Concat inputs written in place (concatInPlace); tests read it.
+	concatParts int
 
 	// Recording plans only.
 	outGrads [][]*Tensor // per graph output: its gradient buffer, nil when none flows
@@ -60,6 +62,14 @@ type bufPool struct {
 	slots        []poolSlot
 	freeF, freeI []int // indices of the slots free for reuse
 	owner        map[*Tensor]int
+	parts        []poolPart
+}
+
+// poolPart is a tensor that lives inside another's buffer, from element off: an input of a
+// Concat written where the Concat's output keeps it (concatInPlace).
+type poolPart struct {
+	t, whole *Tensor
+	off      int
 }
 
 type poolSlot struct {
@@ -139,6 +149,10 @@ func (p *bufPool) alloc() {
 		} else {
 			t.F = f[s][:t.Len()]
 		}
+	}
+	for _, pt := range p.parts {
+		n := pt.off + pt.t.Len()
+		pt.t.F = pt.whole.F[pt.off:n:n]
 	}
 }
 
@@ -416,6 +430,12 @@ func (sc *scheduler) forwardBuffers(steps []step, outIDs, pinnedIDs []int, need 
 		}
 	}
 	owned := func(id int) bool { return id >= 0 && p.values[id].kind == kindNode && !konst[id] }
+	var inPlace map[int]concatPart
+	if need == nil && !sc.g.noConcatInPlace {
+		inPlace = sc.concatInPlace(steps, lastUse, pinned, owned)
+		p.concatParts += len(inPlace)
+	}
+	made := map[int]bool{} // Concat outputs whose buffers their inputs' producers took
 	for s := range steps {
 		st := &steps[s]
 		// A view whose input dies with it takes the input's buffer: its Forward then
@@ -431,6 +451,19 @@ func (sc *scheduler) forwardBuffers(steps []step, outIDs, pinnedIDs []int, need 
 			}
 		}
 		for _, id := range st.node.out {
+			if pt, ok := inPlace[id]; ok {
+				if !made[pt.out] {
+					if err := pool.get(pt.node, p.vals[pt.out]); err != nil {
+						return err
+					}
+					made[pt.out] = true
+				}
+				pool.parts = append(pool.parts, poolPart{t: p.vals[id], whole: p.vals[pt.out], off: pt.off})
+				continue
+			}
+			if made[id] {
+				continue
+			}
 			if err := pool.get(st.node, p.vals[id]); err != nil {
 				return err
 			}
@@ -460,6 +493,64 @@ func (sc *scheduler) forwardBuffers(steps []step, outIDs, pinnedIDs []int, need 
 		}
 	}
 	return nil
+}
+
+// concatPart places value ids inside the buffer of the Concat output out (produced by
+// node), from element off.
+type concatPart struct {
+	out, off int
+	node     *gnode
+}
+
+// concatInPlace finds the inputs of Concat steps that their producers can write straight
+// into the Concat's output, so that the Concat copies nothing (SqueezeNet's fire modules
+// at batch 1 copied their 55 × 55 expansions, 5 % of the run): a float input whose last
+// reader is the Concat (earlier readers read it where it is), that the Concat reads once,
+// not pinned, made by an ordinary step (not a view of another
+// buffer, a loop or another Concat; not in an If branch), where the output has one block
+// before the axis (batch 1 along channels), so that every input is one contiguous run of
+// it. Not in recording plans, whose backward pass keeps and releases buffers on its own
+// terms.
+func (sc *scheduler) concatInPlace(steps []step, lastUse []int, pinned []bool, owned func(int) bool) map[int]concatPart {
+	p := sc.p
+	prodStep := make(map[int]int)
+	for s := range steps {
+		for _, id := range steps[s].node.out {
+			prodStep[id] = s
+		}
+	}
+	var parts map[int]concatPart
+	for s := range steps {
+		st := &steps[s]
+		if _, ok := st.node.k.(*concatKernel); !ok || st.on != nil || len(st.node.out) != 1 {
+			continue
+		}
+		out := p.vals[st.node.out[0]]
+		a, ok := normAxis(st.node.k.(*concatKernel).axis, len(out.Shape))
+		if !ok || out.DType != Float32 || numel(out.Shape[:a]) != 1 || !owned(st.node.out[0]) {
+			continue
+		}
+		off := 0
+		for j, id := range st.node.in {
+			t := p.vals[id]
+			ps, made := prodStep[id]
+			if made && owned(id) && lastUse[id] == s && !pinned[id] && !slices.Contains(st.node.in[:j], id) &&
+				!slices.Contains(st.node.in[j+1:], id) && steps[ps].on == nil && t.DType == Float32 {
+				switch steps[ps].node.k.(type) {
+				case *viewKernel, *runLoopKernel, *concatKernel:
+					// A view of another buffer, a loop's own values, a Concat whose output
+					// may itself be placed: left to copy.
+				default:
+					if parts == nil {
+						parts = map[int]concatPart{}
+					}
+					parts[id] = concatPart{out: st.node.out[0], off: off, node: st.node}
+				}
+			}
+			off += t.Len()
+		}
+	}
+	return parts
 }
 
 // retains returns which inputs and outputs a kernel's Backward reads.

@@ -98,9 +98,12 @@ func (k *concatKernel) forward(lo, hi int) {
 		off := o * k.row
 		for _, t := range k.in {
 			w := t.Shape[k.a] * k.inner
-			if t.DType == Int64 {
+			switch {
+			case t.DType == Int64:
 				copy(k.out.I[off:off+w], t.I[o*w:(o+1)*w])
-			} else {
+			case w > 0 && &k.out.F[off] == &t.F[o*w]:
+				// Written in place by its producer (concatInPlace).
+			default:
 				copy(k.out.F[off:off+w], t.F[o*w:(o+1)*w])
 			}
 			off += w
