@@ -396,6 +396,36 @@ func TestS2Row(t *testing.T) {
 	}
 }
 
+// TestS2Rows checks s2Rows (one assembly call for all rows where the CPU has it) against
+// s2RowGo row by row, at every row length to 40 and 1 to 4 rows, with src holding
+// exactly the values the last row reads and dst's rows spaced with gaps that must stay
+// untouched.
+func TestS2Rows(t *testing.T) {
+	for n := 1; n <= 40; n++ {
+		for rows := 1; rows <= 4; rows++ {
+			lds, ldd := 2*n+3, n+2
+			src := make([]float32, (rows-1)*lds+2*n-1)
+			for i := range src {
+				src[i] = float32(i) + 0.5
+			}
+			got := make([]float32, (rows-1)*ldd+n+2)
+			for i := range got {
+				got[i] = -1
+			}
+			want := slices.Clone(got)
+			s2Rows(got, ldd, src, lds, n, rows)
+			for i := range rows {
+				s2RowGo(want[i*ldd:i*ldd+n], src[i*lds:i*lds+2*n-1])
+			}
+			for j := range want {
+				if got[j] != want[j] {
+					t.Fatalf("n = %d, %d rows: dst[%d] = %v, s2RowGo row by row %v", n, rows, j, got[j], want[j])
+				}
+			}
+		}
+	}
+}
+
 // TestIm2colS2Rows checks nnIm2colS2Rows, whole and by ranges of output rows, against
 // the column matrix written out from the definition of the window.
 func TestIm2colS2Rows(t *testing.T) {

@@ -103,6 +103,13 @@ func padRows(dst, src []float32, rows, w, pitch int) { padRowsGo(dst, src, rows,
 // s2Row is s2RowGo without the assembly.
 func s2Row(dst, src []float32) { s2RowGo(dst, src) }
 
+// s2Rows is s2Row on rows rows, ldd and lds values apart.
+func s2Rows(dst []float32, ldd int, src []float32, lds, n, rows int) {
+	for i := range rows {
+		s2RowGo(dst[i*ldd:i*ldd+n], src[i*lds:i*lds+2*n-1])
+	}
+}
+
 // siluRows is the SiLU of rows of n ≤ 16 values ldc apart, without the assembly.
 func siluRows(c []float32, rows, ldc, n int) { siluRowsTo(c, ldc, c, ldc, rows, n, false) }
 

@@ -115,24 +115,36 @@ func (k *convKernel) winoWeights(ctx *Context, d *convDims, w []float32, wk weig
 // columns of zeros before x's h × w pixels, and zeros after as far as the tiles reach.
 func winoQuarters(q []float32, qp, S, t0, rows int, x []float32, h, w, pt, pl int) {
 	for a := 0; a < 2; a++ {
-		for y := 0; y <= rows; y++ {
-			r := 2*(t0+y) + a - pt
-			for b := 0; b < 2; b++ {
-				dst := q[(2*a+b)*qp+y*S : (2*a+b)*qp+(y+1)*S]
-				if r < 0 || r >= h {
-					clear(dst)
-					continue
+		// Rows y of the quarter reading image row r = 2(t0+y) + a − pt: those with
+		// 0 ≤ r < h are [ylo, yhi), the rest padding.
+		ylo := min(rows+1, max(0, (pt-a-2*t0+1)/2))
+		yhi := max(ylo, min(rows+1, (h-1+pt-a-2*t0)/2+1))
+		if h-1+pt-a-2*t0 < 0 {
+			yhi = ylo
+		}
+		for b := 0; b < 2; b++ {
+			plane := q[(2*a+b)*qp : (2*a+b)*qp+(rows+1)*S]
+			clear(plane[:ylo*S])
+			clear(plane[yhi*S:])
+			// Columns x with 0 ≤ 2x + b − pl < w.
+			lo := max(0, (pl-b+1)/2)
+			hi := min(S, (w-1+pl-b)/2+1)
+			if w-1+pl-b < 0 || lo >= hi {
+				clear(plane[ylo*S : yhi*S])
+				continue
+			}
+			for y := ylo; y < yhi; y++ {
+				row := plane[y*S : (y+1)*S]
+				for i := range row[:lo] {
+					row[i] = 0
 				}
-				// Columns x with 0 ≤ 2x + b − pl < w.
-				lo := max(0, (pl-b+1)/2)
-				hi := min(S, (w-1+pl-b)/2+1)
-				if w-1+pl-b < 0 || lo >= hi {
-					clear(dst)
-					continue
+				for i := hi; i < S; i++ {
+					row[i] = 0
 				}
-				clear(dst[:lo])
-				s2Row(dst[lo:hi], x[r*w+2*lo+b-pl:(r+1)*w])
-				clear(dst[hi:])
+			}
+			if yhi > ylo {
+				r := 2*(t0+ylo) + a - pt
+				s2Rows(plane[ylo*S+lo:], S, x[r*w+2*lo+b-pl:], 2*w, hi-lo, yhi-ylo)
 			}
 		}
 	}

@@ -602,18 +602,33 @@ func nnIm2colS2Rows(g *nnGeom, C int, x, col []float32, ld, o1lo, o1hi int) {
 					hi = min(OW, (W-1-off)/2+1)
 				}
 				hi = max(hi, lo)
-				for o1 := o1lo; o1 < o1hi; o1++ {
+				// Output rows o1 read input row i1 = o1·s − pb + k1·d: inside the image
+				// for o1 in [vlo, vhi), made in one s2Rows call.
+				base := k1*g.d[1] - g.pb[1]
+				vlo, vhi := o1lo, o1hi
+				if base < 0 {
+					vlo = min(o1hi, max(vlo, (-base+g.s[1]-1)/g.s[1]))
+				}
+				if H-1-base < 0 {
+					vhi = vlo
+				} else {
+					vhi = min(vhi, (H-1-base)/g.s[1]+1)
+				}
+				vhi = max(vhi, vlo)
+				clear(row[:(vlo-o1lo)*OW])
+				clear(row[(vhi-o1lo)*OW:])
+				for o1 := vlo; o1 < vhi; o1++ {
 					seg := row[(o1-o1lo)*OW : (o1-o1lo+1)*OW]
-					i1 := o1*g.s[1] - g.pb[1] + k1*g.d[1]
-					if i1 < 0 || i1 >= H {
-						clear(seg)
-						continue
+					for i := range seg[:lo] {
+						seg[i] = 0
 					}
-					clear(seg[:lo])
-					clear(seg[hi:])
-					if hi > lo {
-						s2Row(seg[lo:hi], xc[i1*W+2*lo+off:(i1+1)*W])
+					for i := hi; i < OW; i++ {
+						seg[i] = 0
 					}
+				}
+				if hi > lo && vhi > vlo {
+					i1 := vlo*g.s[1] + base
+					s2Rows(row[(vlo-o1lo)*OW+lo:], OW, xc[i1*W+2*lo+off:], g.s[1]*W, hi-lo, vhi-vlo)
 				}
 			}
 		}

@@ -92,10 +92,29 @@ func padRowsAVX2(dst, src *float32, rows, w, pitch int, mask *int32)
 var avx2LaneMasks = [16]int32{-1, -1, -1, -1, -1, -1, -1, -1}
 
 //go:noescape
-func s2RowAVX512(dst, src *float32, n int, even *int32)
+func s2RowAVX2(dst, src *float32, n int)
 
 //go:noescape
-func s2RowAVX2(dst, src *float32, n int)
+func s2RowsAVX512(dst *float32, ldd int, src *float32, lds, n, rows int, even *int32)
+
+// s2Rows is s2Row on rows rows: dst[i·ldd:][:n] takes the even values of src[i·lds:],
+// which must hold the 2n − 1 values read; in one AVX-512 call where the CPU allows (the
+// Winograd path's quarter planes made a call per row of 28 values).
+func s2Rows(dst []float32, ldd int, src []float32, lds, n, rows int) {
+	if n <= 0 || rows <= 0 {
+		return
+	}
+	if ldd < n || lds < 2*n-1 || len(dst) < (rows-1)*ldd+n || len(src) < (rows-1)*lds+2*n-1 {
+		panic(fmt.Sprintf("stride-2 copy of %d rows of %d values (%d and %d apart) from %d into %d", rows, n, lds, ldd, len(src), len(dst)))
+	}
+	if !convTileOK() {
+		for i := range rows {
+			s2Row(dst[i*ldd:i*ldd+n], src[i*lds:i*lds+2*n-1])
+		}
+		return
+	}
+	s2RowsAVX512(&dst[0], ldd, &src[0], lds, n, rows, &dwEven[0])
+}
 
 // s2Row is s2RowGo in AVX-512 or AVX2 where the CPU allows.
 func s2Row(dst, src []float32) {
@@ -108,8 +127,7 @@ func s2Row(dst, src []float32) {
 	}
 	switch {
 	case convTileOK():
-		even := [16]int32{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}
-		s2RowAVX512(&dst[0], &src[0], n, &even[0])
+		s2RowsAVX512(&dst[0], n, &src[0], 2*n, n, 1, &dwEven[0])
 	case convTileAVX2OK():
 		// Whole blocks of 8 that do not reach the last value of src; the rest in Go.
 		m := min(n&^7, (len(src)/16)*8)

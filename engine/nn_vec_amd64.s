@@ -123,64 +123,86 @@ grdone:
 	VZEROUPPER
 	RET
 
-// func s2RowAVX512(dst, src *float32, n int, even *int32)
+// func s2RowsAVX512(dst *float32, ldd int, src *float32, lds, n, rows int, even *int32)
 //
-// dst[j] = src[2j] for j < n, 16 at a time from two registers of src (VPERMI2PS with the
-// indices 0, 2, …, 30 at even); the last block reads only the 2·cnt − 1 values it needs.
-TEXT ·s2RowAVX512(SB), NOSPLIT, $0-32
+// dst[j] = src[2j] for j < n on rows rows, row i of dst ldd values after row i − 1 and row
+// i of src lds after its: 16 at a time from two registers of src (VPERMI2PS with the
+// indices 0, 2, …, 30 at even); the last block of a row reads only the 2·cnt − 1 values it
+// needs, through masks made once for all rows.
+TEXT ·s2RowsAVX512(SB), NOSPLIT, $0-56
 	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), CX
-	MOVQ even+24(FP), AX
+	MOVQ ldd+8(FP), R9
+	SHLQ $2, R9
+	MOVQ src+16(FP), SI
+	MOVQ lds+24(FP), R10
+	SHLQ $2, R10
+	MOVQ n+32(FP), R8
+	MOVQ rows+40(FP), R11
+	MOVQ even+48(FP), AX
 	VMOVDQU32 (AX), Z3
-
-s2loop:
-	CMPQ CX, $16
-	JLE  s2tail
-	VMOVUPS (SI), Z0
-	VMOVUPS 64(SI), Z1
-	VMOVDQA32 Z3, Z2
-	VPERMI2PS Z1, Z0, Z2
-	VMOVUPS Z2, (DI)
-	ADDQ $128, SI
-	ADDQ $64, DI
-	SUBQ $16, CX
-	JMP  s2loop
-
-s2tail:
-	TESTQ CX, CX
-	JLE  s2done
-	MOVQ CX, R8
-	LEAQ -1(CX)(CX*1), CX // source values needed: 2·cnt − 1
+	// The last block: cnt = n − 16·⌈n/16 − 1⌉ values (1 to 16), reading 2·cnt − 1.
+	MOVQ R8, R12
+	DECQ R12
+	ANDQ $15, R12
+	INCQ R12 // cnt
+	LEAQ -1(R12)(R12*1), CX
 	MOVL $1, AX
 	CMPQ CX, $16
-	JGE  s2two
+	JGE  srstwo
 	SHLL CX, AX
 	DECL AX
 	KMOVW AX, K1
 	KXORW K2, K2, K2
-	JMP  s2load
+	JMP  srsmask
 
-s2two:
+srstwo:
 	SUBQ $16, CX
 	SHLL CX, AX
 	DECL AX
 	KMOVW AX, K2
 	KXNORW K1, K1, K1
 
-s2load:
-	VMOVUPS.Z (SI), K1, Z0
-	VMOVUPS.Z 64(SI), K2, Z1
-	VMOVDQA32 Z3, Z2
-	VPERMI2PS Z1, Z0, Z2
-	MOVQ R8, CX
+srsmask:
+	MOVQ R12, CX
 	MOVL $1, AX
 	SHLL CX, AX
 	DECL AX
 	KMOVW AX, K3
-	VMOVUPS Z2, K3, (DI)
+	TESTQ R11, R11
+	JLE  srsdone
+	TESTQ R8, R8
+	JLE  srsdone
 
-s2done:
+srsrow:
+	MOVQ DI, DX
+	MOVQ SI, BX
+	MOVQ R8, CX
+
+srsloop:
+	CMPQ CX, $16
+	JLE  srstail
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVDQA32 Z3, Z2
+	VPERMI2PS Z1, Z0, Z2
+	VMOVUPS Z2, (DX)
+	ADDQ $128, BX
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JMP  srsloop
+
+srstail:
+	VMOVUPS.Z (BX), K1, Z0
+	VMOVUPS.Z 64(BX), K2, Z1
+	VMOVDQA32 Z3, Z2
+	VPERMI2PS Z1, Z0, Z2
+	VMOVUPS Z2, K3, (DX)
+	ADDQ R9, DI
+	ADDQ R10, SI
+	DECQ R11
+	JNZ  srsrow
+
+srsdone:
 	VZEROUPPER
 	RET
 
