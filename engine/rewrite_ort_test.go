@@ -35,31 +35,13 @@ func TestHardSwishPairOnnxruntime(t *testing.T) {
 // its largest magnitude in onnxruntime's result (and the relative tolerance tol).
 func compareWithOrtNormwise(t *testing.T, m *onnxio.Model, ref []ortref.Tensor, ours []*Tensor, tol float64) {
 	t.Helper()
-	b, err := proto.Marshal(m.Proto)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := ortref.Run(b, ref)
-	if err != nil {
-		t.Fatalf("onnxruntime: %v", err)
-	}
-	got, err := mustBuild(t, m).Forward(nil, ours...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, w := range want {
-		shape := make([]int, len(w.Shape))
-		for j, d := range w.Shape {
-			shape[j] = int(d)
-		}
+	compareWithOrtTol(t, m, ref, ours, func(want []float32) (float64, float64) {
 		norm := 0.0
-		for _, v := range w.Data {
+		for _, v := range want {
 			norm = max(norm, math.Abs(float64(v)))
 		}
-		if err := closeTensors(got[i], NewFloat(shape, w.Data), tol*norm, tol); err != nil {
-			t.Errorf("output %s: %v", w.Name, err)
-		}
-	}
+		return tol * norm, tol
+	})
 }
 
 // TestLayerNormPatternOnnxruntime: onnxruntime runs the decomposed layer normalisations;
