@@ -198,63 +198,25 @@ func Analyze(ctx context.Context, model *onnxio.Model, data Data, o Options, ao 
 		return nil, &OptionError{Field: "Validation", Value: o.Validation, Reason: "the analysis needs a validation split to measure on"}
 	}
 	start := time.Now()
-	teacher, err := Build(model, o)
+	pr, err := newProber(ctx, model, data, o, trainSet, valid, ao.BNSamples)
 	if err != nil {
 		return nil, err
 	}
-	specs, err := o.outputs(ctx, model, teacher, data.Calib, data.Calib.HasLabels())
-	if err != nil {
-		return nil, err
-	}
-	m, g, err := trainedGraph(model, o)
-	if err != nil {
-		return nil, err
-	}
+	teacher, specs, m := pr.teacher, pr.specs, pr.m
 	targets := make(map[network.Grid][]network.Target, len(grids))
 	for _, gr := range grids {
-		if targets[gr], err = network.Targets(m, gr, o.Selection); err != nil {
+		if targets[gr], err = network.Targets(m, gr, withoutSensitive(o.Selection)); err != nil {
 			return nil, err
 		}
 	}
 	base := targets[grids[0]]
-	if !o.NoRescale {
-		// As Run does, so that the binary grid without re-estimation sees what Run's
-		// first iterate sees; it does not change the function.
-		var bin []network.Target
-		for _, t := range targets[network.Binary] {
-			if t.Normalized {
-				bin = append(bin, t)
-			}
-		}
-		if len(bin) > 0 {
-			if _, err := network.Precondition(g, bin); err != nil {
-				return nil, fmt.Errorf("%s: %w", model.Name, err)
-			}
-		}
+	if err := pr.precondition(targets[network.Binary]); err != nil {
+		return nil, err
 	}
-	bnSet := trainSet
-	if n := ao.BNSamples; n >= 0 {
-		if n == 0 {
-			n = DefaultBNSamples
-		}
-		if n < trainSet.Len() {
-			// A random subset, seeded as the split is, so that it spans the classes.
-			if _, bnSet, err = calib.Hold(trainSet, n, o.Seed); err != nil {
-				return nil, err
-			}
-		}
-	}
-	a := &Analysis{Model: model.Name, Grids: grids, TrainSamples: bnSet.Len(), ValidationSamples: valid.Len(),
-		BNRecalib: !o.NoBNRecalib && hasBatchNorm(m)}
+	a := &Analysis{Model: model.Name, Grids: grids, TrainSamples: pr.train.Len(), ValidationSamples: valid.Len(),
+		BNRecalib: pr.recalib}
 	for _, p := range model.Params() {
 		a.ModelBytes += onnxio.TensorBytes(p.Tensor)
-	}
-	pr := prober{ctx: ctx, g: g, m: m, teacher: teacher, train: bnSet, valid: valid, o: o, specs: specs,
-		recalib: a.BNRecalib, saved: map[string][]float32{}}
-	for _, p := range g.Params() {
-		if p.Value.F != nil {
-			pr.saved[p.Name] = slices.Clone(p.Value.F)
-		}
 	}
 	fp, err := evaluate(ctx, teacher, nil, valid, o, specs)
 	if err != nil {
@@ -333,6 +295,65 @@ type prober struct {
 	specs        []train.OutputSpec
 	recalib      bool
 	saved        map[string][]float32
+}
+
+// newProber builds the graphs a prober scores on: the full-precision teacher, a copy of
+// model to project, and the samples BatchNorm is re-estimated on (bnSamples of trainSet,
+// zero meaning DefaultBNSamples, negative all). Call precondition before scoring.
+func newProber(ctx context.Context, model *onnxio.Model, data Data, o Options, trainSet, valid calib.Dataset, bnSamples int) (*prober, error) {
+	teacher, err := Build(model, o)
+	if err != nil {
+		return nil, err
+	}
+	specs, err := o.outputs(ctx, model, teacher, data.Calib, data.Calib.HasLabels())
+	if err != nil {
+		return nil, err
+	}
+	m, g, err := trainedGraph(model, o)
+	if err != nil {
+		return nil, err
+	}
+	bnSet := trainSet
+	if n := bnSamples; n >= 0 {
+		if n == 0 {
+			n = DefaultBNSamples
+		}
+		if n < trainSet.Len() {
+			// A random subset, seeded as the split is, so that it spans the classes.
+			if _, bnSet, err = calib.Hold(trainSet, n, o.Seed); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return &prober{ctx: ctx, g: g, m: m, teacher: teacher, train: bnSet, valid: valid, o: o, specs: specs,
+		recalib: !o.NoBNRecalib && hasBatchNorm(m)}, nil
+}
+
+// precondition rescales the normalised weights of ts on the unscaled binary grid as Run
+// does (unless Options.NoRescale), so that a projection sees what Run's first iterate
+// sees; it does not change the function. It then records the weights every score
+// starts from.
+func (p *prober) precondition(ts []network.Target) error {
+	if !p.o.NoRescale {
+		var bin []network.Target
+		for _, t := range ts {
+			if t.Grid == network.Binary && t.Normalized {
+				bin = append(bin, t)
+			}
+		}
+		if len(bin) > 0 {
+			if _, err := network.Precondition(p.g, bin); err != nil {
+				return fmt.Errorf("%s: %w", p.m.Name, err)
+			}
+		}
+	}
+	p.saved = map[string][]float32{}
+	for _, q := range p.g.Params() {
+		if q.Value.F != nil {
+			p.saved[q.Name] = slices.Clone(q.Value.F)
+		}
+	}
+	return nil
 }
 
 func (p *prober) restore() {

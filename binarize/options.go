@@ -93,7 +93,7 @@ const (
 // to average its error, and PGD and ADMM-Q at ρ̄ = 1 never flip their signs. Measured on
 // fmnist-resnet's validation split (issue 15, seeds 1–3): ADMM-Q 86.5 / 87.1 / 87.7 % with
 // them binarized, 89.9 / 88.9 / 88.3 % with them kept. fmnist-mlp and fmnist-cnn have none.
-var DefaultKeep = []string{"first", "last", "depthwise"}
+var DefaultKeep = []string{"first", "last", "depthwise", KeepSensitive}
 
 // KeepNone, as the only name of Selection.Keep, binarizes every weight.
 const KeepNone = "none"
@@ -118,6 +118,9 @@ type Options struct {
 	// MatMul weight; zero means Keep DefaultKeep (every weight when that leaves none), and
 	// Keep {KeepNone} every weight.
 	Selection network.Selection
+	// SensitiveShare is the largest share of the targets' values that KeepSensitive keeps
+	// in full precision; zero means DefaultSensitiveShare.
+	SensitiveShare float64
 	// Rho is the penalty schedule, read as RhoScale says; a zero Rho0 means DefaultRho.
 	Rho admmq.Schedule
 	// RhoScale says how Rho becomes each tensor's ρ; zero means RhoGradient.
@@ -244,6 +247,7 @@ func (o Options) withDefaults() Options {
 			*p = v
 		}
 	}
+	set(&o.SensitiveShare, DefaultSensitiveShare)
 	if o.Method == "" {
 		o.Method = admmq.IADMMQ
 	}
@@ -352,6 +356,9 @@ func (o Options) Validate() error {
 		if g := o.Grids[name]; g == network.Auto || !slices.Contains(network.Grids(), g) {
 			return bad("Grids", fmt.Sprintf("%s=%s", name, g), "want one of "+gridList())
 		}
+	}
+	if o.SensitiveShare < 0 || o.SensitiveShare >= 1 || math.IsNaN(o.SensitiveShare) {
+		return bad("SensitiveShare", o.SensitiveShare, "want a share in [0, 1)")
 	}
 	if len(o.Selection.Keep) > 0 && len(o.Selection.Only) > 0 {
 		return bad("Selection", o.Selection, "Keep and Only exclude each other")

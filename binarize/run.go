@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/qtool/qtool/admmq"
@@ -77,6 +78,8 @@ type Result struct {
 	Labelled bool
 	// Targets are the binarized weights' names and layouts, in graph order.
 	Targets []network.Target
+	// Sensitivity is what KeepSensitive measured, nil when the selection does not keep it.
+	Sensitivity *Sensitivity
 	// Warnings are what the caller should know about the run that did not stop it.
 	Warnings []Warning
 	// Weights are the trained weights, exactly on the grid, as exported.
@@ -269,8 +272,12 @@ func Targets(m *onnxio.Model, o Options) ([]network.Target, []Warning, error) {
 }
 
 // selection is o.Selection as network reads it: zero keeps DefaultKeep, Keep {KeepNone}
+// nothing; KeepSensitive, which needs data, is left to Run.
+func (o Options) selection() network.Selection { return withoutSensitive(o.keeps()) }
+
+// keeps is o.Selection with its defaults: zero keeps DefaultKeep, Keep {KeepNone}
 // nothing.
-func (o Options) selection() network.Selection {
+func (o Options) keeps() network.Selection {
 	switch k := o.Selection.Keep; {
 	case len(k) == 1 && k[0] == KeepNone:
 		return network.Selection{}
@@ -325,6 +332,15 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 		if res.ValidationSamples < MinValidation {
 			res.Warnings = append(res.Warnings, SmallSplit{Split: SplitValidation, Samples: res.ValidationSamples})
 		}
+	}
+	if hasSensitive(o.keeps()) {
+		if res.Targets, res.Sensitivity, err = keepSensitive(ctx, model, data, o, trainSet, valid, res.Targets); err != nil {
+			return nil, err
+		}
+		res.Warnings = slices.DeleteFunc(res.Warnings, func(w Warning) bool {
+			u, ok := w.(UnnormalizedWeight)
+			return ok && slices.Contains(res.Sensitivity.Kept, u.Weight)
+		})
 	}
 	if report == SplitHeldOut {
 		res.HeldOutSamples = data.Eval.Len()

@@ -49,7 +49,8 @@ func algoFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "lr", Category: cat, Value: d.LR, Usage: "learning rate"},
 		&cli.StringFlag{Name: "lr-schedule", Category: cat, Value: string(d.Schedule), Usage: "constant, step (×0.1 at half the epochs, the paper's) or cosine"},
 		&cli.IntFlag{Name: "epochs", Category: cat, Usage: "gd-proj: fine-tuning epochs (default: --iters × --inner-epochs)"},
-		&cli.StringFlag{Name: "keep", Category: cat, Usage: "keep these weights in full precision: first (every weight a path from a graph input meets first), last (every weight a path to a graph output meets last), depthwise (every depthwise convolution's weight), or parameter `NAME`s, comma-separated; none binarizes every weight (the paper's setting) (default: first,last,depthwise, or none when that leaves no weight)"},
+		&cli.StringFlag{Name: "keep", Category: cat, Usage: "keep these weights in full precision: first (every weight a path from a graph input meets first), last (every weight a path to a graph output meets last), depthwise (every depthwise convolution's weight), sensitive (the weights whose binarization alone costs significant validation accuracy, measured before the run, at most a quarter of the binarized values; needs labels), or parameter `NAME`s, comma-separated; none binarizes every weight (the paper's setting) (default: first,last,depthwise,sensitive, or none when that leaves no weight)"},
+		&cli.Float64Flag{Name: "sensitive-share", Category: cat, Usage: "with --keep sensitive (the default): the largest `FRACTION` of the binarized weights' values kept in full precision for sensitivity (default: 0.25)"},
 		&cli.StringFlag{Name: "only", Category: cat, Usage: "binarize only these weight `NAME`s, comma-separated"},
 		&cli.StringFlag{Name: "grid", Category: cat, Value: string(d.Grid), Usage: "auto (per weight: binary where a normalisation follows, binary-channel elsewhere), binary (±1, no scale), binary-channel (±α per channel), ternary, int2, int4 or int8, for every weight"},
 		&cli.StringFlag{Name: "loss", Category: cat, Value: string(d.Loss), Usage: "objective (every output matched with the full-precision model; labels supervise the classifier output), ce, hinge (the paper's code), distill, mse, or auto: for a single [batch, classes] output ce with labels and distill without, objective otherwise"},
@@ -244,6 +245,7 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 		BNRecalib: !o.NoBNRecalib, BLAS: s.be.Info.Name, History: iterRecords(res.History, perSample(res)),
 		ExportedIter: res.Exported, LastIterate: o.LastIterate,
 		Objective: res.Objective, Outputs: outputRecords(res.Binarized.Outputs),
+		Sensitive: sensitiveRecord(res.Sensitivity),
 	}
 	if o.Augment.On() {
 		sum.Augment = o.Augment.String()

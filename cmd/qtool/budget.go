@@ -292,6 +292,11 @@ func costlyLayers(ctx context.Context, c *cli.Context, s *binSetup, o binarize.O
 		return nil, "", nil
 	}
 	keep := splitList(c.String("keep"))
+	if !c.IsSet("keep") && !c.IsSet("only") {
+		// The rerun's --keep replaces the default keep: it must name it too.
+		keep = slices.Clone(binarize.DefaultKeep)
+	}
+	base := len(keep)
 	sum := 0.0
 	for _, l := range out[:min(len(out), len(res.Targets)-1)] {
 		keep = append(keep, l.Weight)
@@ -299,7 +304,7 @@ func costlyLayers(ctx context.Context, c *cli.Context, s *binSetup, o binarize.O
 			break
 		}
 	}
-	if len(keep) == len(splitList(c.String("keep"))) {
+	if len(keep) == base {
 		return out, "", nil // a single weight: nothing to keep but it
 	}
 	return out, keepCommand(c, strings.Join(keep, ",")), nil

@@ -17,7 +17,7 @@ import (
 // optionFlags maps binarize.Options fields to the flags that set them, to turn the
 // library's *binarize.OptionError into flag advice.
 var optionFlags = map[string]string{
-	"Method": "--algo", "Grid": "--grid", "Selection": "--keep/--only", "Rho": "--rho", "P": "--p",
+	"Method": "--algo", "Grid": "--grid", "Selection": "--keep/--only", "SensitiveShare": "--sensitive-share", "Rho": "--rho", "P": "--p",
 	"Beta": "--beta", "Iters": "--iters", "InnerEpochs": "--inner-epochs", "InnerSteps": "--inner-steps",
 	"Gamma": "--criterion", "RhoScale": "--rho-scale", "LR": "--lr", "Temperature": "--temperature", "Augment": "--augment", "Optimizer": "--optimizer",
 	"Schedule": "--lr-schedule", "Loss": "--loss", "Start": "--start", "Format": "--format", "Opset": "--opset",
@@ -68,9 +68,10 @@ func binarizeOptions(c *cli.Context, be backend, method admmq.Method) (binarize.
 	}
 	o := binarize.Options{
 		Method: method, Grid: network.Grid(strings.ToLower(c.String("grid"))),
-		Selection: network.Selection{Keep: splitList(c.String("keep")), Only: splitList(c.String("only"))},
-		Rho:       admmq.Schedule{Rho0: c.Float64("rho"), Growth: c.Float64("rho-growth"), Every: c.Int("rho-every")},
-		P:         c.Float64("p"), Beta: c.Float64("beta"),
+		Selection:      network.Selection{Keep: splitList(c.String("keep")), Only: splitList(c.String("only"))},
+		SensitiveShare: c.Float64("sensitive-share"),
+		Rho:            admmq.Schedule{Rho0: c.Float64("rho"), Growth: c.Float64("rho-growth"), Every: c.Int("rho-every")},
+		P:              c.Float64("p"), Beta: c.Float64("beta"),
 		Iters: c.Int("iters"), InnerEpochs: c.Int("inner-epochs"), InnerSteps: c.Int("inner-steps"),
 		Gamma: c.Float64("criterion"), Epochs: c.Int("epochs"),
 		Optimizer: binarize.Optimizer(c.String("optimizer")), LR: c.Float64("lr"), Schedule: binarize.LRSchedule(c.String("lr-schedule")),

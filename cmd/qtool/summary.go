@@ -91,6 +91,56 @@ type binarizeSummary struct {
 	// alone on the validation split, and KeepCommand the command that keeps them.
 	CostlyLayers []costlyJSON `json:"costly_layers,omitempty"`
 	KeepCommand  string       `json:"keep_command,omitempty"`
+	// Sensitive is what --keep sensitive (part of the default keep) measured before the
+	// run; omitted when the keep does not name it.
+	Sensitive *sensitiveJSON `json:"sensitive,omitempty"`
+}
+
+// sensitiveJSON is binarize.Sensitivity in the JSON units.
+type sensitiveJSON struct {
+	Measured bool   `json:"measured"`
+	Reason   string `json:"reason,omitempty"`
+	// Layers holds each weight's accuracy drop when projected alone, BatchNorm
+	// re-estimated, on the validation split, with the one-sided 95 % lower bound that
+	// must be above 0 for it to be kept.
+	Layers  []sensitiveLayerJSON `json:"layers,omitempty"`
+	Kept    []string             `json:"kept"`
+	Seconds float64              `json:"seconds"`
+}
+
+type sensitiveLayerJSON struct {
+	Name     string  `json:"name"`
+	Params   int64   `json:"params"`
+	DropPct  float64 `json:"drop_pct"`
+	LowerPct float64 `json:"drop_lower95_pct"`
+	Kept     bool    `json:"kept"`
+}
+
+func sensitiveRecord(s *binarize.Sensitivity) *sensitiveJSON {
+	if s == nil {
+		return nil
+	}
+	r := &sensitiveJSON{Measured: s.Measured, Reason: s.Reason, Kept: s.Kept, Seconds: s.Seconds}
+	if r.Kept == nil {
+		r.Kept = []string{}
+	}
+	for _, l := range s.Layers {
+		r.Layers = append(r.Layers, sensitiveLayerJSON{Name: l.Name, Params: l.Count, DropPct: toPct(l.Drop), LowerPct: toPct(l.Lower), Kept: l.Kept})
+	}
+	return r
+}
+
+// sensitiveText lists the weights --keep sensitive kept, with their drops.
+func sensitiveText(s *sensitiveJSON) string {
+	var parts []string
+	for _, name := range s.Kept {
+		for _, l := range s.Layers {
+			if l.Name == name {
+				parts = append(parts, fmt.Sprintf("%s (%.2f pp alone)", name, l.DropPct))
+			}
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // splitCounts are the sample counts of the three splits.
@@ -225,6 +275,9 @@ func printSummary(w io.Writer, s *binarizeSummary) {
 		fmt.Fprintf(w, "objective    %s\n", s.Objective)
 	}
 	fmt.Fprintf(w, "data         %s\n", splitText(s))
+	if s.Sensitive != nil && len(s.Sensitive.Kept) > 0 {
+		fmt.Fprintf(w, "kept         %s in full precision: their binarization alone costs significant validation accuracy (--keep sensitive)\n", sensitiveText(s.Sensitive))
+	}
 	if s.Labelled {
 		fmt.Fprintf(w, "accuracy     FP %s%s → binarized %s%s (drop %.2f pp), agreement %.2f %%, on %s\n", pctText(s.FPAccuracy), ciText(s.FPAccuracyCI), pctText(s.BinAccuracy), ciText(s.AccuracyCI), s.DropPP, s.Agreement, s.AccuracySplit)
 	} else {
