@@ -71,6 +71,7 @@ type convKernel struct {
 	noWinograd   bool // tests: the direct path's products even where the Winograd path runs
 	streamMin    int  // tests: convStreamMin when positive; negative: never non-temporal stores
 	noPixelSplit bool // tests: batch 1's pointwise products split by output channels, never by pixels
+	noRingPool   bool // tests: a fused pool after a chunked column matrix reads the whole output, not pooledChunks' ring
 }
 
 // nnColBudget is the number of float32 values a chunk's column matrix and output planes

@@ -49,6 +49,7 @@ type convWork struct {
 	pan     []convPanel
 	wino    []float32 // the Winograd path's quarter planes, transformed input and products
 	land    []float32 // a panel pair's tiles before their SiLU is streamed to the output
+	ring    []float32 // an image's latest output rows, every channel, before a fused MaxPool (pooledChunks)
 }
 
 // convPanel is one panel of up to 16 columns: offsets of its first column in the source
@@ -65,15 +66,18 @@ type convDirect struct {
 	packs int       // how many times wp was packed; tests read it
 	// streamed counts the forward passes that asked for non-temporal stores; tests read it
 	streamed int
-	bp       []float32 // bias per group and 8-row block
-	wtp      []float32 // Wᵀ per group and 8-row block of CgK, k-major: Mg × 8
-	wn       []float32 // the narrow path's Wᵀ per group in panels of 32 channels (packNarrow)
-	wnKey    weightKey // the weights wn holds
-	an       []float32 // the narrow path's column matrix, 8 pixels to a row block
-	wfp      []float32 // the input gradient's kernel per group (packFlipped)
-	wu       []float32 // the Winograd path's transformed weights (winoWeights)
-	wuKey    weightKey // the weights wu holds
-	work     []convWork
+	// ringPooled counts the forward passes that pooled a fused MaxPool from pooledChunks'
+	// rings; tests read it.
+	ringPooled int
+	bp         []float32 // bias per group and 8-row block
+	wtp        []float32 // Wᵀ per group and 8-row block of CgK, k-major: Mg × 8
+	wn         []float32 // the narrow path's Wᵀ per group in panels of 32 channels (packNarrow)
+	wnKey      weightKey // the weights wn holds
+	an         []float32 // the narrow path's column matrix, 8 pixels to a row block
+	wfp        []float32 // the input gradient's kernel per group (packFlipped)
+	wu         []float32 // the Winograd path's transformed weights (winoWeights)
+	wuKey      weightKey // the weights wu holds
+	work       []convWork
 	// slotGW holds the weight-gradient partial sum of each slot of images (see
 	// backwardDirect); slot 0 adds into the gradient itself unless hwc.
 	slotGW [][]float32
@@ -449,6 +453,11 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 		}
 	}
 	G := min(1+npan%2, d.N) // two images when one has an odd number of panels
+	if pg != nil && k.group == 1 && (tab != nil || rows) && CgK*O > convColChunk && !k.noRingPool {
+		// One image at a time, so that its column matrix is made in chunks of rows and
+		// the fused pool takes each chunk's rows as they are made (ringPool below).
+		G = 1
+	}
 	blocks := (d.N + G - 1) / G
 	// A column matrix larger than the cache (ResNet-18's 7×7 stem at 224 px: 147 rows of
 	// 12 544 pixels, 7.4 MB an image) was written to memory by im2col and read back by
@@ -473,6 +482,11 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 	// buffer of the whole output.
 	rowSplit := chunk > 0 && blocks < ctx.Workers && res == nil && (act == nil || inKernel) &&
 		(pg == nil || len(k.poolBuf) >= d.N*d.M*O)
+	// A fused pool after a column matrix in chunks (the stems of SqueezeNet, ResNet and
+	// GoogLeNet: 3.2 MB of output an image, more than a core's L2) pools each chunk's
+	// rows as they are made, from a ring of rows that stays in the cache (pooledChunks),
+	// instead of writing the image's whole output to memory and reading it back.
+	ringPool := chunk > 0 && pg != nil && !rowSplit && k.group == 1 && res == nil && (act == nil || inKernel) && !k.noRingPool
 	// A pointwise layer whose weights are smaller than an image's input (SqueezeNet's
 	// 16-channel squeezes and expansions at 55 × 55, MobileNetV2's early 1×1 layers) is
 	// split by pixels instead: each worker reads its share of the input once for every
@@ -507,6 +521,9 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 		stream = tileStream
 		c.streamed++
 	}
+	if ringPool {
+		c.ringPooled++
+	}
 	nw := nnWorkers(ctx, blocks*parts*nchunks)
 	work := c.workers(nw)
 	for i := range work {
@@ -530,7 +547,7 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 		case !d.pointwise:
 			work[i].col = nnGrow(work[i].col, G*CgK*O)
 		}
-		if pg != nil && len(k.poolBuf) < nw*G*d.M*O {
+		if pg != nil && !ringPool && len(k.poolBuf) < nw*G*d.M*O {
 			work[i].ybuf = nnGrow(work[i].ybuf, G*d.M*O)
 		}
 	}
@@ -558,7 +575,7 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 			// dst holds the block's output planes: y itself, or the worker's buffer
 			// that the pool reads.
 			dst, base := y, 0
-			if pg != nil {
+			if pg != nil && !ringPool {
 				if rowSplit {
 					dst = k.poolBuf[:d.N*d.M*O]
 				} else if len(k.poolBuf) >= nw*G*d.M*O {
@@ -579,6 +596,10 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 					}
 				}
 				flags = tileAdd
+			}
+			if ringPool {
+				k.pooledChunks(wr, d, pg, x[i0*d.C*isz:(i0+1)*d.C*isz], chunk, rows, tab, c.wp, bp, y[i0*d.M*pg.outSize():(i0+1)*d.M*pg.outSize()], tact)
+				continue
 			}
 			if chunk > 0 {
 				xo := i0 * d.C * isz
@@ -691,6 +712,67 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 		})
 	}
 }
+
+// pooledChunks makes one image's convolution (one group, no residual, the activation
+// in the kernel) chunk output rows at a time into the worker's ring of rows and the
+// fused max pool pg of it into y, each pooled row as soon as the rows its window reads
+// are made. The ring holds every channel's latest rows: a chunk's, after the last
+// (k−1)·d rows of the chunk before, which windows that straddle two chunks read. Each
+// output is summed by the same tiles as in forwardDirect's other chunked paths (panels
+// start at the same pixels of each chunk), and max is exact, so the result does not
+// change; the image's whole output is never written.
+func (k *convKernel) pooledChunks(wr *convWork, d *convDims, pg *nnGeom, x []float32, chunk int, rows bool, tab *nnGatherTable, wp, bias, y []float32, act *tileAct) {
+	g := &d.g
+	H, W := g.out[1], g.out[2]
+	cr := chunk / W
+	// The ring takes q chunks, at least ringPoolRows rows, before they are pooled: a
+	// pool call per chunk and channel cost more than the pooling itself where a chunk
+	// is a few rows (ResNet's 7×7 stem: 3).
+	q := max(1, (ringPoolRows+cr-1)/cr)
+	carry := min((pg.k[1]-1)*pg.d[1], H)
+	ps := (carry + q*cr) * W // a ring plane
+	wr.ring = nnGrow(wr.ring, d.M*ps)
+	ring := wr.ring[:d.M*ps]
+	CgK := d.Cg * g.kSize()
+	PO, ow := pg.outSize(), pg.out[2]
+	done := 0 // pooled output rows
+	fill := 0 // the first row of the rows in the ring after its carry
+	for ra := 0; ra < H; ra += cr {
+		rb := min(H, ra+cr)
+		n := (rb - ra) * W
+		if rows {
+			nnIm2colS2Rows(g, d.Cg, x, wr.col, n, ra, rb)
+		} else {
+			tab.im2colRange(d.Cg, x, wr.col, n, ra*W, rb*W)
+		}
+		wr.pan = panels(wr.pan[:0], 0, (carry+ra-fill)*W, n)
+		wr.multiply(CgK, d.M, wp, bias, wr.col, n, nil, ring, ps, wr.pan, 0, act)
+		if rb < H && rb-fill < q*cr {
+			continue
+		}
+		ob := done
+		for ob < pg.out[1] && (rb == H || maxPoolEnd(pg, &k.pool.tab, ob) <= rb) {
+			ob++
+		}
+		if ob > done {
+			for m := 0; m < d.M; m++ {
+				k.pool.maxPlaneRows(pg, ring[m*ps:(m+1)*ps], y[m*PO+done*ow:m*PO+ob*ow], done, ob, fill-carry)
+			}
+			done = ob
+		}
+		if carry > 0 && rb < H {
+			// The ring's last carry rows, to the top of each plane.
+			for m := 0; m < d.M; m++ {
+				pl := ring[m*ps : (m+1)*ps]
+				copy(pl[:carry*W], pl[(rb-fill)*W:(rb-fill+carry)*W])
+			}
+		}
+		fill = rb
+	}
+}
+
+// ringPoolRows is the fewest rows pooledChunks' ring gathers before pooling them.
+const ringPoolRows = 16
 
 // packWeights fills k.direct.wp with W packed per group and 8-row block for the tile
 // kernel. The packed weights are kept while the parameter they come from is frozen and

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/qtool/qtool/onnxio/onnxpb"
 )
 
 // directCases adds to convCases the shapes the direct path treats specially: output
@@ -213,6 +215,9 @@ func TestConvFusedPool(t *testing.T) {
 		{convCase{name: "s2rows_chunked", x: []int{2, 3, 23, 224}, w: []int{8, 3, 7, 7}, strides: []int{2, 2}, pads: []int{3, 3, 3, 3}, bias: true}, 2, 2},
 		// One image: the two workers take its chunks of rows, the pool runs after.
 		{convCase{name: "s2rows_chunked_one_item", x: []int{1, 3, 23, 224}, w: []int{8, 3, 7, 7}, strides: []int{2, 2}, pads: []int{3, 3, 3, 3}, bias: true}, 3, 2},
+		// Three images: each pooled from its chunks' rows (pooledChunks), windows of 3
+		// across the chunks of 3 rows.
+		{convCase{name: "s2rows_chunked_ring", x: []int{3, 3, 23, 224}, w: []int{8, 3, 7, 7}, strides: []int{2, 2}, pads: []int{3, 3, 3, 3}, bias: true}, 3, 2},
 	}
 	for _, tc := range cases {
 		for _, noDirect := range []bool{false, true} {
@@ -591,6 +596,77 @@ func TestConvPointwisePixelSplit(t *testing.T) {
 							if math.Float32bits(v) != math.Float32bits(ref[i]) {
 								t.Fatalf("act %+v, %d workers, pixel split off %v: Y[%d] = %v, one worker %v", act, workers, noSplit, i, v, ref[i])
 							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestConvRingPool checks that a fused MaxPool after a column matrix made in chunks of
+// output rows, pooled from each chunk's rows as they are made (pooledChunks), gives the
+// same bits as pooling the whole output after the products (noRingPool): SqueezeNet's
+// stem (3×3 stride 2, an odd number of panels, pool 3×3 stride 2 in ceil mode),
+// ResNet's (7×7 stride 2, pool 3×3 stride 2 padded), chunks of one row under windows of
+// three (two rows carried), and a 2×2 pool; 1 to 3 workers, with and without bias, Relu
+// and HardSwish. The reference convolution pooled in float64 is TestConvFusedPool's.
+func TestConvRingPool(t *testing.T) {
+	if !convDirectOK() {
+		t.Skip("no AVX-512 or AVX2+FMA tile kernel on this CPU: the direct path does not run")
+	}
+	cases := []struct {
+		c    convCase
+		k, s int
+		pad  int
+		ceil bool
+	}{
+		{convCase{name: "squeezenet_stem", x: []int{3, 3, 67, 224}, w: []int{16, 3, 3, 3}, strides: []int{2, 2}, bias: true}, 3, 2, 0, true},
+		{convCase{name: "resnet_stem", x: []int{3, 3, 40, 224}, w: []int{16, 3, 7, 7}, strides: []int{2, 2}, pads: []int{3, 3, 3, 3}}, 3, 2, 1, false},
+		{convCase{name: "one_row_chunks", x: []int{3, 8, 40, 320}, w: []int{8, 8, 7, 7}, strides: []int{2, 2}, pads: []int{3, 3, 3, 3}, bias: true}, 3, 2, 1, false},
+		{convCase{name: "pool2x2", x: []int{3, 3, 40, 256}, w: []int{24, 3, 3, 3}, strides: []int{2, 2}, pads: []int{1, 1, 1, 1}, bias: true}, 2, 2, 0, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.c.name, func(t *testing.T) {
+			c := tc.c
+			r := rand.New(rand.NewPCG(71, 72))
+			n, strides, dil, pads := c.node(11)
+			in := c.inputs(r)
+			in[1].param = &Param{Name: "w", Value: in[1]}
+			ys := refConvShape(c.x, c.w, strides, dil, pads)
+			attrs := []*onnxpb.AttributeProto{attrInts("kernel_shape", int64(tc.k), int64(tc.k)), attrInts("strides", int64(tc.s), int64(tc.s)),
+				attrInts("pads", int64(tc.pad), int64(tc.pad), int64(tc.pad), int64(tc.pad))}
+			if tc.ceil {
+				attrs = append(attrs, attrI("ceil_mode", 1))
+			}
+			pn := nntNode("MaxPool", 12, 1, 1, attrs...)
+			for _, act := range []*nnClamp{nil, {relu: true}, {swish: true, a: 1.0 / 6, b: 0.5}} {
+				for _, workers := range []int{1, 2, 3} {
+					var outs [2][]float32
+					for i, noRing := range []bool{true, false} {
+						k := buildKernel(t, n).(*convKernel)
+						k.noRingPool = noRing
+						pool := buildKernel(t, pn).(*poolKernel)
+						pouts, err := pool.Infer([]*Tensor{{DType: Float32, Shape: ys}})
+						if err != nil {
+							t.Fatal(err)
+						}
+						out := NewFloat(pouts[0].Shape, make([]float32, numel(pouts[0].Shape)))
+						for j := range out.F {
+							out.F[j] = float32(math.NaN())
+						}
+						full := NewFloat(slices.Clone(ys), make([]float32, numel(ys)))
+						if err := k.run(nntGoCtx(workers), in[0], in[1], n.Optional(in, 2), out, act, pool, full, nil); err != nil {
+							t.Fatal(err)
+						}
+						if want := i; k.direct.ringPooled != want {
+							t.Fatalf("noRingPool %v: %d passes pooled from the ring, want %d", noRing, k.direct.ringPooled, want)
+						}
+						outs[i] = out.F
+					}
+					for j, v := range outs[1] {
+						if math.Float32bits(v) != math.Float32bits(outs[0][j]) {
+							t.Fatalf("act %+v, %d workers: pooled Y[%d] = %v from the ring, %v from the whole output", act, workers, j, v, outs[0][j])
 						}
 					}
 				}

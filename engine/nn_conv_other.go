@@ -95,7 +95,9 @@ func gatherRow(dst, src []float32, idx []int32, bound int) { gatherRowGo(dst, sr
 func normRow(x, y, s, b []float32, mu, inv float32) { normRowGo(x, y, s, b, mu, inv) }
 
 // maxPoolRowsFast is false without the assembly: maxPoolRows runs in Go.
-func maxPoolRowsFast(g *nnGeom, t *poolTables, x, y []float32) bool { return false }
+func maxPoolRowsFast(g *nnGeom, t *poolTables, x, y []float32, oa, ob, row0 int) bool {
+	return false
+}
 
 // padRows is padRowsGo without the assembly.
 func padRows(dst, src []float32, rows, w, pitch int) { padRowsGo(dst, src, rows, w, pitch) }

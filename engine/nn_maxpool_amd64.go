@@ -32,31 +32,32 @@ var maxPoolEvenOdd = func() (t [32]int32) {
 // edges takes −Inf for its clipped columns, which is exactly what max over the rest
 // gives (−Inf loses to every value, NaN included). It reports false for the geometries
 // it does not take.
-func maxPoolRowsFast(g *nnGeom, t *poolTables, x, y []float32) bool {
+func maxPoolRowsFast(g *nnGeom, t *poolTables, x, y []float32, oa, ob, row0 int) bool {
 	W, ow, pb := g.in[2], g.out[2], g.pb[2]
 	var buf [maxPoolRowsMax + 96]float32
 	n := max(32*((ow+15)/16)+2, pb+W)
 	if !convTileOK() || g.k[2] != 3 || g.s[2] != 2 || pb > 2 || n > len(buf) || ow == 0 || W == 0 {
 		return false
 	}
-	if len(x) < g.in[1]*W || len(y) < g.out[1]*ow {
-		panic("max pool plane out of range")
+	if oa < ob && (len(x) < (maxPoolEnd(g, t, ob-1)-row0)*W || len(y) < (ob-oa)*ow ||
+		oa*g.s[1]-g.pb[1]+t.lo[1][oa] < row0) {
+		panic("max pool rows out of range")
 	}
 	col := buf[:n]
 	inf := float32(math.Inf(-1))
 	for i := range col {
 		col[i] = inf
 	}
-	for o1 := 0; o1 < g.out[1]; o1++ {
+	for o1 := oa; o1 < ob; o1++ {
 		a1, b1 := t.lo[1][o1], t.hi[1][o1]
-		yr := y[o1*ow : (o1+1)*ow]
+		yr := y[(o1-oa)*ow : (o1-oa+1)*ow]
 		if a1 >= b1 {
 			for i := range yr {
 				yr[i] = inf
 			}
 			continue
 		}
-		s1 := o1*g.s[1] - g.pb[1]
+		s1 := o1*g.s[1] - g.pb[1] - row0
 		copy(col[pb:pb+W], x[(s1+a1)*W:(s1+a1+1)*W])
 		for k1 := a1 + 1; k1 < b1; k1++ {
 			maxRowsAVX512(&col[pb], &x[(s1+k1)*W], W)

@@ -33,7 +33,7 @@ func TestMaxPoolRowsFastTakes(t *testing.T) {
 			x[i] = float32(math.Sin(float64(i)))
 		}
 		want, got := make([]float32, oh*ow), make([]float32, oh*ow)
-		ok := maxPoolRowsFast(&g, &tab, x, got)
+		ok := maxPoolRowsFast(&g, &tab, x, got, 0, g.out[1], 0)
 		if ok != c.want {
 			t.Fatalf("%+v: maxPoolRowsFast = %v, want %v", c, ok, c.want)
 		}
@@ -64,7 +64,7 @@ func BenchmarkMaxPoolRows3s2(b *testing.B) {
 	}
 	b.Run("go", func(b *testing.B) {
 		for b.Loop() {
-			maxPoolRowsGo(&g, &tab, x, y)
+			maxPoolRowsGo(&g, &tab, x, y, 0, g.out[1], 0)
 		}
 	})
 	b.Run("avx512", func(b *testing.B) {
@@ -72,7 +72,7 @@ func BenchmarkMaxPoolRows3s2(b *testing.B) {
 			b.Skip("no AVX-512")
 		}
 		for b.Loop() {
-			maxPoolRowsFast(&g, &tab, x, y)
+			maxPoolRowsFast(&g, &tab, x, y, 0, g.out[1], 0)
 		}
 	})
 }

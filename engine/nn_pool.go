@@ -388,6 +388,19 @@ func (k *poolKernel) maxPlane(g *nnGeom, x, y []float32) {
 	maxPoolRows(g, &k.tab, x, y)
 }
 
+// maxPlaneRows is maxPlane for the output rows [oa, ob) (see maxPoolRowsIn): x holds
+// the input rows from row0 on, y the output rows from oa on. A 2×2 pool's rows are a
+// plane of their own: its windows do not overlap and none is clipped.
+func (k *poolKernel) maxPlaneRows(g *nnGeom, x, y []float32, oa, ob, row0 int) {
+	if g.is2x2() {
+		sub := *g
+		sub.in[1], sub.out[1] = 2*(ob-oa), ob-oa
+		maxPool2x2(&sub, x[(2*oa-row0)*g.in[2]:], y)
+		return
+	}
+	maxPoolRowsIn(g, &k.tab, x, y, oa, ob, row0)
+}
+
 // prepare fills the window tables of g for maxPlane.
 func (k *poolKernel) prepare(g *nnGeom) { k.tab.fill(g) }
 
@@ -440,26 +453,39 @@ func (g *nnGeom) rowsFirst() bool {
 // generic walk's per-element index arithmetic. Max is exact, so the order does not
 // change the result; NaN propagates as in poolMaxValues, whose max does the same.
 func maxPoolRows(g *nnGeom, t *poolTables, x, y []float32) {
-	if !maxPoolRowsFast(g, t, x, y) {
-		maxPoolRowsGo(g, t, x, y)
+	maxPoolRowsIn(g, t, x, y, 0, g.out[1], 0)
+}
+
+// maxPoolRowsIn is maxPoolRows for the output rows [oa, ob) only, from x holding the
+// input rows from row0 on (row0 may be negative: rows before 0 are never read) into y
+// holding the output rows from oa on: what a convolution that pools its output as it
+// makes its rows (pooledChunks) needs.
+func maxPoolRowsIn(g *nnGeom, t *poolTables, x, y []float32, oa, ob, row0 int) {
+	if !maxPoolRowsFast(g, t, x, y, oa, ob, row0) {
+		maxPoolRowsGo(g, t, x, y, oa, ob, row0)
 	}
 }
 
-// maxPoolRowsGo is maxPoolRows in Go.
-func maxPoolRowsGo(g *nnGeom, t *poolTables, x, y []float32) {
+// maxPoolEnd is the input row after the last that output row o1 of g's max pool reads.
+func maxPoolEnd(g *nnGeom, t *poolTables, o1 int) int {
+	return o1*g.s[1] - g.pb[1] + t.hi[1][o1]
+}
+
+// maxPoolRowsGo is maxPoolRowsIn in Go.
+func maxPoolRowsGo(g *nnGeom, t *poolTables, x, y []float32, oa, ob, row0 int) {
 	var buf [maxPoolRowsMax]float32
 	W := g.in[2]
 	col := buf[:W]
-	for o1 := 0; o1 < g.out[1]; o1++ {
+	for o1 := oa; o1 < ob; o1++ {
 		a1, b1 := t.lo[1][o1], t.hi[1][o1]
-		yr := y[o1*g.out[2] : (o1+1)*g.out[2]]
+		yr := y[(o1-oa)*g.out[2] : (o1-oa+1)*g.out[2]]
 		if a1 >= b1 {
 			for i := range yr {
 				yr[i] = float32(math.Inf(-1))
 			}
 			continue
 		}
-		s1 := o1*g.s[1] - g.pb[1]
+		s1 := o1*g.s[1] - g.pb[1] - row0
 		copy(col, x[(s1+a1)*W:(s1+a1+1)*W])
 		for k1 := a1 + 1; k1 < b1; k1++ {
 			r := x[(s1+k1)*W : (s1+k1+1)*W]
