@@ -249,18 +249,27 @@ func (o Options) engine() engine.Options {
 // Targets returns the weights of m that o binarizes, in graph order, and the warnings
 // about them. A Selection that does not fit m is a *network.SelectionError.
 func Targets(m *onnxio.Model, o Options) ([]network.Target, []Warning, error) {
+	ts, ws, _, err := targets(m, o)
+	return ts, ws, err
+}
+
+// targets is Targets, also reporting whether the default keep left no weight and so
+// kept none (KeepSensitive then keeps none either).
+func targets(m *onnxio.Model, o Options) ([]network.Target, []Warning, bool, error) {
 	o = o.withDefaults()
 	ts, err := network.Targets(m, o.Grid, o.selection())
 	var se *network.SelectionError
+	none := false
 	if errors.As(err, &se) && se.Name == "" && o.Selection.Keep == nil && o.Selection.Only == nil {
 		// A model of one or two weights: the default keeps none of them rather than all.
 		ts, err = network.Targets(m, o.Grid, network.Selection{})
+		none = true
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	if ts, err = withGrids(m, ts, o); err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	var ws []Warning
 	for _, t := range ts {
@@ -268,7 +277,7 @@ func Targets(m *onnxio.Model, o Options) ([]network.Target, []Warning, error) {
 			ws = append(ws, UnnormalizedWeight{Weight: t.Name, Node: t.Node})
 		}
 	}
-	return ts, ws, nil
+	return ts, ws, none, nil
 }
 
 // selection is o.Selection as network reads it: zero keeps DefaultKeep, Keep {KeepNone}
@@ -324,7 +333,8 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	}
 	res := &Result{Method: o.Method, Grid: network.Grid(o.gridName()), Seed: o.Seed, Labelled: data.Calib.HasLabels(),
 		TrainSamples: trainSet.Len(), ReportSplit: report}
-	if res.Targets, res.Warnings, err = Targets(model, o); err != nil {
+	keptNone := false
+	if res.Targets, res.Warnings, keptNone, err = targets(model, o); err != nil {
 		return nil, err
 	}
 	if valid != nil {
@@ -333,7 +343,7 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 			res.Warnings = append(res.Warnings, SmallSplit{Split: SplitValidation, Samples: res.ValidationSamples})
 		}
 	}
-	if hasSensitive(o.keeps()) {
+	if hasSensitive(o.keeps()) && !keptNone {
 		if res.Targets, res.Sensitivity, err = keepSensitive(ctx, model, data, o, trainSet, valid, res.Targets); err != nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -326,6 +327,10 @@ func TestBinarizeJSON(t *testing.T) {
 			t.Errorf("%s is a %s, want %s", key, got, kind)
 		}
 	}
+	// A model of two weights keeps none by default, --keep sensitive included.
+	if _, ok := m["sensitive"]; ok {
+		t.Errorf("the two-weight model's default keep measured sensitivities: %v", m["sensitive"])
+	}
 	// One unit: percent, rounded to 4 decimals, in every _pct field (history included).
 	if bad := regexp.MustCompile(`"[a-z_]+_pct": -?[0-9]+\.[0-9]{5,}`).FindString(stdout.String()); bad != "" {
 		t.Errorf("unrounded percentage in the JSON: %s", bad)
@@ -463,5 +468,49 @@ func TestAlgoAlias(t *testing.T) {
 	}
 	if !bytes.Equal(files[0], files[1]) {
 		t.Error("--algo admm-q and --algo i-admm-q wrote different files")
+	}
+}
+
+// TestBinarizeSensitive: on fmnist-resnet with its labelled calibration subset, the default
+// keep measures every weight the other keeps leave; what it kept was significant, is no
+// longer a target, and the text summary names it.
+func TestBinarizeSensitive(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"binarize", "../../testmodels/fmnist-resnet.onnx", "--data", "../../testmodels/fmnist-calib.npz",
+		"-o", filepath.Join(dir, "r.onnx"), "--iters", "1", "--inner-epochs", "1", "-q"}
+	o, code, err := runArgs(t, append(args, "--json")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %v\n%s", code, err, o)
+	}
+	var sum binarizeSummary
+	if err := json.Unmarshal([]byte(o[strings.Index(o, "{"):]), &sum); err != nil {
+		t.Fatalf("%v\n%s", err, o)
+	}
+	sv := sum.Sensitive
+	if sv == nil || !sv.Measured || len(sv.Layers) != len(sum.Targets)+len(sv.Kept) {
+		t.Fatalf("sensitive %+v with targets %v: want measured, every candidate a target or kept", sv, sum.Targets)
+	}
+	var kept, total int64
+	for _, l := range sv.Layers {
+		total += l.Params
+		if l.Kept {
+			kept += l.Params
+		}
+		if l.Kept != slices.Contains(sv.Kept, l.Name) || l.Kept == slices.Contains(sum.Targets, l.Name) || (l.Kept && l.LowerPct <= 0) || l.LowerPct > l.DropPct {
+			t.Errorf("sensitive layer %+v (kept %v, targets %v)", l, sv.Kept, sum.Targets)
+		}
+	}
+	if float64(kept) > 0.25*float64(total) {
+		t.Errorf("kept %d of %d values, more than the default share", kept, total)
+	}
+	if len(sv.Kept) == 0 {
+		t.Fatalf("nothing kept on fmnist-resnet (layers %+v): its first block's weights cost several points alone", sv.Layers)
+	}
+	o, code, err = runArgs(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %v\n%s", code, err, o)
+	}
+	if !strings.Contains(o, "kept         "+sv.Kept[0]) {
+		t.Errorf("the summary does not name the kept weight %s:\n%s", sv.Kept[0], o)
 	}
 }
