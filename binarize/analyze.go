@@ -313,20 +313,26 @@ func newProber(ctx context.Context, model *onnxio.Model, data Data, o Options, t
 	if err != nil {
 		return nil, err
 	}
-	bnSet := trainSet
-	if n := bnSamples; n >= 0 {
-		if n == 0 {
-			n = DefaultBNSamples
-		}
-		if n < trainSet.Len() {
-			// A random subset, seeded as the split is, so that it spans the classes.
-			if _, bnSet, err = calib.Hold(trainSet, n, o.Seed); err != nil {
-				return nil, err
-			}
-		}
+	bnSet, err := bnSubset(trainSet, bnSamples, o.Seed)
+	if err != nil {
+		return nil, err
 	}
 	return &prober{ctx: ctx, g: g, m: m, teacher: teacher, train: bnSet, valid: valid, o: o, specs: specs,
 		recalib: !o.NoBNRecalib && hasBatchNorm(m)}, nil
+}
+
+// bnSubset is the part of trainSet BatchNorm is re-estimated on after each projection:
+// n samples (zero meaning DefaultBNSamples, negative all), a random subset seeded as the
+// split is, so that it spans the classes.
+func bnSubset(trainSet calib.Dataset, n int, seed uint64) (calib.Dataset, error) {
+	if n == 0 {
+		n = DefaultBNSamples
+	}
+	if n < 0 || n >= trainSet.Len() {
+		return trainSet, nil
+	}
+	_, sub, err := calib.Hold(trainSet, n, seed)
+	return sub, err
 }
 
 // precondition rescales the normalised weights of ts on the unscaled binary grid as Run
@@ -347,13 +353,18 @@ func (p *prober) precondition(ts []network.Target) error {
 			}
 		}
 	}
+	p.snapshot()
+	return nil
+}
+
+// snapshot records the weights every score starts from and restore returns to.
+func (p *prober) snapshot() {
 	p.saved = map[string][]float32{}
 	for _, q := range p.g.Params() {
 		if q.Value.F != nil {
 			p.saved[q.Name] = slices.Clone(q.Value.F)
 		}
 	}
-	return nil
 }
 
 func (p *prober) restore() {

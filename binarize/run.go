@@ -343,15 +343,6 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 			res.Warnings = append(res.Warnings, SmallSplit{Split: SplitValidation, Samples: res.ValidationSamples})
 		}
 	}
-	if hasSensitive(o.keeps()) && !keptNone {
-		if res.Targets, res.Sensitivity, err = keepSensitive(ctx, model, data, o, trainSet, valid, res.Targets); err != nil {
-			return nil, err
-		}
-		res.Warnings = slices.DeleteFunc(res.Warnings, func(w Warning) bool {
-			u, ok := w.(UnnormalizedWeight)
-			return ok && slices.Contains(res.Sensitivity.Kept, u.Weight)
-		})
-	}
 	if report == SplitHeldOut {
 		res.HeldOutSamples = data.Eval.Len()
 		if res.HeldOutSamples < MinValidation {
@@ -389,21 +380,6 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	if err != nil {
 		return nil, err
 	}
-	if !o.NoRescale {
-		// The weights on the unscaled binary grid (all with --grid binary, the normalised
-		// ones with auto); a scaled grid fits its own scale.
-		var bin []network.Target
-		for _, t := range res.Targets {
-			if t.Grid == network.Binary {
-				bin = append(bin, t)
-			}
-		}
-		if len(bin) > 0 {
-			if _, err := network.Precondition(g, bin); err != nil {
-				return nil, fmt.Errorf("%s: %w", model.Name, err)
-			}
-		}
-	}
 	// MicroBatchFor plans the single data input at a free batch; a model with other inputs
 	// or a fixed batch runs in train.Feed's chunks of its declared batch instead, each plan
 	// bounded by the engine's memory limit.
@@ -420,6 +396,36 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 		defer restore()
 	} else if o.MicroBatch < o.BatchSize {
 		cfg.MicroBatch = o.MicroBatch
+	}
+	if hasSensitive(o.keeps()) && !keptNone {
+		// After fitMemory, on the run's own graphs and in its micro-batches: the
+		// measurement holds no model or plan of its own.
+		po := o
+		if cfg.MicroBatch > 0 {
+			po.MicroBatch = cfg.MicroBatch
+		}
+		if res.Targets, res.Sensitivity, err = keepSensitive(ctx, m, g, teacher, res.Outputs, data, po, trainSet, valid, res.Targets); err != nil {
+			return nil, err
+		}
+		res.Warnings = slices.DeleteFunc(res.Warnings, func(w Warning) bool {
+			u, ok := w.(UnnormalizedWeight)
+			return ok && slices.Contains(res.Sensitivity.Kept, u.Weight)
+		})
+	}
+	if !o.NoRescale {
+		// The weights on the unscaled binary grid (all with --grid binary, the normalised
+		// ones with auto); a scaled grid fits its own scale.
+		var bin []network.Target
+		for _, t := range res.Targets {
+			if t.Grid == network.Binary {
+				bin = append(bin, t)
+			}
+		}
+		if len(bin) > 0 {
+			if _, err := network.Precondition(g, bin); err != nil {
+				return nil, fmt.Errorf("%s: %w", model.Name, err)
+			}
+		}
 	}
 	// After fitMemory: the full-precision model is evaluated in the pieces training uses,
 	// within the teacher's share of the memory.

@@ -9,7 +9,9 @@ import (
 
 	"github.com/qtool/qtool/admmq/network"
 	"github.com/qtool/qtool/calib"
+	"github.com/qtool/qtool/engine"
 	"github.com/qtool/qtool/onnxio"
+	"github.com/qtool/qtool/train"
 )
 
 // KeepSensitive, a name of Selection.Keep (and of DefaultKeep), keeps in full precision
@@ -75,8 +77,11 @@ func withoutSensitive(sel network.Selection) network.Selection {
 }
 
 // keepSensitive measures ts as KeepSensitive says and returns the targets left to
-// binarize and what was measured.
-func keepSensitive(ctx context.Context, model *onnxio.Model, data Data, o Options, trainSet, valid calib.Dataset, ts []network.Target) ([]network.Target, *Sensitivity, error) {
+// binarize and what was measured. It scores on the run's own graphs: g (built from m,
+// as the run built it, before any preconditioning) is projected and restored, teacher is
+// the full-precision model the scores are against, and o's batch and micro-batch are
+// the run's, so that the measurement stays within the run's memory.
+func keepSensitive(ctx context.Context, m *onnxio.Model, g *engine.Graph, teacher *engine.Graph, specs []train.OutputSpec, data Data, o Options, trainSet, valid calib.Dataset, ts []network.Target) ([]network.Target, *Sensitivity, error) {
 	s := &Sensitivity{}
 	switch {
 	case valid == nil:
@@ -90,16 +95,23 @@ func keepSensitive(ctx context.Context, model *onnxio.Model, data Data, o Option
 		return ts, s, nil
 	}
 	start := time.Now()
-	pr, err := newProber(ctx, model, data, o, trainSet, valid, 0)
+	bnSet, err := bnSubset(trainSet, 0, o.Seed)
 	if err != nil {
 		return nil, nil, err
 	}
+	pr := &prober{ctx: ctx, g: g, m: m, teacher: teacher, train: bnSet, valid: valid, o: o, specs: specs,
+		recalib: !o.NoBNRecalib && hasBatchNorm(m)}
+	// Scored preconditioned as the run's first iterate is, then left as found: the run
+	// preconditions only the weights it binarizes.
+	pr.snapshot()
+	orig := pr.saved
 	if err := pr.precondition(ts); err != nil {
 		return nil, nil, err
 	}
-	fp, err := evaluate(ctx, pr.teacher, nil, valid, o, pr.specs)
+	defer func() { pr.saved = orig; pr.restore() }()
+	fp, err := evaluate(ctx, teacher, nil, valid, o, specs)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: evaluating the full-precision model: %w", model.Name, err)
+		return nil, nil, fmt.Errorf("%s: evaluating the full-precision model: %w", m.Name, err)
 	}
 	if !fp.Labelled {
 		s.Reason = "no output is scored against the labels"
@@ -117,7 +129,6 @@ func keepSensitive(ctx context.Context, model *onnxio.Model, data Data, o Option
 		total += l.Count
 		s.Layers = append(s.Layers, l)
 	}
-	pr.restore()
 	order := make([]int, len(s.Layers))
 	for i := range order {
 		order[i] = i

@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"github.com/qtool/qtool/admmq/network"
+	"github.com/qtool/qtool/engine"
 	"github.com/qtool/qtool/onnxio"
+	"github.com/qtool/qtool/train"
 )
 
 // sensitiveOptions are chainOptions keeping only KeepSensitive, at share.
@@ -73,6 +75,25 @@ func chainDrop(t *testing.T, m *onnxio.Model, valid *memSet, idx []int) float64 
 	return float64(wrong) / float64(len(idx))
 }
 
+// sensitiveGraphs builds what Run hands keepSensitive: the graph it trains (from a copy
+// of m), the full-precision teacher and the outputs' specs.
+func sensitiveGraphs(t *testing.T, m *onnxio.Model, d *memSet, o Options) (*onnxio.Model, *engine.Graph, *engine.Graph, []train.OutputSpec) {
+	t.Helper()
+	tm, g, err := trainedGraph(m, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	teacher, err := Build(m, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, err := o.outputs(context.Background(), m, teacher, d, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm, g, teacher, specs
+}
+
 // TestKeepSensitive: on the chain whose b is sensitive by construction and whose ±1
 // weights a and c lie on every grid, KeepSensitive measures b's drop as a float64
 // evaluation of the projected chain does (to one validation sample), a's and c's as 0,
@@ -89,7 +110,12 @@ func TestKeepSensitive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	left, s, err := keepSensitive(context.Background(), m, Data{Calib: d}, o, trainSet, valid, ts)
+	tm, g, teacher, specs := sensitiveGraphs(t, m, d, o)
+	before := map[string][]float32{}
+	for _, p := range g.Params() {
+		before[p.Name] = slices.Clone(p.Value.F)
+	}
+	left, s, err := keepSensitive(context.Background(), tm, g, teacher, specs, Data{Calib: d}, o, trainSet, valid, ts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +146,11 @@ func TestKeepSensitive(t *testing.T) {
 			}
 		}
 	}
+	for _, p := range g.Params() {
+		if !slices.Equal(p.Value.F, before[p.Name]) {
+			t.Errorf("%s changed: the measurement must leave the run's graph as it found it", p.Name)
+		}
+	}
 	if want < 0.1 {
 		t.Errorf("the reference drop of b is %v: the chain no longer has a sensitive weight", want)
 	}
@@ -128,7 +159,7 @@ func TestKeepSensitive(t *testing.T) {
 	}
 	// A share that would hold a or c too: only the significant drop is kept.
 	o.SensitiveShare = 0.9
-	if _, s, err = keepSensitive(context.Background(), m, Data{Calib: d}, o, trainSet, valid, ts); err != nil {
+	if _, s, err = keepSensitive(context.Background(), tm, g, teacher, specs, Data{Calib: d}, o, trainSet, valid, ts); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(s.Kept, []string{"b"}) {
