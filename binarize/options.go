@@ -213,6 +213,9 @@ type Options struct {
 
 	// Progress, when set, is called after each inner epoch and outer iteration.
 	Progress func(network.Progress)
+	// SensitiveProgress, when set, is called as KeepSensitive measures the weights: with
+	// done = 0 before the first, then after each.
+	SensitiveProgress func(done, total int)
 	// Checkpoint, when set, receives the run's state after each outer iteration
 	// (network.Run.Checkpoint); Resume, when set, is such a state to continue from.
 	Checkpoint func(state []byte) error

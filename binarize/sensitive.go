@@ -118,8 +118,11 @@ func keepSensitive(ctx context.Context, m *onnxio.Model, g *engine.Graph, teache
 		return ts, s, nil
 	}
 	s.Measured, s.FullPrecision = true, scoreOf(fp)
+	if o.SensitiveProgress != nil {
+		o.SensitiveProgress(0, len(ts))
+	}
 	var total int64
-	for _, t := range ts {
+	for i, t := range ts {
 		sc, err := pr.score([]network.Target{t})
 		if err != nil {
 			return nil, nil, err
@@ -128,6 +131,9 @@ func keepSensitive(ctx context.Context, m *onnxio.Model, g *engine.Graph, teache
 		l := SensitiveLayer{Name: t.Name, Count: count(t.Dims), Drop: drop, Lower: UpperDrop(drop, sc, -sensitiveZ)}
 		total += l.Count
 		s.Layers = append(s.Layers, l)
+		if o.SensitiveProgress != nil {
+			o.SensitiveProgress(i+1, len(ts))
+		}
 	}
 	order := make([]int, len(s.Layers))
 	for i := range order {

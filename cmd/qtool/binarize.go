@@ -222,6 +222,9 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 	}
 	prog := newProgress(stderr, string(method), o.TotalEpochs(), c.Duration("log-every"), c.Bool("quiet"))
 	o.Progress = prog.update
+	if !c.Bool("quiet") {
+		o.SensitiveProgress = sensitiveProgress(stderr)
+	}
 	var res *binarize.Result
 	var budget *binarize.BudgetResult
 	if c.Bool("budget") {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -512,5 +513,10 @@ func TestBinarizeSensitive(t *testing.T) {
 	}
 	if !strings.Contains(o, "kept         "+sv.Kept[0]) {
 		t.Errorf("the summary does not name the kept weight %s:\n%s", sv.Kept[0], o)
+	}
+	// Without -q the measurement, which runs before the first epoch, is reported.
+	o, code, err = runArgs(t, args[:len(args)-1]...)
+	if want := fmt.Sprintf("--keep sensitive: %d weights scored", len(sv.Layers)); code != 0 || !strings.Contains(o, want) {
+		t.Errorf("exit %d (%v); want %q in:\n%s", code, err, want, o)
 	}
 }

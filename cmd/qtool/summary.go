@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strings"
+	"time"
+
+	"golang.org/x/term"
 
 	"github.com/qtool/qtool/admmq/network"
 	"github.com/qtool/qtool/binarize"
@@ -128,6 +132,32 @@ func sensitiveRecord(s *binarize.Sensitivity) *sensitiveJSON {
 		r.Layers = append(r.Layers, sensitiveLayerJSON{Name: l.Name, Params: l.Count, DropPct: toPct(l.Drop), LowerPct: toPct(l.Lower), Kept: l.Kept})
 	}
 	return r
+}
+
+// sensitiveProgress reports --keep sensitive's measurement, which runs before the first
+// epoch: redrawn in place on a terminal, one line when it starts and one when it ends in
+// logs.
+func sensitiveProgress(w io.Writer) func(done, total int) {
+	f, ok := w.(*os.File)
+	tty := ok && term.IsTerminal(int(f.Fd()))
+	var start time.Time
+	return func(done, total int) {
+		switch {
+		case done == 0:
+			start = time.Now()
+			if !tty {
+				fmt.Fprintf(w, "qtool: --keep sensitive: scoring %d weights alone on the validation split\n", total)
+			}
+		case tty:
+			fmt.Fprintf(w, "\rsensitive: %d/%d weights", done, total)
+		}
+		if done == total {
+			if tty {
+				fmt.Fprintln(w)
+			}
+			fmt.Fprintf(w, "qtool: --keep sensitive: %d weights scored in %.1f s\n", total, time.Since(start).Seconds())
+		}
+	}
 }
 
 // sensitiveText lists the weights --keep sensitive kept, with their drops.
