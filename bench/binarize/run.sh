@@ -280,6 +280,11 @@ defaults-sensitive-tune)
 	tune_run fmnist-resnet keepshort 1 --keep $K,block1.short.weight,block3.short.weight
 	tune_run fmnist-resnet sens 2 --keep $K,block1.pw.weight,block1.conv1.weight,block1.short.weight
 	tune_run fmnist-resnet sens 3 --keep $K,block1.pw.weight,block1.conv1.weight,block2.pw.weight,block1.short.weight
+	# Then the new defaults (sensitive kept) with one setting changed, seed 1.
+	tune_run fmnist-resnet sens-rho0.1 1 --rho 0.1
+	tune_run fmnist-resnet sens-rho0.3 1 --rho 0.3
+	tune_run fmnist-resnet sens-ste 1 --algo ste
+	tune_run fmnist-resnet sens-pgd 1 --algo pgd
 	;;
 defaults-sensitive)
 	# Issue 15: the defaults once --keep sensitive joined them (the weights whose bare
