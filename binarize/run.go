@@ -404,7 +404,7 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 		if cfg.MicroBatch > 0 {
 			po.MicroBatch = cfg.MicroBatch
 		}
-		if res.Targets, res.Sensitivity, err = keepSensitive(ctx, m, g, teacher, res.Outputs, data, po, trainSet, valid, res.Targets); err != nil {
+		if res.Targets, res.Sensitivity, err = keepSensitive(ctx, m, g, teacher, res.Outputs, res.Labelled, po, trainSet, valid, res.Targets); err != nil {
 			return nil, err
 		}
 		res.Warnings = slices.DeleteFunc(res.Warnings, func(w Warning) bool {

@@ -81,13 +81,13 @@ func withoutSensitive(sel network.Selection) network.Selection {
 // as the run built it, before any preconditioning) is projected and restored, teacher is
 // the full-precision model the scores are against, and o's batch and micro-batch are
 // the run's, so that the measurement stays within the run's memory.
-func keepSensitive(ctx context.Context, m *onnxio.Model, g *engine.Graph, teacher *engine.Graph, specs []train.OutputSpec, data Data, o Options, trainSet, valid calib.Dataset, ts []network.Target) ([]network.Target, *Sensitivity, error) {
+func keepSensitive(ctx context.Context, m *onnxio.Model, g *engine.Graph, teacher *engine.Graph, specs []train.OutputSpec, labelled bool, o Options, trainSet, valid calib.Dataset, ts []network.Target) ([]network.Target, *Sensitivity, error) {
 	s := &Sensitivity{}
 	switch {
 	case valid == nil:
 		s.Reason = "no validation split"
 		return ts, s, nil
-	case !data.Calib.HasLabels():
+	case !labelled:
 		s.Reason = "the calibration data have no labels"
 		return ts, s, nil
 	case len(ts) < 2:

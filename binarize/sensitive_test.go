@@ -115,7 +115,7 @@ func TestKeepSensitive(t *testing.T) {
 	for _, p := range g.Params() {
 		before[p.Name] = slices.Clone(p.Value.F)
 	}
-	left, s, err := keepSensitive(context.Background(), tm, g, teacher, specs, Data{Calib: d}, o, trainSet, valid, ts)
+	left, s, err := keepSensitive(context.Background(), tm, g, teacher, specs, true, o, trainSet, valid, ts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestKeepSensitive(t *testing.T) {
 	}
 	// A share that would hold a or c too: only the significant drop is kept.
 	o.SensitiveShare = 0.9
-	if _, s, err = keepSensitive(context.Background(), tm, g, teacher, specs, Data{Calib: d}, o, trainSet, valid, ts); err != nil {
+	if _, s, err = keepSensitive(context.Background(), tm, g, teacher, specs, true, o, trainSet, valid, ts); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(s.Kept, []string{"b"}) {

@@ -48,3 +48,17 @@ def interval(diffs):
         return "no interval (1 seed)"
     h = T975[len(diffs) - 1] * std(diffs) / len(diffs) ** 0.5
     return "[%+.2f, %+.2f]" % (mean(diffs) - h, mean(diffs) + h)
+
+
+def print_validation_rows(data, nets, settings, seeds):
+    """The validation table's rows: per network and (tag, what) setting, the validation
+    accuracy of each seed's run (— when not run) and their mean; data[net] is
+    ({(tag, seed): (validation, ...)}, fp)."""
+    for net in nets:
+        r, _ = data[net]
+        for tag, what in settings:
+            v = [r[(tag, s)][0] for s in seeds if (tag, s) in r]
+            if not v:
+                continue
+            cells = ["%.2f" % r[(tag, s)][0] if (tag, s) in r else "—" for s in seeds]
+            print("| %s | %s | %s | %.2f |" % (net, what, " | ".join(cells), mean(v)))

@@ -8,7 +8,7 @@ import json
 import os
 import sys
 
-from defaults_runs import interval, mean, read_run, std
+from defaults_runs import interval, mean, print_validation_rows, read_run, std
 
 d = sys.argv[1] if len(sys.argv) > 1 else "docs/results/defaults"
 SEEDS = [1, 2, 3]
@@ -44,14 +44,7 @@ print("calibration images (which the pretrained models were trained on), the spl
 print("`--keep sensitive` measured its drops on.\n")
 print("| network | setting | seed 1 | seed 2 | seed 3 | mean |")
 print("|---|---|---:|---:|---:|---:|")
-for net in NETS:
-    r, _ = data[net]
-    for tag, _, _, what in SETTINGS:
-        v = [r[(tag, s)][0] for s in SEEDS if (tag, s) in r]
-        if not v:
-            continue
-        cells = ["%.2f" % r[(tag, s)][0] if (tag, s) in r else "—" for s in SEEDS]
-        print("| %s | %s | %s | %.2f |" % (net, what, " | ".join(cells), mean(v)))
+print_validation_rows(data, NETS, [(tag, what) for tag, _, _, what in SETTINGS], SEEDS)
 
 print("\nHeld-out test set (10 000 images), mean ± std over seeds 1–3; intervals are paired t")
 print("intervals over the seeds; nothing was chosen on these numbers.\n")
