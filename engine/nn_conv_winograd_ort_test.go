@@ -30,8 +30,8 @@ func TestConvWinogradAgainstOnnxruntime(t *testing.T) {
 				t.Fatal("the Winograd path does not take this case")
 			}
 			got, want := convOnnxruntime(t, n, c.x, in)
-			// Sums of up to 9·64 products of values in [−1, 1] (outputs of magnitude up to
-			// about 10 here), rounded in other orders: onnxruntime's direct sums, the
+			// Sums of up to 9·128 products of values in [−1, 1] (outputs of magnitude up to
+			// a few tens here), rounded in other orders: onnxruntime's direct sums, the
 			// engine's over 16 transformed terms a channel. TestConvWinograd bounds the
 			// engine's error per element against float64; this checks the same outputs
 			// against an independent runtime.

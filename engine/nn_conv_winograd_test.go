@@ -116,6 +116,44 @@ var winoCases = []convCase{
 	{name: "row_chunks_batch3", x: []int{3, 32, 30, 20}, w: []int{16, 32, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 	{name: "small_plane_one_image", x: []int{1, 32, 13, 13}, w: []int{40, 32, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 	{name: "resnet_like", x: []int{2, 64, 14, 14}, w: []int{64, 64, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+	// Planes below winoMinPlane, taken for their channels and batch: chunks of whole
+	// images, the last one short, and an odd plane whose last tiles are half outside.
+	{name: "small_planes_batch5", x: []int{5, 128, 7, 7}, w: []int{128, 128, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+	{name: "small_odd_plane_batch8", x: []int{8, 128, 5, 6}, w: []int{136, 128, 3, 3}, pads: []int{1, 1, 1, 1}},
+}
+
+// TestWinogradSmallPlanes checks where planes below winoMinPlane take the Winograd path:
+// with 128 channels or more in and out and at least winoMinCols tiles in the batch, and
+// not with fewer channels, fewer tiles or planes below winoSmallPlane (where the
+// measurements in winoSmallPlane's comment had it lose).
+func TestWinogradSmallPlanes(t *testing.T) {
+	if !winoFast() {
+		t.Skip("no AVX-512 or AVX2+FMA on this CPU: the Winograd path does not run")
+	}
+	for _, c := range []struct {
+		x, w []int
+		want bool
+	}{
+		{[]int{4, 512, 7, 7}, []int{512, 512, 3, 3}, true},   // 64 tiles
+		{[]int{3, 512, 7, 7}, []int{512, 512, 3, 3}, false},  // 48 tiles
+		{[]int{1, 512, 7, 7}, []int{512, 512, 3, 3}, false},  // batch 1
+		{[]int{32, 64, 7, 7}, []int{64, 64, 3, 3}, false},    // 64 channels
+		{[]int{32, 256, 7, 7}, []int{64, 256, 3, 3}, false},  // 64 out
+		{[]int{32, 128, 5, 5}, []int{128, 128, 3, 3}, true},  // 5 × 5
+		{[]int{32, 512, 4, 4}, []int{512, 512, 3, 3}, false}, // 4 × 4
+		{[]int{1, 64, 12, 12}, []int{64, 64, 3, 3}, true},    // winoMinPlane: any batch
+	} {
+		cc := convCase{x: c.x, w: c.w, pads: []int{1, 1, 1, 1}}
+		n, _, _, _ := cc.node(11)
+		k := buildKernel(t, n).(*convKernel)
+		d, err := k.dims(c.x, c.w, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := k.winogradOK(&d, nil); got != c.want {
+			t.Errorf("x %v, w %v: winogradOK %v, want %v", c.x, c.w, got, c.want)
+		}
+	}
 }
 
 // TestConvWinograd runs the Winograd path on winoCases, plain, with each fused activation
