@@ -1041,7 +1041,7 @@ TEXT ·dwPlaneAVX512(SB), NOSPLIT, $0-120
 	MOVQ xp+0(FP), SI
 	MOVQ y+8(FP), DI
 	MOVQ oh+16(FP), R8
-	MOVQ s2+40(FP), R14
+	MOVQ rowStep+32(FP), R14
 	MOVQ w+48(FP), R15
 	MOVQ k+56(FP), R10
 	MOVQ offs+64(FP), R9
@@ -1051,10 +1051,209 @@ TEXT ·dwPlaneAVX512(SB), NOSPLIT, $0-120
 	VMOVDQU32 (AX), Z31
 	MOVQ $0xffff, AX
 	KMOVW AX, K3
-	MOVQ R14, DX
+	MOVQ s2+40(FP), DX
 	SHLQ $6, DX // input bytes per 16 outputs
 	VBROADCASTSS bias+88(FP), Z4
 	ACTCONSTS(AX, lo+104(FP), hi+108(FP), a+112(FP), b+116(FP))
+
+	// Blocks of four output rows: each tap's weight is broadcast once for four chunks,
+	// whose sums (Z0, Z5, Z6, Z7) are four independent chains, where one row at a time
+	// waits on each VADDPS's latency. Each output's sum is the same. Rows left over at
+	// the end (1 to 3) are made again in a last block that ends at the last row, the
+	// same values stored twice, except when adding to y (dwAdd), where they go one at a
+	// time below.
+	CMPQ R8, $4
+	JLT  dwrow
+
+dwblk:
+	MOVQ SI, AX
+	MOVQ ow+24(FP), BX
+
+dwbchunk:
+	KMOVW K3, K1
+	CMPQ BX, $16
+	JGE  dwbfull
+	KMOVW K2, K1
+
+dwbfull:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	MOVQ R9, R11
+	MOVQ R15, R12
+	MOVQ R10, CX
+	CMPQ s2+40(FP), $1
+	JNE  dwbtaps2
+
+dwbtaps1:
+	MOVQ (R11), R13
+	VBROADCASTSS (R12), Z1
+	VMULPS (AX)(R13*1), Z1, Z2
+	VADDPS Z2, Z0, Z0
+	ADDQ R14, R13
+	VMULPS (AX)(R13*1), Z1, Z3
+	VADDPS Z3, Z5, Z5
+	ADDQ R14, R13
+	VMULPS (AX)(R13*1), Z1, Z8
+	VADDPS Z8, Z6, Z6
+	ADDQ R14, R13
+	VMULPS (AX)(R13*1), Z1, Z9
+	VADDPS Z9, Z7, Z7
+	ADDQ $8, R11
+	ADDQ $4, R12
+	DECQ CX
+	JNZ  dwbtaps1
+	JMP  dwbstore
+
+dwbtaps2:
+	MOVQ (R11), R13
+	VBROADCASTSS (R12), Z1
+	VMOVUPS (AX)(R13*1), Z2
+	VMOVUPS 64(AX)(R13*1), Z3
+	VPERMT2PS Z3, Z31, Z2
+	VMULPS Z2, Z1, Z2
+	VADDPS Z2, Z0, Z0
+	ADDQ R14, R13
+	VMOVUPS (AX)(R13*1), Z8
+	VMOVUPS 64(AX)(R13*1), Z9
+	VPERMT2PS Z9, Z31, Z8
+	VMULPS Z8, Z1, Z8
+	VADDPS Z8, Z5, Z5
+	ADDQ R14, R13
+	VMOVUPS (AX)(R13*1), Z2
+	VMOVUPS 64(AX)(R13*1), Z3
+	VPERMT2PS Z3, Z31, Z2
+	VMULPS Z2, Z1, Z2
+	VADDPS Z2, Z6, Z6
+	ADDQ R14, R13
+	VMOVUPS (AX)(R13*1), Z8
+	VMOVUPS 64(AX)(R13*1), Z9
+	VPERMT2PS Z9, Z31, Z8
+	VMULPS Z8, Z1, Z8
+	VADDPS Z8, Z7, Z7
+	ADDQ $8, R11
+	ADDQ $4, R12
+	DECQ CX
+	JNZ  dwbtaps2
+
+dwbstore:
+	// R11: the output row stride in bytes; R12: row i's chunk in y.
+	MOVQ ow+24(FP), R11
+	SHLQ $2, R11
+	TESTQ $32, flags+96(FP)
+	JZ   dwbnoadd
+	MOVQ DI, R12
+	VMOVUPS.Z (R12), K1, Z2
+	VADDPS Z2, Z0, Z0
+	ADDQ R11, R12
+	VMOVUPS.Z (R12), K1, Z2
+	VADDPS Z2, Z5, Z5
+	ADDQ R11, R12
+	VMOVUPS.Z (R12), K1, Z2
+	VADDPS Z2, Z6, Z6
+	ADDQ R11, R12
+	VMOVUPS.Z (R12), K1, Z2
+	VADDPS Z2, Z7, Z7
+
+dwbnoadd:
+	TESTQ $16, flags+96(FP)
+	JZ   dwbact
+	VADDPS Z4, Z0, Z0
+	VADDPS Z4, Z5, Z5
+	VADDPS Z4, Z6, Z6
+	VADDPS Z4, Z7, Z7
+
+dwbact:
+	TESTQ $2, flags+96(FP)
+	JZ   dwbclip
+	RELU(Z0)
+	RELU(Z5)
+	RELU(Z6)
+	RELU(Z7)
+	JMP  dwbput
+
+dwbclip:
+	TESTQ $4, flags+96(FP)
+	JZ   dwbswish
+	CLIP(Z0)
+	CLIP(Z5)
+	CLIP(Z6)
+	CLIP(Z7)
+	JMP  dwbput
+
+dwbswish:
+	TESTQ $8, flags+96(FP)
+	JZ   dwbput
+	SWISH(Z0)
+	SWISH(Z5)
+	SWISH(Z6)
+	SWISH(Z7)
+
+dwbput:
+	// Non-temporal stores (dwStream) only where all four rows' chunks are whole and
+	// 64-byte aligned, which a row stride that is a multiple of 16 values gives.
+	MOVQ DI, R12
+	TESTQ $64, flags+96(FP)
+	JZ   dwbplain
+	KORTESTW K1, K1
+	JCC  dwbplain
+	TESTQ $63, DI
+	JNZ  dwbplain
+	TESTQ $63, R11
+	JNZ  dwbplain
+	VMOVNTPS Z0, (R12)
+	ADDQ R11, R12
+	VMOVNTPS Z5, (R12)
+	ADDQ R11, R12
+	VMOVNTPS Z6, (R12)
+	ADDQ R11, R12
+	VMOVNTPS Z7, (R12)
+	JMP  dwbstored
+
+dwbplain:
+	VMOVUPS Z0, K1, (R12)
+	ADDQ R11, R12
+	VMOVUPS Z5, K1, (R12)
+	ADDQ R11, R12
+	VMOVUPS Z6, K1, (R12)
+	ADDQ R11, R12
+	VMOVUPS Z7, K1, (R12)
+
+dwbstored:
+	CMPQ BX, $16
+	JLE  dwbrows
+	SUBQ $16, BX
+	ADDQ $64, DI
+	ADDQ DX, AX
+	JMP  dwbchunk
+
+dwbrows:
+	// DI: past row 0 of the block; on to the block's row 4.
+	LEAQ (DI)(BX*4), DI
+	LEAQ (R11)(R11*2), R11
+	ADDQ R11, DI
+	MOVQ rowStep+32(FP), R11
+	SHLQ $2, R11
+	ADDQ R11, SI
+	SUBQ $4, R8
+	JZ   dwdone
+	CMPQ R8, $4
+	JGE  dwblk
+	TESTQ $32, flags+96(FP)
+	JNZ  dwrow
+	// Back up 4 − R8 rows, in xp and in y, for a last block that ends at the last row.
+	MOVQ $4, CX
+	SUBQ R8, CX
+	MOVQ rowStep+32(FP), R11
+	IMULQ CX, R11
+	SUBQ R11, SI
+	MOVQ ow+24(FP), R11
+	IMULQ CX, R11
+	SHLQ $2, R11
+	SUBQ R11, DI
+	MOVQ $4, R8
+	JMP  dwblk
 
 dwrow:
 	MOVQ SI, AX
@@ -1071,7 +1270,7 @@ dwfull:
 	MOVQ R9, R11
 	MOVQ R15, R12
 	MOVQ R10, CX
-	CMPQ R14, $1
+	CMPQ s2+40(FP), $1
 	JNE  dwtaps2
 
 dwtaps1:
@@ -1154,6 +1353,8 @@ dwrowdone:
 	ADDQ rowStep+32(FP), SI
 	DECQ R8
 	JNZ  dwrow
+
+dwdone:
 	VZEROUPPER
 	RET
 

@@ -11,7 +11,8 @@ import (
 // dwCases are depthwise geometries of the padded-plane path: MobileNet and EfficientNet
 // layers (5×5, 7×7, stride 2, 3×3 rows wider than the 3×3 assembly takes), the OCR
 // classifier's (2, 1) strides, a channel multiplier, asymmetric padding, rows of
-// exactly 16 and 32 outputs and planes smaller than the kernel.
+// exactly 16 and 32 outputs, planes smaller than the kernel, and heights that are and are
+// not multiples of the assembly's blocks of four rows.
 var dwCases = []convCase{
 	{name: "k5_s1", x: []int{2, 4, 14, 14}, w: []int{4, 1, 5, 5}, group: 4, pads: []int{2, 2, 2, 2}, bias: true},
 	{name: "k5_s2", x: []int{2, 3, 15, 33}, w: []int{3, 1, 5, 5}, group: 3, strides: []int{2, 2}, pads: []int{2, 2, 2, 2}, bias: true},
@@ -24,6 +25,9 @@ var dwCases = []convCase{
 	{name: "k4x2_asym", x: []int{2, 3, 7, 9}, w: []int{3, 1, 4, 2}, group: 3, strides: []int{3, 2}, pads: []int{0, 1, 2, 0}, bias: true},
 	{name: "k5_on_2x2", x: []int{2, 2, 2, 2}, w: []int{2, 1, 5, 5}, group: 2, pads: []int{2, 2, 2, 2}, bias: true},
 	{name: "k5_s2_on_1x1", x: []int{3, 2, 1, 1}, w: []int{2, 1, 5, 5}, group: 2, strides: []int{2, 2}, pads: []int{2, 2, 2, 2}},
+	// Six rows of 32: a block of four rows, then one that backs up two rows, in two
+	// whole chunks a row (the non-temporal stores of a block).
+	{name: "k3_rows32", x: []int{1, 2, 6, 32}, w: []int{2, 1, 3, 3}, group: 2, pads: []int{1, 1, 1, 1}, bias: true},
 }
 
 // TestDepthwisePaddedPlane checks the padded-plane depthwise path: its assembly against
