@@ -237,7 +237,7 @@ func colTPlan(p *cpPlan, xp, colT []float32) {
 }
 
 //go:noescape
-func dwPlaneAVX512(xp, y *float32, oh, ow, rowStep, s2 int, w *float32, k int, offs *int64, tail uint64, idx *int32, bias float32, flags int, lo, hi int32, a, b float32)
+func dwPlaneAVX512(xp, y *float32, oh, ow, rowStep int, w *float32, k int, offs *int64, tail uint64, bias float32, flags int, lo, hi int32, a, b float32)
 
 // dwBias and dwAdd tell dwPlaneAVX512 to add its bias, and to add the sum to y rather
 // than set y to it (beside the tile kernel's activation flags); dwStream to store whole
@@ -311,12 +311,12 @@ func dwPlaneAsm(p *dwPlan, xp, y, w []float32, bias float32, t tileAct) {
 	if len(xp) < p.size || len(y) < oh*ow || len(w) < len(p.offs) || len(p.offs) == 0 || oh*ow == 0 {
 		panic(fmt.Sprintf("depthwise plane out of range: %+v, lens %d %d %d", p.g, len(xp), len(y), len(w)))
 	}
-	dwPlaneAVX512(&xp[0], &y[0], oh, ow, 4*g.s[1]*p.pw, g.s[2], &w[0], len(p.offs), &p.offs[0], laneMask(ow%16), &dwEven[0],
+	dwPlaneAVX512(&xp[0], &y[0], oh, ow, 4*g.s[1]*p.pw, &w[0], len(p.offs), &p.offs[0], laneMask(ow%16),
 		bias, t.flags, t.lo, t.hi, t.a, t.b)
 }
 
 //go:noescape
-func dwGradWAVX512(xp, gy *float32, oh, ow, rowStep, s2, k int, offs *int64, tail uint64, idx *int32, gw *float32)
+func dwGradWAVX512(xp, gy *float32, oh, ow, rowStep, k int, offs *int64, tail uint64, gw *float32)
 
 // dwGradW is dwGradWGo (see there) in assembly where the CPU allows.
 func dwGradW(p *dwPlan, xp, gy, gw []float32) {
@@ -329,7 +329,7 @@ func dwGradW(p *dwPlan, xp, gy, gw []float32) {
 	if len(xp) < p.size || len(gy) < oh*ow || len(gw) < len(p.offs) || len(p.offs) == 0 || oh*ow == 0 {
 		panic(fmt.Sprintf("depthwise weight gradient out of range: %+v, lens %d %d %d", p.g, len(xp), len(gy), len(gw)))
 	}
-	dwGradWAVX512(&xp[0], &gy[0], oh, ow, 4*g.s[1]*p.pw, g.s[2], len(p.offs), &p.offs[0], laneMask(ow%16), &dwEven[0], &gw[0])
+	dwGradWAVX512(&xp[0], &gy[0], oh, ow, 4*g.s[1]*p.pw, len(p.offs), &p.offs[0], laneMask(ow%16), &gw[0])
 }
 
 //go:noescape

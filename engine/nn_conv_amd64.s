@@ -1028,33 +1028,29 @@ cpdone:
 	VZEROUPPER
 	RET
 
-// func dwPlaneAVX512(xp, y *float32, oh, ow, rowStep, s2 int, w *float32, k int, offs *int64, tail uint64, idx *int32, bias float32, flags int, lo, hi int32, a, b float32)
+// func dwPlaneAVX512(xp, y *float32, oh, ow, rowStep int, w *float32, k int, offs *int64, tail uint64, bias float32, flags int, lo, hi int32, a, b float32)
 //
 // One output plane of a depthwise convolution from the padded plane xp (see dwPlaneGo):
 // 16 outputs of a row at a time, tap after tap, each product rounded (VMULPS) before it
 // is added (VADDPS) so that the sum is dwPlaneGo's bit for bit. Output row o1's first tap
-// is rowStep bytes after row o1−1's; at column stride 2 two loads and the permutation idx
-// (0, 2, …, 30) give the 16 even columns. tail masks a row's last chunk (ow mod 16
+// is rowStep bytes after row o1−1's, and its outputs are one column apart at either
+// column stride (dwPlan's layout). tail masks a row's last chunk (ow mod 16
 // lanes; unused when that is 0). Then, by flags, the bias (dwBias) and the activation
 // (tileRelu, tileClip, tileSwish with lo, hi, a and b as the tile kernel takes them).
-TEXT ·dwPlaneAVX512(SB), NOSPLIT, $0-120
+TEXT ·dwPlaneAVX512(SB), NOSPLIT, $0-104
 	MOVQ xp+0(FP), SI
 	MOVQ y+8(FP), DI
 	MOVQ oh+16(FP), R8
 	MOVQ rowStep+32(FP), R14
-	MOVQ w+48(FP), R15
-	MOVQ k+56(FP), R10
-	MOVQ offs+64(FP), R9
-	MOVQ tail+72(FP), AX
+	MOVQ w+40(FP), R15
+	MOVQ k+48(FP), R10
+	MOVQ offs+56(FP), R9
+	MOVQ tail+64(FP), AX
 	KMOVW AX, K2
-	MOVQ idx+80(FP), AX
-	VMOVDQU32 (AX), Z31
 	MOVQ $0xffff, AX
 	KMOVW AX, K3
-	MOVQ s2+40(FP), DX
-	SHLQ $6, DX // input bytes per 16 outputs
-	VBROADCASTSS bias+88(FP), Z4
-	ACTCONSTS(AX, lo+104(FP), hi+108(FP), a+112(FP), b+116(FP))
+	VBROADCASTSS bias+72(FP), Z4
+	ACTCONSTS(AX, lo+88(FP), hi+92(FP), a+96(FP), b+100(FP))
 
 	// Blocks of four output rows: each tap's weight is broadcast once for four chunks,
 	// whose sums (Z0, Z5, Z6, Z7) are four independent chains, where one row at a time
@@ -1083,8 +1079,6 @@ dwbfull:
 	MOVQ R9, R11
 	MOVQ R15, R12
 	MOVQ R10, CX
-	CMPQ s2+40(FP), $1
-	JNE  dwbtaps2
 
 dwbtaps1:
 	MOVQ (R11), R13
@@ -1104,44 +1098,12 @@ dwbtaps1:
 	ADDQ $4, R12
 	DECQ CX
 	JNZ  dwbtaps1
-	JMP  dwbstore
-
-dwbtaps2:
-	MOVQ (R11), R13
-	VBROADCASTSS (R12), Z1
-	VMOVUPS (AX)(R13*1), Z2
-	VMOVUPS 64(AX)(R13*1), Z3
-	VPERMT2PS Z3, Z31, Z2
-	VMULPS Z2, Z1, Z2
-	VADDPS Z2, Z0, Z0
-	ADDQ R14, R13
-	VMOVUPS (AX)(R13*1), Z8
-	VMOVUPS 64(AX)(R13*1), Z9
-	VPERMT2PS Z9, Z31, Z8
-	VMULPS Z8, Z1, Z8
-	VADDPS Z8, Z5, Z5
-	ADDQ R14, R13
-	VMOVUPS (AX)(R13*1), Z2
-	VMOVUPS 64(AX)(R13*1), Z3
-	VPERMT2PS Z3, Z31, Z2
-	VMULPS Z2, Z1, Z2
-	VADDPS Z2, Z6, Z6
-	ADDQ R14, R13
-	VMOVUPS (AX)(R13*1), Z8
-	VMOVUPS 64(AX)(R13*1), Z9
-	VPERMT2PS Z9, Z31, Z8
-	VMULPS Z8, Z1, Z8
-	VADDPS Z8, Z7, Z7
-	ADDQ $8, R11
-	ADDQ $4, R12
-	DECQ CX
-	JNZ  dwbtaps2
 
 dwbstore:
 	// R11: the output row stride in bytes; R12: row i's chunk in y.
 	MOVQ ow+24(FP), R11
 	SHLQ $2, R11
-	TESTQ $32, flags+96(FP)
+	TESTQ $32, flags+80(FP)
 	JZ   dwbnoadd
 	MOVQ DI, R12
 	VMOVUPS.Z (R12), K1, Z2
@@ -1157,7 +1119,7 @@ dwbstore:
 	VADDPS Z2, Z7, Z7
 
 dwbnoadd:
-	TESTQ $16, flags+96(FP)
+	TESTQ $16, flags+80(FP)
 	JZ   dwbact
 	VADDPS Z4, Z0, Z0
 	VADDPS Z4, Z5, Z5
@@ -1165,7 +1127,7 @@ dwbnoadd:
 	VADDPS Z4, Z7, Z7
 
 dwbact:
-	TESTQ $2, flags+96(FP)
+	TESTQ $2, flags+80(FP)
 	JZ   dwbclip
 	RELU(Z0)
 	RELU(Z5)
@@ -1174,7 +1136,7 @@ dwbact:
 	JMP  dwbput
 
 dwbclip:
-	TESTQ $4, flags+96(FP)
+	TESTQ $4, flags+80(FP)
 	JZ   dwbswish
 	CLIP(Z0)
 	CLIP(Z5)
@@ -1183,7 +1145,7 @@ dwbclip:
 	JMP  dwbput
 
 dwbswish:
-	TESTQ $8, flags+96(FP)
+	TESTQ $8, flags+80(FP)
 	JZ   dwbput
 	SWISH(Z0)
 	SWISH(Z5)
@@ -1194,7 +1156,7 @@ dwbput:
 	// Non-temporal stores (dwStream) only where all four rows' chunks are whole and
 	// 64-byte aligned, which a row stride that is a multiple of 16 values gives.
 	MOVQ DI, R12
-	TESTQ $64, flags+96(FP)
+	TESTQ $64, flags+80(FP)
 	JZ   dwbplain
 	KORTESTW K1, K1
 	JCC  dwbplain
@@ -1225,7 +1187,7 @@ dwbstored:
 	JLE  dwbrows
 	SUBQ $16, BX
 	ADDQ $64, DI
-	ADDQ DX, AX
+	ADDQ $64, AX
 	JMP  dwbchunk
 
 dwbrows:
@@ -1240,7 +1202,7 @@ dwbrows:
 	JZ   dwdone
 	CMPQ R8, $4
 	JGE  dwblk
-	TESTQ $32, flags+96(FP)
+	TESTQ $32, flags+80(FP)
 	JNZ  dwrow
 	// Back up 4 − R8 rows, in xp and in y, for a last block that ends at the last row.
 	MOVQ $4, CX
@@ -1270,8 +1232,6 @@ dwfull:
 	MOVQ R9, R11
 	MOVQ R15, R12
 	MOVQ R10, CX
-	CMPQ s2+40(FP), $1
-	JNE  dwtaps2
 
 dwtaps1:
 	MOVQ (R11), R13
@@ -1282,23 +1242,9 @@ dwtaps1:
 	ADDQ $4, R12
 	DECQ CX
 	JNZ  dwtaps1
-	JMP  dwstore
-
-dwtaps2:
-	MOVQ (R11), R13
-	VMOVUPS (AX)(R13*1), Z2
-	VMOVUPS 64(AX)(R13*1), Z3
-	VPERMT2PS Z3, Z31, Z2
-	VBROADCASTSS (R12), Z1
-	VMULPS Z2, Z1, Z2
-	VADDPS Z2, Z0, Z0
-	ADDQ $8, R11
-	ADDQ $4, R12
-	DECQ CX
-	JNZ  dwtaps2
 
 dwstore:
-	MOVQ flags+96(FP), R13
+	MOVQ flags+80(FP), R13
 	TESTQ $32, R13
 	JZ   dwnoadd
 	VMOVUPS.Z (DI), K1, Z5
@@ -1345,7 +1291,7 @@ dwstored:
 	JLE  dwrowdone
 	SUBQ $16, BX
 	ADDQ $64, DI
-	ADDQ DX, AX
+	ADDQ $64, AX
 	JMP  dwchunk
 
 dwrowdone:
@@ -1519,24 +1465,19 @@ expdone:
 	VZEROUPPER
 	RET
 
-// func dwGradWAVX512(xp, gy *float32, oh, ow, rowStep, s2, k int, offs *int64, tail uint64, idx *int32, gw *float32)
+// func dwGradWAVX512(xp, gy *float32, oh, ow, rowStep, k int, offs *int64, tail uint64, gw *float32)
 //
 // Adds to gw[t], for each of the k taps, the sum over the output plane gy of gy times
 // the padded plane xp under tap t (see dwGradWGo): 16 lanes of products, rounded before
 // they are added (lanes past a row's end multiply to zero), then summed by HSUMADD.
-TEXT ·dwGradWAVX512(SB), NOSPLIT, $0-88
-	MOVQ gw+80(FP), AX
-	MOVQ offs+56(FP), R9
-	MOVQ k+48(FP), R10
-	MOVQ s2+40(FP), R14
-	MOVQ tail+64(FP), BX
+TEXT ·dwGradWAVX512(SB), NOSPLIT, $0-72
+	MOVQ gw+64(FP), AX
+	MOVQ offs+48(FP), R9
+	MOVQ k+40(FP), R10
+	MOVQ tail+56(FP), BX
 	KMOVW BX, K2
-	MOVQ idx+72(FP), BX
-	VMOVDQU32 (BX), Z31
 	MOVQ $0xffff, BX
 	KMOVW BX, K3
-	MOVQ R14, DX
-	SHLQ $6, DX // input bytes per 16 outputs
 
 gwtap:
 	VXORPS Z5, Z5, Z5
@@ -1557,24 +1498,13 @@ gwchunk:
 
 gwfull:
 	VMOVUPS.Z (DI), K1, Z2
-	CMPQ R14, $1
-	JNE  gws2
 	VMULPS.Z (R11), Z2, K1, Z3
-	JMP  gwacc
-
-gws2:
-	VMOVUPS (R11), Z3
-	VMOVUPS 64(R11), Z4
-	VPERMT2PS Z4, Z31, Z3
-	VMULPS.Z Z3, Z2, K1, Z3
-
-gwacc:
 	VADDPS Z3, Z5, Z5
 	CMPQ BX, $16
 	JLE  gwrowdone
 	SUBQ $16, BX
 	ADDQ $64, DI
-	ADDQ DX, R11
+	ADDQ $64, R11
 	JMP  gwchunk
 
 gwrowdone:

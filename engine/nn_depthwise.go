@@ -186,7 +186,11 @@ func nnDot3(x, g []float32) (a, b, c float32) {
 // Other depthwise windows (5×5 and 7×7, stride 2, the (2, 1) strides of text models)
 // take a padded plane on CPUs with the assembly: each input plane is copied into a
 // zero-padded buffer, and every output row is made 16 pixels at a time from one load
-// per tap (two and a permutation for column stride 2), the taps summed in registers.
+// per tap, the taps summed in registers. At column stride 2 the copy splits each padded
+// row into its even columns and, after them, its odd ones, so that an output's columns
+// are one apart in either half and each tap again takes one load: with the row as it is,
+// a tap took two loads and a permutation, and those planes ran no faster than at unit
+// stride with twice the outputs.
 // The generic loop instead walks the plane once per tap, reading and writing the output
 // each time: on MobileNetV3's and EfficientNet's 5×5 layers that was a third of
 // inference. Both sum the taps in the same order, each product rounded before it is
@@ -198,6 +202,9 @@ type dwPlan struct {
 	pw, ph int     // padded row length and row count
 	size   int     // buffer length: the padded plane and what the last loads overrun
 	offs   []int64 // byte offset of each tap from its output's first tap
+	// split, at column stride 2, is the number of even columns of a padded row, which
+	// come first in the buffer's row, the odd ones after them; 0 at unit stride.
+	split int
 }
 
 // dwPadOK reports whether g takes the padded plane: 2-D windows, undilated, with
@@ -215,16 +222,29 @@ func (p *dwPlan) setup(g *nnGeom) *dwPlan {
 	p.g = *g
 	p.pw = g.in[2] + g.pb[2] + g.pe[2]
 	p.ph = g.in[1] + g.pb[1] + g.pe[1]
+	p.split = 0
+	if g.s[2] == 2 {
+		p.split = (p.pw + 1) / 2
+	}
 	p.offs = p.offs[:0]
 	for k1 := 0; k1 < g.k[1]; k1++ {
 		for k2 := 0; k2 < g.k[2]; k2++ {
-			p.offs = append(p.offs, int64(4*(k1*p.pw+k2)))
+			// Output column o2's tap k2 reads padded column 2·o2 + k2: at column stride
+			// 2, the even half's o2 + k2/2 or the odd half's.
+			col := k2
+			if p.split > 0 {
+				col = k2 / 2
+				if k2%2 == 1 {
+					col += p.split
+				}
+			}
+			p.offs = append(p.offs, int64(4*(k1*p.pw+col)))
 		}
 	}
-	// The last chunk of the last row loads 16 columns (32 at column stride 2) from its
-	// last tap, whatever the row's width.
-	last := (g.out[1]-1)*g.s[1]*p.pw + (g.out[2]-1)/16*16*g.s[2] + (g.k[1]-1)*p.pw + g.k[2] - 1
-	p.size = max(p.ph*p.pw, last+16*g.s[2])
+	// The last chunk of the last row loads 16 columns from its last tap (at most a
+	// row's length on), whatever the row's width.
+	last := (g.out[1]-1)*g.s[1]*p.pw + (g.out[2]-1)/16*16 + (g.k[1]-1)*p.pw + p.pw - 1
+	p.size = max(p.ph*p.pw, last+16)
 	return p
 }
 
@@ -232,17 +252,32 @@ func (p *dwPlan) setup(g *nnGeom) *dwPlan {
 // zero already.
 func (p *dwPlan) fill(dst, x []float32) {
 	H, W := p.g.in[1], p.g.in[2]
-	padRows(dst[p.g.pb[1]*p.pw+p.g.pb[2]:], x[:H*W], H, W, p.pw)
+	row0 := dst[p.g.pb[1]*p.pw:]
+	if p.split == 0 {
+		padRows(row0[p.g.pb[2]:], x[:H*W], H, W, p.pw)
+		return
+	}
+	// Input column i is padded column c = pb + i: the even half's c/2, or the odd
+	// half's.
+	for i := range min(2, W) {
+		c := p.g.pb[2] + i
+		at := c / 2
+		if c%2 == 1 {
+			at += p.split
+		}
+		s2Rows(row0[at:], p.pw, x[i:H*W], W, (W-i+1)/2, H)
+	}
 }
 
 // dwPlaneGo is the definition of dwPlane: y[o1, o2] = Σ over taps t, in order, of
-// w[t]·xp[o1·s1·pw + o2·s2 + offs[t]/4], each product rounded before it is added; with
-// add, that sum plus y[o1, o2].
+// w[t]·xp[o1·s1·pw + o2 + offs[t]/4] (the layout puts an output's columns one apart at
+// either column stride), each product rounded before it is added; with add, that sum
+// plus y[o1, o2].
 func dwPlaneGo(p *dwPlan, xp, y, w []float32, add bool) {
 	g := &p.g
 	for o1 := 0; o1 < g.out[1]; o1++ {
 		for o2 := 0; o2 < g.out[2]; o2++ {
-			base := o1*g.s[1]*p.pw + o2*g.s[2]
+			base := o1*g.s[1]*p.pw + o2
 			acc := float32(0)
 			for t, off := range p.offs {
 				acc += float32(w[t] * xp[base+int(off/4)])
@@ -256,7 +291,7 @@ func dwPlaneGo(p *dwPlan, xp, y, w []float32, add bool) {
 }
 
 // dwGradWGo is the definition of dwGradW: gw[t] += Σ over the plane of
-// gy[o1, o2]·xp[o1·s1·pw + o2·s2 + offs[t]/4], summed as the assembly sums it: in 16
+// gy[o1, o2]·xp[o1·s1·pw + o2 + offs[t]/4], summed as the assembly sums it: in 16
 // lanes (lane j takes the outputs o2 ≡ j mod 16 of every row, a zero where a row's last
 // chunk has no output), then the lanes pairwise by halves.
 func dwGradWGo(p *dwPlan, xp, gy, gw []float32) {
@@ -269,7 +304,7 @@ func dwGradWGo(p *dwPlan, xp, gy, gw []float32) {
 				for j := range acc {
 					v := float32(0)
 					if o := c0 + j; o < ow {
-						v = float32(gy[o1*ow+o] * xp[o1*g.s[1]*p.pw+o*g.s[2]+int(off/4)])
+						v = float32(gy[o1*ow+o] * xp[o1*g.s[1]*p.pw+o+int(off/4)])
 					}
 					acc[j] += v
 				}
