@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"time"
 )
 
 // Forward runs the graph on inputs, given in the order of Inputs, and returns its
@@ -135,8 +136,15 @@ func forwardSteps(ctx *Context, steps []step, cur **step) error {
 	for s := range steps {
 		*cur = &steps[s]
 		if st := *cur; st.on == nil || *st.on { // else a branch of an If that this run does not take
+			var t0 time.Time
+			if ctx.NodeTime != nil {
+				t0 = time.Now()
+			}
 			if err := st.node.k.Forward(ctx, st.in, st.out); err != nil {
 				return err
+			}
+			if ctx.NodeTime != nil {
+				ctx.NodeTime(st.node.n.Proto.GetName(), st.node.op, time.Since(t0))
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -462,5 +463,45 @@ func TestBuildReportsUnsupportedInsideSubgraphs(t *testing.T) {
 	}
 	if strings.Contains(msg, "\n") {
 		t.Errorf("error spans several lines: %q", msg)
+	}
+}
+
+// TestNodeTime checks that Context.NodeTime hears of every node a run executes, once a
+// run, in order, by name and op, and that a run without it reports nothing.
+func TestNodeTime(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	w := &onnxpb.TensorProto{Name: proto.String("w"), Dims: []int64{3, 4}, DataType: proto.Int32(int32(onnxpb.TensorProto_FLOAT)), FloatData: gFloats(r, 12)}
+	nodes := []*onnxpb.NodeProto{
+		gNode("MatMul", []string{"x", "w"}, []string{"h"}),
+		gNode("Relu", []string{"h"}, []string{"a"}),
+		gNode("Sigmoid", []string{"a"}, []string{"y"}),
+	}
+	g := mustBuild(t, gModel(13, nodes, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, 2, 3)}, []string{"y"}, w))
+	x := NewFloat([]int{2, 3}, gFloats(r, 6))
+	if _, err := g.Forward(nil, x); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	ctx := &Context{NodeTime: func(name, op string, d time.Duration) {
+		if d < 0 {
+			t.Errorf("%s: negative time %v", name, d)
+		}
+		got = append(got, name+":"+op)
+	}}
+	for range 2 {
+		if _, err := g.Forward(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	once := []string{"MatMul_h:MatMul", "Relu_a:Relu", "Sigmoid_y:Sigmoid"}
+	if want := append(slices.Clone(once), once...); !slices.Equal(got, want) {
+		t.Errorf("NodeTime heard %v, want %v", got, want)
+	}
+	got = nil
+	if _, err := g.Forward(nil, x); err != nil {
+		t.Fatal(err)
+	}
+	if got != nil {
+		t.Errorf("a run without NodeTime reported %v", got)
 	}
 }

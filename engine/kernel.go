@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"time"
 
 	"gonum.org/v1/gonum/blas"
 
@@ -255,6 +256,12 @@ type Context struct {
 	// NoGrad tells Graph.Forward not to keep what Backward needs even though some
 	// parameters are trainable, as for evaluation during training; it saves memory.
 	NoGrad bool
+	// NodeTime, when set, is called after each node's forward pass with the node's
+	// name, its op (a fused node's ops joined by "+", as Conv+Relu) and the wall time
+	// it took: per-node profiles to set beside onnxruntime's (bench/realnets -layers).
+	// The nodes of a Loop's or If's body are reported as they run, within their
+	// node's own time.
+	NodeTime func(name, op string, d time.Duration)
 
 	pool *workerPool // the graph's workers (pool.go); nil: a goroutine per chunk
 }

@@ -77,6 +77,7 @@ func main() {
 		python  = flag.String("python", "/usr/bin/python3", "Python with PyTorch and torchvision; exports the models, and times PyTorch's steps (empty: skip those, models must be cached)")
 		cache   = flag.String("cache", "", "folder of the exported models (default .cache/realnets/ under the module root)")
 		cpuprof = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+		layers  = flag.Int("layers", 0, "after each model and batch (inference), time every node of both engines and print the time a run of each op and of this many nodes, the largest first")
 		mem     = flag.Bool("mem", false, "with -train: run every model in processes of their own and report each engine's memory")
 		child   = flag.Bool("mem-child", false, "internal: the qtool side of -mem, one model, printing one JSON line")
 	)
@@ -111,7 +112,7 @@ func main() {
 		case *doTrain:
 			err = runTrain(dir, names, *mode, *python, *batch, *steps, *threads)
 		default:
-			err = runInfer(dir, names, *mode, *batches, *seconds, max(*rounds, 1), *threads, *ort)
+			err = runInfer(dir, names, *mode, *batches, *seconds, max(*rounds, 1), *threads, *ort, *layers)
 		}
 	}
 	if err != nil {
@@ -182,7 +183,7 @@ func header(threads int, what string) {
 		benchkit.CPUModel(), cpu.X86.HasAVX512F, !cpu.X86.HasAVX512F && cpu.X86.HasAVX2 && cpu.X86.HasFMA, runtime.Version())
 }
 
-func runInfer(dir string, names []string, mode, batchList string, seconds float64, rounds, threads int, withORT bool) error {
+func runInfer(dir string, names []string, mode, batchList string, seconds float64, rounds, threads int, withORT bool, layers int) error {
 	batches, err := benchkit.Batches(batchList)
 	if err != nil {
 		return err
@@ -271,6 +272,12 @@ func runInfer(dir string, names []string, mode, batchList string, seconds float6
 			}
 			if s != nil {
 				s.Close()
+			}
+			if layers > 0 {
+				fmt.Fprintf(os.Stderr, "%s batch %d, time a run in each node:\n", name, b)
+				if err := profileLayers(os.Stderr, raw, g, *ctx, t, ins, threads, seconds, layers); err != nil {
+					return fmt.Errorf("%s: -layers: %w", name, err)
+				}
 			}
 			ratio, cpuRatio, span := "-", "-", ""
 			if withORT {

@@ -160,6 +160,10 @@ type Options struct {
 	// that onnxruntime fuses DequantizeLinear→MatMul into from quantizing its
 	// activations to int8, so that a qdq file computes its float semantics.
 	Config map[string]string
+	// ProfilePrefix, when set, turns on onnxruntime's profiler: closing the session
+	// writes a JSON trace of every node's kernel time (Chrome's trace format) to a file
+	// whose path starts with ProfilePrefix.
+	ProfilePrefix string
 }
 
 // Session is a loaded model that can be run many times. It is not safe for
@@ -223,6 +227,12 @@ func sessionOptions(opts Options) (*ort.SessionOptions, error) {
 		if err := so.AddSessionConfigEntry("session.intra_op.allow_spinning", "0"); err != nil {
 			so.Destroy()
 			return nil, fmt.Errorf("ortref: disabling spinning: %w", err)
+		}
+	}
+	if opts.ProfilePrefix != "" {
+		if err := so.EnableProfiling(opts.ProfilePrefix); err != nil {
+			so.Destroy()
+			return nil, fmt.Errorf("ortref: enabling the profiler: %w", err)
 		}
 	}
 	// Sorted, so that a session is configured the same way on every run.

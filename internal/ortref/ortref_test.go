@@ -3,6 +3,7 @@
 package ortref
 
 import (
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -236,5 +237,65 @@ func TestLibraryPath(t *testing.T) {
 	t.Setenv(EnvLib, want)
 	if got, err := LibraryPath(); err != nil || got != want {
 		t.Errorf("LibraryPath with %s=%s = %q, %v", EnvLib, want, got, err)
+	}
+}
+
+// TestProfilePrefix checks that a session with ProfilePrefix writes, when closed, a
+// JSON trace under that prefix holding the kernel time of the model's node, and that
+// one without writes none.
+func TestProfilePrefix(t *testing.T) {
+	Require(t)
+	dir := t.TempDir()
+	for _, profile := range []bool{false, true} {
+		opts := Options{IntraOpThreads: 1}
+		if profile {
+			opts.ProfilePrefix = filepath.Join(dir, "trace")
+		}
+		s, err := NewSession(gatherModel(t), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Run([]Tensor{
+			{Name: "T", Shape: []int64{4, 2}, Data: []float32{0, 1, 2, 3, 4, 5, 6, 7}},
+			{Name: "I", Shape: []int64{3}, Int64: []int64{1, 0, 3}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		files, err := filepath.Glob(filepath.Join(dir, "trace*.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !profile {
+			if len(files) != 0 {
+				t.Fatalf("no profiler asked for, but %v written", files)
+			}
+			continue
+		}
+		if len(files) != 1 {
+			t.Fatalf("profiler: %d trace files %v, want 1", len(files), files)
+		}
+		raw, err := os.ReadFile(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var events []struct {
+			Cat, Name string
+			Args      map[string]any
+		}
+		if err := json.Unmarshal(raw, &events); err != nil {
+			t.Fatalf("trace %s: %v", files[0], err)
+		}
+		found := false
+		for _, e := range events {
+			if e.Cat == "Node" && strings.HasSuffix(e.Name, "_kernel_time") && e.Args["op_name"] == "Gather" {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("trace %s has no Gather kernel time among its %d events", files[0], len(events))
+		}
 	}
 }

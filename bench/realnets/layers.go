@@ -1,0 +1,131 @@
+package main
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/qtool/qtool/engine"
+	"github.com/qtool/qtool/internal/ortref"
+)
+
+// nodeTimes sums the time of each node over runs.
+type nodeTimes struct {
+	runs int
+	time map[string]time.Duration // by node name
+	op   map[string]string
+}
+
+func newNodeTimes() *nodeTimes {
+	return &nodeTimes{time: map[string]time.Duration{}, op: map[string]string{}}
+}
+
+func (n *nodeTimes) add(name, op string, d time.Duration) {
+	n.time[name] += d
+	n.op[name] = op
+}
+
+// print writes the time per run of each op and of the top nodes, the largest first.
+func (n *nodeTimes) print(w io.Writer, engineName string, top int) {
+	if n.runs == 0 {
+		return
+	}
+	per := func(d time.Duration) float64 { return d.Seconds() * 1e3 / float64(n.runs) }
+	var total time.Duration
+	byOp := map[string]time.Duration{}
+	for name, d := range n.time {
+		total += d
+		byOp[n.op[name]] += d
+	}
+	fmt.Fprintf(w, "  %s: %.2f ms a run in its nodes (%d runs)\n", engineName, per(total), n.runs)
+	ops := slices.SortedFunc(func(yield func(string) bool) {
+		for op := range byOp {
+			if !yield(op) {
+				return
+			}
+		}
+	}, func(a, b string) int { return cmp.Or(cmp.Compare(byOp[b], byOp[a]), cmp.Compare(a, b)) })
+	for _, op := range ops {
+		fmt.Fprintf(w, "    op   %-34s %8.2f ms %5.1f %%\n", op, per(byOp[op]), 100*byOp[op].Seconds()/total.Seconds())
+	}
+	names := slices.SortedFunc(func(yield func(string) bool) {
+		for name := range n.time {
+			if !yield(name) {
+				return
+			}
+		}
+	}, func(a, b string) int { return cmp.Or(cmp.Compare(n.time[b], n.time[a]), cmp.Compare(a, b)) })
+	for _, name := range names[:min(top, len(names))] {
+		fmt.Fprintf(w, "    node %-60s %-22s %8.3f ms\n", name, n.op[name], per(n.time[name]))
+	}
+}
+
+// profileLayers times every node of both engines on the same input for about seconds
+// each: qtool's through engine.Context.NodeTime, onnxruntime's from its own profiler's
+// trace. onnxruntime fuses and renames nodes (a Conv and the Relu after it become one
+// node named for the Relu's output, in its blocked layout), so the two lists are set
+// side by side by the reader, not matched here.
+func profileLayers(w io.Writer, raw []byte, g *engine.Graph, ctx engine.Context, x *engine.Tensor, ins []ortref.Tensor, threads int, seconds float64, top int) error {
+	q := newNodeTimes()
+	ctx.NodeTime = q.add
+	for start := time.Now(); time.Since(start).Seconds() < seconds; q.runs++ {
+		if _, err := g.Forward(&ctx, x); err != nil {
+			return err
+		}
+	}
+	q.print(w, "qtool", top)
+	if ins == nil {
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "realnets-ort-profile")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	s, err := ortref.NewSession(raw, ortref.Options{IntraOpThreads: threads, NoSpinning: true, ProfilePrefix: filepath.Join(dir, "ort")})
+	if err != nil {
+		return err
+	}
+	o := newNodeTimes()
+	for start := time.Now(); time.Since(start).Seconds() < seconds; o.runs++ {
+		if _, err := s.Run(ins); err != nil {
+			s.Close()
+			return err
+		}
+	}
+	if err := s.Close(); err != nil {
+		return err
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "ort*.json"))
+	if err != nil || len(files) != 1 {
+		return fmt.Errorf("onnxruntime's profile: %d trace files in %s (%v)", len(files), dir, err)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		return err
+	}
+	var events []struct {
+		Cat  string         `json:"cat"`
+		Name string         `json:"name"`
+		Dur  int64          `json:"dur"` // microseconds
+		Args map[string]any `json:"args"`
+	}
+	if err := json.Unmarshal(b, &events); err != nil {
+		return fmt.Errorf("onnxruntime's profile %s: %w", files[0], err)
+	}
+	const suffix = "_kernel_time"
+	for _, e := range events {
+		if e.Cat != "Node" || len(e.Name) <= len(suffix) || e.Name[len(e.Name)-len(suffix):] != suffix {
+			continue
+		}
+		op, _ := e.Args["op_name"].(string)
+		o.add(e.Name[:len(e.Name)-len(suffix)], op, time.Duration(e.Dur)*time.Microsecond)
+	}
+	o.print(w, "onnxruntime", top)
+	return nil
+}
