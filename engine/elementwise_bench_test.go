@@ -31,6 +31,9 @@ func benchOps() []benchOp {
 		{"Relu/256x64x14x14", testNode("Relu", 14, names(1)), [][]int{{256, 64, 14, 14}}, nil},
 		{"Softmax/256x10", testNode("Softmax", 13, names(1)), [][]int{{256, 10}}, nil},
 		{"Softmax/256x4096", testNode("Softmax", 13, names(1)), [][]int{{256, 4096}}, nil},
+		// The attention scores of bench/realnets' transformer at batch 32: 32 × 4 heads,
+		// rows of 16 tokens.
+		{"Softmax/attention_128x16x16", testNode("Softmax", 13, names(1)), [][]int{{128, 16, 16}}, nil},
 		{"LogSoftmax/256x1000", testNode("LogSoftmax", 13, names(1)), [][]int{{256, 1000}}, nil},
 		{"ReduceMean/spatial_256x64x14x14", testNode("ReduceMean", 13, names(1), attrInts("axes", 2, 3)), [][]int{{256, 64, 14, 14}}, nil},
 	}

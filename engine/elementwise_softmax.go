@@ -82,13 +82,19 @@ func (k *softmaxKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	}
 	k.x, k.y = in[0].F, out[0].F
 	if k.inner == 1 {
-		ctx.Parallel(k.outer, max(1, ewGrain/max(1, k.d)), k.fwd)
+		ctx.Parallel(k.outer, max(1, softmaxGrain/max(1, k.d)), k.fwd)
 	} else {
-		ctx.Parallel(k.outer*k.blocks(), max(1, ewGrain/max(1, k.d*softmaxBlock)), k.fwdBlk)
+		ctx.Parallel(k.outer*k.blocks(), max(1, softmaxGrain/max(1, k.d*softmaxBlock)), k.fwdBlk)
 	}
 	k.x, k.y = nil, nil
 	return nil
 }
+
+// softmaxGrain is the fewest elements a worker takes: an element costs about ten of an
+// Add's (a maximum, a subtraction, an exponential, a float64 sum and a scaling), so
+// ewGrain's would leave a transformer's attention scores (32 768 values at batch 32) to
+// one worker. Rows never split, so the result is the same for any number of workers.
+const softmaxGrain = ewGrain / 8
 
 // softmaxBlock is how many neighbouring lanes the strided layout (inner > 1) normalises
 // together, so that every pass reads contiguous rows instead of one element per row.
@@ -114,9 +120,7 @@ func (k *softmaxKernel) forwardBlocks(lo, hi int) {
 		}
 		for j := 0; j < d; j++ {
 			for i, v := range k.x[base+j*s:][:w] {
-				if v > m[i] {
-					m[i] = v
-				}
+				m[i] = max(m[i], v)
 			}
 		}
 		for j := 0; j < d; j++ {
@@ -173,24 +177,32 @@ func (k *softmaxKernel) forward(lo, hi int) {
 		g := softmaxRows / d
 		for u0 := lo; u0 < hi; u0 += g {
 			u1 := min(u0+g, hi)
-			for u := u0; u < u1; u++ {
-				x, y := k.x[u*d:][:d], k.y[u*d:][:d]
-				m := negInf()
-				for _, v := range x {
-					if v > m {
-						m = v
-					}
+			// Four rows' maxima side by side too, without branches: in rows of 16 the
+			// compare-and-branch chain of one row at a time was most of the time. max
+			// gives the largest value as rowMax does, or NaN where rowMax passes a NaN
+			// over; such a row is NaN throughout either way.
+			u := u0
+			for ; u+4 <= u1; u += 4 {
+				x0, x1, x2, x3 := k.x[u*d:][:d], k.x[(u+1)*d:][:d], k.x[(u+2)*d:][:d], k.x[(u+3)*d:][:d]
+				m0, m1, m2, m3 := negInf(), negInf(), negInf(), negInf()
+				for j := range x0 {
+					m0, m1, m2, m3 = max(m0, x0[j]), max(m1, x1[j]), max(m2, x2[j]), max(m3, x3[j])
 				}
-				for j, v := range x {
-					y[j] = v - m
-				}
+				subRow(k.y[u*d:][:d], x0, m0)
+				subRow(k.y[(u+1)*d:][:d], x1, m1)
+				subRow(k.y[(u+2)*d:][:d], x2, m2)
+				subRow(k.y[(u+3)*d:][:d], x3, m3)
+			}
+			for ; u < u1; u++ {
+				x := k.x[u*d:][:d]
+				subRow(k.y[u*d:][:d], x, rowMax(x))
 			}
 			e := k.y[u0*d : u1*d]
 			expNegSlice(e, e)
 			// Four rows' sums side by side: each is still its row's sum in order, but
 			// the four chains of float64 additions overlap instead of waiting on each
 			// other (a row of 16 was 16 dependent adds).
-			u := u0
+			u = u0
 			for ; u+4 <= u1; u += 4 {
 				y0, y1, y2, y3 := k.y[u*d:][:d], k.y[(u+1)*d:][:d], k.y[(u+2)*d:][:d], k.y[(u+3)*d:][:d]
 				var s0, s1, s2, s3 float64
@@ -219,12 +231,7 @@ func (k *softmaxKernel) forward(lo, hi int) {
 	var tmp [softmaxBlock]float32
 	for u := lo; u < hi; u++ {
 		x, y := k.x[u*d:][:d], k.y[u*d:][:d]
-		m := negInf()
-		for _, v := range x {
-			if v > m {
-				m = v
-			}
-		}
+		m := rowMax(x)
 		var sum float64
 		if k.log {
 			// As in forwardBlocks, the exponentials go to scratch: y may be x.
@@ -259,6 +266,26 @@ func (k *softmaxKernel) forward(lo, hi int) {
 		for j := range y {
 			y[j] *= inv
 		}
+	}
+}
+
+// rowMax is the largest value of x, −Inf for none; a NaN is passed over, and its row
+// comes out NaN throughout through its sum. Long rows rarely meet a new maximum, so the
+// branch is predicted; short rows take the branch-free form in forward.
+func rowMax(x []float32) float32 {
+	m := negInf()
+	for _, v := range x {
+		if v > m {
+			m = v
+		}
+	}
+	return m
+}
+
+// subRow sets y to x − m.
+func subRow(y, x []float32, m float32) {
+	for j, v := range x[:len(y)] {
+		y[j] = v - m
 	}
 }
 
