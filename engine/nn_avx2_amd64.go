@@ -114,7 +114,7 @@ func expVecAVX2Slice(x, y []float32, mode int) {
 }
 
 //go:noescape
-func dwPlaneAVX2(xp, y *float32, oh, ow, rowStep int, w *float32, k int, offs *int64, tail *int32, bias float32, flags int, lo, hi int32, a, b float32)
+func dwPlaneAVX2(xp, y *float32, oh, ow, rowStep, s2 int, w *float32, k int, offs *int64, tail *int32, bias float32, flags int, lo, hi int32, a, b float32)
 
 // dwPlaneAsmAVX2 is dwPlaneAsm (same arguments, same bits: dwPlaneGo's sum, then by
 // t.flags y added, the bias and the activation) in AVX2 assembly.
@@ -128,6 +128,6 @@ func dwPlaneAsmAVX2(p *dwPlan, xp, y, w []float32, bias float32, t tileAct) {
 	for j := range ow % 16 {
 		tail[j] = -1
 	}
-	dwPlaneAVX2(&xp[0], &y[0], oh, ow, 4*g.s[1]*p.pw, &w[0], len(p.offs), &p.offs[0], &tail[0],
+	dwPlaneAVX2(&xp[0], &y[0], oh, ow, 4*g.s[1]*p.pw, p.cs, &w[0], len(p.offs), &p.offs[0], &tail[0],
 		bias, t.flags, t.lo, t.hi, t.a, t.b)
 }

@@ -358,29 +358,48 @@ expdone:
 	VADDPS Y2, Y0, Y0 ; \
 	VADDPS Y3, Y1, Y1
 
-// func dwPlaneAVX2(xp, y *float32, oh, ow, rowStep int, w *float32, k int, offs *int64, tail *int32, bias float32, flags int, lo, hi int32, a, b float32)
+// DWTAP2 is DWTAP1 for column stride 2: the even columns of 32 loaded ones, put in order
+// by VSHUFPS (even lanes of each 128-bit half) and VPERMPD (halves in place).
+#define DWTAP2 \
+	VMOVUPS (AX)(R13*1), Y2 ; \
+	VMOVUPS 32(AX)(R13*1), Y3 ; \
+	VSHUFPS $0x88, Y3, Y2, Y2 ; \
+	VPERMPD $0xD8, Y2, Y2 ; \
+	VMOVUPS 64(AX)(R13*1), Y3 ; \
+	VMOVUPS 96(AX)(R13*1), Y4 ; \
+	VSHUFPS $0x88, Y4, Y3, Y3 ; \
+	VPERMPD $0xD8, Y3, Y3 ; \
+	VMULPS Y2, Y6, Y2 ; \
+	VMULPS Y3, Y6, Y3 ; \
+	VADDPS Y2, Y0, Y0 ; \
+	VADDPS Y3, Y1, Y1
+
+// func dwPlaneAVX2(xp, y *float32, oh, ow, rowStep, s2 int, w *float32, k int, offs *int64, tail *int32, bias float32, flags int, lo, hi int32, a, b float32)
 //
 // dwPlaneAVX512 (see there) in AVX2: 16 outputs of a row at a time in two registers,
 // tap after tap; a row's last chunk of ow mod 16 outputs (when not 0) is stored, and
 // with dwAdd read, through the 16 int32 lane masks at tail. Loads of xp past a row's
 // end stay inside the padded plane (dwPlan.size) and feed only unstored lanes.
-TEXT ·dwPlaneAVX2(SB), NOSPLIT, $0-104
+TEXT ·dwPlaneAVX2(SB), NOSPLIT, $0-112
 	MOVQ xp+0(FP), SI
 	MOVQ y+8(FP), DI
 	MOVQ oh+16(FP), R8
-	MOVQ w+40(FP), R15
-	MOVQ k+48(FP), R10
-	MOVQ offs+56(FP), R9
-	MOVQ tail+64(FP), AX
+	MOVQ s2+40(FP), R14
+	MOVQ w+48(FP), R15
+	MOVQ k+56(FP), R10
+	MOVQ offs+64(FP), R9
+	MOVQ tail+72(FP), AX
 	VMOVDQU 0(AX), Y14
 	VMOVDQU 32(AX), Y15
-	VBROADCASTSS bias+72(FP), Y7
+	MOVQ R14, DX
+	SHLQ $6, DX // input bytes per 16 outputs
+	VBROADCASTSS bias+80(FP), Y7
 	VPCMPEQD Y8, Y8, Y8
 	VPSRLD $1, Y8, Y8
-	VBROADCASTSS lo+88(FP), Y9
-	VBROADCASTSS hi+92(FP), Y10
-	VBROADCASTSS a+96(FP), Y11
-	VBROADCASTSS b+100(FP), Y12
+	VBROADCASTSS lo+96(FP), Y9
+	VBROADCASTSS hi+100(FP), Y10
+	VBROADCASTSS a+104(FP), Y11
+	VBROADCASTSS b+108(FP), Y12
 
 dwrow:
 	MOVQ SI, AX
@@ -392,6 +411,8 @@ dwchunk:
 	MOVQ R9, R11
 	MOVQ R15, R12
 	MOVQ R10, CX
+	CMPQ R14, $1
+	JNE  dwtaps2
 
 dwtaps1:
 	MOVQ (R11), R13
@@ -401,9 +422,19 @@ dwtaps1:
 	ADDQ $4, R12
 	DECQ CX
 	JNZ  dwtaps1
+	JMP  dwsum
+
+dwtaps2:
+	MOVQ (R11), R13
+	VBROADCASTSS (R12), Y6
+	DWTAP2
+	ADDQ $8, R11
+	ADDQ $4, R12
+	DECQ CX
+	JNZ  dwtaps2
 
 dwsum:
-	MOVQ flags+80(FP), R13
+	MOVQ flags+88(FP), R13
 	TESTQ $32, R13
 	JZ   dwnoadd
 	CMPQ BX, $16
@@ -466,7 +497,7 @@ dwputnext:
 	JE   dwrowdone
 	SUBQ $16, BX
 	ADDQ $64, DI
-	ADDQ $64, AX
+	ADDQ DX, AX
 	JMP  dwchunk
 
 dwputtail:

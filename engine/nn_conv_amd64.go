@@ -251,6 +251,10 @@ const (
 // dwPlaneFast reports whether dwPlane runs in assembly.
 func dwPlaneFast() bool { return convTileOK() || convTileAVX2OK() }
 
+// dwSplit reports whether dwPlan splits stride-2 rows into even and odd columns: where
+// dwPlaneAVX512 runs, whose unit-step loads then serve both strides.
+func dwSplit() bool { return convTileOK() }
+
 // dwPlane sets the output plane y to act(dwPlaneGo's sum + bias[0]) (bias and act nil
 // for none), from the padded plane xp laid out by p and the taps w, in assembly where
 // the CPU allows: the bias and activation in the same pass, computed as planeBiasAct

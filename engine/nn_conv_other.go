@@ -51,6 +51,9 @@ func colTPlan(p *cpPlan, xp, colT []float32) { panic("colTPlan without colTPlanF
 // dwPlaneGo in Go.
 func dwPlaneFast() bool { return false }
 
+// dwSplit reports whether dwPlan splits stride-2 rows: not without the assembly.
+func dwSplit() bool { return false }
+
 func dwPlane(p *dwPlan, xp, y, w, bias []float32, act *nnClamp, stream bool, tmp []float32) {
 	dwPlaneGo(p, xp, y, w, false)
 	planeBiasAct(y[:p.g.outSize()], bias, act)

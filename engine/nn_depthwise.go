@@ -186,11 +186,13 @@ func nnDot3(x, g []float32) (a, b, c float32) {
 // Other depthwise windows (5×5 and 7×7, stride 2, the (2, 1) strides of text models)
 // take a padded plane on CPUs with the assembly: each input plane is copied into a
 // zero-padded buffer, and every output row is made 16 pixels at a time from one load
-// per tap, the taps summed in registers. At column stride 2 the copy splits each padded
-// row into its even columns and, after them, its odd ones, so that an output's columns
-// are one apart in either half and each tap again takes one load: with the row as it is,
-// a tap took two loads and a permutation, and those planes ran no faster than at unit
-// stride with twice the outputs.
+// per tap, the taps summed in registers. At column stride 2, on AVX-512, the copy splits
+// each padded row into its even columns and, after them, its odd ones, so that an
+// output's columns are one apart in either half and each tap again takes one load: with
+// the row as it is, a tap took two loads and a permutation, and those planes ran no
+// faster than at unit stride with twice the outputs. The AVX2 kernel keeps the row as it
+// is (two loads and shuffles a tap): the split copy has no AVX2 form there, and its Go
+// rows made those planes 1.4–2.6× slower in all.
 // The generic loop instead walks the plane once per tap, reading and writing the output
 // each time: on MobileNetV3's and EfficientNet's 5×5 layers that was a third of
 // inference. Both sum the taps in the same order, each product rounded before it is
@@ -202,9 +204,10 @@ type dwPlan struct {
 	pw, ph int     // padded row length and row count
 	size   int     // buffer length: the padded plane and what the last loads overrun
 	offs   []int64 // byte offset of each tap from its output's first tap
-	// split, at column stride 2, is the number of even columns of a padded row, which
-	// come first in the buffer's row, the odd ones after them; 0 at unit stride.
+	// split, at column stride 2 on AVX-512 (dwSplit), is the number of even columns of a
+	// padded row, which come first in the buffer's row, the odd ones after them; else 0.
 	split int
+	cs    int // the step in xp from one output's first tap to the next one's: 1, or 2
 }
 
 // dwPadOK reports whether g takes the padded plane: 2-D windows, undilated, with
@@ -222,9 +225,9 @@ func (p *dwPlan) setup(g *nnGeom) *dwPlan {
 	p.g = *g
 	p.pw = g.in[2] + g.pb[2] + g.pe[2]
 	p.ph = g.in[1] + g.pb[1] + g.pe[1]
-	p.split = 0
-	if g.s[2] == 2 {
-		p.split = (p.pw + 1) / 2
+	p.split, p.cs = 0, g.s[2]
+	if g.s[2] == 2 && dwSplit() {
+		p.split, p.cs = (p.pw+1)/2, 1
 	}
 	p.offs = p.offs[:0]
 	for k1 := 0; k1 < g.k[1]; k1++ {
@@ -241,10 +244,10 @@ func (p *dwPlan) setup(g *nnGeom) *dwPlan {
 			p.offs = append(p.offs, int64(4*(k1*p.pw+col)))
 		}
 	}
-	// The last chunk of the last row loads 16 columns from its last tap (at most a
-	// row's length on), whatever the row's width.
-	last := (g.out[1]-1)*g.s[1]*p.pw + (g.out[2]-1)/16*16 + (g.k[1]-1)*p.pw + p.pw - 1
-	p.size = max(p.ph*p.pw, last+16)
+	// The last chunk of the last row loads 16 columns (32 at a step of 2) from its last
+	// tap (at most a row's length on), whatever the row's width.
+	last := (g.out[1]-1)*g.s[1]*p.pw + (g.out[2]-1)/16*16*p.cs + (g.k[1]-1)*p.pw + p.pw - 1
+	p.size = max(p.ph*p.pw, last+16*p.cs)
 	return p
 }
 
@@ -270,14 +273,13 @@ func (p *dwPlan) fill(dst, x []float32) {
 }
 
 // dwPlaneGo is the definition of dwPlane: y[o1, o2] = Σ over taps t, in order, of
-// w[t]·xp[o1·s1·pw + o2 + offs[t]/4] (the layout puts an output's columns one apart at
-// either column stride), each product rounded before it is added; with add, that sum
-// plus y[o1, o2].
+// w[t]·xp[o1·s1·pw + o2·cs + offs[t]/4], each product rounded before it is added; with
+// add, that sum plus y[o1, o2].
 func dwPlaneGo(p *dwPlan, xp, y, w []float32, add bool) {
 	g := &p.g
 	for o1 := 0; o1 < g.out[1]; o1++ {
 		for o2 := 0; o2 < g.out[2]; o2++ {
-			base := o1*g.s[1]*p.pw + o2
+			base := o1*g.s[1]*p.pw + o2*p.cs
 			acc := float32(0)
 			for t, off := range p.offs {
 				acc += float32(w[t] * xp[base+int(off/4)])
@@ -291,7 +293,7 @@ func dwPlaneGo(p *dwPlan, xp, y, w []float32, add bool) {
 }
 
 // dwGradWGo is the definition of dwGradW: gw[t] += Σ over the plane of
-// gy[o1, o2]·xp[o1·s1·pw + o2 + offs[t]/4], summed as the assembly sums it: in 16
+// gy[o1, o2]·xp[o1·s1·pw + o2·cs + offs[t]/4], summed as the assembly sums it: in 16
 // lanes (lane j takes the outputs o2 ≡ j mod 16 of every row, a zero where a row's last
 // chunk has no output), then the lanes pairwise by halves.
 func dwGradWGo(p *dwPlan, xp, gy, gw []float32) {
@@ -304,7 +306,7 @@ func dwGradWGo(p *dwPlan, xp, gy, gw []float32) {
 				for j := range acc {
 					v := float32(0)
 					if o := c0 + j; o < ow {
-						v = float32(gy[o1*ow+o] * xp[o1*g.s[1]*p.pw+o+int(off/4)])
+						v = float32(gy[o1*ow+o] * xp[o1*g.s[1]*p.pw+o*p.cs+int(off/4)])
 					}
 					acc[j] += v
 				}
