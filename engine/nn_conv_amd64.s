@@ -1054,11 +1054,14 @@ TEXT ·dwPlaneAVX512(SB), NOSPLIT, $0-104
 
 	// Blocks of four output rows: each tap's weight is broadcast once for four chunks,
 	// whose sums (Z0, Z5, Z6, Z7) are four independent chains, where one row at a time
-	// waits on each VADDPS's latency. Each output's sum is the same. Rows left over at
-	// the end (1 to 3) are made again in a last block that ends at the last row, the
-	// same values stored twice, except when adding to y (dwAdd), where they go one at a
-	// time below.
-	CMPQ R8, $4
+	// waits on each VADDPS's latency. Each output's sum is the same. Three rows left (or
+	// a plane of three) make a block whose fourth row is computed from the row below the
+	// plane (dwPlan.size reaches it) and neither read nor written in y: its mask K7 is
+	// empty (K5 and K6 are rows 1 and 2's, K1 row 0's). One or two rows left are made
+	// again in a last block that ends at the last row, the same values stored twice,
+	// except when adding to y (dwAdd) or in a plane of one or two rows, where they go one
+	// at a time below.
+	CMPQ R8, $3
 	JLT  dwrow
 
 dwblk:
@@ -1072,6 +1075,14 @@ dwbchunk:
 	KMOVW K2, K1
 
 dwbfull:
+	KMOVW K1, K5
+	KMOVW K1, K6
+	KMOVW K1, K7
+	CMPQ R8, $4
+	JGE  dwbrows4
+	KXORW K7, K7, K7
+
+dwbrows4:
 	VXORPS Z0, Z0, Z0
 	VXORPS Z5, Z5, Z5
 	VXORPS Z6, Z6, Z6
@@ -1109,13 +1120,13 @@ dwbstore:
 	VMOVUPS.Z (R12), K1, Z2
 	VADDPS Z2, Z0, Z0
 	ADDQ R11, R12
-	VMOVUPS.Z (R12), K1, Z2
+	VMOVUPS.Z (R12), K5, Z2
 	VADDPS Z2, Z5, Z5
 	ADDQ R11, R12
-	VMOVUPS.Z (R12), K1, Z2
+	VMOVUPS.Z (R12), K6, Z2
 	VADDPS Z2, Z6, Z6
 	ADDQ R11, R12
-	VMOVUPS.Z (R12), K1, Z2
+	VMOVUPS.Z (R12), K7, Z2
 	VADDPS Z2, Z7, Z7
 
 dwbnoadd:
@@ -1158,6 +1169,8 @@ dwbput:
 	MOVQ DI, R12
 	TESTQ $64, flags+80(FP)
 	JZ   dwbplain
+	CMPQ R8, $4
+	JLT  dwbplain
 	KORTESTW K1, K1
 	JCC  dwbplain
 	TESTQ $63, DI
@@ -1176,11 +1189,11 @@ dwbput:
 dwbplain:
 	VMOVUPS Z0, K1, (R12)
 	ADDQ R11, R12
-	VMOVUPS Z5, K1, (R12)
+	VMOVUPS Z5, K5, (R12)
 	ADDQ R11, R12
-	VMOVUPS Z6, K1, (R12)
+	VMOVUPS Z6, K6, (R12)
 	ADDQ R11, R12
-	VMOVUPS Z7, K1, (R12)
+	VMOVUPS Z7, K7, (R12)
 
 dwbstored:
 	CMPQ BX, $16
@@ -1199,8 +1212,8 @@ dwbrows:
 	SHLQ $2, R11
 	ADDQ R11, SI
 	SUBQ $4, R8
-	JZ   dwdone
-	CMPQ R8, $4
+	JLE  dwdone
+	CMPQ R8, $3
 	JGE  dwblk
 	TESTQ $32, flags+80(FP)
 	JNZ  dwrow

@@ -245,8 +245,13 @@ func (p *dwPlan) setup(g *nnGeom) *dwPlan {
 		}
 	}
 	// The last chunk of the last row loads 16 columns (32 at a step of 2) from its last
-	// tap (at most a row's length on), whatever the row's width.
-	last := (g.out[1]-1)*g.s[1]*p.pw + (g.out[2]-1)/16*16*p.cs + (g.k[1]-1)*p.pw + p.pw - 1
+	// tap (at most a row's length on), whatever the row's width; when the rows end in
+	// three, dwPlaneAVX512 makes a fourth from the row below.
+	rows := g.out[1]
+	if rows%4 == 3 {
+		rows++
+	}
+	last := (rows-1)*g.s[1]*p.pw + (g.out[2]-1)/16*16*p.cs + (g.k[1]-1)*p.pw + p.pw - 1
 	p.size = max(p.ph*p.pw, last+16*p.cs)
 	return p
 }

@@ -28,6 +28,10 @@ var dwCases = []convCase{
 	// Six rows of 32: a block of four rows, then one that backs up two rows, in two
 	// whole chunks a row (the non-temporal stores of a block).
 	{name: "k3_rows32", x: []int{1, 2, 6, 32}, w: []int{2, 1, 3, 3}, group: 2, pads: []int{1, 1, 1, 1}, bias: true},
+	// Three rows of 48, as in the OCR classifier's late layers, and seven rows of 20: a
+	// block of four whose fourth row lies below the plane, and one after a whole block.
+	{name: "k5_rows3x48", x: []int{2, 3, 3, 48}, w: []int{3, 1, 5, 5}, group: 3, pads: []int{2, 2, 2, 2}, bias: true},
+	{name: "k3_rows7x20", x: []int{1, 2, 7, 20}, w: []int{2, 1, 3, 3}, group: 2, pads: []int{1, 1, 1, 1}},
 }
 
 // TestDepthwisePaddedPlane checks the padded-plane depthwise path: its assembly against
