@@ -302,9 +302,6 @@ func dwPlaneAdd(p *dwPlan, xp, y, w []float32) {
 	dwPlaneAsm(p, xp, y, w, 0, tileAct{flags: dwAdd})
 }
 
-// dwEven is the permutation that takes the even lanes of two registers.
-var dwEven = [16]int32{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}
-
 func dwPlaneAsm(p *dwPlan, xp, y, w []float32, bias float32, t tileAct) {
 	if !convTileOK() {
 		dwPlaneAsmAVX2(p, xp, y, w, bias, t)

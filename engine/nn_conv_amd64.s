@@ -1255,8 +1255,6 @@ dwtaps1:
 	ADDQ $4, R12
 	DECQ CX
 	JNZ  dwtaps1
-
-dwstore:
 	MOVQ flags+80(FP), R13
 	TESTQ $32, R13
 	JZ   dwnoadd

@@ -97,6 +97,9 @@ func s2RowAVX2(dst, src *float32, n int)
 //go:noescape
 func s2RowsAVX512(dst *float32, ldd int, src *float32, lds, n, rows int, even *int32)
 
+// dwEven is the permutation that takes the even lanes of two registers (s2RowsAVX512).
+var dwEven = [16]int32{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}
+
 // s2Rows is s2Row on rows rows: dst[i·ldd:][:n] takes the even values of src[i·lds:],
 // which must hold the 2n − 1 values read; in one AVX-512 call where the CPU allows (the
 // Winograd path's quarter planes made a call per row of 28 values).

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/qtool/qtool/engine"
@@ -43,23 +45,11 @@ func (n *nodeTimes) print(w io.Writer, engineName string, top int) {
 		byOp[n.op[name]] += d
 	}
 	fmt.Fprintf(w, "  %s: %.2f ms a run in its nodes (%d runs)\n", engineName, per(total), n.runs)
-	ops := slices.SortedFunc(func(yield func(string) bool) {
-		for op := range byOp {
-			if !yield(op) {
-				return
-			}
-		}
-	}, func(a, b string) int { return cmp.Or(cmp.Compare(byOp[b], byOp[a]), cmp.Compare(a, b)) })
+	ops := slices.SortedFunc(maps.Keys(byOp), func(a, b string) int { return cmp.Or(cmp.Compare(byOp[b], byOp[a]), cmp.Compare(a, b)) })
 	for _, op := range ops {
 		fmt.Fprintf(w, "    op   %-34s %8.2f ms %5.1f %%\n", op, per(byOp[op]), 100*byOp[op].Seconds()/total.Seconds())
 	}
-	names := slices.SortedFunc(func(yield func(string) bool) {
-		for name := range n.time {
-			if !yield(name) {
-				return
-			}
-		}
-	}, func(a, b string) int { return cmp.Or(cmp.Compare(n.time[b], n.time[a]), cmp.Compare(a, b)) })
+	names := slices.SortedFunc(maps.Keys(n.time), func(a, b string) int { return cmp.Or(cmp.Compare(n.time[b], n.time[a]), cmp.Compare(a, b)) })
 	for _, name := range names[:min(top, len(names))] {
 		fmt.Fprintf(w, "    node %-60s %-22s %8.3f ms\n", name, n.op[name], per(n.time[name]))
 	}
@@ -118,13 +108,13 @@ func profileLayers(w io.Writer, raw []byte, g *engine.Graph, ctx engine.Context,
 	if err := json.Unmarshal(b, &events); err != nil {
 		return fmt.Errorf("onnxruntime's profile %s: %w", files[0], err)
 	}
-	const suffix = "_kernel_time"
 	for _, e := range events {
-		if e.Cat != "Node" || len(e.Name) <= len(suffix) || e.Name[len(e.Name)-len(suffix):] != suffix {
+		name, ok := strings.CutSuffix(e.Name, "_kernel_time")
+		if e.Cat != "Node" || !ok {
 			continue
 		}
 		op, _ := e.Args["op_name"].(string)
-		o.add(e.Name[:len(e.Name)-len(suffix)], op, time.Duration(e.Dur)*time.Microsecond)
+		o.add(name, op, time.Duration(e.Dur)*time.Microsecond)
 	}
 	o.print(w, "onnxruntime", top)
 	return nil
