@@ -413,11 +413,11 @@ func sumsAVX512(x, gr *float32, n int, mu, inv float32, mode int, out *float64, 
 // nnSumsFast reports whether nnSums runs in assembly.
 func nnSumsFast() bool { return convTileOK() }
 
-// nnSums is nnSums16Segs (see there) in assembly where the CPU allows: the sums over segs
+// nnSums is nnSumsLanes (see there) in assembly where the CPU allows: the sums over segs
 // segments of n elements, stride apart in x (and g).
 func nnSums(x, g []float32, n, segs, stride int, mu, inv float32, mode int) (float64, float64) {
 	if !nnSumsFast() {
-		return nnSums16Segs(x, g, n, segs, stride, mu, inv, mode)
+		return nnSumsLanes(x, g, n, segs, stride, mu, inv, mode)
 	}
 	if n <= 0 || segs <= 0 {
 		return 0, 0

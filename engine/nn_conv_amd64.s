@@ -1544,9 +1544,76 @@ gwrowdone:
 
 // func sumsAVX512(x, gr *float32, n int, mu, inv float32, mode int, out *float64, segs, stride int)
 //
-// The float64 sums of nnSums16Segs, 16 elements at a time: Z0/Z1 hold lanes 0-7 and 8-15
-// of the first sum, Z2/Z3 of the second; the last chunk of each of the segs segments of
-// n elements (stride elements apart, in x and gr alike) loads zeros past its end.
+// The float64 sums of nnSumsLanes: four sets of 16 lanes, set s taking the chunks of 16
+// elements c with c mod 4 = s in each segment, so that 64 elements go through eight
+// (sixteen) independent chains of additions: with one set, the latency of VADDPD held the
+// sums to 16 elements every 4 cycles. Set s's first sum is in A_s (lanes 0-7, 8-15), its
+// second in B_s; the last chunk of each of the segs segments of n elements (stride elements
+// apart, in x and gr alike) loads zeros past its end.
+//
+//	set 0: Z0 Z1 / Z2 Z3   set 1: Z11 Z12 / Z13 Z14   set 2: Z15 Z16 / Z17 Z18   set 3: Z19 Z20 / Z21 Z22
+
+// SUMS0 adds the 16 elements at off(SI) (K: the lanes loaded) to alo/ahi.
+#define SUMS0(off, K, alo, ahi) \
+	VMOVUPS.Z off(SI), K, Z4 ; \
+	VCVTPS2PD Y4, Z6 ; \
+	VEXTRACTF64X4 $1, Z4, Y5 ; \
+	VCVTPS2PD Y5, Z7 ; \
+	VADDPD Z6, alo, alo ; \
+	VADDPD Z7, ahi, ahi
+
+// SUMS1 adds (x−mu)² to alo/ahi and x−mu to blo/bhi, x−mu rounded to float32.
+#define SUMS1(off, K, alo, ahi, blo, bhi) \
+	VMOVUPS.Z off(SI), K, Z4 ; \
+	VSUBPS.Z Z9, Z4, K, Z4 ; \
+	VCVTPS2PD Y4, Z6 ; \
+	VEXTRACTF64X4 $1, Z4, Y5 ; \
+	VCVTPS2PD Y5, Z7 ; \
+	VMULPD Z6, Z6, Z8 ; \
+	VADDPD Z8, alo, alo ; \
+	VMULPD Z7, Z7, Z8 ; \
+	VADDPD Z8, ahi, ahi ; \
+	VADDPD Z6, blo, blo ; \
+	VADDPD Z7, bhi, bhi
+
+// SUMS2 adds g to alo/ahi and g·(x−mu)·inv, rounded to float32, to blo/bhi.
+#define SUMS2(off, K, alo, ahi, blo, bhi) \
+	VMOVUPS.Z off(SI), K, Z4 ; \
+	VMOVUPS.Z off(DI), K, Z5 ; \
+	VCVTPS2PD Y5, Z6 ; \
+	VEXTRACTF64X4 $1, Z5, Y8 ; \
+	VCVTPS2PD Y8, Z7 ; \
+	VADDPD Z6, alo, alo ; \
+	VADDPD Z7, ahi, ahi ; \
+	VSUBPS Z9, Z4, Z4 ; \
+	VMULPS Z4, Z5, Z4 ; \
+	VMULPS Z10, Z4, Z4 ; \
+	VCVTPS2PD Y4, Z6 ; \
+	VEXTRACTF64X4 $1, Z4, Y5 ; \
+	VCVTPS2PD Y5, Z7 ; \
+	VADDPD Z6, blo, blo ; \
+	VADDPD Z7, bhi, bhi
+
+// SUMSMASK sets K1 to the lanes of the next chunk: all 16, or the CX < 16 left.
+#define SUMSMASK \
+	MOVQ $0xffff, AX ; \
+	MOVQ $1, DX ; \
+	SHLQ CX, DX ; \
+	DECQ DX ; \
+	CMPQ CX, $16 ; \
+	CMOVQLT DX, AX ; \
+	KMOVW AX, K1
+
+// SETS2 adds the four sets of lanes lo/hi pairwise into the first, as nnSumsLanes does:
+// (set 0 + set 1) + (set 2 + set 3).
+#define SETS2(a0, a1, b0, b1, c0, c1, d0, d1) \
+	VADDPD b0, a0, a0 ; \
+	VADDPD b1, a1, a1 ; \
+	VADDPD d0, c0, c0 ; \
+	VADDPD d1, c1, c1 ; \
+	VADDPD c0, a0, a0 ; \
+	VADDPD c1, a1, a1
+
 TEXT ·sumsAVX512(SB), NOSPLIT, $0-64
 	MOVQ x+0(FP), R11
 	MOVQ gr+8(FP), R12
@@ -1560,73 +1627,146 @@ TEXT ·sumsAVX512(SB), NOSPLIT, $0-64
 	VXORPD Z1, Z1, Z1
 	VXORPD Z2, Z2, Z2
 	VXORPD Z3, Z3, Z3
+	VXORPD Z11, Z11, Z11
+	VXORPD Z12, Z12, Z12
+	VXORPD Z13, Z13, Z13
+	VXORPD Z14, Z14, Z14
+	VXORPD Z15, Z15, Z15
+	VXORPD Z16, Z16, Z16
+	VXORPD Z17, Z17, Z17
+	VXORPD Z18, Z18, Z18
+	VXORPD Z19, Z19, Z19
+	VXORPD Z20, Z20, Z20
+	VXORPD Z21, Z21, Z21
+	VXORPD Z22, Z22, Z22
 	MOVQ $0xffff, AX
 	KMOVW AX, K3
+	CMPQ R8, $1
+	JEQ  s1seg
+	JGT  s2seg
 
-sumseg:
+s0seg:
+	MOVQ R11, SI
+	MOVQ n+16(FP), CX
+
+s0full:
+	CMPQ CX, $64
+	JLT  s0tail
+	SUMS0(0, K3, Z0, Z1)
+	SUMS0(64, K3, Z11, Z12)
+	SUMS0(128, K3, Z15, Z16)
+	SUMS0(192, K3, Z19, Z20)
+	ADDQ $256, SI
+	SUBQ $64, CX
+	JMP  s0full
+
+s0tail:
+	TESTQ CX, CX
+	JLE   s0next
+	SUMSMASK
+	SUMS0(0, K1, Z0, Z1)
+	SUBQ  $16, CX
+	JLE   s0next
+	SUMSMASK
+	SUMS0(64, K1, Z11, Z12)
+	SUBQ  $16, CX
+	JLE   s0next
+	SUMSMASK
+	SUMS0(128, K1, Z15, Z16)
+	SUBQ  $16, CX
+	JLE   s0next
+	SUMSMASK
+	SUMS0(192, K1, Z19, Z20)
+
+s0next:
+	ADDQ R10, R11
+	DECQ R9
+	JGT  s0seg
+	JMP  sumsdone
+
+s1seg:
+	MOVQ R11, SI
+	MOVQ n+16(FP), CX
+
+s1full:
+	CMPQ CX, $64
+	JLT  s1tail
+	SUMS1(0, K3, Z0, Z1, Z2, Z3)
+	SUMS1(64, K3, Z11, Z12, Z13, Z14)
+	SUMS1(128, K3, Z15, Z16, Z17, Z18)
+	SUMS1(192, K3, Z19, Z20, Z21, Z22)
+	ADDQ $256, SI
+	SUBQ $64, CX
+	JMP  s1full
+
+s1tail:
+	TESTQ CX, CX
+	JLE   s1next
+	SUMSMASK
+	SUMS1(0, K1, Z0, Z1, Z2, Z3)
+	SUBQ  $16, CX
+	JLE   s1next
+	SUMSMASK
+	SUMS1(64, K1, Z11, Z12, Z13, Z14)
+	SUBQ  $16, CX
+	JLE   s1next
+	SUMSMASK
+	SUMS1(128, K1, Z15, Z16, Z17, Z18)
+	SUBQ  $16, CX
+	JLE   s1next
+	SUMSMASK
+	SUMS1(192, K1, Z19, Z20, Z21, Z22)
+
+s1next:
+	ADDQ R10, R11
+	DECQ R9
+	JGT  s1seg
+	JMP  sumsdone
+
+s2seg:
 	MOVQ R11, SI
 	MOVQ R12, DI
 	MOVQ n+16(FP), CX
 
-sumchunk:
-	KMOVW K3, K1
-	CMPQ CX, $16
-	JGE  sumfull
-	MOVQ $1, AX
-	SHLQ CX, AX
-	DECQ AX
-	KMOVW AX, K1
+s2full:
+	CMPQ CX, $64
+	JLT  s2tail
+	SUMS2(0, K3, Z0, Z1, Z2, Z3)
+	SUMS2(64, K3, Z11, Z12, Z13, Z14)
+	SUMS2(128, K3, Z15, Z16, Z17, Z18)
+	SUMS2(192, K3, Z19, Z20, Z21, Z22)
+	ADDQ $256, SI
+	ADDQ $256, DI
+	SUBQ $64, CX
+	JMP  s2full
 
-sumfull:
-	VMOVUPS.Z (SI), K1, Z4
-	CMPQ R8, $1
-	JEQ  summode1
-	JGT  summode2
-	VCVTPS2PD Y4, Z6
-	VEXTRACTF64X4 $1, Z4, Y5
-	VCVTPS2PD Y5, Z7
-	VADDPD Z6, Z0, Z0
-	VADDPD Z7, Z1, Z1
-	JMP  sumnext
+s2tail:
+	TESTQ CX, CX
+	JLE   s2next
+	SUMSMASK
+	SUMS2(0, K1, Z0, Z1, Z2, Z3)
+	SUBQ  $16, CX
+	JLE   s2next
+	SUMSMASK
+	SUMS2(64, K1, Z11, Z12, Z13, Z14)
+	SUBQ  $16, CX
+	JLE   s2next
+	SUMSMASK
+	SUMS2(128, K1, Z15, Z16, Z17, Z18)
+	SUBQ  $16, CX
+	JLE   s2next
+	SUMSMASK
+	SUMS2(192, K1, Z19, Z20, Z21, Z22)
 
-summode1:
-	VSUBPS.Z Z9, Z4, K1, Z4
-	VCVTPS2PD Y4, Z6
-	VEXTRACTF64X4 $1, Z4, Y5
-	VCVTPS2PD Y5, Z7
-	VMULPD Z6, Z6, Z8
-	VADDPD Z8, Z0, Z0
-	VMULPD Z7, Z7, Z8
-	VADDPD Z8, Z1, Z1
-	VADDPD Z6, Z2, Z2
-	VADDPD Z7, Z3, Z3
-	JMP  sumnext
-
-summode2:
-	VMOVUPS.Z (DI), K1, Z5
-	VCVTPS2PD Y5, Z6
-	VEXTRACTF64X4 $1, Z5, Y8
-	VCVTPS2PD Y8, Z7
-	VADDPD Z6, Z0, Z0
-	VADDPD Z7, Z1, Z1
-	VSUBPS Z9, Z4, Z4
-	VMULPS Z4, Z5, Z4
-	VMULPS Z10, Z4, Z4
-	VCVTPS2PD Y4, Z6
-	VEXTRACTF64X4 $1, Z4, Y5
-	VCVTPS2PD Y5, Z7
-	VADDPD Z6, Z2, Z2
-	VADDPD Z7, Z3, Z3
-	ADDQ $64, DI
-
-sumnext:
-	ADDQ $64, SI
-	SUBQ $16, CX
-	JGT  sumchunk
+s2next:
 	ADDQ R10, R11
 	ADDQ R10, R12
 	DECQ R9
-	JGT  sumseg
+	JGT  s2seg
+
+sumsdone:
+	SETS2(Z0, Z1, Z11, Z12, Z15, Z16, Z19, Z20)
+	SETS2(Z2, Z3, Z13, Z14, Z17, Z18, Z21, Z22)
 	MOVQ out+40(FP), AX
 	LANES16(Z0, Z1, Y0, Y1, X0, X1)
 	VMOVSD X0, (AX)

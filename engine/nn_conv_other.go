@@ -88,7 +88,7 @@ func expNegVec(x, y []float32) {
 func nnSumsFast() bool { return false }
 
 func nnSums(x, g []float32, n, segs, stride int, mu, inv float32, mode int) (float64, float64) {
-	return nnSums16Segs(x, g, n, segs, stride, mu, inv, mode)
+	return nnSumsLanes(x, g, n, segs, stride, mu, inv, mode)
 }
 
 // gatherRow is gatherRowGo without the assembly.

@@ -4,7 +4,7 @@ import "math"
 
 // nnMeanInvStd returns the mean and 1/sqrt(population variance + eps) of x: the sums in
 // float64 as BatchNormalization's statistics take them (nnSum64, then nnSumSqDev64
-// around the mean rounded to float32), 16 lanes at a time where the CPU allows; one
+// around the mean rounded to float32), 64 lanes at a time where the CPU allows; one
 // sum after another, in float64, held a small transformer's LayerNormalization at a
 // sixth of its time.
 func nnMeanInvStd(x []float32, eps float32) (mean, inv float32) {
@@ -805,10 +805,10 @@ func nnSum64Go(x []float32) float64 {
 }
 
 // The float64 sums of BatchNormalization's statistics and gradients (and of convolution
-// bias gradients) run 16 lanes at a time in AVX-512 where the CPU allows: in training
-// MobileNetV3 they were a third of the step. nnSums16Segs defines them: lane j of two
-// accumulators takes the elements i ≡ j mod 16 (a lane past the end takes x = g = 0),
-// and the lanes are added by halves. Elsewhere the Go loops above run, in their own
+// bias gradients) run 64 lanes at a time in AVX-512 where the CPU allows: in training
+// MobileNetV3 they were a third of the step. nnSumsLanes defines them: lane j takes the
+// elements i ≡ j mod 64 (a lane past the end takes x = g = 0), and the lanes are added
+// as it says. Elsewhere the Go loops above run, in their own
 // order: results agree within float64 rounding, not bit for bit.
 
 // nnSum64 returns Σx in float64.
@@ -836,20 +836,24 @@ func nnSumGrad64(x, g []float32, mu, inv float32) (sg, sgx float64) {
 	return nnSums(x[:len(g)], g, len(g), 1, 0, mu, inv, 2)
 }
 
-// nnSums16Segs is the definition of nnSums over segs segments of n elements, stride
+// nnSumsLanes is the definition of nnSums over segs segments of n elements, stride
 // apart in x (and g): mode 0 sums x; mode 1 sums (x−mu)² and x−mu; mode 2 sums g and
-// g·(x−mu)·inv. Lane j takes element j of every 16 of each segment, a lane past a
-// segment's end x = g = 0, the segments one after another.
-func nnSums16Segs(x, g []float32, n, segs, stride int, mu, inv float32, mode int) (float64, float64) {
-	var a, b [16]float64
+// g·(x−mu)·inv. Lane j of 64 takes element j of every 64 of each segment, a lane past a
+// segment's end x = g = 0, the segments one after another; lanes j, 16+j, 32+j and 48+j
+// are then added as (j + 16+j) + (32+j + 48+j), and those 16 by halves. Four sets of 16
+// lanes keep eight float64 additions in flight in the assembly, where one set of 16 left
+// the sums waiting on each addition's latency (a sixth of a training step of fmnist-resnet
+// at batch 256).
+func nnSumsLanes(x, g []float32, n, segs, stride int, mu, inv float32, mode int) (float64, float64) {
+	var a, b [64]float64
 	for s := range segs {
 		xs := x[s*stride : s*stride+n]
 		var gs []float32
 		if mode == 2 {
 			gs = g[s*stride : s*stride+n]
 		}
-		for c := 0; c < n; c += 16 {
-			for j := range 16 {
+		for c := 0; c < n; c += 64 {
+			for j := range 64 {
 				var xv, gv float32
 				if c+j < n {
 					xv = xs[c+j]
@@ -875,7 +879,17 @@ func nnSums16Segs(x, g []float32, n, segs, stride int, mu, inv float32, mode int
 			}
 		}
 	}
-	return nnLanes16(a), nnLanes16(b)
+	return nnLanes64(a), nnLanes64(b)
+}
+
+// nnLanes64 adds the four sets of 16 lanes pairwise, then the 16 by halves, as the
+// assembly does.
+func nnLanes64(s [64]float64) float64 {
+	var t [16]float64
+	for j := range t {
+		t[j] = (s[j] + s[16+j]) + (s[32+j] + s[48+j])
+	}
+	return nnLanes16(t)
 }
 
 // nnLanes16 adds 16 lanes by halves, as the assembly does.

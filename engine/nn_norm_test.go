@@ -357,7 +357,8 @@ func TestBatchNormGradientChannelSums(t *testing.T) {
 }
 
 // TestNormSums checks the float64 sums of BatchNormalization (nnSums) against their
-// definition nnSums16Segs bit for bit at every length up to 40 and a long one, in one
+// definition nnSumsLanes bit for bit at every length up to 200 (each of the four sets of
+// lanes ending a segment, full or part-filled) and a long one, in one
 // segment and in three apart (NaN between them, which must not be read), and both,
 // with the dispatching nnSum64, nnSumSqDev64 and nnSumGrad64, against float64 sums.
 func TestNormSums(t *testing.T) {
@@ -366,10 +367,38 @@ func TestNormSums(t *testing.T) {
 	for i := range x {
 		x[i], g[i] = float32(r.NormFloat64()*3+1), float32(r.NormFloat64())
 	}
+	// Values a few units apart sum exactly in float64 in any order; the same values
+	// scaled by 2^−40 … 2^40 do not, so that a wrong order of the lanes shows.
+	xw, gw := make([]float32, len(x)), make([]float32, len(g))
+	for i := range x {
+		xw[i], gw[i] = float32(math.Ldexp(float64(x[i]), r.IntN(81)-40)), float32(math.Ldexp(float64(g[i]), r.IntN(81)-40))
+	}
 	const mu, inv = float32(0.75), float32(1.25)
 	for _, n := range append([]int{1000}, func() []int {
 		var s []int
-		for n := 0; n <= 40; n++ {
+		for n := 0; n <= 200; n++ {
+			s = append(s, n)
+		}
+		return s
+	}()...) {
+		for mode := range 3 {
+			a, b := nnSums(xw[:n], gw[:n], n, 1, 0, mu, inv, mode)
+			da, db := nnSumsLanes(xw[:n], gw[:n], n, 1, 0, mu, inv, mode)
+			if math.Float64bits(a) != math.Float64bits(da) || math.Float64bits(b) != math.Float64bits(db) {
+				t.Fatalf("scaled values, n %d mode %d: nnSums %v %v, nnSumsLanes %v %v", n, mode, a, b, da, db)
+			}
+			if n >= 8 {
+				a, b := nnSums(xw, gw, n/4, 3, n/4+1, mu, inv, mode)
+				da, db := nnSumsLanes(xw, gw, n/4, 3, n/4+1, mu, inv, mode)
+				if math.Float64bits(a) != math.Float64bits(da) || math.Float64bits(b) != math.Float64bits(db) {
+					t.Fatalf("scaled values, 3 segments of %d, mode %d: nnSums %v %v, nnSumsLanes %v %v", n/4, mode, a, b, da, db)
+				}
+			}
+		}
+	}
+	for _, n := range append([]int{1000}, func() []int {
+		var s []int
+		for n := 0; n <= 200; n++ {
 			s = append(s, n)
 		}
 		return s
@@ -386,9 +415,9 @@ func TestNormSums(t *testing.T) {
 		}
 		for mode := range 3 {
 			a, b := nnSums(xs, gs, n, 1, 0, mu, inv, mode)
-			da, db := nnSums16Segs(xs, gs, n, 1, 0, mu, inv, mode)
+			da, db := nnSumsLanes(xs, gs, n, 1, 0, mu, inv, mode)
 			if math.Float64bits(a) != math.Float64bits(da) || math.Float64bits(b) != math.Float64bits(db) {
-				t.Fatalf("n %d mode %d: nnSums %v %v, nnSums16Segs %v %v", n, mode, a, b, da, db)
+				t.Fatalf("n %d mode %d: nnSums %v %v, nnSumsLanes %v %v", n, mode, a, b, da, db)
 			}
 			// The same values as segments: 3 of them (or 1 of an empty length), with
 			// gaps between them that must not be read.
@@ -405,14 +434,14 @@ func TestNormSums(t *testing.T) {
 					flat, flatG = append(flat, xs[sg*seg:(sg+1)*seg]...), append(flatG, gs[sg*seg:(sg+1)*seg]...)
 				}
 				a, b := nnSums(xg, gg, seg, 3, stride, mu, inv, mode)
-				da, db := nnSums16Segs(xg, gg, seg, 3, stride, mu, inv, mode)
+				da, db := nnSumsLanes(xg, gg, seg, 3, stride, mu, inv, mode)
 				if math.Float64bits(a) != math.Float64bits(da) || math.Float64bits(b) != math.Float64bits(db) {
-					t.Fatalf("3 segments of %d, mode %d: nnSums %v %v, nnSums16Segs %v %v", seg, mode, a, b, da, db)
+					t.Fatalf("3 segments of %d, mode %d: nnSums %v %v, nnSumsLanes %v %v", seg, mode, a, b, da, db)
 				}
 				// Against one segment per call (a different order: float64 rounding).
 				var ra, rb float64
 				for sg := range 3 {
-					pa, pb := nnSums16Segs(flat[sg*seg:], flatG[sg*seg:], seg, 1, 0, mu, inv, mode)
+					pa, pb := nnSumsLanes(flat[sg*seg:], flatG[sg*seg:], seg, 1, 0, mu, inv, mode)
 					ra, rb = ra+pa, rb+pb
 				}
 				if math.Abs(a-ra) > 1e-9*(1+math.Abs(ra)) || math.Abs(b-rb) > 1e-9*(1+math.Abs(rb)) {
@@ -449,7 +478,7 @@ func TestNormRow(t *testing.T) {
 	const mu, inv = float32(0.8125), float32(1.375)
 	for _, n := range append([]int{N}, func() []int {
 		var l []int
-		for n := 0; n <= 40; n++ {
+		for n := 0; n <= 200; n++ {
 			l = append(l, n)
 		}
 		return l
