@@ -63,15 +63,19 @@ func NewBatches(d Dataset, o BatchOptions) (*Batches, error) {
 	}
 	b := &Batches{d: d, opt: o, sample: SampleSize(d), lw: LabelsPerSample(d)}
 	b.order = make([]int, d.Len())
-	b.x = make([]float32, o.Size*b.sample)
+	// No batch holds more than the data set: a batch size above it (binarize's default
+	// 512 over 256 images of 224 px) would otherwise reserve buffers no batch fills,
+	// which the Go runtime counts against its memory limit all the same.
+	most := min(o.Size, d.Len())
+	b.x = make([]float32, most*b.sample)
 	if d.HasLabels() {
-		b.y = make([]int64, o.Size*b.lw)
+		b.y = make([]int64, most*b.lw)
 	}
 	b.shape = append([]int64{0}, d.SampleShape()...)
 	b.extras, _ = extrasOf(d, nil)
 	b.aug = newAugmenter(o.Augment, d.SampleShape())
 	for _, e := range b.extras {
-		n := prod64(e.batchShape(o.Size))
+		n := prod64(e.batchShape(most))
 		var f []float32
 		var i []int64
 		if e.Int64 {

@@ -88,6 +88,18 @@ func TestBatches(t *testing.T) {
 	if e := epoch(t, b5); len(e) != 96 {
 		t.Errorf("DropLast epoch has %d samples", len(e))
 	}
+
+	// A batch larger than the data set is the whole set, shuffled, and reserves no more
+	// than it: binarize's default 512 over 256 images of 224 px reserved 900 MB.
+	for _, shuffle := range []bool{false, true} {
+		b6, _ := NewBatches(d, BatchOptions{Size: 512, Shuffle: shuffle, Seed: 7})
+		if e := epoch(t, b6); len(e) != 100 || slices.IsSorted(e) == shuffle {
+			t.Errorf("batch of 512 over 100 samples, shuffle %v: epoch %v", shuffle, e)
+		}
+		if cap(b6.x) != 100*2 || cap(b6.y) != 100 {
+			t.Errorf("batch of 512 over 100 samples: buffers of %d values and %d labels, want 200 and 100", cap(b6.x), cap(b6.y))
+		}
+	}
 }
 
 func TestBatchesDoNotAllocate(t *testing.T) {

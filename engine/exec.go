@@ -197,6 +197,9 @@ func (g *Graph) setContext(ctx *Context) {
 		runtime.AddCleanup(g, (*workerPool).close, g.pool)
 	}
 	g.ctx.pool = g.pool
+	if !g.noArena {
+		g.ctx.arena = &g.arena
+	}
 }
 
 // matches reports whether the inputs have the plan's shapes and types.

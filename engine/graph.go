@@ -125,6 +125,10 @@ type Graph struct {
 	// pool holds the workers of ctx.Workers > 1 between runs; a cleanup closes it when
 	// the graph is collected.
 	pool *workerPool
+	// arena is the scratch its kernels share between runs (scratch.go); noArena (tests)
+	// makes each kernel keep its own.
+	arena   scratchArena
+	noArena bool
 }
 
 // Build checks every node of m against the supported ops and returns the graph. All

@@ -263,7 +263,8 @@ type Context struct {
 	// node's own time.
 	NodeTime func(name, op string, d time.Duration)
 
-	pool *workerPool // the graph's workers (pool.go); nil: a goroutine per chunk
+	pool  *workerPool   // the graph's workers (pool.go); nil: a goroutine per chunk
+	arena *scratchArena // the graph's shared scratch (scratch.go); nil: kernels keep their own
 }
 
 // Parallel calls fn over [0, n) split into at most ctx.Workers contiguous chunks and

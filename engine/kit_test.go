@@ -76,3 +76,17 @@ func randParam(r *rand.Rand, scale float64, name string, dims ...int64) *onnxpb.
 	}
 	return onnxio.FloatTensor(name, dims, v)
 }
+
+// trainFloats makes every float parameter of g trainable, as a training run does.
+func trainFloats(t testing.TB, g *Graph) {
+	t.Helper()
+	var names []string
+	for _, p := range g.Params() {
+		if p.Value.DType == Float32 {
+			names = append(names, p.Name)
+		}
+	}
+	if err := g.SetTrainable(names...); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -29,11 +29,12 @@ import "sync/atomic"
 // convWork is one worker's scratch.
 type convWork struct {
 	col      []float32 // column matrices of the images of one block, CgK × O each
-	colT     []float32 // one column matrix transposed, O × CgK
-	xT       []float32 // one image channel-last, for colT2D
+	bcol     []float32 // backwardDirect's column matrix of one image, CgK × O: scratch
+	colT     []float32 // one column matrix transposed, O × CgK: scratch
+	xT       []float32 // one image channel-last, for colT2D: scratch
 	xTpad    []float32 // xT zero-padded for cpPlan, the padding never written
 	xTpadFor padGeom   // the layout xTpad was made for
-	gyp      []float32 // output gradient rows packed for the tile kernel
+	gyp      []float32 // output gradient rows packed for the tile kernel: scratch
 	tile     []float32 // 8 × 32 landing area for tiles with fewer than 8 valid rows
 	ybuf     []float32 // output planes of one block before a fused MaxPool
 	itemsT   []float32 // a chunk's planes of one channel, item-minor (colsPixelMajor)
@@ -47,7 +48,7 @@ type convWork struct {
 	xpad    []float32 // padded images of one block (implicit im2col)
 	padFor  padGeom   // the layout xpad's zero padding was made for
 	pan     []convPanel
-	wino    []float32 // the Winograd path's quarter planes, transformed input and products
+	wino    []float32 // the Winograd path's quarter planes, transformed input and products: scratch
 	land    []float32 // a panel pair's tiles before their SiLU is streamed to the output
 	ring    []float32 // an image's latest output rows, every channel, before a fused MaxPool (pooledChunks)
 }
@@ -70,21 +71,25 @@ type convDirect struct {
 	// rings; tests read it.
 	ringPooled int
 	bp         []float32 // bias per group and 8-row block
-	wtp        []float32 // Wᵀ per group and 8-row block of CgK, k-major: Mg × 8
+	wtp        []float32 // Wᵀ per group and 8-row block of CgK, k-major: Mg × 8, during a call: scratch
 	wn         []float32 // the narrow path's Wᵀ per group in panels of 32 channels (packNarrow)
 	wnKey      weightKey // the weights wn holds
 	an         []float32 // the narrow path's column matrix, 8 pixels to a row block
-	wfp        []float32 // the input gradient's kernel per group (packFlipped)
+	wfp        []float32 // the input gradient's kernel per group (packFlipped), during a call: scratch
 	wu         []float32 // the Winograd path's transformed weights (winoWeights)
 	wuKey      weightKey // the weights wu holds
 	work       []convWork
 	// slotGW holds the weight-gradient partial sum of each slot of images (see
-	// backwardDirect); slot 0 adds into the gradient itself unless hwc.
+	// backwardDirect) during a call, carved from its scratch; slot 0 adds into the
+	// gradient itself unless hwc.
 	slotGW [][]float32
-	pad    convPad
-	padT   convPad // the input gradient's implicit im2col
-	s2     s2Plan
-	cp     cpPlan // colᵀ of the weight gradient
+	// bwdScratch and winoScratch are backwardDirect's and forwardWinograd's scratch when
+	// the context has no shared one.
+	bwdScratch, winoScratch []float32
+	pad                     convPad
+	padT                    convPad // the input gradient's implicit im2col
+	s2                      s2Plan
+	cp                      cpPlan // colᵀ of the weight gradient
 }
 
 // convPad is the implicit im2col of unit-stride 2-D windows: each image is copied into a
@@ -827,17 +832,12 @@ func (k *convKernel) backwardDirect(ctx *Context, d *convDims, x, w, gy, gx, gw 
 	}
 	RBc := (d.Cg + 7) / 8
 	MgK := d.Mg * g.kSize() // the input gradient's sum runs over (m, k1, k2)
+	var wpN int
 	switch {
 	case padT != nil:
-		c.wfp = nnGrow(c.wfp, k.group*RBc*MgK*8)
-		for grp := 0; grp < k.group; grp++ {
-			packFlipped(c.wfp[grp*RBc*MgK*8:], w[grp*d.Mg*CgK:], d.Mg, d.Cg, g.k[1], g.k[2])
-		}
+		wpN = k.group * RBc * MgK * 8
 	case gx != nil:
-		c.wtp = nnGrow(c.wtp, k.group*RBk*d.Mg*8)
-		for grp := 0; grp < k.group; grp++ {
-			packCols(c.wtp[grp*RBk*d.Mg*8:], w[grp*d.Mg*CgK:], CgK, d.Mg, CgK)
-		}
+		wpN = k.group * RBk * d.Mg * 8
 	}
 	var tab *nnGatherTable
 	if !d.pointwise && nnUseTable(g) {
@@ -861,39 +861,84 @@ func (k *convKernel) backwardDirect(ctx *Context, d *convDims, x, w, gy, gx, gw 
 	if gw != nil {
 		slots = min(d.N, convGradSlots)
 		nw = nnWorkers(ctx, slots)
-		for len(c.slotGW) < slots {
-			c.slotGW = append(c.slotGW, nil)
+	}
+	// The slots' partial sums and each worker's column matrices are written in full
+	// before they are read, so they come from the graph's shared scratch: kept by every
+	// layer, they were most of a large network's training memory after its activations.
+	var colN, colTN, gypN, xTN, slotN int
+	if !d.pointwise {
+		colN = CgK * O
+	}
+	if gw != nil {
+		colTN, gypN = O*CgK, RBm*O*8
+		if hwc {
+			xTN = isz * d.Cg
 		}
+		slotN = len(w)
+	}
+	per := colN + colTN + gypN + xTN
+	nslot := 0
+	if gw != nil {
+		nslot = slots - 1
+		if hwc {
+			nslot = slots
+		}
+	}
+	scr, shared := ctx.scratch(&c.bwdScratch, wpN+nw*per+nslot*slotN)
+	defer ctx.releaseScratch(shared)
+	// The weights packed for the input gradient, every value written (padding rows 0).
+	switch {
+	case padT != nil:
+		c.wfp, scr = scr[:wpN:wpN], scr[wpN:]
+		for grp := 0; grp < k.group; grp++ {
+			packFlipped(c.wfp[grp*RBc*MgK*8:], w[grp*d.Mg*CgK:], d.Mg, d.Cg, g.k[1], g.k[2])
+		}
+	case gx != nil:
+		c.wtp, scr = scr[:wpN:wpN], scr[wpN:]
+		for grp := 0; grp < k.group; grp++ {
+			packCols(c.wtp[grp*RBk*d.Mg*8:], w[grp*d.Mg*CgK:], CgK, d.Mg, CgK)
+		}
+	}
+	c.slotGW = c.slotGW[:0]
+	if gw != nil {
 		for s := range slots {
+			var part []float32
 			if s > 0 || hwc {
-				c.slotGW[s] = nnGrow(c.slotGW[s], len(w))
+				part, scr = scr[:slotN:slotN], scr[slotN:]
 			}
+			c.slotGW = append(c.slotGW, part)
 		}
 	}
 	work := c.workers(nw)
+	carve := func(n int) []float32 {
+		var b []float32
+		b, scr = scr[:n:n], scr[n:]
+		return b
+	}
 	for i := range work {
 		wr := &work[i]
-		if !d.pointwise {
-			wr.col = nnGrow(wr.col, CgK*O)
-		}
+		wr.bcol, wr.colT, wr.gyp, wr.xT = carve(colN), carve(colTN), carve(gypN), carve(xTN)
 		if padT != nil {
 			if n := d.Mg * padT.size; len(wr.gpad) < n || wr.gpadFor != padT.geom {
 				wr.gpad = make([]float32, n)
 				wr.gpadFor = padT.geom
 			}
 		}
-		if gw != nil {
-			wr.colT = nnGrow(wr.colT, O*CgK)
-			wr.gyp = nnGrow(wr.gyp, RBm*O*8)
-			if hwc {
-				wr.xT = nnGrow(wr.xT, isz*d.Cg)
-			}
-			if cp != nil && (len(wr.xTpad) != cp.srcLen || wr.xTpadFor != (padGeom{g: cp.g, C: cp.C})) {
-				wr.xTpad = make([]float32, cp.srcLen)
-				wr.xTpadFor = padGeom{g: cp.g, C: cp.C}
-			}
+		if cp != nil && (len(wr.xTpad) != cp.srcLen || wr.xTpadFor != (padGeom{g: cp.g, C: cp.C})) {
+			wr.xTpad = make([]float32, cp.srcLen)
+			wr.xTpadFor = padGeom{g: cp.g, C: cp.C}
 		}
 	}
+	// No reference to the scratch outlives the call: the arena may be remade larger
+	// for another kernel, and a stale slice would keep the old one alive.
+	defer func() {
+		for i := range work {
+			work[i].bcol, work[i].colT, work[i].gyp, work[i].xT = nil, nil, nil, nil
+		}
+		clear(c.slotGW)
+		c.slotGW = c.slotGW[:0]
+		c.wfp, c.wtp = nil, nil
+	}()
 	nnEach(ctx, nw, slots, func(wk, slo, shi int) {
 		wr := &work[wk]
 		for s := slo; s < shi; s++ {
@@ -968,7 +1013,7 @@ func (c *convDirect) backwardSlot(k *convKernel, d *convDims, wr *convWork, s, s
 				case d.pointwise:
 					transpose(colT, x[xo:xo+d.Cg*isz], CgK, O)
 				default:
-					col := wr.col[:CgK*O]
+					col := wr.bcol[:CgK*O]
 					if tab != nil {
 						tab.im2col(d.Cg, x[xo:xo+d.Cg*isz], col, O)
 					} else {
@@ -999,7 +1044,7 @@ func (c *convDirect) backwardSlot(k *convKernel, d *convDims, wr *convWork, s, s
 				wr.multiply(d.Mg, CgK, wt, nil, gyi, O, nil, gx[xo:xo+d.Cg*isz], O, wr.pan, tileAdd, nil)
 				continue
 			}
-			dcol := wr.col[:CgK*O]
+			dcol := wr.bcol[:CgK*O]
 			wr.multiply(d.Mg, CgK, wt, nil, gyi, O, nil, dcol, O, wr.pan, 0, nil)
 			if tab != nil {
 				tab.col2im(d.Cg, dcol, gx[xo:xo+d.Cg*isz], O)

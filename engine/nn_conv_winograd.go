@@ -300,9 +300,19 @@ func (k *convKernel) forwardWinograd(ctx *Context, d *convDims, x, w []float32, 
 	items := (d.N + G - 1) / G * nch
 	nw := nnWorkers(ctx, items)
 	work := k.direct.workers(nw)
+	// Every value of the quarter planes, the transformed input and the products is
+	// written before it is read: graph's shared scratch.
+	per := qsize + vsize + msize
+	scr, shared := ctx.scratch(&k.direct.winoScratch, nw*per)
+	defer ctx.releaseScratch(shared)
 	for i := range work {
-		work[i].wino = nnGrow(work[i].wino, qsize+vsize+msize)
+		work[i].wino = scr[i*per : (i+1)*per : (i+1)*per]
 	}
+	defer func() {
+		for i := range work {
+			work[i].wino = nil
+		}
+	}()
 	flags := 0
 	if bias != nil {
 		flags |= winoBias

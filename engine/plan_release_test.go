@@ -22,15 +22,7 @@ func TestBackwardReleaseExact(t *testing.T) {
 					t.Fatal(err)
 				}
 				g.noRelease = keep
-				var names []string
-				for _, p := range g.Params() {
-					if p.Value.DType == Float32 {
-						names = append(names, p.Name)
-					}
-				}
-				if err := g.SetTrainable(names...); err != nil {
-					t.Fatal(err)
-				}
+				trainFloats(t, g)
 				ctx := &Context{Training: true}
 				xb := rows(x, 0, 96)
 				if bytes[vi], err = g.PlanBytes(ctx, NewFloat(xb.Shape, nil)); err != nil {

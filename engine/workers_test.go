@@ -18,15 +18,7 @@ func TestGradientsIndependentOfWorkers(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var names []string
-				for _, p := range g.Params() {
-					if p.Value.DType == Float32 {
-						names = append(names, p.Name)
-					}
-				}
-				if err := g.SetTrainable(names...); err != nil {
-					t.Fatal(err)
-				}
+				trainFloats(t, g)
 				xb := rows(x, 0, n)
 				ctx := &Context{Training: true}
 				o, err := g.Forward(ctx, xb)
