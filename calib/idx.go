@@ -99,6 +99,15 @@ func (x *idxFile) payload(path string) (int64, error) {
 	return want, nil
 }
 
+// avail returns the bytes after the header, or -1 when the file is gzipped and they are
+// not known before it is read.
+func (x *idxFile) avail() int64 {
+	if x.gz {
+		return -1
+	}
+	return x.size - x.hdr
+}
+
 // load makes the payload readable at random: in memory when it fits in maxMem, else from the
 // file itself, or from a temporary copy when the file is gzipped.
 func (x *idxFile) load(path string, maxMem int64) (*records, error) {
@@ -109,7 +118,7 @@ func (x *idxFile) load(path string, maxMem int64) (*records, error) {
 	if !x.gz && want > maxMem {
 		return &records{name: path, ra: x.f, base: x.hdr, closer: x.f}, nil
 	}
-	mem, ra, closer, err := loadPayload(x.r, path, x.hdr, want, maxMem)
+	mem, ra, closer, err := loadPayload(x.r, path, x.hdr, want, x.avail(), maxMem)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +212,7 @@ func idxLabels(images string, o *Options, n, classes int) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	mem, _, _, err := loadPayload(x.r, path, x.hdr, want, math.MaxInt64)
+	mem, _, _, err := loadPayload(x.r, path, x.hdr, want, x.avail(), math.MaxInt64)
 	if err != nil {
 		return nil, err
 	}

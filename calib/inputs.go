@@ -137,7 +137,7 @@ func readExtra(a *npyArray, in Input, primary Input, n int, o *Options) (*extra,
 	if want > o.maxMemory() {
 		return nil, &OptionError{Option: "MaxMemory", File: a.name, Reason: fmt.Sprintf("input %q holds %d bytes, more than Options.MaxMemory; calib keeps the inputs after the first in memory", in.Name, want)}
 	}
-	mem, _, _, err := loadPayload(a.r, a.name, h.length, want, want)
+	mem, _, _, err := loadPayload(a.r, a.name, h.length, want, a.avail, want)
 	if err != nil {
 		return nil, err
 	}

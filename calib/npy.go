@@ -251,7 +251,7 @@ func (a *npyArray) samples(maxMem int64, closer io.Closer) (*records, error) {
 		rec.ra, rec.base, rec.closer = a.ra, a.base, closer
 		return rec, nil
 	}
-	mem, ra, c, err := loadPayload(a.r, a.name, h.length, want, maxMem)
+	mem, ra, c, err := loadPayload(a.r, a.name, h.length, want, a.avail, maxMem)
 	if err != nil {
 		return nil, err
 	}

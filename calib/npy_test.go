@@ -1,12 +1,15 @@
 package calib
 
 import (
+	"archive/zip"
 	"bytes"
 	"errors"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sbinet/npyio/npy"
@@ -323,5 +326,82 @@ func TestNpz(t *testing.T) {
 	d = mustOpen(t, both, Input{Name: "input", Shape: shape(-1, 1, 2, 3)}, Options{})
 	if d.Len() != 4 {
 		t.Errorf("both x and input: read %d samples, want x's 4", d.Len())
+	}
+}
+
+// TestPayloadSized: an array whose data are there (a .npy file, an .npz member whose size
+// the archive states) is read into a buffer of exactly its size, not one grown by
+// doubling; a member shorter than its header promises is still refused as truncated.
+func TestPayloadSized(t *testing.T) {
+	dir := t.TempDir()
+	x := nchw(5, 3, 7, 9)
+	want := int64(5 * 3 * 7 * 9 * 4)
+	p := writeNpy(t, dir, "x.npy", x)
+	a, f, err := openNpyFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := a.samples(1<<30, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(rec.mem)) != want || int64(cap(rec.mem)) != want {
+		t.Errorf(".npy: payload of %d bytes in a buffer of %d, want %d", len(rec.mem), cap(rec.mem), want)
+	}
+	q := filepath.Join(dir, "x.npz")
+	if err := npz.Write(q, map[string]any{"x": toArrays(x)}); err != nil {
+		t.Fatal(err)
+	}
+	zf, err := os.Open(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zf.Close()
+	st, _ := zf.Stat()
+	zr, err := zip.NewReader(zf, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	za, zc, err := npzArray(zf, q, zr.File[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err = za.samples(1<<30, zc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(rec.mem)) != want || int64(cap(rec.mem)) != want {
+		t.Errorf(".npz: payload of %d bytes in a buffer of %d, want %d", len(rec.mem), cap(rec.mem), want)
+	}
+	// The same bytes, the header's shape claiming a sixth sample that is not there.
+	short, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := bytes.Replace(short, []byte("(5, 3, 7, 9)"), []byte("(6, 3, 7, 9)"), 1)
+	if bytes.Equal(tr, short) {
+		t.Fatal("the header's shape was not found")
+	}
+	// Stored raw, the archive's directory stating the sample's bytes too, so that the
+	// buffer is made for them and the read comes up short.
+	var zb bytes.Buffer
+	zw := zip.NewWriter(&zb)
+	w, err := zw.CreateRaw(&zip.FileHeader{Name: "x.npy", Method: zip.Store, CRC32: crc32.ChecksumIEEE(tr),
+		CompressedSize64: uint64(len(tr)), UncompressedSize64: uint64(len(tr)) + uint64(want/5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(tr)
+	zw.Close()
+	zr, err = zip.NewReader(bytes.NewReader(zb.Bytes()), int64(zb.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	za, zc, err = npzArray(nil, "short.npz", zr.File[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := za.samples(1<<30, zc); err == nil || !strings.Contains(err.Error(), "truncated") {
+		t.Errorf("a member shorter than its header: %v, want a truncation error", err)
 	}
 }
