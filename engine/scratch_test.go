@@ -55,7 +55,7 @@ func scratchConvModel(r *rand.Rand, threeD bool) (*onnxio.Model, []int) {
 // (scratch.go) gives bit for bit the gradients of scratch kept per kernel, also when the
 // shared scratch starts full of NaN (a value read before the call wrote it would carry
 // into the gradients), on fmnist-cnn, fmnist-resnet and chains of unusual convolutions;
-// and the arena is used (its NaN overwritten).
+// and the arena is used (its NaN overwritten) wherever the direct path runs.
 func TestScratchArenaExact(t *testing.T) {
 	type setup struct {
 		name  string
@@ -125,7 +125,9 @@ func TestScratchArenaExact(t *testing.T) {
 							used++
 						}
 					}
-					if used == 0 {
+					// Without the tile kernel (purego, CPUs without AVX2 and FMA) the
+					// convolutions run through im2col and the BLAS, which take no scratch.
+					if used == 0 && convDirectOK() {
 						t.Fatal("the backward passes did not use the shared scratch")
 					}
 					t.Logf("%d of the arena's values written", used)
