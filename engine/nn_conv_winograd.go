@@ -101,18 +101,29 @@ func winoFilter(u *[16]float32, g []float32) {
 	}
 }
 
+// winoWeightsLen is the length of winoWeights' result.
+func winoWeightsLen(d *convDims) int { return 16 * ((d.Mg + 7) / 8) * 8 * d.Cg }
+
 // winoWeights returns the transformed weights, per ξ the M × C matrix Uξ packed for the
-// tile kernel (packRows), kept while the weights are (as packWeights keeps its own).
-func (k *convKernel) winoWeights(ctx *Context, d *convDims, w []float32, wk weightKey) []float32 {
+// tile kernel (packRows): kept while the weights are (as packWeights keeps its own) when
+// they are a frozen parameter, else made into dst (winoWeightsLen values, all written),
+// the call's scratch: trained weights change at every step.
+func (k *convKernel) winoWeights(ctx *Context, d *convDims, w []float32, wk weightKey, dst []float32) []float32 {
 	c := &k.direct
 	M, C := d.Mg, d.Cg
 	RB := (M + 7) / 8
 	n := RB * C * 8
-	if c.wuKey.current(wk) && len(c.wu) == 16*n {
-		return c.wu
+	var wu []float32
+	if wk.p != nil {
+		if c.wuKey.current(wk) && len(c.wu) == 16*n {
+			return c.wu
+		}
+		c.wu = nnGrow(c.wu, 16*n)
+		c.wuKey = wk
+		wu = c.wu
+	} else {
+		wu = dst[:16*n]
 	}
-	c.wu = nnGrow(c.wu, 16*n)
-	c.wuKey = wk
 	ctx.Parallel(RB, 1, func(lo, hi int) {
 		var u [16]float32
 		for rb := lo; rb < hi; rb++ {
@@ -124,13 +135,13 @@ func (k *convKernel) winoWeights(ctx *Context, d *convDims, w []float32, wk weig
 						winoFilter(&u, w[(m*C+ch)*9:(m*C+ch+1)*9])
 					}
 					for xi := 0; xi < 16; xi++ {
-						c.wu[xi*n+(rb*C+ch)*8+r] = u[xi]
+						wu[xi*n+(rb*C+ch)*8+r] = u[xi]
 					}
 				}
 			}
 		}
 	})
-	return c.wu
+	return wu
 }
 
 // winoQuarters fills the four quarter planes of one channel's zero-padded image for tile
@@ -274,7 +285,6 @@ func (k *convKernel) forwardWinograd(ctx *Context, d *convDims, x, w []float32, 
 	TH, TW := (OH+1)/2, (OW+1)/2
 	S := TW + 1
 	RB := (M + 7) / 8
-	u := k.winoWeights(ctx, d, w, wk)
 	// A chunk is tile rows [t0, t1) of images [i0, i1): rows of one image when an image
 	// has enough tiles for the products to use each transformed weight many times,
 	// whole images otherwise. Either way each tile's output is made the same way, so that
@@ -303,8 +313,15 @@ func (k *convKernel) forwardWinograd(ctx *Context, d *convDims, x, w []float32, 
 	// Every value of the quarter planes, the transformed input and the products is
 	// written before it is read: graph's shared scratch.
 	per := qsize + vsize + msize
-	scr, shared := ctx.scratch(&k.direct.winoScratch, nw*per)
+	// Trained weights are transformed anew at every step: into the scratch too.
+	un := 0
+	if wk.p == nil {
+		un = winoWeightsLen(d)
+	}
+	scr, shared := ctx.scratch(&k.direct.winoScratch, un+nw*per)
 	defer ctx.releaseScratch(shared)
+	u := k.winoWeights(ctx, d, w, wk, scr[:un:un])
+	scr = scr[un:]
 	for i := range work {
 		work[i].wino = scr[i*per : (i+1)*per : (i+1)*per]
 	}
