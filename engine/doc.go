@@ -35,5 +35,8 @@
 // pass that writes into buffers the executor owns and reuses) and, where a gradient can
 // flow through it, a vector-Jacobian product (Differentiable) next to its forward pass. Matrix work goes through gonum's blas32
 // interface (package engine/blas chooses pure Go or OpenBLAS); other kernels split their
-// work over Context.Workers goroutines.
+// work over Context.Workers goroutines. A graph's nodes run one at a time, so the large
+// scratch of its kernels (the convolutions' column matrices, gradient slots and Winograd
+// buffers) is one arena they share, as large as the largest call needs (a Graph is not
+// safe for concurrent use in any case).
 package engine
