@@ -158,9 +158,17 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 	// every initializer as an input) is a parameter.
 	lifted := map[*onnxpb.NodeProto]bool{}
 	constants := map[string]bool{} // parameters a Constant node holds
+	nbits := nbitsInputs(gp)
 	for _, p := range m.Params() {
 		if _, dup := ids[p.Name]; dup {
 			return nil, fmt.Errorf("engine: %s: parameter %q is defined twice", m.Name, p.Name)
+		}
+		if codes := nbitsBytes(p.Tensor, nbits[p.Name]); codes != nil {
+			par := &Param{Name: p.Name, Value: &Tensor{DType: Int64, Shape: dimsOf(p.Tensor), u8: codes}, stored: onnxpb.TensorProto_UINT8}
+			par.Value.param = par
+			g.params = append(g.params, par)
+			ids[p.Name] = add(value{name: p.Name, kind: kindParam, index: len(g.params) - 1})
+			continue
 		}
 		t, err := m.Tensor(p.Tensor)
 		if err != nil {
@@ -224,6 +232,7 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("engine: %s: %d unsupported node(s): %s", m.Name, len(bad), strings.Join(bad, "; "))
 	}
+	g.widenStrayBytes(pinned)
 	for _, vi := range gp.GetOutput() {
 		id, ok := ids[vi.GetName()]
 		if !ok {
@@ -237,6 +246,81 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 		g.outIDs = append(g.outIDs, id)
 	}
 	return g, nil
+}
+
+// nbitsInputs returns the names that MatMulNBits nodes of the top-level graph read as
+// their codes (input 1) or zero points (input 3).
+func nbitsInputs(gp *onnxpb.GraphProto) map[string]bool {
+	names := map[string]bool{}
+	for _, n := range gp.GetNode() {
+		if n.GetDomain() != MSDomain || n.GetOpType() != "MatMulNBits" {
+			continue
+		}
+		for i, in := range n.GetInput() {
+			if (i == 1 || i == 3) && in != "" {
+				names[in] = true
+			}
+		}
+	}
+	return names
+}
+
+// nbitsBytes returns a copy of the bytes of t when it is a UINT8 initializer stored in
+// raw_data within the file and read by MatMulNBits (nbits), and nil otherwise: a 4-bit
+// weight of 4096 × 4096 then takes 8 MB in the graph instead of the 64 MB of int64
+// values. Build widens it again if any other node reads it (widenStrayBytes).
+func nbitsBytes(t *onnxpb.TensorProto, nbits bool) []byte {
+	if !nbits || t.GetDataType() != int32(onnxpb.TensorProto_UINT8) || t.GetDataLocation() == onnxpb.TensorProto_EXTERNAL {
+		return nil
+	}
+	n := 1
+	for _, d := range t.GetDims() {
+		if d < 0 {
+			return nil
+		}
+		n *= int(d)
+	}
+	if raw := t.GetRawData(); len(raw) == n && n > 0 {
+		return slices.Clone(raw)
+	}
+	return nil
+}
+
+func dimsOf(t *onnxpb.TensorProto) []int {
+	shape := make([]int, len(t.GetDims()))
+	for i, d := range t.GetDims() {
+		shape[i] = int(d)
+	}
+	return shape
+}
+
+// widenStrayBytes gives back int64 values to every byte-held parameter (nbitsBytes) that
+// a node other than MatMulNBits reads, as any input, or MatMulNBits as another input
+// than its codes or zero points, or that a body reads or the graph outputs (pinned):
+// only the MatMulNBits kernel reads u8.
+func (g *Graph) widenStrayBytes(pinned map[string]bool) {
+	stray := map[int]bool{}
+	for _, gn := range g.nodes {
+		_, isNbits := gn.k.(*matMulNBitsKernel)
+		for i, id := range gn.in {
+			if id >= 0 && !(isNbits && (i == 1 || i == 3)) {
+				stray[id] = true
+			}
+		}
+	}
+	for id, v := range g.values {
+		if v.kind != kindParam {
+			continue
+		}
+		t := g.params[v.index].Value
+		if t.u8 != nil && (stray[id] || pinned[v.name]) {
+			t.I = make([]int64, len(t.u8))
+			for i, b := range t.u8 {
+				t.I[i] = int64(b)
+			}
+			t.u8 = nil
+		}
+	}
 }
 
 func (g *Graph) addValue(v value) int {

@@ -43,6 +43,12 @@ type Tensor struct {
 	F     []float32
 	I     []int64
 
+	// u8 holds, in place of I, the values of a UINT8 initializer that only MatMulNBits
+	// nodes read (its codes and zero points), one byte each: I would take eight. No
+	// other kernel sees such a tensor (Build checks every use), and Params' users see
+	// an integer tensor whose I is nil.
+	u8 []byte
+
 	param *Param // the parameter this tensor is the Value of, nil for every other tensor
 }
 
@@ -62,7 +68,7 @@ func (t *Tensor) Len() int { return numel(t.Shape) }
 // Known reports whether the tensor carries its values, not only its shape.
 func (t *Tensor) Known() bool {
 	if t.DType == Int64 {
-		return t.I != nil
+		return t.I != nil || t.u8 != nil
 	}
 	return t.F != nil
 }

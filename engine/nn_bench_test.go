@@ -23,7 +23,7 @@ import (
 //	QTOOL_BLAS=go go test ./engine -run '^$' -bench 'Conv|Gemm|MaxPool|BatchNorm' -benchmem
 //	go test ./engine -run '^$' -bench 'Infer(CNN|ResNet)|Train(CNN|ResNet)'  # with onnxruntime (cgo)
 
-func benchCtx(b *testing.B) *Context {
+func benchCtx(b testing.TB) *Context {
 	bl, info, err := qblas.Select(qblas.ModeFromEnv())
 	if err != nil {
 		b.Fatalf("blas: %v", err)

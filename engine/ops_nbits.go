@@ -15,15 +15,23 @@ func nbitsOpDefs() []opDef {
 }
 
 // matMulNBitsKernel computes Y = A · Wᵀ + bias, W [N, K] dequantized block-wise along K
-// as (q − zero point) · scale, the contrib spec's definition. W is rebuilt on every run
-// from the constant inputs into w, owned by the kernel, so no plan holds a float copy
-// of a weight the file stores in a few bits.
+// as (q − zero point) · scale, the contrib spec's definition. W is never held whole in
+// float32: each run dequantizes nbitsChunk values' worth of its rows at a time into
+// scratch and multiplies them, so the graph keeps only the codes (one byte for two
+// 4-bit codes, when Build could keep the initializer as bytes) and a weight the file
+// stores in 4 bits costs 4 bits in qtool's memory too, plus one chunk.
 type matMulNBitsKernel struct {
 	n                 *Node
 	k, nOut, bits, bs int
 	mu                sync.Mutex
-	w                 []float32
+	own               []float32 // the chunk's scratch when the context has no arena
+	yc                []float32 // one chunk's product rows when A has more than one row
+	codes, zps        []byte    // B and the zero points as bytes when they come as int64
 }
+
+// nbitsChunk is how many float32 values of dequantized W a run holds at a time: 256 Ki,
+// 1 MiB, which stays in a core's L2 while the product reads it.
+const nbitsChunk = 1 << 18
 
 func buildMatMulNBits(n *Node) (Kernel, error) {
 	k := &matMulNBitsKernel{n: n, k: int(n.Int("K", 0)), nOut: int(n.Int("N", 0)), bits: int(n.Int("bits", 4)), bs: int(n.Int("block_size", 0))}
@@ -74,28 +82,75 @@ func (k *matMulNBitsKernel) Infer(in []*Tensor) ([]*Tensor, error) {
 	return []*Tensor{{DType: Float32, Shape: shape}}, nil
 }
 
-// dequantize writes W [N, K]: code j of a block sits in bits j·bits… of its bytes,
-// least significant first; the zero point of block b of row n is packed the same way
-// in row n of the zero points, and is 2^(bits−1) without them. The integer difference
-// converts to float32 exactly, so the only rounding is the product's.
-func (k *matMulNBitsKernel) dequantize(ctx *Context, b, s, zp *Tensor) {
+// asBytes returns t's values as bytes: t.u8 itself, or its int64 values (a UINT8 input
+// that Build kept as int64, or one given at run time) narrowed into *buf. Values outside
+// 0..255 cannot come from a UINT8 tensor; they are an error, not a wrap-around.
+func (k *matMulNBitsKernel) asBytes(t *Tensor, buf *[]byte, what string) ([]byte, error) {
+	if t.u8 != nil {
+		return t.u8, nil
+	}
+	if cap(*buf) < len(t.I) {
+		*buf = make([]byte, len(t.I))
+	}
+	b := (*buf)[:len(t.I)]
+	for i, v := range t.I {
+		if v < 0 || v > 255 {
+			return nil, k.n.Errorf("%s value %d at %d is not a uint8", what, v, i)
+		}
+		b[i] = byte(v)
+	}
+	return b, nil
+}
+
+// dequantize writes rows [n0, n1) of W into w (row-major, K values a row): code j of a
+// block sits in bits j·bits… of its bytes, least significant first; the zero point of
+// block b of row n is packed the same way in row n of the zero points, and is 2^(bits−1)
+// without them. Every code of a block maps through one table of its 2^bits values
+// (q − z)·scale, computed as the spec's definition computes each value: the integer
+// difference converts to float32 exactly, so the only rounding is the product's.
+func (k *matMulNBitsKernel) dequantize(ctx *Context, codes, zp []byte, scales []float32, n0, n1 int, w []float32) {
 	kb, blob := k.blocks()
 	zpRow := (kb*k.bits + 7) / 8
-	mask := int64(1)<<k.bits - 1
-	ctx.Parallel(k.nOut, max(1, quantGrain/k.k), func(lo, hi int) {
-		for n := lo; n < hi; n++ {
+	mask := byte(1)<<k.bits - 1
+	per := 8 / k.bits // codes a byte
+	ctx.Parallel(n1-n0, max(1, quantGrain/k.k), func(lo, hi int) {
+		var lut [256]float32
+		for r := lo; r < hi; r++ {
+			n := n0 + r
+			row := w[r*k.k : (r+1)*k.k]
 			for blk := range kb {
-				z := int64(1) << (k.bits - 1)
+				z := 1 << (k.bits - 1)
 				if zp != nil {
 					bit := blk * k.bits
-					z = zp.I[n*zpRow+bit/8] >> (bit % 8) & mask
+					z = int(zp[n*zpRow+bit/8] >> (bit % 8) & mask)
 				}
-				scale := s.F[n*kb+blk]
-				data := b.I[(n*kb+blk)*blob:]
-				for j := range min(k.bs, k.k-blk*k.bs) {
-					bit := j * k.bits
-					q := data[bit/8] >> (bit % 8) & mask
-					k.w[n*k.k+blk*k.bs+j] = float32(q-z) * scale
+				scale := scales[n*kb+blk]
+				for q := range 1 << k.bits {
+					lut[q] = float32(q-z) * scale
+				}
+				cnt := min(k.bs, k.k-blk*k.bs)
+				out := row[blk*k.bs : blk*k.bs+cnt]
+				data := codes[(n*kb+blk)*blob : (n*kb+blk)*blob+(cnt+per-1)/per]
+				switch {
+				case k.bits == 8:
+					for j := range out {
+						out[j] = lut[data[j]]
+					}
+				case k.bits == 4 && cnt%2 == 0:
+					for j, b := range data {
+						o := out[2*j : 2*j+2 : 2*j+2]
+						o[0], o[1] = lut[b&15], lut[b>>4]
+					}
+				case k.bits == 2 && cnt%4 == 0:
+					for j, b := range data {
+						o := out[4*j : 4*j+4 : 4*j+4]
+						o[0], o[1], o[2], o[3] = lut[b&3], lut[b>>2&3], lut[b>>4&3], lut[b>>6]
+					}
+				default: // a last block that ends inside a byte
+					for j := range out {
+						bit := j * k.bits
+						out[j] = lut[data[bit/8]>>(bit%8)&mask]
+					}
 				}
 			}
 		}
@@ -106,12 +161,46 @@ func (k *matMulNBitsKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	a, y := in[0], out[0].F
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.w == nil {
-		k.w = make([]float32, k.nOut*k.k)
+	codes, err := k.asBytes(in[1], &k.codes, "B")
+	if err != nil {
+		return err
 	}
-	k.dequantize(ctx, in[1], in[2], k.n.Optional(in, 3))
+	var zp []byte
+	if t := k.n.Optional(in, 3); t != nil {
+		if zp, err = k.asBytes(t, &k.zps, "zero point"); err != nil {
+			return err
+		}
+	}
 	m := a.Len() / k.k
-	nnSgemm(ctx.BLAS, false, true, m, k.nOut, k.k, 1, a.F, k.w, 0, y)
+	// Many rows of A take 16 times larger chunks (16 MiB), so that each product stays a
+	// wide GEMM: a 256 × 4096 · 4096 × 4096 product took 193 ms in chunks of 64 rows of
+	// W, 127 ms in chunks of 1024 and 111 ms in one (OpenBLAS, 2 cores, 2026-11-28; the
+	// float product alone 90 ms), while one row (sgemv) is as fast in 1 MiB chunks.
+	rows := max(1, nbitsChunk/k.k)
+	if m >= 16 {
+		rows = max(rows, 16*nbitsChunk/k.k)
+	}
+	rows = min(k.nOut, rows)
+	w, shared := ctx.scratch(&k.own, rows*k.k)
+	defer ctx.releaseScratch(shared)
+	if m > 1 {
+		k.yc = nnGrow(k.yc, m*rows)
+	}
+	for n0 := 0; n0 < k.nOut; n0 += rows {
+		n1 := min(k.nOut, n0+rows)
+		k.dequantize(ctx, codes, zp, in[2].F, n0, n1, w)
+		if m == 1 {
+			nnSgemm(ctx.BLAS, false, true, 1, n1-n0, k.k, 1, a.F, w, 0, y[n0:n1])
+			continue
+		}
+		// The chunk's columns of Y through a buffer of their own, so that the product is
+		// the same call, and so the same sums, whatever the row stride of Y.
+		yc := k.yc[:m*(n1-n0)]
+		nnSgemm(ctx.BLAS, false, true, m, n1-n0, k.k, 1, a.F, w, 0, yc)
+		for i := range m {
+			copy(y[i*k.nOut+n0:i*k.nOut+n1], yc[i*(n1-n0):(i+1)*(n1-n0)])
+		}
+	}
 	if bias := k.n.Optional(in, 5); bias != nil {
 		for i := range m {
 			row := y[i*k.nOut : (i+1)*k.nOut]

@@ -5,7 +5,8 @@
 // channel: the resident memory of a process after it created the session, and the
 // latency of batch 1 and batch 256, for the full-precision model, the packed and qdq
 // formats and the matmulnbits format at 4, 2 and 8 bits (each also at accuracy level 4,
-// int8 activations), all in the same run.
+// int8 activations), all in the same run; then the same for qtool's own engine
+// (engine.Build and Graph.Forward, as qtool eval runs a file; -qtool=false skips it).
 //
 //	go run ./bench/nbits                    # width 4096, 2 threads, 3 rounds, 4-, 2- and 8-bit
 //	go run ./bench/nbits -width 1024 -rounds 1 -seconds 1
@@ -45,6 +46,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/qtool/qtool/admmq"
+	"github.com/qtool/qtool/engine"
+	"github.com/qtool/qtool/engine/blas"
 	"github.com/qtool/qtool/export"
 	"github.com/qtool/qtool/internal/benchkit"
 	"github.com/qtool/qtool/internal/ortref"
@@ -60,13 +63,18 @@ func main() {
 	block := flag.Int("block", export.DefaultBlockSize, "MatMulNBits block_size")
 	bits := flag.String("bits", "4,2,8", "comma-separated MatMulNBits code widths to measure (export's MinBits)")
 	int8 := flag.Bool("int8", true, "also measure the matmulnbits file at accuracy_level 4 (int8 activations: faster, not the file's float semantics)")
+	withQtool := flag.Bool("qtool", true, "also measure qtool's own engine on every format (memory after building the graph, latency)")
 	child := flag.String("child", "", "internal: measure this model file and print one JSON line")
+	childEngine := flag.Bool("child-qtool", false, "internal: with -child, measure qtool's engine instead of onnxruntime")
 	flag.Parse()
 	var err error
-	if *child != "" {
+	switch {
+	case *child != "" && *childEngine:
+		err = measureQtool(*child, *threads, *seconds)
+	case *child != "":
 		err = measure(*child, *threads, *seconds)
-	} else {
-		err = run(*width, *threads, *seconds, *rounds, *block, strings.Split(*bits, ","), *int8)
+	default:
+		err = run(*width, *threads, *seconds, *rounds, *block, strings.Split(*bits, ","), *int8, *withQtool)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nbits:", err)
@@ -76,26 +84,28 @@ func main() {
 
 // result is what a child reports for one model file.
 type result struct {
-	// BaseRSS is the resident memory after initialising onnxruntime, before the model.
+	// BaseRSS is the resident memory after initialising onnxruntime (or qtool's BLAS),
+	// before the model.
 	BaseRSS int64 `json:"base_rss"`
-	// SessionRSS is the resident memory once the session exists and the model's bytes
-	// are released; RunRSS after the measured runs; PeakRSS the high-water mark.
+	// SessionRSS is the resident memory once the session (qtool: the built graph) exists
+	// and the model's bytes are released; RunRSS after the measured runs; PeakRSS the high-water mark.
 	SessionRSS int64 `json:"session_rss"`
 	RunRSS     int64 `json:"run_rss"`
 	PeakRSS    int64 `json:"peak_rss"`
 	// Batch1 and Batch256 are seconds per run.
 	Batch1   float64   `json:"batch1"`
 	Batch256 float64   `json:"batch256"`
-	Logits   []float32 `json:"logits"` // batch 1, for the agreement check
+	Logits   []float32 `json:"logits"`         // batch 1, for the agreement check
+	BLAS     string    `json:"blas,omitempty"` // qtool's engine: the BLAS it ran on
 }
 
 // format is one file the parent measures.
 type format struct {
 	name, path string
-	res        []result
+	res, qres  []result // onnxruntime's, qtool's engine's
 }
 
-func run(width, threads int, seconds float64, rounds, block int, bits []string, int8 bool) error {
+func run(width, threads int, seconds float64, rounds, block int, bits []string, int8, withQtool bool) error {
 	ver, lib, err := ortref.Version()
 	if err != nil {
 		return fmt.Errorf("onnxruntime: %w (%s)", err, ortref.InstallHint)
@@ -151,21 +161,43 @@ func run(width, threads int, seconds float64, rounds, block int, bits []string, 
 	}
 	fmt.Printf("onnxruntime %s (%s), paper MLP 784-%d×3-10, ±α per channel, %d threads, block_size %d, %d rounds of %.1f s per batch size, GOMAXPROCS %d (shared machine: medians)\n\n",
 		ver, lib, width, threads, block, rounds, seconds, runtime.GOMAXPROCS(0))
+	child := func(f *format, engine bool) (result, error) {
+		args := []string{"-child", f.path, "-threads", strconv.Itoa(threads), "-seconds", fmt.Sprint(seconds)}
+		if engine {
+			args = append(args, "-child-qtool")
+		}
+		var res result
+		out, err := exec.Command(self, args...).Output()
+		if err != nil {
+			if ee, ok := err.(*exec.ExitError); ok {
+				return res, fmt.Errorf("%s: %v\n%s", f.name, err, ee.Stderr)
+			}
+			return res, err
+		}
+		if err := json.Unmarshal(out, &res); err != nil {
+			return res, fmt.Errorf("%s: child output %q: %w", f.name, out, err)
+		}
+		return res, nil
+	}
 	for r := range rounds {
 		for _, f := range append([]*format{graph}, formats...) {
-			out, err := exec.Command(self, "-child", f.path, "-threads", strconv.Itoa(threads), "-seconds", fmt.Sprint(seconds)).Output()
+			res, err := child(f, false)
 			if err != nil {
-				if ee, ok := err.(*exec.ExitError); ok {
-					return fmt.Errorf("%s: %v\n%s", f.name, err, ee.Stderr)
-				}
 				return err
-			}
-			var res result
-			if err := json.Unmarshal(out, &res); err != nil {
-				return fmt.Errorf("%s: child output %q: %w", f.name, out, err)
 			}
 			f.res = append(f.res, res)
 			fmt.Fprintf(os.Stderr, "round %d %s: session %+.1f MiB, batch 1 %.3f ms, batch 256 %.2f ms\n", r+1, f.name,
+				mib(res.SessionRSS-res.BaseRSS), res.Batch1*1e3, res.Batch256*1e3)
+			// qtool's engine has one semantics for every accuracy_level: float32
+			// activations, as the file states at level 1.
+			if !withQtool || strings.Contains(f.name, "accuracy_level 4") {
+				continue
+			}
+			if res, err = child(f, true); err != nil {
+				return err
+			}
+			f.qres = append(f.qres, res)
+			fmt.Fprintf(os.Stderr, "round %d %s, qtool's engine: graph %+.1f MiB, batch 1 %.3f ms, batch 256 %.2f ms\n", r+1, f.name,
 				mib(res.SessionRSS-res.BaseRSS), res.Batch1*1e3, res.Batch256*1e3)
 		}
 	}
@@ -207,6 +239,33 @@ func run(width, threads int, seconds float64, rounds, block int, bits []string, 
 			median(f.res, sess)/(1<<20), (median(f.res, sess)-over)/(1<<20), (median(fl.res, sess)-over)/(median(f.res, sess)-over),
 			median(f.res, after)/(1<<20), median(f.res, peak)/(1<<20),
 			median(f.res, b1)*1e3, median(fl.res, b1)/median(f.res, b1), median(f.res, b256)*1e3, median(fl.res, b256)/median(f.res, b256))
+	}
+	if !withQtool {
+		return nil
+	}
+	// qtool's engine: the same files, the same measurements. Its own agreement check:
+	// every format's logits against the float model's run of the same engine would
+	// differ by the binarization, so the packed file is the reference again.
+	for _, f := range formats[2:] {
+		if len(f.qres) == 0 {
+			continue
+		}
+		if d := maxRelDiff(formats[1].qres[0].Logits, f.qres[0].Logits); !(d <= 1e-4) {
+			return fmt.Errorf("qtool's engine: packed and %s logits differ by %.3g of the largest", f.name, d)
+		}
+	}
+	qover := median(graph.qres, sess)
+	fmt.Printf("\nqtool's engine (engine.Build, then Graph.Forward; %s), the same files; its graph alone (width 16): %.1f MiB.\n\n", fl.qres[0].BLAS, qover/(1<<20))
+	fmt.Println("| format | graph RSS − base (MiB) | weights (MiB) | vs float | RSS after runs − base (MiB) | peak RSS (MiB) | batch 1 (ms) | vs float | batch 256 (ms) | vs float |")
+	fmt.Println("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	for _, f := range formats {
+		if len(f.qres) == 0 {
+			continue
+		}
+		fmt.Printf("| %s | %.1f | %.1f | %.2f× less | %.1f | %.1f | %.3f | %.2f× faster | %.2f | %.2f× faster |\n", f.name,
+			median(f.qres, sess)/(1<<20), (median(f.qres, sess)-qover)/(1<<20), (median(fl.qres, sess)-qover)/(median(f.qres, sess)-qover),
+			median(f.qres, after)/(1<<20), median(f.qres, peak)/(1<<20),
+			median(f.qres, b1)*1e3, median(fl.qres, b1)/median(f.qres, b1), median(f.qres, b256)*1e3, median(fl.qres, b256)/median(f.qres, b256))
 	}
 	return nil
 }
@@ -282,23 +341,77 @@ func measure(path string, threads int, seconds float64) error {
 		if batch == 1 {
 			res.Logits = out[0].Data
 		}
-		n, start := 0, time.Now()
-		for time.Since(start).Seconds() < seconds || n < 3 {
-			if _, err := s.Run(in); err != nil {
-				return err
-			}
-			n++
-		}
-		per := time.Since(start).Seconds() / float64(n)
-		if batch == 1 {
-			res.Batch1 = per
-		} else {
-			res.Batch256 = per
+		if err := res.timeRuns(batch, seconds, func() error { _, err := s.Run(in); return err }); err != nil {
+			return err
 		}
 	}
 	res.RunRSS = settledRSS()
 	res.PeakRSS = benchkit.ProcStatus("VmHWM")
 	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// measureQtool is measure for qtool's own engine: the model is parsed, built into a
+// graph and released, so that what the process holds is the graph's parameters and
+// kernels; the runs are Graph.Forward without gradients, as qtool eval runs them.
+func measureQtool(path string, threads int, seconds float64) error {
+	impl, info, err := blas.SelectWith(blas.ModeFromEnv(), blas.Options{Threads: threads})
+	if err != nil {
+		return err
+	}
+	res := result{BLAS: info.String()}
+	res.BaseRSS = settledRSS()
+	m, err := onnxio.Load(path)
+	if err != nil {
+		return err
+	}
+	g, err := engine.Build(m, engine.Options{BLAS: impl, Workers: threads})
+	if err != nil {
+		return err
+	}
+	m = nil
+	res.SessionRSS = settledRSS()
+	ctx := &engine.Context{BLAS: impl, Workers: threads, NoGrad: true}
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, batch := range []int{1, 256} {
+		x := make([]float32, batch*784)
+		for i := range x {
+			x[i] = float32(r.Float64())
+		}
+		in := engine.NewFloat([]int{batch, 784}, x)
+		out, err := g.Forward(ctx, in) // warm-up, and the plan for this batch
+		if err != nil {
+			return err
+		}
+		if batch == 1 {
+			res.Logits = slices.Clone(out[0].F)
+		}
+		if err := res.timeRuns(batch, seconds, func() error { _, err := g.Forward(ctx, in); return err }); err != nil {
+			return err
+		}
+	}
+	res.RunRSS = settledRSS()
+	res.PeakRSS = benchkit.ProcStatus("VmHWM")
+	runtime.KeepAlive(g)
+	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// timeRuns runs run for at least seconds and three times, and stores the mean time a
+// run as the batch's latency.
+func (res *result) timeRuns(batch int, seconds float64, run func() error) error {
+	n, start := 0, time.Now()
+	for time.Since(start).Seconds() < seconds || n < 3 {
+		if err := run(); err != nil {
+			return err
+		}
+		n++
+	}
+	per := time.Since(start).Seconds() / float64(n)
+	if batch == 1 {
+		res.Batch1 = per
+	} else {
+		res.Batch256 = per
+	}
+	return nil
 }
 
 // settledRSS returns VmRSS after handing freed memory back to the operating system,

@@ -1,0 +1,213 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/qtool/qtool/onnxio"
+	"github.com/qtool/qtool/onnxio/onnxpb"
+)
+
+// nbitsCase is one MatMulNBits node: widths, optional inputs, a K that does or does not
+// fill its last block, and A of rank 2 or 3.
+type nbitsCase struct {
+	bits, k, block int
+	zp, bias       bool
+	a              []int64 // A's shape; its last dimension is K
+	n              int     // N, output columns; 5 when 0
+}
+
+func (c nbitsCase) String() string {
+	return fmt.Sprintf("bits=%d K=%d N=%d block=%d zp=%v bias=%v A=%v", c.bits, c.k, c.cols(), c.block, c.zp, c.bias, c.a)
+}
+
+func (c nbitsCase) cols() int {
+	if c.n == 0 {
+		return 5
+	}
+	return c.n
+}
+
+// model builds the node with random codes, scales, zero points and bias; B and the zero
+// points are packed as the contrib spec says: row n, block b, code j at bits j·bits of
+// the block's bytes, least significant first.
+func (c nbitsCase) model(r *rand.Rand) *onnxio.Model {
+	n := c.cols()
+	kb, blob := (c.k+c.block-1)/c.block, c.block*c.bits/8
+	b := make([]int64, n*kb*blob)
+	for row := range n {
+		for k := range c.k {
+			q := int64(r.IntN(1 << c.bits))
+			bit := (k % c.block) * c.bits
+			b[(row*kb+k/c.block)*blob+bit/8] |= q << (bit % 8)
+		}
+	}
+	scales := make([]float32, n*kb)
+	for i := range scales {
+		scales[i] = float32(0.01 + r.Float64())
+	}
+	f := onnxpb.TensorProto_FLOAT
+	inputs := []string{"a", "b", "s"}
+	inits := []*onnxpb.TensorProto{intTensor("b", onnxpb.TensorProto_UINT8, []int64{int64(n), int64(kb), int64(blob)}, b),
+		onnxio.FloatTensor("s", []int64{int64(n), int64(kb)}, scales)}
+	if c.zp {
+		row := (kb*c.bits + 7) / 8
+		z := make([]int64, n*row)
+		for i := range n {
+			for blk := range kb {
+				bit := blk * c.bits
+				z[i*row+bit/8] |= int64(r.IntN(1<<c.bits)) << (bit % 8)
+			}
+		}
+		inits = append(inits, intTensor("z", onnxpb.TensorProto_UINT8, []int64{int64(n), int64(row)}, z))
+		inputs = append(inputs, "z")
+	}
+	if c.bias {
+		bias := make([]float32, n)
+		for i := range bias {
+			bias[i] = float32(r.NormFloat64())
+		}
+		for len(inputs) < 5 {
+			inputs = append(inputs, "")
+		}
+		inits = append(inits, onnxio.FloatTensor("bias", []int64{int64(n)}, bias))
+		inputs = append(inputs, "bias")
+	}
+	node := gNode("MatMulNBits", inputs, []string{"y"}, attrI("K", int64(c.k)), attrI("N", int64(n)), attrI("bits", int64(c.bits)),
+		attrI("block_size", int64(c.block)), attrI("accuracy_level", 1))
+	node.Domain = proto.String(MSDomain)
+	out := append([]int64(nil), c.a...)
+	out[len(out)-1] = int64(n)
+	return &onnxio.Model{Name: "matmulnbits.onnx", Proto: &onnxpb.ModelProto{
+		IrVersion: proto.Int64(8),
+		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(15)},
+			{Domain: proto.String(MSDomain), Version: proto.Int64(1)}},
+		Graph: &onnxpb.GraphProto{Name: proto.String("matmulnbits"), Node: []*onnxpb.NodeProto{node}, Initializer: inits,
+			Input:  []*onnxpb.ValueInfoProto{typedValue("a", f, c.a)},
+			Output: []*onnxpb.ValueInfoProto{typedValue("y", f, out)}},
+	}}
+}
+
+// TestMatMulNBitsHeldAsBytes: Build keeps MatMulNBits' UINT8 codes and zero points as
+// bytes (not int64, eight times larger), the kernel dequantizes W a chunk at a time, and
+// the output is the contrib spec's (q − z)·scale product computed here independently
+// (per code, from the initializers' bytes, summed in float64); the same file with the
+// codes stored as int32_data (Build holds int64) gives the same bits, and so does one in
+// which another node also reads the codes, which Build must then hold as int64.
+func TestMatMulNBitsHeldAsBytes(t *testing.T) {
+	r := rand.New(rand.NewPCG(16, 3))
+	for _, c := range []nbitsCase{
+		{bits: 4, k: 1000, block: 64, zp: true, bias: true, a: []int64{1, 1000}, n: 600},
+		{bits: 2, k: 1000, block: 32, zp: true, bias: false, a: []int64{3, 1000}, n: 600},
+		{bits: 8, k: 100, block: 16, zp: false, bias: true, a: []int64{2, 100}, n: 7},
+	} {
+		t.Run(c.String(), func(t *testing.T) {
+			m := c.model(r)
+			x := make([]float32, c.a[0]*int64(c.k))
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			shape := []int{int(c.a[0]), c.k}
+			run := func(m *onnxio.Model) (*Graph, []*Tensor) {
+				g := mustBuild(t, m)
+				out, err := g.Forward(nil, NewFloat(shape, x))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return g, out
+			}
+			g, got := run(m)
+			for _, name := range []string{"b", "z"} {
+				if !c.zp && name == "z" {
+					continue
+				}
+				if v := g.Param(name).Value; v.u8 == nil || v.I != nil {
+					t.Errorf("%s: held as %d int64 values and %d bytes, want bytes only", name, len(v.I), len(v.u8))
+				}
+			}
+			// The reference, from the file's bytes.
+			init := map[string]*onnxpb.TensorProto{}
+			for _, ti := range m.Proto.GetGraph().GetInitializer() {
+				init[ti.GetName()] = ti
+			}
+			n, kb, blob := c.cols(), (c.k+c.block-1)/c.block, c.block*c.bits/8
+			floats := func(name string) []float32 {
+				v, err := onnxio.DecodeTensor(init[name], "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v.Float
+			}
+			codes, scales := init["b"].GetRawData(), floats("s")
+			norm := 1.0
+			want := make([]float64, int(c.a[0])*n)
+			for row := range int(c.a[0]) {
+				for col := range n {
+					sum := 0.0
+					for k := range c.k {
+						blk, bit := k/c.block, (k%c.block)*c.bits
+						q := int(codes[(col*kb+blk)*blob+bit/8]>>(bit%8)) & (1<<c.bits - 1)
+						z := 1 << (c.bits - 1)
+						if c.zp {
+							zb := blk * c.bits
+							z = int(init["z"].GetRawData()[col*((kb*c.bits+7)/8)+zb/8]>>(zb%8)) & (1<<c.bits - 1)
+						}
+						w := float32(q-z) * scales[col*kb+blk]
+						sum += float64(w) * float64(x[row*c.k+k])
+					}
+					if c.bias {
+						sum += float64(floats("bias")[col])
+					}
+					want[row*n+col] = sum
+					norm = max(norm, math.Abs(sum))
+				}
+			}
+			for i, v := range got[0].F {
+				if d := math.Abs(float64(v) - want[i]); !(d <= 1e-5*norm) {
+					t.Fatalf("y[%d] = %g, want %g (the spec's product in float64)", i, v, want[i])
+				}
+			}
+
+			// The codes as int32_data: Build decodes them to int64.
+			m2 := &onnxio.Model{Name: m.Name, Proto: proto.Clone(m.Proto).(*onnxpb.ModelProto)}
+			for _, ti := range m2.Proto.GetGraph().GetInitializer() {
+				if ti.GetName() == "b" {
+					for _, v := range ti.GetRawData() {
+						ti.Int32Data = append(ti.Int32Data, int32(v))
+					}
+					ti.RawData = nil
+				}
+			}
+			g2, got2 := run(m2)
+			if v := g2.Param("b").Value; v.u8 != nil || len(v.I) != len(codes) {
+				t.Errorf("int32_data codes: held as %d int64 values and %d bytes, want int64 only", len(v.I), len(v.u8))
+			}
+			if !slices.Equal(got[0].F, got2[0].F) {
+				t.Error("codes held as int64 give other bits than codes held as bytes")
+			}
+
+			// Another node reads the codes too: Build widens them.
+			m3 := &onnxio.Model{Name: m.Name, Proto: proto.Clone(m.Proto).(*onnxpb.ModelProto)}
+			gp := m3.Proto.GetGraph()
+			gp.Node = append(gp.Node, gNode("Identity", []string{"b"}, []string{"bcopy"}))
+			gp.Output = append(gp.Output, typedValue("bcopy", onnxpb.TensorProto_UINT8, []int64{int64(n), int64(kb), int64(blob)}))
+			g3, got3 := run(m3)
+			if v := g3.Param("b").Value; v.u8 != nil || len(v.I) != len(codes) {
+				t.Errorf("codes read by Identity too: held as %d int64 values and %d bytes, want int64 only", len(v.I), len(v.u8))
+			}
+			if !slices.Equal(got[0].F, got3[0].F) {
+				t.Error("widened codes give other bits")
+			}
+			for i, v := range got3[1].I {
+				if v != int64(codes[i]) {
+					t.Fatalf("Identity of the codes: [%d] = %d, want %d", i, v, codes[i])
+				}
+			}
+		})
+	}
+}
