@@ -33,6 +33,9 @@ import (
 func (g *Graph) Forward(ctx *Context, inputs ...*Tensor) (outs []*Tensor, err error) {
 	g.setContext(ctx)
 	g.ready = false
+	if g.foldsStale() {
+		g.clearPlans()
+	}
 	p := g.last
 	if p == nil || p.training != g.ctx.Training || p.record != g.record() || !p.matches(inputs) {
 		if err := g.checkInputs(inputs, true); err != nil {

@@ -32,11 +32,20 @@ type expander struct {
 	b        *budget
 	konst    []bool
 	training bool
-	ctx      *Context
-	remap    []int // top-level value id → plan value id (If outputs become their branch's)
-	run      []*gnode
-	guards   []*bool // per run entry: the flag that must be true for it to run, or nil
-	cur      *gnode  // the node being planned, for error messages
+	// foldFrozen lets nodes fold through frozen float parameters (inference plans that
+	// record nothing; see plain). pure marks the values folded from parameters and
+	// constants alone, chained those of them that read a frozen float parameter on the
+	// way, and folded lists the nodes of the pure ones, for makePlan to keep (chained, in
+	// the graph's folds) the outputs that steps read and to drop the rest.
+	foldFrozen bool
+	pure       map[int]bool
+	chained    map[int]bool
+	folded     []*gnode
+	ctx        *Context
+	remap      []int // top-level value id → plan value id (If outputs become their branch's)
+	run        []*gnode
+	guards     []*bool // per run entry: the flag that must be true for it to run, or nil
+	cur        *gnode  // the node being planned, for error messages
 }
 
 func (x *expander) resolve(env *scope, id int) int {
@@ -399,21 +408,58 @@ func (x *expander) errorf(gn *gnode, format string, args ...any) error {
 
 // plain infers the shapes of a node that is no control flow, folds it when its inputs
 // are known, and otherwise adds it to the plan's steps.
+// frozenParam returns the parameter that value id is when it is a float parameter that
+// nothing trains and the plan may fold through (foldFrozen), and nil otherwise.
+func (x *expander) frozenParam(id int) *Param {
+	if !x.foldFrozen || x.p.values[id].kind != kindParam {
+		return nil
+	}
+	par := x.g.params[x.p.values[id].index]
+	if par.Trainable || par.Value.DType != Float32 || x.p.vals[id] != par.Value {
+		return nil
+	}
+	return par
+}
+
 func (x *expander) plain(gn *gnode, on *bool) error {
 	g, p, b := x.g, x.p, x.b
 	x.cur = gn
 	in := make([]*Tensor, 0, len(gn.in))
 	all := !noFold(gn.op, x.training)
 	known := all
+	// A node that reads a frozen float parameter folds when it also reads a constant
+	// (anchor) and nothing else: the unpacking chains of the packed and qdq exports
+	// (Gather of a lookup table by codes, Mul by the scales; DequantizeLinear of int8
+	// codes) then run once, not on every run. Alone, a parameter is not folded (a
+	// Transpose of a weight would only double it), and the graph drops the plans when
+	// a folded parameter changes (foldsStale).
+	var frozen []*Param
+	anchor, chained, pure := false, false, true
 	for _, id := range gn.in {
 		if id < 0 {
 			in = append(in, nil)
 			continue
 		}
 		in = append(in, p.vals[id])
-		all = all && x.konst[id]
 		known = known && p.vals[id].Known()
+		switch par := x.frozenParam(id); {
+		case x.konst[id]:
+			anchor = true
+		case par != nil:
+			frozen = append(frozen, par)
+		default:
+			all = false
+		}
+		chained = chained || x.chained[id]
+		pure = pure && (p.values[id].kind == kindParam || p.values[id].kind == kindConst || x.pure[id])
 	}
+	if len(frozen) > 0 && !anchor {
+		all = false
+	}
+	// A chain: this node folds from frozen parameters, constants and other links only,
+	// so its outputs are the same in every plan until a parameter changes.
+	pure = all && pure
+	chained = pure && (chained || len(frozen) > 0)
 	out, err := gn.k.Infer(slices.Clone(in))
 	if err != nil {
 		return g.nodeErr(gn, "shape inference", err)
@@ -440,6 +486,19 @@ func (x *expander) plain(gn *gnode, on *bool) error {
 			return err
 		}
 	}
+	if chained {
+		g.noteFold(frozen)
+		if f, ok := g.folds[gn]; ok && len(f) == len(gn.out) {
+			// Another plan folded this link and a step read it: share its outputs.
+			for j, id := range gn.out {
+				if err := b.add(gn, "", out[j].Shape, sizes[j]); err != nil {
+					return err
+				}
+				p.vals[id], x.konst[id], x.chained[id], x.pure[id] = f[j], true, true, true
+			}
+			return nil
+		}
+	}
 	if known {
 		// Every input's value is known: run the node now. When every input is a
 		// constant its outputs are constants and the node never runs again. When
@@ -463,6 +522,10 @@ func (x *expander) plain(gn *gnode, on *bool) error {
 		}
 		for j, id := range gn.out {
 			p.vals[id], x.konst[id] = outs[j], all
+			x.chained[id], x.pure[id] = chained, pure
+		}
+		if pure {
+			x.folded = append(x.folded, gn)
 		}
 		if !all {
 			x.run, x.guards = append(x.run, gn), append(x.guards, on)

@@ -129,6 +129,40 @@ type Graph struct {
 	// makes each kernel keep its own.
 	arena   scratchArena
 	noArena bool
+	// folds holds, by node, the outputs of the nodes that plans folded through frozen
+	// float parameters and whose outputs a step reads, so that plans for other input
+	// shapes share them (one float copy of a packed weight, not one a plan); foldedFrom
+	// the parameters folded through, as they were then. clearPlans drops both.
+	folds      map[*gnode][]*Tensor
+	foldedFrom map[*Param]foldUse
+}
+
+// foldUse is a folded parameter's value and write count when it was folded.
+type foldUse struct {
+	val *Tensor
+	gen uint64
+}
+
+// noteFold records the frozen parameters a folded node read, so that the plans are
+// remade when one is written.
+func (g *Graph) noteFold(frozen []*Param) {
+	if g.foldedFrom == nil {
+		g.folds, g.foldedFrom = map[*gnode][]*Tensor{}, map[*Param]foldUse{}
+	}
+	for _, par := range frozen {
+		g.foldedFrom[par] = foldUse{val: par.Value, gen: par.gen}
+	}
+}
+
+// foldsStale reports whether a parameter some plan folded through was written (Changed),
+// replaced or made trainable since.
+func (g *Graph) foldsStale() bool {
+	for par, u := range g.foldedFrom {
+		if par.Value != u.val || par.gen != u.gen || par.Trainable {
+			return true
+		}
+	}
+	return false
 }
 
 // Build checks every node of m against the supported ops and returns the graph. All
@@ -705,6 +739,7 @@ func (g *Graph) makeRoom(n int64) {
 }
 
 func (g *Graph) clearPlans() {
+	g.folds, g.foldedFrom = nil, nil
 	clear(g.plans)
 	g.cached = 0
 	g.last = nil

@@ -204,7 +204,7 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record, dry bool) (p *plan,
 	}
 
 	// Shape inference, constant folding and the expansion of control flow.
-	x := &expander{g: g, p: p, b: b, konst: konst, training: training,
+	x := &expander{g: g, p: p, b: b, konst: konst, training: training, foldFrozen: !training && !record, pure: map[int]bool{}, chained: map[int]bool{},
 		ctx: &Context{BLAS: g.opts.BLAS, Workers: g.opts.Workers, Rand: g.rand}}
 	x.remap = make([]int, len(g.values))
 	for id := range x.remap {
@@ -273,12 +273,55 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record, dry bool) (p *plan,
 	}
 	p.bytes = b.total
 	if !dry {
+		g.keepChains(p, x.folded, x.chained)
 		g.makeRoom(p.bytes)
 		for _, pool := range sc.pools {
 			pool.alloc()
 		}
 	}
 	return p, nil
+}
+
+// keepChains keeps in the graph's folds the outputs of the chain nodes (folds through
+// frozen parameters, expander.plain) that a step reads or the graph outputs, for other
+// plans to share, and drops the plan's hold on the outputs of every node folded from
+// parameters and constants (folded) that nothing reads: the links before the last, such
+// as the packed format's codes widened to int64 and its lookups and reshapes, four
+// float copies of each weight that no step reads once the last link is made.
+func (g *Graph) keepChains(p *plan, folded []*gnode, chained map[int]bool) {
+	if len(folded) == 0 {
+		return
+	}
+	read := map[*Tensor]bool{}
+	for _, st := range p.steps {
+		for _, t := range st.in {
+			read[t] = true
+		}
+	}
+	for _, t := range p.outs {
+		read[t] = true
+	}
+	top := make(map[*gnode]bool, len(g.nodes))
+	for i := range g.nodes {
+		top[&g.nodes[i]] = true
+	}
+	for _, gn := range folded {
+		outs := make([]*Tensor, len(gn.out))
+		kept := false
+		for j, id := range gn.out {
+			outs[j] = p.vals[id]
+			kept = kept || read[outs[j]]
+		}
+		switch {
+		case kept && chained[gn.out[0]] && top[gn]:
+			// Only the graph's own nodes: a body's copies are new in every plan.
+			g.folds[gn] = outs
+		case !kept:
+			for j, id := range gn.out {
+				p.vals[id] = &Tensor{DType: outs[j].DType, Shape: outs[j].Shape}
+			}
+		}
+	}
 }
 
 // scheduler turns planned nodes into steps with buffers: the plan's own, and those of the
