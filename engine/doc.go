@@ -6,7 +6,13 @@
 // (shapes, mode, and the values of integer inputs) plans it — shape inference with a
 // free batch dimension, constant folding of the shape arithmetic exporters emit (Shape →
 // Gather → Unsqueeze → Concat → Reshape), and buffer assignment with reuse of dead
-// values — and later runs with that signature allocate nothing.
+// values — and later runs with that signature allocate nothing. Plans that record nothing
+// also fold through frozen float parameters the nodes that read a constant too (the
+// packed export's Cast → Gather(lookup table) → Reshape → Mul(scales), DequantizeLinear of
+// int8 codes): the weight is unpacked once, shared by the plans of every signature, and
+// the plans are remade when Param.Changed says a folded parameter was written.
+// MatMulNBits' codes stay in bytes, four bits a weight at 4 bits; each run dequantizes
+// its weight a chunk of rows at a time.
 //
 // Training: SetTrainable marks initializers (weights, biases, BatchNorm scale and bias,
 // or any other float tensor) as trainable. Forward then also keeps what Backward needs,

@@ -38,6 +38,7 @@ type expander struct {
 	// way, and folded lists the nodes of the pure ones, for makePlan to keep (chained, in
 	// the graph's folds) the outputs that steps read and to drop the rest.
 	foldFrozen bool
+	left       []int // per graph value: the graph's nodes that read it and are not yet planned
 	pure       map[int]bool
 	chained    map[int]bool
 	folded     []*gnode
@@ -408,6 +409,23 @@ func (x *expander) errorf(gn *gnode, format string, args ...any) error {
 
 // plain infers the shapes of a node that is no control flow, folds it when its inputs
 // are known, and otherwise adds it to the plan's steps.
+// release counts folded node gn's reads off its inputs, and drops the plan's hold on
+// each value folded from parameters and constants that no node is left to read: the
+// links of a weight's unpacking chain go as soon as the next is made, so that planning a
+// packed model holds one or two float copies of a weight at a time, not five of every
+// weight. Only folded readers count down: a value a step reads keeps its reader.
+func (x *expander) release(gn *gnode) {
+	for _, id := range gn.in {
+		if id < 0 || id >= len(x.left) {
+			continue
+		}
+		if x.left[id]--; x.left[id] == 0 && x.pure[id] && !x.g.kept[id] {
+			t := x.p.vals[id]
+			x.p.vals[id] = &Tensor{DType: t.DType, Shape: t.Shape}
+		}
+	}
+}
+
 // frozenParam returns the parameter that value id is when it is a float parameter that
 // nothing trains and the plan may fold through (foldFrozen), and nil otherwise.
 func (x *expander) frozenParam(id int) *Param {
@@ -496,6 +514,7 @@ func (x *expander) plain(gn *gnode, on *bool) error {
 				}
 				p.vals[id], x.konst[id], x.chained[id], x.pure[id] = f[j], true, true, true
 			}
+			x.release(gn)
 			return nil
 		}
 	}
@@ -526,6 +545,9 @@ func (x *expander) plain(gn *gnode, on *bool) error {
 		}
 		if pure {
 			x.folded = append(x.folded, gn)
+		}
+		if all {
+			x.release(gn)
 		}
 		if !all {
 			x.run, x.guards = append(x.run, gn), append(x.guards, on)

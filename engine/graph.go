@@ -135,6 +135,9 @@ type Graph struct {
 	// the parameters folded through, as they were then. clearPlans drops both.
 	folds      map[*gnode][]*Tensor
 	foldedFrom map[*Param]foldUse
+	// kept holds the values that a body reads or the graph outputs: a plan never drops
+	// them, whoever else reads them.
+	kept map[int]bool
 }
 
 // foldUse is a folded parameter's value and write count when it was folded.
@@ -267,6 +270,12 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 		return nil, fmt.Errorf("engine: %s: %d unsupported node(s): %s", m.Name, len(bad), strings.Join(bad, "; "))
 	}
 	g.widenStrayBytes(pinned)
+	g.kept = map[int]bool{}
+	for name := range pinned {
+		if id, ok := ids[name]; ok {
+			g.kept[id] = true
+		}
+	}
 	for _, vi := range gp.GetOutput() {
 		id, ok := ids[vi.GetName()]
 		if !ok {

@@ -206,6 +206,14 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record, dry bool) (p *plan,
 	// Shape inference, constant folding and the expansion of control flow.
 	x := &expander{g: g, p: p, b: b, konst: konst, training: training, foldFrozen: !training && !record, pure: map[int]bool{}, chained: map[int]bool{},
 		ctx: &Context{BLAS: g.opts.BLAS, Workers: g.opts.Workers, Rand: g.rand}}
+	x.left = make([]int, len(g.values))
+	for i := range g.nodes {
+		for _, id := range g.nodes[i].in {
+			if id >= 0 {
+				x.left[id]++
+			}
+		}
+	}
 	x.remap = make([]int, len(g.values))
 	for id := range x.remap {
 		x.remap[id] = id
