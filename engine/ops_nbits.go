@@ -125,16 +125,20 @@ func (k *matMulNBitsKernel) dequantize(ctx *Context, codes, zp []byte, scales []
 					z = int(zp[n*zpRow+bit/8] >> (bit % 8) & mask)
 				}
 				scale := scales[n*kb+blk]
-				for q := range 1 << k.bits {
-					lut[q] = float32(q-z) * scale
+				if k.bits < 8 {
+					// 16 or 4 entries for a block of 16 or more codes; at 8 bits the
+					// table would outnumber the block's codes.
+					for q := range 1 << k.bits {
+						lut[q] = float32(q-z) * scale
+					}
 				}
 				cnt := min(k.bs, k.k-blk*k.bs)
 				out := row[blk*k.bs : blk*k.bs+cnt]
 				data := codes[(n*kb+blk)*blob : (n*kb+blk)*blob+(cnt+per-1)/per]
 				switch {
 				case k.bits == 8:
-					for j := range out {
-						out[j] = lut[data[j]]
+					for j, b := range data[:len(out)] {
+						out[j] = float32(int(b)-z) * scale
 					}
 				case k.bits == 4 && cnt%2 == 0:
 					for j, b := range data {
