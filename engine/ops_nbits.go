@@ -141,10 +141,7 @@ func (k *matMulNBitsKernel) dequantize(ctx *Context, codes, zp []byte, scales []
 						out[j] = float32(int(b)-z) * scale
 					}
 				case k.bits == 4 && cnt%2 == 0:
-					for j, b := range data {
-						o := out[2*j : 2*j+2 : 2*j+2]
-						o[0], o[1] = lut[b&15], lut[b>>4]
-					}
+					nibbles(out, data, (*[16]float32)(lut[:16]))
 				case k.bits == 2 && cnt%4 == 0:
 					for j, b := range data {
 						o := out[4*j : 4*j+4 : 4*j+4]
@@ -159,6 +156,15 @@ func (k *matMulNBitsKernel) dequantize(ctx *Context, codes, zp []byte, scales []
 			}
 		}
 	})
+}
+
+// nibblesGo is the definition of the 4-bit lookup: out[2j] = lut[data[j] & 15] and
+// out[2j+1] = lut[data[j] >> 4] (the contrib spec's order: low nibble first).
+func nibblesGo(out []float32, data []byte, lut *[16]float32) {
+	for j, b := range data {
+		o := out[2*j : 2*j+2 : 2*j+2]
+		o[0], o[1] = lut[b&15], lut[b>>4]
+	}
 }
 
 func (k *matMulNBitsKernel) Forward(ctx *Context, in, out []*Tensor) error {

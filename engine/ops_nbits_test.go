@@ -211,3 +211,30 @@ func TestMatMulNBitsHeldAsBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestNibbles: the 4-bit lookup (AVX-512 where the CPU has it, for whole groups of 16
+// bytes, the rest in Go) gives the bits of its Go definition, on tables holding NaN,
+// −0, subnormals and infinities, for lengths around the groups' edges.
+func TestNibbles(t *testing.T) {
+	r := rand.New(rand.NewPCG(16, 4))
+	var lut [16]float32
+	for i := range lut {
+		lut[i] = math.Float32frombits(r.Uint32())
+	}
+	lut[0], lut[1], lut[2], lut[3] = float32(math.NaN()), float32(math.Copysign(0, -1)), math.Float32frombits(1), float32(math.Inf(-1))
+	for _, n := range []int{0, 1, 15, 16, 17, 31, 32, 48, 64, 100, 1024} {
+		data := make([]byte, n)
+		for i := range data {
+			data[i] = byte(r.Uint32())
+		}
+		got, want := make([]float32, 2*n+1), make([]float32, 2*n+1)
+		got[2*n], want[2*n] = 7, 7 // past the end: untouched
+		nibbles(got, data[:n], &lut)
+		nibblesGo(want, data[:n], &lut)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("n=%d: out[%d] = %#x, want %#x", n, i, math.Float32bits(got[i]), math.Float32bits(want[i]))
+			}
+		}
+	}
+}
