@@ -20,15 +20,26 @@ var nibbleOrder = func() (t [32]int32) {
 	return t
 }()
 
-// nibbles is nibblesGo, in AVX-512 for whole groups of 16 bytes where the CPU has it.
-// Table lookups copy the entries' bits, so the results are the same on every path.
+// nibblesAVX2 is nibblesAVX512 in AVX2, for n a positive multiple of 8.
+//
+//go:noescape
+func nibblesAVX2(out *float32, data *byte, n int, lut *[16]float32)
+
+// nibbles is nibblesGo, in AVX-512 (whole groups of 16 bytes) or AVX2 (of 8) where the
+// CPU has it. Table lookups copy the entries' bits, so every path gives the same results.
 func nibbles(out []float32, data []byte, lut *[16]float32) {
-	n := len(data) &^ 15
-	if n > 0 && convTileOK() {
-		_ = out[2*n-1]
-		nibblesAVX512(&out[0], &data[0], n, lut, &nibbleOrder)
-	} else {
-		n = 0
+	n := 0
+	switch {
+	case convTileOK():
+		if n = len(data) &^ 15; n > 0 {
+			_ = out[2*n-1]
+			nibblesAVX512(&out[0], &data[0], n, lut, &nibbleOrder)
+		}
+	case convTileAVX2OK():
+		if n = len(data) &^ 7; n > 0 {
+			_ = out[2*n-1]
+			nibblesAVX2(&out[0], &data[0], n, lut)
+		}
 	}
 	nibblesGo(out[2*n:], data[n:], lut)
 }

@@ -212,8 +212,9 @@ func TestMatMulNBitsHeldAsBytes(t *testing.T) {
 	}
 }
 
-// TestNibbles: the 4-bit lookup (AVX-512 where the CPU has it, for whole groups of 16
-// bytes, the rest in Go) gives the bits of its Go definition, on tables holding NaN,
+// TestNibbles: the 4-bit lookup (AVX-512 or AVX2 where the CPU has it, for whole groups
+// of 16 or 8 bytes, the rest in Go; .ci/run runs the engine's tests again with
+// GODEBUG=cpu.avx512f=off for the AVX2 path) gives the bits of its Go definition, on tables holding NaN,
 // −0, subnormals and infinities, for lengths around the groups' edges.
 func TestNibbles(t *testing.T) {
 	r := rand.New(rand.NewPCG(16, 4))
