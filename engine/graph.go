@@ -195,13 +195,14 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 	// every initializer as an input) is a parameter.
 	lifted := map[*onnxpb.NodeProto]bool{}
 	constants := map[string]bool{} // parameters a Constant node holds
-	nbits := nbitsInputs(gp)
+	bytesRead := byteReaders(gp)
 	for _, p := range m.Params() {
 		if _, dup := ids[p.Name]; dup {
 			return nil, fmt.Errorf("engine: %s: parameter %q is defined twice", m.Name, p.Name)
 		}
-		if codes := nbitsBytes(p.Tensor, nbits[p.Name]); codes != nil {
-			par := &Param{Name: p.Name, Value: &Tensor{DType: Int64, Shape: dimsOf(p.Tensor), u8: codes}, stored: onnxpb.TensorProto_UINT8}
+		if codes := heldBytes(p.Tensor, bytesRead[p.Name]); codes != nil {
+			dt := onnxpb.TensorProto_DataType(p.Tensor.GetDataType())
+			par := &Param{Name: p.Name, Value: &Tensor{DType: Int64, Shape: dimsOf(p.Tensor), u8: codes, s8: dt == onnxpb.TensorProto_INT8}, stored: dt}
 			par.Value.param = par
 			g.params = append(g.params, par)
 			ids[p.Name] = add(value{name: p.Name, kind: kindParam, index: len(g.params) - 1})
@@ -291,16 +292,14 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 	return g, nil
 }
 
-// nbitsInputs returns the names that MatMulNBits nodes of the top-level graph read as
-// their codes (input 1) or zero points (input 3).
-func nbitsInputs(gp *onnxpb.GraphProto) map[string]bool {
+// byteReaders returns the names that nodes of the top-level graph read as values they
+// take in bytes (byteInput): MatMulNBits' codes and zero points, Cast's input,
+// DequantizeLinear's codes and zero point.
+func byteReaders(gp *onnxpb.GraphProto) map[string]bool {
 	names := map[string]bool{}
 	for _, n := range gp.GetNode() {
-		if n.GetDomain() != MSDomain || n.GetOpType() != "MatMulNBits" {
-			continue
-		}
 		for i, in := range n.GetInput() {
-			if (i == 1 || i == 3) && in != "" {
+			if in != "" && byteInput(n.GetDomain(), n.GetOpType(), i) {
 				names[in] = true
 			}
 		}
@@ -308,12 +307,28 @@ func nbitsInputs(gp *onnxpb.GraphProto) map[string]bool {
 	return names
 }
 
-// nbitsBytes returns a copy of the bytes of t when it is a UINT8 initializer stored in
-// raw_data within the file and read by MatMulNBits (nbits), and nil otherwise: a 4-bit
-// weight of 4096 × 4096 then takes 8 MB in the graph instead of the 64 MB of int64
-// values. Build widens it again if any other node reads it (widenStrayBytes).
-func nbitsBytes(t *onnxpb.TensorProto, nbits bool) []byte {
-	if !nbits || t.GetDataType() != int32(onnxpb.TensorProto_UINT8) || t.GetDataLocation() == onnxpb.TensorProto_EXTERNAL {
+// byteInput reports whether input i of an op reads an integer tensor held in bytes.
+func byteInput(domain, op string, i int) bool {
+	switch {
+	case domain == MSDomain && op == "MatMulNBits":
+		return i == 1 || i == 3
+	case domain != "" && domain != "ai.onnx":
+		return false
+	case op == "Cast":
+		return i == 0
+	case op == "DequantizeLinear":
+		return i == 0 || i == 2
+	}
+	return false
+}
+
+// heldBytes returns a copy of the bytes of t when it is a UINT8 or INT8 initializer
+// stored in raw_data within the file and read as bytes (readers), and nil otherwise: a
+// 4-bit weight of 4096 × 4096 then takes 8 MB in the graph instead of the 64 MB of int64
+// values. Build widens it again if another node reads it (widenStrayBytes).
+func heldBytes(t *onnxpb.TensorProto, readers bool) []byte {
+	dt := onnxpb.TensorProto_DataType(t.GetDataType())
+	if !readers || dt != onnxpb.TensorProto_UINT8 && dt != onnxpb.TensorProto_INT8 || t.GetDataLocation() == onnxpb.TensorProto_EXTERNAL {
 		return nil
 	}
 	n := 1
@@ -337,16 +352,14 @@ func dimsOf(t *onnxpb.TensorProto) []int {
 	return shape
 }
 
-// widenStrayBytes gives back int64 values to every byte-held parameter (nbitsBytes) that
-// a node other than MatMulNBits reads, as any input, or MatMulNBits as another input
-// than its codes or zero points, or that a body reads or the graph outputs (pinned):
-// only the MatMulNBits kernel reads u8.
+// widenStrayBytes gives back int64 values to every byte-held parameter (heldBytes) that
+// a node reads other than as byteInput says, or that a body reads or the graph outputs
+// (pinned): only those inputs of those kernels read u8.
 func (g *Graph) widenStrayBytes(pinned map[string]bool) {
 	stray := map[int]bool{}
 	for _, gn := range g.nodes {
-		_, isNbits := gn.k.(*matMulNBitsKernel)
 		for i, id := range gn.in {
-			if id >= 0 && !(isNbits && (i == 1 || i == 3)) {
+			if id >= 0 && !byteInput(gn.n.Proto.GetDomain(), gn.n.Proto.GetOpType(), i) {
 				stray[id] = true
 			}
 		}
@@ -357,11 +370,7 @@ func (g *Graph) widenStrayBytes(pinned map[string]bool) {
 		}
 		t := g.params[v.index].Value
 		if t.u8 != nil && (stray[id] || pinned[v.name]) {
-			t.I = make([]int64, len(t.u8))
-			for i, b := range t.u8 {
-				t.I[i] = int64(b)
-			}
-			t.u8 = nil
+			t.I, t.u8, t.s8 = t.intValues(), nil, false
 		}
 	}
 }

@@ -43,11 +43,13 @@ type Tensor struct {
 	F     []float32
 	I     []int64
 
-	// u8 holds, in place of I, the values of a UINT8 initializer that only MatMulNBits
-	// nodes read (its codes and zero points), one byte each: I would take eight. No
-	// other kernel sees such a tensor (Build checks every use), and Params' users see
-	// an integer tensor whose I is nil.
+	// u8 holds, in place of I, the values of a UINT8 (or, with s8, INT8) initializer that
+	// only kernels that read bytes take (MatMulNBits' codes and zero points, the codes
+	// that Cast and DequantizeLinear unpack), one byte each: I would take eight. No other
+	// kernel sees such a tensor (Build checks every reader), and Params' users see an
+	// integer tensor whose I is nil.
 	u8 []byte
+	s8 bool
 
 	param *Param // the parameter this tensor is the Value of, nil for every other tensor
 }
@@ -71,6 +73,22 @@ func (t *Tensor) Known() bool {
 		return t.I != nil || t.u8 != nil
 	}
 	return t.F != nil
+}
+
+// intValues returns an integer tensor's values: I, or u8 widened into a new slice.
+func (t *Tensor) intValues() []int64 {
+	if t.u8 == nil {
+		return t.I
+	}
+	v := make([]int64, len(t.u8))
+	for i, b := range t.u8 {
+		if t.s8 {
+			v[i] = int64(int8(b))
+		} else {
+			v[i] = int64(b)
+		}
+	}
+	return v
 }
 
 func numel(shape []int) int {

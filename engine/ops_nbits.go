@@ -86,14 +86,15 @@ func (k *matMulNBitsKernel) Infer(in []*Tensor) ([]*Tensor, error) {
 // that Build kept as int64, or one given at run time) narrowed into *buf. Values outside
 // 0..255 cannot come from a UINT8 tensor; they are an error, not a wrap-around.
 func (k *matMulNBitsKernel) asBytes(t *Tensor, buf *[]byte, what string) ([]byte, error) {
-	if t.u8 != nil {
+	if t.u8 != nil && !t.s8 {
 		return t.u8, nil
 	}
-	if cap(*buf) < len(t.I) {
-		*buf = make([]byte, len(t.I))
+	vals := t.intValues()
+	if cap(*buf) < len(vals) {
+		*buf = make([]byte, len(vals))
 	}
-	b := (*buf)[:len(t.I)]
-	for i, v := range t.I {
+	b := (*buf)[:len(vals)]
+	for i, v := range vals {
 		if v < 0 || v > 255 {
 			return nil, k.n.Errorf("%s value %d at %d is not a uint8", what, v, i)
 		}

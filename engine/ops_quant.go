@@ -179,13 +179,16 @@ func (k *dequantizeKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	if err != nil {
 		return err
 	}
-	y, xs, s := out[0].F, x.I, scale.F
+	y, xs, s := out[0].F, x.intValues(), scale.F
+	var z []int64
+	if zp != nil {
+		z = zp.intValues()
+	}
 	ctx.Parallel(l.outer*l.dim, max(1, quantGrain/max(l.inner, 1)), func(lo, hi int) {
 		if zp == nil {
 			l.each(lo, hi, func(e, si int) { y[e] = float32(xs[e]) * s[si] })
 			return
 		}
-		z := zp.I
 		l.each(lo, hi, func(e, si int) { y[e] = float32(xs[e]-z[si]) * s[si] })
 	})
 	return nil

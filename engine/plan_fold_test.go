@@ -118,3 +118,87 @@ func TestFoldFrozenChains(t *testing.T) {
 		t.Errorf("after Changed: %v, want %v", got, want)
 	}
 }
+
+// TestCodesHeldAsBytes: Build keeps the UINT8 and INT8 codes that Cast and
+// DequantizeLinear read (the packed and qdq exports' weights) as bytes, and the graph
+// computes what it computes from the same codes decoded to int64 (stored as int32_data),
+// negative int8 codes and zero points included; a code tensor another node also reads
+// is held as int64.
+func TestCodesHeldAsBytes(t *testing.T) {
+	r := rand.New(rand.NewPCG(20, 2))
+	codes := make([]int64, 24)
+	for i := range codes {
+		codes[i] = int64(r.IntN(256) - 128)
+	}
+	f := onnxpb.TensorProto_FLOAT
+	model := func(raw bool, alsoIdentity bool) *onnxio.Model {
+		q := intTensor("q", onnxpb.TensorProto_INT8, []int64{6, 4}, codes)
+		zp := intTensor("zp", onnxpb.TensorProto_INT8, []int64{6}, []int64{-3, 0, 5, -128, 127, 1})
+		if !raw {
+			for _, ti := range []*onnxpb.TensorProto{q, zp} {
+				for _, b := range ti.RawData {
+					ti.Int32Data = append(ti.Int32Data, int32(int8(b)))
+				}
+				ti.RawData = nil
+			}
+		}
+		nodes := []*onnxpb.NodeProto{
+			gNode("DequantizeLinear", []string{"q", "s", "zp"}, []string{"w"}, attrI("axis", 0)),
+			gNode("Gemm", []string{"x", "w"}, []string{"y"}, attrI("transB", 1)),
+		}
+		outs := []*onnxpb.ValueInfoProto{typedValue("y", f, []int64{-1, 6})}
+		if alsoIdentity {
+			nodes = append(nodes, gNode("Identity", []string{"q"}, []string{"qcopy"}))
+			outs = append(outs, typedValue("qcopy", onnxpb.TensorProto_INT8, []int64{6, 4}))
+		}
+		return &onnxio.Model{Name: "qdq.onnx", Proto: &onnxpb.ModelProto{
+			IrVersion:   proto.Int64(8),
+			OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(13)}},
+			Graph: &onnxpb.GraphProto{Name: proto.String("qdq"), Node: nodes,
+				Initializer: []*onnxpb.TensorProto{q, zp, onnxio.FloatTensor("s", []int64{6}, []float32{0.5, 0.25, 1, 2, 0.125, 3})},
+				Input:       []*onnxpb.ValueInfoProto{typedValue("x", f, []int64{-1, 4})},
+				Output:      outs},
+		}}
+	}
+	x := NewFloat([]int{3, 4}, []float32{1, -2, 0.5, 3, 0, 1, -1, 2, 4, 0.25, -0.5, 1})
+	run := func(m *onnxio.Model) (*Graph, []*Tensor) {
+		g := mustBuild(t, m)
+		out, err := g.Forward(nil, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g, out
+	}
+	g, got := run(model(true, false))
+	if v := g.Param("q").Value; v.u8 == nil || v.I != nil || !v.s8 {
+		t.Errorf("int8 codes read by DequantizeLinear: held as %d int64 values, %d bytes (signed %v); want signed bytes", len(v.I), len(v.u8), v.s8)
+	}
+	_, want := run(model(false, false))
+	if !slices.Equal(got[0].F, want[0].F) {
+		t.Errorf("codes held as bytes give %v, as int64 %v", got[0].F, want[0].F)
+	}
+	// The definition, (q − zp)·s row by row, for the first row of x.
+	zps, ss := []int64{-3, 0, 5, -128, 127, 1}, []float32{0.5, 0.25, 1, 2, 0.125, 3}
+	for n := range 6 {
+		sum := 0.0
+		for k := range 4 {
+			sum += float64(float32(codes[n*4+k]-zps[n])*ss[n]) * float64(x.F[k])
+		}
+		if d := float64(got[0].F[n]) - sum; d > 1e-4 || d < -1e-4 {
+			t.Errorf("y[0][%d] = %g, want %g", n, got[0].F[n], sum)
+		}
+	}
+	g3, got3 := run(model(true, true))
+	if v := g3.Param("q").Value; v.u8 != nil || len(v.I) != len(codes) {
+		t.Errorf("codes also read by Identity: held as %d int64 values and %d bytes, want int64", len(v.I), len(v.u8))
+	}
+	if !slices.Equal(got3[0].F, got[0].F) || !slices.Equal(got3[1].I, codes) {
+		t.Error("widened codes give other values")
+	}
+
+	// The packed chain's UINT8 codes, read by Cast.
+	gp := mustBuild(t, foldModel(r))
+	if v := gp.Param("codes").Value; v.u8 == nil || v.s8 {
+		t.Errorf("uint8 codes read by Cast: held as %d int64 values and %d bytes (signed %v), want unsigned bytes", len(v.I), len(v.u8), v.s8)
+	}
+}

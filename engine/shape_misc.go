@@ -141,11 +141,11 @@ func (k *castKernel) Forward(_ *Context, in, out []*Tensor) error {
 			}
 		}
 	case dst.DType == Float32:
-		for i, v := range src.I {
+		for i, v := range src.intValues() {
 			dst.F[i] = roundFloat(float32(v), k.to)
 		}
 	default:
-		for i, v := range src.I {
+		for i, v := range src.intValues() {
 			dst.I[i] = wrapInt(v, k.to)
 		}
 	}
