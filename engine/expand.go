@@ -407,8 +407,6 @@ func (x *expander) errorf(gn *gnode, format string, args ...any) error {
 	return fmt.Errorf("engine: %s: %s", x.g.name, gn.n.Errorf(format, args...))
 }
 
-// plain infers the shapes of a node that is no control flow, folds it when its inputs
-// are known, and otherwise adds it to the plan's steps.
 // release counts folded node gn's reads off its inputs, and drops the plan's hold on
 // each value folded from parameters and constants that no node is left to read: the
 // links of a weight's unpacking chain go as soon as the next is made, so that planning a
@@ -439,6 +437,8 @@ func (x *expander) frozenParam(id int) *Param {
 	return par
 }
 
+// plain infers the shapes of a node that is no control flow, folds it when its inputs
+// are known, and otherwise adds it to the plan's steps.
 func (x *expander) plain(gn *gnode, on *bool) error {
 	g, p, b := x.g, x.p, x.b
 	x.cur = gn

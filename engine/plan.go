@@ -325,8 +325,12 @@ func (g *Graph) keepChains(p *plan, folded []*gnode, chained map[int]bool) {
 			// Only the graph's own nodes: a body's copies are new in every plan.
 			g.folds[gn] = outs
 		case !kept:
+			// Only the graph's own values, and none a body or the caller reads: the
+			// bodies of Loops run at run time read the plan's values when they run.
 			for j, id := range gn.out {
-				p.vals[id] = &Tensor{DType: outs[j].DType, Shape: outs[j].Shape}
+				if id < len(g.values) && !g.kept[id] {
+					p.vals[id] = &Tensor{DType: outs[j].DType, Shape: outs[j].Shape}
+				}
 			}
 		}
 	}
