@@ -202,7 +202,7 @@ func Build(m *onnxio.Model, opts Options) (*Graph, error) {
 		}
 		if codes := heldBytes(p.Tensor, bytesRead[p.Name]); codes != nil {
 			dt := onnxpb.TensorProto_DataType(p.Tensor.GetDataType())
-			par := &Param{Name: p.Name, Value: &Tensor{DType: Int64, Shape: dimsOf(p.Tensor), u8: codes, s8: dt == onnxpb.TensorProto_INT8}, stored: dt}
+			par := &Param{Name: p.Name, Value: &Tensor{DType: Int64, Shape: intDims(p.Tensor.GetDims()), u8: codes, s8: dt == onnxpb.TensorProto_INT8}, stored: dt}
 			par.Value.param = par
 			g.params = append(g.params, par)
 			ids[p.Name] = add(value{name: p.Name, kind: kindParam, index: len(g.params) - 1})
@@ -344,9 +344,10 @@ func heldBytes(t *onnxpb.TensorProto, readers bool) []byte {
 	return nil
 }
 
-func dimsOf(t *onnxpb.TensorProto) []int {
-	shape := make([]int, len(t.GetDims()))
-	for i, d := range t.GetDims() {
+// intDims converts ONNX dimensions to a shape.
+func intDims(dims []int64) []int {
+	shape := make([]int, len(dims))
+	for i, d := range dims {
 		shape[i] = int(d)
 	}
 	return shape
@@ -637,10 +638,7 @@ func valueInfo(vi *onnxpb.ValueInfoProto) (ValueInfo, error) {
 
 // fromONNX converts a decoded onnxio tensor to an engine tensor, sharing its data.
 func fromONNX(t *onnxio.Tensor) *Tensor {
-	shape := make([]int, len(t.Dims))
-	for i, d := range t.Dims {
-		shape[i] = int(d)
-	}
+	shape := intDims(t.Dims)
 	if onnxio.IsFloat(t.Type) {
 		if t.Float == nil {
 			t.Float = []float32{}

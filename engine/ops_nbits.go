@@ -47,6 +47,9 @@ func buildMatMulNBits(n *Node) (Kernel, error) {
 	case n.HasInput(4):
 		return nil, n.Errorf("g_idx (input 4) is deprecated and not supported")
 	}
+	if dt := n.InputType(1); dt != onnxpb.TensorProto_UINT8 && dt != onnxpb.TensorProto_UNDEFINED {
+		return nil, n.Errorf("B is of type %s; MatMulNBits takes packed uint8 codes", dt)
+	}
 	if n.HasInput(3) && n.InputType(3) != onnxpb.TensorProto_UINT8 {
 		return nil, n.Errorf("zero points of type %s are not supported; only packed uint8 zero points are", n.InputType(3))
 	}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -237,5 +238,19 @@ func TestNibbles(t *testing.T) {
 				t.Fatalf("n=%d: out[%d] = %#x, want %#x", n, i, math.Float32bits(got[i]), math.Float32bits(want[i]))
 			}
 		}
+	}
+}
+
+// TestMatMulNBitsRefusesSignedCodes: codes stored as INT8 are no MatMulNBits file; Build
+// says so, naming B, rather than reading them as bytes.
+func TestMatMulNBitsRefusesSignedCodes(t *testing.T) {
+	m := nbitsCase{bits: 4, k: 64, block: 16, a: []int64{1, 64}}.model(rand.New(rand.NewPCG(16, 5)))
+	for _, ti := range m.Proto.GetGraph().GetInitializer() {
+		if ti.GetName() == "b" {
+			ti.DataType = proto.Int32(int32(onnxpb.TensorProto_INT8))
+		}
+	}
+	if _, err := Build(m, Options{}); err == nil || !strings.Contains(err.Error(), "B is of type INT8") {
+		t.Errorf("Build gives %v, want a refusal naming B's type", err)
 	}
 }
