@@ -64,7 +64,12 @@ type convPanel struct {
 type convDirect struct {
 	wp    []float32 // W per group and 8-row block, k-major: CgK × 8
 	wpKey weightKey // the weights wp holds, when kept between runs
-	packs int       // how many times wp was packed; tests read it
+	// wpb is wp in blocks of convKBlock rows of the sum (pointwiseBlocks): per group, per
+	// block, per 8-row block, k-major: kn × 8. wpbKey is the weights it holds.
+	wpb      []float32
+	wpbKey   weightKey
+	kblocked int // forward passes that took pointwiseBlocks; tests read it
+	packs    int // how many times wp was packed; tests read it
 	// streamed counts the forward passes that asked for non-temporal stores; tests read it
 	streamed int
 	// ringPooled counts the forward passes that pooled a fused MaxPool from pooledChunks'
@@ -323,6 +328,84 @@ func (w *convWork) multiply(k, M int, a, bias []float32, src []float32, ldb int,
 	}
 }
 
+// pointwiseBlocks computes what multiply computes for a pointwise layer, C (M rows) =
+// A · B (k rows of B, ldb apart), over the panel pairs of pan, but rg row blocks of C and
+// kb rows of the sum at a time: every panel pair for C's first rg·8 rows and B's first kb
+// rows, then for B's next kb rows adding to the same rows of C, and so on, before C's
+// next rows. The tile kernel reads B and writes C as rows of whole planes, and a 1×1
+// layer reading 128 such rows 128 bytes at a time ran 2.6× slower than 16 at a time, as
+// did one writing 64 (SqueezeNet's squeezes and expansions at 55 × 55, the tile kernel
+// alone on an Emerald Rapids, 32 images: the prefetchers follow few streams); C's rows
+// of one group stay in L2 between the blocks of the sum. Each output's sum is the same
+// chain of fused multiply-adds from the bias, in order of k: a partial sum is stored as
+// the float32 the kernel holds and read back by tileAdd without a bias; the activation
+// and SiLU come with the last block. a is packed in blocks of kb rows of the sum
+// (packBlocks; wp's layout when kb = k). flags must not ask for non-temporal stores:
+// partial sums stored that way would be read back from memory, and a streamed output's
+// lines are not read in first anyway, which is part of what the blocks save
+// (MobileNetV2's streamed 24 → 144 expansion at 56 × 56 took 1.2–2.2× as long in rows
+// of 16).
+func (w *convWork) pointwiseBlocks(k, kb, M, rg int, a, bias []float32, src []float32, ldb int, dst []float32, ldc int, pan []convPanel, flags int, act *tileAct) {
+	RB := (M + 7) / 8
+	silu := w.silu
+	defer func() { w.silu = silu }()
+	for rb := 0; rb < RB; rb += rg {
+		n := min(rg, RB-rb)
+		for k0 := 0; k0 < k; k0 += kb {
+			kn := min(kb, k-k0)
+			last := k0+kn == k
+			kf, ka := flags, act
+			w.silu = silu && last
+			if !last {
+				ka = nil
+			}
+			var b []float32
+			if k0 > 0 {
+				kf |= tileAdd
+			} else if bias != nil {
+				b = bias[rb*8 : (rb+n)*8]
+			}
+			base := RB * k0 * 8
+			w.multiply(kn, min(M-rb*8, rg*8), a[base+rb*kn*8:base+(rb+n)*kn*8], b, src[k0*ldb:], ldb, nil, dst[rb*8*ldc:], ldc, pan, kf, ka)
+		}
+	}
+}
+
+// convKBlock is the rows of the sum, and (two row blocks) of C, that pointwiseBlocks
+// takes at a time, and sums of at most twice as many rows are not split; convKBlockPlane
+// is the smallest plane it is used for: smaller ones (14 × 14 and below) are a few cache
+// lines a row, which multiply's order reads whole.
+const (
+	convKBlock      = 16
+	convKBlockPlane = 512
+	// convKBlockB is the size, in float32 values, of an image's input above which
+	// pointwiseBlocks takes four row blocks at a time, not two: 512 KiB, half the L2 of
+	// the smallest core measured (Zen 5).
+	convKBlockB = 1 << 17
+)
+
+// packBlocks packs W for pointwiseBlocks into c.wpb: per group, rows [k0, k0+kn) of
+// the sum of every 8-row block one after another, blocks of the sum in order.
+func (k *convKernel) packBlocks(ctx *Context, d *convDims, w []float32, wk weightKey) {
+	c := &k.direct
+	CgK := d.Cg * d.g.kSize()
+	RB := (d.Mg + 7) / 8
+	if c.wpbKey.current(wk) && len(c.wpb) == k.group*RB*CgK*8 {
+		return
+	}
+	c.wpb = nnGrow(c.wpb, k.group*RB*CgK*8)
+	for grp := 0; grp < k.group; grp++ {
+		for k0 := 0; k0 < CgK; k0 += convKBlock {
+			kn := min(convKBlock, CgK-k0)
+			base := grp*RB*CgK*8 + RB*k0*8
+			for rb := 0; rb < RB; rb++ {
+				packRows(c.wpb[base+rb*kn*8:], w[(grp*d.Mg+rb*8)*CgK+k0:], min(8, d.Mg-rb*8), kn, CgK)
+			}
+		}
+	}
+	c.wpbKey = wk
+}
+
 // convStreamMin is the output size, in float32 values, from which the direct path stores
 // its output non-temporally (tileStream): 32 MB, the last-level cache of a Zen 4/5 CCD,
 // which an output this large leaves before the next layer reads it. Measured on MobileNetV2
@@ -529,6 +612,25 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 	if ringPool {
 		c.ringPooled++
 	}
+	// A pointwise layer on planes of many pixels, whole images to a worker, with more
+	// input and output channels than the prefetchers follow (see pointwiseBlocks).
+	kblocks := d.pointwise && chunk == 0 && pix == 0 && parts == 1 && pg == nil && stream == 0 && !k.noKBlocks &&
+		O >= convKBlockPlane && CgK+d.Mg > 2*convKBlock
+	kb, rg, wpb := CgK, 2, c.wp
+	if kblocks {
+		if CgK*O > convKBlockB {
+			// B is read again for every group of rows, from memory once an image's input
+			// no longer stays in L2: fewer, larger groups (MobileNetV2's 144 → 24 at
+			// 56 × 56, 1.8 MB an image).
+			rg = 4
+		}
+		if CgK > 2*convKBlock {
+			kb = convKBlock
+			k.packBlocks(ctx, d, w, wk)
+			wpb = c.wpb
+		}
+		c.kblocked++
+	}
 	nw := nnWorkers(ctx, blocks*parts*nchunks)
 	work := c.workers(nw)
 	for i := range work {
@@ -690,6 +792,10 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 				mflags := flags
 				if packed {
 					mflags |= tilePack
+				}
+				if kblocks {
+					wr.pointwiseBlocks(CgK, kb, r1-r0, rg, wpb[grp*RB*CgK*8:(grp+1)*RB*CgK*8], bs, src, O, dst[r0*O:], O, wr.pan, mflags, tact)
+					continue
 				}
 				wr.multiply(CgK, r1-r0, c.wp[(grp*RB+r0/8)*CgK*8:(grp+1)*RB*CgK*8], bs, src, ldb, offs, dst[r0*O:], O, wr.pan, mflags, tact)
 			}

@@ -151,6 +151,8 @@ func refAct(want []float64, act *nnClamp) []float64 {
 			out[i] = max(v, 0)
 		case act.swish:
 			out[i] = v * min(max(v/6+0.5, 0), 1)
+		case act.silu:
+			out[i] = v / (1 + math.Exp(-v))
 		default:
 			out[i] = min(max(v, float64(act.lo)), float64(act.hi))
 		}
@@ -669,6 +671,101 @@ func TestConvRingPool(t *testing.T) {
 							t.Fatalf("act %+v, %d workers: pooled Y[%d] = %v from the ring, %v from the whole output", act, workers, j, v, outs[0][j])
 						}
 					}
+				}
+			}
+		})
+	}
+}
+
+// TestConvPointwiseBlocks checks that pointwise layers whose products go in blocks of 16
+// rows of the sum and of the output (pointwiseBlocks: planes of 512 pixels or more, whole
+// images to a worker, more than 32 input and output channels together) give the same
+// bits as all rows at once (noKBlocks), and the float64 reference convolution within
+// float32 rounding: SqueezeNet's squeeze and expansion at 55 × 55, a sum and an output
+// whose last blocks are partial (40 and 20 rows), an input large enough for groups of
+// four row blocks (160 × 900 values, 40 rows), an odd number of panels (two images to
+// a work item), groups, a residual, and every activation with SiLU; 1 to 3 workers. A
+// 14 × 14 plane, a layer of 16 + 16 channels and a streamed output must not take the
+// path (the negative controls of its condition).
+func TestConvPointwiseBlocks(t *testing.T) {
+	if !convDirectOK() {
+		t.Skip("no AVX-512 or AVX2+FMA tile kernel on this CPU: the direct path does not run")
+	}
+	cases := []struct {
+		c       convCase
+		res     bool
+		stream  bool
+		blocked bool
+	}{
+		{c: convCase{name: "squeeze_128to16@55", x: []int{3, 128, 55, 55}, w: []int{16, 128, 1, 1}, bias: true}, blocked: true},
+		{c: convCase{name: "expand_16to64@55", x: []int{2, 16, 55, 55}, w: []int{64, 16, 1, 1}, bias: true}, blocked: true},
+		{c: convCase{name: "partial_40to20_odd_panels", x: []int{3, 40, 21, 25}, w: []int{20, 40, 1, 1}, bias: true}, blocked: true},
+		{c: convCase{name: "group2_24to20", x: []int{2, 48, 24, 24}, w: []int{40, 24, 1, 1}, group: 2}, blocked: true},
+		{c: convCase{name: "wide_input_160to40@30", x: []int{2, 160, 30, 30}, w: []int{40, 160, 1, 1}, bias: true}, blocked: true},
+		{c: convCase{name: "residual_40to24", x: []int{2, 40, 23, 23}, w: []int{24, 40, 1, 1}, bias: true}, res: true, blocked: true},
+		{c: convCase{name: "streamed_40to72@32", x: []int{2, 40, 32, 32}, w: []int{72, 40, 1, 1}, bias: true}, stream: true},
+		{c: convCase{name: "small_plane_64to64@14", x: []int{4, 64, 14, 14}, w: []int{64, 64, 1, 1}, bias: true}},
+		{c: convCase{name: "few_channels_16to16@32", x: []int{3, 16, 32, 32}, w: []int{16, 16, 1, 1}, bias: true}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.c.name, func(t *testing.T) {
+			c := tc.c
+			r := rand.New(rand.NewPCG(81, 82))
+			n, strides, dil, pads := c.node(11)
+			in := c.inputs(r)
+			in[1].param = &Param{Name: "w", Value: in[1]}
+			var b []float64
+			if c.bias {
+				b = to64(in[2].F)
+			}
+			want, ws := refConv(to64(in[0].F), c.x, to64(in[1].F), c.w, b, max(c.group, 1), strides, dil, pads)
+			var res *Tensor
+			if tc.res {
+				res = nntRand(r, ws, -1, 1)
+				for i, v := range res.F {
+					want[i] += float64(v)
+				}
+			}
+			for _, act := range append(testActs, &nnClamp{silu: true}) {
+				wantAct := refAct(want, act)
+				for _, workers := range []int{1, 2, 3} {
+					var outs [2][]float32
+					for j, off := range []bool{true, false} {
+						k := buildKernel(t, n).(*convKernel)
+						k.noKBlocks = off
+						if tc.stream {
+							k.streamMin = 1
+						}
+						y := NewFloat(ws, make([]float32, numel(ws)))
+						for i := range y.F {
+							y.F[i] = float32(math.NaN())
+						}
+						if err := k.run(nntGoCtx(workers), in[0], in[1], n.Optional(in, 2), y, act, nil, nil, res); err != nil {
+							t.Fatal(err)
+						}
+						// Fewer blocks of images than workers split the pixels instead.
+						O := ws[2] * ws[3]
+						G := min(1+(O+15)/16%2, c.x[0])
+						blocks := (c.x[0] + G - 1) / G
+						want := tc.blocked
+						if tc.stream {
+							// Only where the output is not streamed (SiLU on AVX2 is not).
+							want = k.direct.streamed == 0
+						}
+						if got := k.direct.kblocked > 0; got != (want && !off && blocks >= workers) {
+							t.Fatalf("act %+v, %d workers, noKBlocks %v: took pointwiseBlocks %v", act, workers, off, got)
+						}
+						if tc.stream && !off && res == nil && (act == nil || !act.silu || convTileOK()) && k.direct.streamed == 0 {
+							t.Fatalf("act %+v: no non-temporal stores asked for", act)
+						}
+						outs[j] = y.F
+					}
+					for i, v := range outs[1] {
+						if math.Float32bits(v) != math.Float32bits(outs[0][i]) {
+							t.Fatalf("act %+v, %d workers: Y[%d] = %v in blocks, %v at once", act, workers, i, v, outs[0][i])
+						}
+					}
+					nntClose(t, fmt.Sprintf("Y (act %+v, %d workers)", act, workers), outs[1], wantAct, 1e-5, 1e-5)
 				}
 			}
 		})
