@@ -39,7 +39,8 @@ func compareCommand() *cli.Command {
 Every algorithm starts from the same pretrained weights and sees the same calibration and
 held-out split (--seed); seed i of --seeds N (i = 0..N-1) uses --seed+i for the data order,
 Dropout and ADMM-R's masks, the same for every algorithm. Writes DIR/compare.md, .csv and
-.json, and DIR/accuracy.png, DIR/lagrangian.png and DIR/residual.png.
+.json, and DIR/accuracy.png, DIR/lagrangian.png, DIR/residual.png (the primal residual
+‖x − y‖) and DIR/dual.png (the dual residual ‖ρ(y − y_prev)‖).
 
 Examples:
    qtool compare --seeds 2
@@ -327,7 +328,7 @@ func (res *compareResult) write(dir string) error {
 	if err := res.markdown(&md); err != nil {
 		return err
 	}
-	fmt.Fprintf(&md, "\n![accuracy per iteration](accuracy.png)\n\n%s.\n\n![augmented Lagrangian](lagrangian.png)\n\n![residual](residual.png)\n", res.AccuracyCurve)
+	fmt.Fprintf(&md, "\n![accuracy per iteration](accuracy.png)\n\n%s.\n\n![augmented Lagrangian](lagrangian.png)\n\n![primal residual](residual.png)\n\n![dual residual](dual.png)\n", res.AccuracyCurve)
 	if err := atomicfile.WriteBytes(filepath.Join(dir, "compare.md"), []byte(md.String())); err != nil {
 		return err
 	}
@@ -454,7 +455,8 @@ func (res *compareResult) figures() []figure {
 	}{
 		{"accuracy.png", "validation accuracy of y per outer iteration (mean over seeds)", "accuracy (%)", false, func(s network.IterStats) float64 { return 100 * s.Accuracy }},
 		{"lagrangian.png", "augmented Lagrangian L(x, y, λ) (mean over seeds)", "L", true, func(s network.IterStats) float64 { return s.Lagrangian }},
-		{"residual.png", "‖x − y‖ (mean over seeds)", "‖x − y‖", true, func(s network.IterStats) float64 { return s.Residual }},
+		{"residual.png", "primal residual ‖x − y‖ (mean over seeds)", "‖x − y‖", true, func(s network.IterStats) float64 { return s.Residual }},
+		{"dual.png", "dual residual ‖ρ(y − y_prev)‖: how far the y-update moved (mean over seeds)", "‖ρ(y − y_prev)‖", true, func(s network.IterStats) float64 { return s.DualResidual }},
 	}
 	if !res.Labelled {
 		specs[0].title, specs[0].y = "held-out agreement of y with full precision per outer iteration (mean over seeds)", "agreement (%)"

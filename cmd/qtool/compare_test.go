@@ -44,7 +44,7 @@ func TestCompareADMMBeatsGDProj(t *testing.T) {
 			t.Errorf("%s: %d runs, want 2 with 8 iterations each", r.Algo, len(r.Runs))
 		}
 	}
-	for _, f := range []string{"compare.md", "compare.csv", "compare.json", "accuracy.png", "lagrangian.png", "residual.png"} {
+	for _, f := range []string{"compare.md", "compare.csv", "compare.json", "accuracy.png", "lagrangian.png", "residual.png", "dual.png"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil || len(b) == 0 {
 			t.Errorf("%s: %v", f, err)

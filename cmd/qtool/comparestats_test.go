@@ -122,12 +122,13 @@ func TestIdenticalGroups(t *testing.T) {
 // TestCompareFigures inspects the plots' structure: every line has its own colour and
 // dash pattern, a curve equal to an earlier one says so in its legend entry, the
 // accuracy plot says it is measured with BatchNorm re-estimated and marks the table's
-// values, and the legend is laid out beside the data, not over it.
+// values, the primal and dual residual plots hold the ADMM variants' values, and the
+// legend is laid out beside the data, not over it.
 func TestCompareFigures(t *testing.T) {
 	hist := func(accs ...float64) []network.IterStats {
 		var h []network.IterStats
 		for i, a := range accs {
-			h = append(h, network.IterStats{Iter: i, Accuracy: a, HasAccuracy: true, Residual: 1 / float64(i+1)})
+			h = append(h, network.IterStats{Iter: i, Accuracy: a, HasAccuracy: true, Residual: 1 / float64(i+1), DualResidual: float64(i)})
 		}
 		return h
 	}
@@ -139,7 +140,7 @@ func TestCompareFigures(t *testing.T) {
 		{Algo: "admm-s", AccMean: 0.87, Runs: run(hist(0.81, 0.86))},
 	}}
 	figs := res.figures()
-	if len(figs) != 3 || figs[0].file != "accuracy.png" {
+	if len(figs) != 4 || figs[0].file != "accuracy.png" || figs[3].file != "dual.png" {
 		t.Fatalf("%d figures", len(figs))
 	}
 	acc := figs[0]
@@ -165,6 +166,12 @@ func TestCompareFigures(t *testing.T) {
 	// The residual plot shows the ADMM variants only; their residuals coincide here.
 	if res := figs[2]; len(res.curves) != 2 || res.curves[0].algo != "i-admm-q" || res.curves[1].identicalTo != "i-admm-q" {
 		t.Errorf("residual plot curves %+v", res.curves)
+	}
+	// The dual residual plot: the ADMM variants' ‖ρ(y − y_prev)‖, the mean over seeds per
+	// iteration, here 0 then 1.
+	if d := figs[3]; len(d.curves) != 2 || d.curves[0].algo != "i-admm-q" || len(d.curves[0].pts) != 2 ||
+		d.curves[0].pts[0].Y != 0 || d.curves[0].pts[1].Y != 1 || d.curves[0].pts[1].X != 2 {
+		t.Errorf("dual residual plot curves %+v", d.curves)
 	}
 	p, leg, err := acc.plot()
 	if err != nil {
