@@ -54,6 +54,11 @@ type convBNKernel struct {
 	gap  bool         // a GlobalAveragePool of the output is the step's last output
 	res  bool         // input 7 is a residual added before act
 	noBN bool         // no BatchNormalization: the Conv's own weight and bias, inputs 3-6 unused
+	// ystride, set by the plan (concatInPlace), places each image's output a Concat row
+	// apart in the output's buffer: out[0].F spans from the first image's planes to the
+	// last's, with other inputs' planes in between.
+	ystride int
+	yscr    []float32 // runStrided's output when the direct path cannot write it in place
 	// w and b hold the folded weight and bias; they belong to the plan, so that plans of
 	// other input shapes keep their own.
 	w, b *Tensor
@@ -78,6 +83,63 @@ func (k *convBNKernel) Infer(in []*Tensor) ([]*Tensor, error) {
 		return nil, err
 	}
 	return append(pooled, out[0]), nil
+}
+
+// run is conv.run, with y's images a row of ystride apart when the plan placed them so.
+func (k *convBNKernel) run(ctx *Context, x, w, b, y *Tensor, act *nnClamp, pool *poolKernel, full, res *Tensor) error {
+	if k.ystride == 0 {
+		return k.conv.run(ctx, x, w, b, y, act, pool, full, res)
+	}
+	if pool != nil || res != nil || len(y.Shape) == 0 {
+		return k.conv.n.Errorf("internal error: an output placed in a Concat with a fused pool or residual")
+	}
+	d, err := k.conv.dims(x.Shape, w.Shape, b)
+	if err != nil {
+		return err
+	}
+	d, tw := k.conv.trimmed(d, w)
+	blk := d.M * d.g.outSize()
+	if len(y.F) != (d.N-1)*k.ystride+blk {
+		return k.conv.n.Errorf("internal error: an output placed in a Concat spans %d values, not %d", len(y.F), (d.N-1)*k.ystride+blk)
+	}
+	if k.conv.stridedOK(&d) {
+		k.conv.ystride = k.ystride
+		defer func() { k.conv.ystride = 0 }()
+		return k.conv.runDims(ctx, &d, x, tw, b, y, act, nil, nil, nil)
+	}
+	// Another path (no direct kernel on this CPU, Winograd): the same computation into
+	// a buffer of its own, then each image's planes to their place, so that the bits are
+	// those of an unplaced output.
+	k.yscr = nnGrow(k.yscr, d.N*blk)
+	t := &Tensor{DType: Float32, Shape: y.Shape, F: k.yscr[:d.N*blk]}
+	if err := k.conv.runDims(ctx, &d, x, tw, b, t, act, nil, nil, nil); err != nil {
+		return err
+	}
+	for i := range d.N {
+		copy(y.F[i*k.ystride:i*k.ystride+blk], t.F[i*blk:(i+1)*blk])
+	}
+	return nil
+}
+
+// placeable reports whether run writes an output placed a Concat row apart through the
+// direct path's tiles, given the step's input x, Conv weight w and bias b (nil when
+// absent) as planned: run's fallback copies the output from a buffer of its own, which
+// saves nothing and holds memory the plan does not count.
+func (k *convBNKernel) placeable(x, w, b *Tensor) bool {
+	if !k.noBN {
+		b = nil // the folded bias has the output's channels, as b must
+	}
+	d, err := k.conv.dims(x.Shape, w.Shape, b)
+	if err != nil {
+		return false
+	}
+	// As trimmed trims (a frozen parameter's taps), by geometry alone.
+	if k.noBN && paramKey(w).p != nil && !d.depthwise {
+		if t, _, _, ok := trimTaps(&d); ok {
+			d = t
+		}
+	}
+	return k.conv.stridedOK(&d)
 }
 
 // gapShape is the shape of a GlobalAveragePool of a value of shape s.
@@ -120,7 +182,7 @@ func (k *convBNKernel) Forward(ctx *Context, in, out []*Tensor) error {
 func (k *convBNKernel) forward(ctx *Context, in, out []*Tensor) error {
 	w, b := in[1], in[2]
 	if k.noBN {
-		return k.conv.run(ctx, in[0], w, b, out[0], k.clamp(in), k.pool, k.full(out), k.residual(in))
+		return k.run(ctx, in[0], w, b, out[0], k.clamp(in), k.pool, k.full(out), k.residual(in))
 	}
 	scale, shift, mean, vr := in[3].F, in[4].F, in[5].F, in[6].F
 	M := len(scale)
@@ -142,7 +204,7 @@ func (k *convBNKernel) forward(ctx *Context, in, out []*Tensor) error {
 		}
 		k.b.F[m] = float32((bm-float64(mean[m]))*a + float64(shift[m]))
 	}
-	return k.conv.run(ctx, in[0], k.w, k.b, out[0], k.clamp(in), k.pool, k.full(out), k.residual(in))
+	return k.run(ctx, in[0], k.w, k.b, out[0], k.clamp(in), k.pool, k.full(out), k.residual(in))
 }
 
 // full returns the buffer of the convolution's whole output that a fused MaxPool leaves

@@ -118,8 +118,10 @@ type Graph struct {
 	noFuse bool
 	// noRelease keeps every activation the backward pass reads to its end (tests).
 	noRelease bool
-	// noConcatInPlace makes Concat copy every input (tests; see concatInPlace).
+	// noConcatInPlace makes Concat copy every input (tests; see concatInPlace);
+	// noStridedConcat only those a batch of images would have written a row apart.
 	noConcatInPlace bool
+	noStridedConcat bool
 	// noUnroll runs every Loop at run time, so that tests can compare it with unrolling.
 	noUnroll bool
 	// pool holds the workers of ctx.Workers > 1 between runs; a cleanup closes it when

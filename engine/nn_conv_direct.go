@@ -479,6 +479,13 @@ func (k *convKernel) directOK(d *convDims) bool {
 		(k.forceDirect || d.g.outSize() >= convDirectMinPlane)
 }
 
+// stridedOK reports whether runDims writes d's output through the direct path's tiles,
+// which can place each image's planes a Concat row apart (ystride): not depthwise
+// planes, the Winograd path or the im2col fallback.
+func (k *convKernel) stridedOK(d *convDims) bool {
+	return k.directOK(d) && !d.depthwise && !k.winogradOK(d, nil)
+}
+
 // convDirectMinPlane is the smallest output plane the direct path takes (see directOK).
 const convDirectMinPlane = 16
 
@@ -509,6 +516,12 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 	O, isz := g.outSize(), g.inSize()
 	CgK := d.Cg * g.kSize()
 	RB := (d.Mg + 7) / 8
+	// ys is the distance between images' outputs: their size, or the row of a Concat
+	// that this convolution writes into (ystride; never with a pool or a residual).
+	ys := d.M * O
+	if k.ystride > 0 {
+		ys = k.ystride
+	}
 	c := &k.direct
 	k.packWeights(ctx, d, w, wk)
 	bp := k.packBias(d, bias)
@@ -715,7 +728,7 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 					if bp != nil {
 						bs = bp[grp*RB*8+r0 : (grp+1)*RB*8]
 					}
-					yo := (i0-base)*d.M*O + grp*d.Mg*O
+					yo := (i0-base)*ys + grp*d.Mg*O
 					first, last := 0, O
 					if rowSplit {
 						first, last = ci*chunk, min(O, (ci+1)*chunk)
@@ -739,7 +752,7 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 				wr.pan = wr.pan[:0]
 				for i := i0; i < i1; i++ {
 					xo := (i*d.C + grp*d.Cg) * isz
-					yo := ((i-base)*d.M + grp*d.Mg) * O
+					yo := (i-base)*ys + grp*d.Mg*O
 					if d.pointwise {
 						first, n := 0, O
 						if pix > 0 {
@@ -802,10 +815,13 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 			if rowSplit {
 				continue
 			}
-			yb := dst[(i0-base)*d.M*O : (i1-base)*d.M*O]
 			if act != nil && !inKernel {
-				act.applyNoBias(yb, yb)
+				for i := i0; i < i1; i++ {
+					yi := dst[(i-base)*ys : (i-base)*ys+d.M*O]
+					act.applyNoBias(yi, yi)
+				}
 			}
+			yb := dst[(i0-base)*d.M*O : (i1-base)*d.M*O]
 			if pg != nil {
 				PO := pg.outSize()
 				for p := 0; p < (i1-i0)*d.M; p++ {

@@ -66,10 +66,12 @@ type bufPool struct {
 }
 
 // poolPart is a tensor that lives inside another's buffer, from element off: an input of a
-// Concat written where the Concat's output keeps it (concatInPlace).
+// Concat written where the Concat's output keeps it (concatInPlace). With stride > 0 it
+// is blocks of the output's rows, stride elements apart, and its F spans them all.
 type poolPart struct {
 	t, whole *Tensor
 	off      int
+	stride   int
 }
 
 type poolSlot struct {
@@ -151,9 +153,20 @@ func (p *bufPool) alloc() {
 		}
 	}
 	for _, pt := range p.parts {
-		n := pt.off + pt.t.Len()
+		n := pt.off + pt.span()
 		pt.t.F = pt.whole.F[pt.off:n:n]
 	}
+}
+
+// span is how many elements of the whole buffer the part's F covers: its own, or from
+// its first block's start to its last block's end.
+func (pt *poolPart) span() int {
+	n := pt.t.Len()
+	if pt.stride == 0 || n == 0 {
+		return n
+	}
+	outer := pt.t.Shape[0]
+	return (outer-1)*pt.stride + n/outer
 }
 
 // makePlan infers shapes, folds constants, assigns buffers and, when record is set,
@@ -513,7 +526,10 @@ func (sc *scheduler) forwardBuffers(steps []step, outIDs, pinnedIDs []int, need 
 					}
 					made[pt.out] = true
 				}
-				pool.parts = append(pool.parts, poolPart{t: p.vals[id], whole: p.vals[pt.out], off: pt.off})
+				pool.parts = append(pool.parts, poolPart{t: p.vals[id], whole: p.vals[pt.out], off: pt.off, stride: pt.stride})
+				if pt.stride > 0 {
+					pt.conv.ystride = pt.stride
+				}
 				continue
 			}
 			if made[id] {
@@ -551,10 +567,12 @@ func (sc *scheduler) forwardBuffers(steps []step, outIDs, pinnedIDs []int, need 
 }
 
 // concatPart places value ids inside the buffer of the Concat output out (produced by
-// node), from element off.
+// node), from element off; with stride > 0, as blocks stride elements apart, which conv
+// (the value's producer) writes so.
 type concatPart struct {
-	out, off int
-	node     *gnode
+	out, off, stride int
+	node             *gnode
+	conv             *convBNKernel
 }
 
 // concatInPlace finds the inputs of Concat steps that their producers can write straight
@@ -564,14 +582,25 @@ type concatPart struct {
 // not pinned, made by an ordinary step (not a view of another
 // buffer, a loop or another Concat; not in an If branch), where the output has one block
 // before the axis (batch 1 along channels), so that every input is one contiguous run of
-// it. Not in recording plans, whose backward pass keeps and releases buffers on its own
+// it. With more blocks before the axis (a batch of images along channels), an input is
+// placed only when a fused convolution makes it (no pool, residual or fused mean: the
+// step's one output) and the Concat is its only reader: the convolution writes each
+// image's planes a Concat row apart (convBNKernel.ystride), which no other kernel would
+// know to read (SqueezeNet's fire modules at batch 32 copied 50 MB a module at 55 × 55).
+// Not in recording plans, whose backward pass keeps and releases buffers on its own
 // terms.
 func (sc *scheduler) concatInPlace(steps []step, lastUse []int, pinned []bool, owned func(int) bool) map[int]concatPart {
 	p := sc.p
 	prodStep := make(map[int]int)
+	readers := make(map[int]int)
 	for s := range steps {
 		for _, id := range steps[s].node.out {
 			prodStep[id] = s
+		}
+		for j, id := range steps[s].node.in {
+			if id >= 0 && !slices.Contains(steps[s].node.in[:j], id) {
+				readers[id]++
+			}
 		}
 	}
 	var parts map[int]concatPart
@@ -582,30 +611,57 @@ func (sc *scheduler) concatInPlace(steps []step, lastUse []int, pinned []bool, o
 		}
 		out := p.vals[st.node.out[0]]
 		a, ok := normAxis(st.node.k.(*concatKernel).axis, len(out.Shape))
-		if !ok || out.DType != Float32 || numel(out.Shape[:a]) != 1 || !owned(st.node.out[0]) {
+		if !ok || out.DType != Float32 || !owned(st.node.out[0]) {
 			continue
 		}
+		outer := numel(out.Shape[:a])
+		if outer != 1 && (a != 1 || sc.g.noStridedConcat) {
+			continue
+		}
+		_, inner := splitBlocks(out.Shape, a)
+		row := out.Shape[a] * inner
 		off := 0
 		for j, id := range st.node.in {
 			t := p.vals[id]
 			ps, made := prodStep[id]
 			if made && owned(id) && lastUse[id] == s && !pinned[id] && !slices.Contains(st.node.in[:j], id) &&
 				!slices.Contains(st.node.in[j+1:], id) && steps[ps].on == nil && t.DType == Float32 {
-				switch steps[ps].node.k.(type) {
+				switch k := steps[ps].node.k.(type) {
 				case *viewKernel, *runLoopKernel, *concatKernel:
 					// A view of another buffer, a loop's own values, a Concat whose output
 					// may itself be placed: left to copy.
 				default:
+					pt := concatPart{out: st.node.out[0], off: off, node: st.node}
+					if outer != 1 {
+						ck, conv := k.(*convBNKernel)
+						if !conv || ck.pool != nil || ck.gap || ck.res || len(steps[ps].node.out) != 1 || readers[id] != 1 ||
+							!ck.placeable(sc.val(steps[ps].node.in, 0), sc.val(steps[ps].node.in, 1), sc.val(steps[ps].node.in, 2)) {
+							break
+						}
+						pt.stride, pt.conv = row, ck
+					}
 					if parts == nil {
 						parts = map[int]concatPart{}
 					}
-					parts[id] = concatPart{out: st.node.out[0], off: off, node: st.node}
+					parts[id] = pt
 				}
 			}
-			off += t.Len()
+			if outer == 1 {
+				off += t.Len()
+			} else {
+				off += t.Shape[a] * inner
+			}
 		}
 	}
 	return parts
+}
+
+// val is the planned value of in[j], or nil when the input is absent.
+func (sc *scheduler) val(in []int, j int) *Tensor {
+	if j >= len(in) || in[j] < 0 {
+		return nil
+	}
+	return sc.p.vals[in[j]]
 }
 
 // retains returns which inputs and outputs a kernel's Backward reads.

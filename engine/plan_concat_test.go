@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -84,8 +85,14 @@ func fireRuns(t *testing.T, n int64) (*onnxio.Model, []float32, [2][][]float32) 
 			}
 		}
 		want := 0
-		if n == 1 && !copyAll {
+		switch {
+		case copyAll:
+		case n == 1:
 			want = 3
+		case convDirectOK():
+			// The two expansions, written a Concat row apart (the squeeze has other
+			// readers); without the direct path's tiles nothing is placed.
+			want = 2
 		}
 		if got := g.last.concatParts; got != want {
 			t.Errorf("batch %d, copy all %v: %d Concat inputs placed, want %d", n, copyAll, got, want)
@@ -95,9 +102,10 @@ func fireRuns(t *testing.T, n int64) (*onnxio.Model, []float32, [2][][]float32) 
 }
 
 // TestConcatInPlace: at batch 1 the expansions and the squeeze of fireModel are written
-// straight into the Concats' outputs (three inputs placed, the rest copied; none at batch
-// 2, none along the last axis), and the outputs are the bits of the plan that copies
-// every input.
+// straight into the Concats' outputs (three inputs placed, the rest copied; none along
+// the last axis); at batch 2 the two expansions, each image's planes a row of the Concat
+// apart, where the CPU has the direct path; and the outputs are the bits of the plan that
+// copies every input.
 func TestConcatInPlace(t *testing.T) {
 	for _, n := range []int64{1, 2} {
 		_, _, outs := fireRuns(t, n)
@@ -133,4 +141,104 @@ func TestConcatInPlaceAgainstOnnxruntime(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestConvStridedOutput runs fused convolutions whose output a plan placed in a Concat
+// (convBNKernel.ystride: each image's planes a Concat row apart, other inputs' planes in
+// between) and checks every image's planes against the same convolution's unplaced
+// output bit for bit, and that the planes between them are left as they were: pointwise
+// layers on large planes (pointwiseBlocks, one and two blocks of the sum), a padded 3×3, a
+// stride-2 layer, a Clip after the kernel (NaN bound) and, through the copy that run
+// falls back on, a layer the Winograd path takes and one without the direct path.
+func TestConvStridedOutput(t *testing.T) {
+	cases := []struct {
+		c     convCase
+		act   *nnClamp
+		noDir bool
+		extra int // the Concat's other channels, after this input's
+	}{
+		{c: convCase{name: "pointwise_blocks_128to16@24", x: []int{3, 128, 24, 24}, w: []int{16, 128, 1, 1}, bias: true}, act: &nnClamp{relu: true}, extra: 5},
+		{c: convCase{name: "pointwise_rows_16to40@24", x: []int{2, 16, 24, 24}, w: []int{40, 16, 1, 1}}, act: &nnClamp{lo: -0.5, hi: 0.75}, extra: 3},
+		{c: convCase{name: "padded_3x3_6to13@9x11", x: []int{2, 6, 9, 11}, w: []int{13, 6, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true}, act: &nnClamp{relu: true}, extra: 7},
+		{c: convCase{name: "stride2_3x3", x: []int{3, 4, 17, 33}, w: []int{9, 4, 3, 3}, strides: []int{2, 2}, pads: []int{1, 1, 1, 1}}, extra: 2},
+		{c: convCase{name: "clip_nan_bound", x: []int{2, 8, 9, 11}, w: []int{10, 8, 1, 1}, bias: true}, act: &nnClamp{lo: float32(math.NaN()), hi: 0.5}, extra: 1},
+		{c: convCase{name: "winograd_64to64@14", x: []int{4, 64, 14, 14}, w: []int{64, 64, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true}, act: &nnClamp{relu: true}, extra: 4},
+		{c: convCase{name: "no_direct_path", x: []int{2, 6, 9, 11}, w: []int{13, 6, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true}, act: &nnClamp{relu: true}, noDir: true, extra: 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.c.name, func(t *testing.T) {
+			c := tc.c
+			r := rand.New(rand.NewPCG(91, 92))
+			n, strides, dil, pads := c.node(11)
+			in := c.inputs(r)
+			in[1].param = &Param{Name: "w", Value: in[1]}
+			ws := refConvShape(c.x, c.w, strides, dil, pads)
+			N, M, O := ws[0], ws[1], ws[2]*ws[3]
+			ctx := nntGoCtx(2)
+			ref := NewFloat(ws, make([]float32, numel(ws)))
+			plain := buildKernel(t, n).(*convKernel)
+			plain.noDirect = tc.noDir
+			if err := plain.run(ctx, in[0], in[1], n.Optional(in, 2), ref, tc.act, nil, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			conv := buildKernel(t, n).(*convKernel)
+			conv.noDirect = tc.noDir
+			row := (M + tc.extra) * O
+			k := &convBNKernel{conv: conv, noBN: true, ystride: row}
+			whole := make([]float32, N*row)
+			for i := range whole {
+				whole[i] = float32(math.Inf(-1))
+			}
+			off := 2 * O // after two planes of another input
+			if tc.extra < 2 {
+				off = 0
+			}
+			y := &Tensor{DType: Float32, Shape: ws, F: whole[off : off+(N-1)*row+M*O]}
+			for range 2 { // the second run finds the planes as the first left them
+				if err := k.run(ctx, in[0], in[1], n.Optional(in, 2), y, tc.act, nil, nil, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			direct := conv.stridedOK(mustDims(t, conv, c, in))
+			if placed := k.placeable(in[0], in[1], n.Optional(in, 2)); placed != direct {
+				t.Errorf("placeable %v, the direct path writes it %v", placed, direct)
+			}
+			t.Logf("written in place by the direct path: %v", direct)
+			if strings.HasPrefix(c.name, "pointwise_blocks") && direct && conv.direct.kblocked == 0 {
+				t.Error("the pointwise layer did not take pointwiseBlocks")
+			}
+			for i := range N {
+				for j := range M * O {
+					got, want := whole[off+i*row+j], ref.F[i*M*O+j]
+					if math.Float32bits(got) != math.Float32bits(want) {
+						t.Fatalf("image %d [%d]: %v placed, %v unplaced", i, j, got, want)
+					}
+				}
+			}
+			for i, v := range whole {
+				j := (i - off) % row
+				if i >= off && i < off+(N-1)*row+M*O && j < M*O {
+					continue
+				}
+				if !math.IsInf(float64(v), -1) {
+					t.Fatalf("whole[%d] = %v, outside the placed planes", i, v)
+				}
+			}
+		})
+	}
+}
+
+// mustDims is d of conv's convolution of case c on inputs in, trimmed as run trims.
+func mustDims(t *testing.T, conv *convKernel, c convCase, in []*Tensor) *convDims {
+	t.Helper()
+	var b *Tensor
+	if len(in) > 2 {
+		b = in[2]
+	}
+	d, err := conv.dims(in[0].Shape, in[1].Shape, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ = conv.trimmed(d, in[1])
+	return &d
 }

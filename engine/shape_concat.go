@@ -103,6 +103,9 @@ func (k *concatKernel) forward(lo, hi int) {
 				copy(k.out.I[off:off+w], t.I[o*w:(o+1)*w])
 			case w > 0 && &k.out.F[off] == &t.F[o*w]:
 				// Written in place by its producer (concatInPlace).
+			case w > 0 && o*k.row < len(t.F) && &k.out.F[off] == &t.F[o*k.row]:
+				// Written in place a row apart by its producer (concatInPlace's strided
+				// parts, whose F spans the output's rows from the first).
 			default:
 				copy(k.out.F[off:off+w], t.F[o*w:(o+1)*w])
 			}
