@@ -107,7 +107,7 @@ func (k *convBNKernel) run(ctx *Context, x, w, b, y *Tensor, act *nnClamp, pool 
 		defer func() { k.conv.ystride = 0 }()
 		return k.conv.runDims(ctx, &d, x, tw, b, y, act, nil, nil, nil)
 	}
-	// Another path (no direct kernel on this CPU, Winograd): the same computation into
+	// Another path (no direct kernel on this CPU): the same computation into
 	// a buffer of its own, then each image's planes to their place, so that the bits are
 	// those of an unplaced output.
 	k.yscr = nnGrow(k.yscr, d.N*blk)

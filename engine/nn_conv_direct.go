@@ -479,11 +479,11 @@ func (k *convKernel) directOK(d *convDims) bool {
 		(k.forceDirect || d.g.outSize() >= convDirectMinPlane)
 }
 
-// stridedOK reports whether runDims writes d's output through the direct path's tiles,
-// which can place each image's planes a Concat row apart (ystride): not depthwise
-// planes, the Winograd path or the im2col fallback.
+// stridedOK reports whether runDims writes d's output through the direct path (its
+// tiles or its Winograd products), which can place each image's planes a Concat row
+// apart (ystride): not depthwise planes or the im2col fallback.
 func (k *convKernel) stridedOK(d *convDims) bool {
-	return k.directOK(d) && !d.depthwise && !k.winogradOK(d, nil)
+	return k.directOK(d) && !d.depthwise
 }
 
 // convDirectMinPlane is the smallest output plane the direct path takes (see directOK).

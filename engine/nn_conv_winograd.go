@@ -285,6 +285,11 @@ func (k *convKernel) forwardWinograd(ctx *Context, d *convDims, x, w []float32, 
 	TH, TW := (OH+1)/2, (OW+1)/2
 	S := TW + 1
 	RB := (M + 7) / 8
+	// The distance between images' outputs: their size, or a Concat's row (ystride).
+	ys := M * OH * OW
+	if k.ystride > 0 {
+		ys = k.ystride
+	}
 	// A chunk is tile rows [t0, t1) of images [i0, i1): rows of one image when an image
 	// has enough tiles for the products to use each transformed weight many times,
 	// whole images otherwise. Either way each tile's output is made the same way, so that
@@ -380,7 +385,8 @@ func (k *convKernel) forwardWinograd(ctx *Context, d *convDims, x, w []float32, 
 					if res != nil {
 						rs = res[off : off+ohr*OW]
 					}
-					yo := y[off : off+ohr*OW]
+					yoff := i*ys + m*OH*OW + 2*t0*OW
+					yo := y[yoff : yoff+ohr*OW]
 					winoOut(mb[m*T+(i-i0)*per:], M*T, TW, rows, yo, OW, ohr, bv, rs, flags)
 					if act != nil && !act.relu {
 						act.applyNoBias(yo, yo)

@@ -148,8 +148,8 @@ func TestConcatInPlaceAgainstOnnxruntime(t *testing.T) {
 // between) and checks every image's planes against the same convolution's unplaced
 // output bit for bit, and that the planes between them are left as they were: pointwise
 // layers on large planes (pointwiseBlocks, one and two blocks of the sum), a padded 3×3, a
-// stride-2 layer, a Clip after the kernel (NaN bound) and, through the copy that run
-// falls back on, a layer the Winograd path takes and one without the direct path.
+// stride-2 layer, a Clip after the kernel (NaN bound), a layer the Winograd path takes,
+// and, through the copy that run falls back on, one without the direct path.
 func TestConvStridedOutput(t *testing.T) {
 	cases := []struct {
 		c     convCase
@@ -206,6 +206,9 @@ func TestConvStridedOutput(t *testing.T) {
 			t.Logf("written in place by the direct path: %v", direct)
 			if strings.HasPrefix(c.name, "pointwise_blocks") && direct && conv.direct.kblocked == 0 {
 				t.Error("the pointwise layer did not take pointwiseBlocks")
+			}
+			if strings.HasPrefix(c.name, "winograd") && winoFast() && !conv.winogradOK(mustDims(t, conv, c, in), nil) {
+				t.Error("the layer does not take the Winograd path")
 			}
 			for i := range N {
 				for j := range M * O {
