@@ -58,7 +58,7 @@ type convBNKernel struct {
 	// apart in the output's buffer: out[0].F spans from the first image's planes to the
 	// last's, with other inputs' planes in between.
 	ystride int
-	yscr    []float32 // runStrided's output when the direct path cannot write it in place
+	yscr    []float32 // run's output when the direct path cannot write it in place
 	// w and b hold the folded weight and bias; they belong to the plan, so that plans of
 	// other input shapes keep their own.
 	w, b *Tensor

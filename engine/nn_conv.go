@@ -72,7 +72,7 @@ type convKernel struct {
 	streamMin    int  // tests: convStreamMin when positive; negative: never non-temporal stores
 	noPixelSplit bool // tests: batch 1's pointwise products split by output channels, never by pixels
 	noRingPool   bool // tests: a fused pool after a chunked column matrix reads the whole output, not pooledChunks' ring
-	// ystride, during a call from convBNKernel.runStrided, is the distance between the
+	// ystride, during a call from convBNKernel.run, is the distance between the
 	// images' outputs in y (a Concat's row), instead of their size.
 	ystride   int
 	noKBlocks bool // tests: a pointwise layer's products over all its rows at once, never in blocks of 16 (pointwiseBlocks)

@@ -646,11 +646,7 @@ func (sc *scheduler) concatInPlace(steps []step, lastUse []int, pinned []bool, o
 					parts[id] = pt
 				}
 			}
-			if outer == 1 {
-				off += t.Len()
-			} else {
-				off += t.Shape[a] * inner
-			}
+			off += t.Shape[a] * inner // its share of a row, all of it at batch 1
 		}
 	}
 	return parts
