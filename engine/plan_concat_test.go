@@ -66,6 +66,24 @@ func fireRuns(t *testing.T, n int64) (*onnxio.Model, []float32, [2][][]float32) 
 	m := fireModel(r, n)
 	x := gFloats(r, int(n*6*9*11))
 	in := NewFloat([]int{int(n), 6, 9, 11}, x)
+	want := 0
+	switch {
+	case n == 1:
+		want = 3
+	case convDirectOK():
+		// The two expansions, written a Concat row apart (the squeeze has other
+		// readers); without the direct path's tiles nothing is placed.
+		want = 2
+	}
+	outs := concatPlans(t, m, in, want)
+	return m, x, outs
+}
+
+// concatPlans runs m on in twice per plan, with a plan that copies every Concat input
+// and one that places what concatInPlace places, checks that the second placed want
+// inputs and the first none, and returns both plans' outputs.
+func concatPlans(t *testing.T, m *onnxio.Model, in *Tensor, want int) [2][][]float32 {
+	t.Helper()
 	var outs [2][][]float32
 	for i, copyAll := range []bool{true, false} {
 		g, err := Build(m, Options{Workers: 2})
@@ -84,21 +102,15 @@ func fireRuns(t *testing.T, n int64) (*onnxio.Model, []float32, [2][][]float32) 
 				outs[i] = append(outs[i], slices.Clone(v.F))
 			}
 		}
-		want := 0
-		switch {
-		case copyAll:
-		case n == 1:
-			want = 3
-		case convDirectOK():
-			// The two expansions, written a Concat row apart (the squeeze has other
-			// readers); without the direct path's tiles nothing is placed.
-			want = 2
+		w := want
+		if copyAll {
+			w = 0
 		}
-		if got := g.last.concatParts; got != want {
-			t.Errorf("batch %d, copy all %v: %d Concat inputs placed, want %d", n, copyAll, got, want)
+		if got := g.last.concatParts; got != w {
+			t.Errorf("batch %d, copy all %v: %d Concat inputs placed, want %d", in.Shape[0], copyAll, got, w)
 		}
 	}
-	return m, x, outs
+	return outs
 }
 
 // TestConcatInPlace: at batch 1 the expansions and the squeeze of fireModel are written
@@ -244,4 +256,87 @@ func mustDims(t *testing.T, conv *convKernel, c convCase, in []*Tensor) *convDim
 	}
 	d, _ = conv.trimmed(d, in[1])
 	return &d
+}
+
+// stridedRuns builds, at batch 3, a Concat of four convolutions of one input, of which
+// only the first may be written in place a row apart: a Conv with its Relu whose only
+// reader is the Concat. The others are the negative controls of concatInPlace's
+// conditions: a Conv without an activation (not a fused step), a Conv with its Relu and a
+// MaxPool fused after it (its step writes the pool), and a Conv with its Relu that a
+// Sigmoid reads too. It runs the model with a plan that copies every Concat input and
+// with one that places what concatInPlace places, checks how many each placed, and
+// returns the model, its input and both plans' outputs.
+func stridedRuns(t *testing.T) (*onnxio.Model, []float32, [2][][]float32) {
+	t.Helper()
+	const n = 3
+	f := onnxpb.TensorProto_FLOAT
+	r := rand.New(rand.NewPCG(7, 8))
+	w := func(name string, dims ...int64) *onnxpb.TensorProto {
+		size := int64(1)
+		for _, d := range dims {
+			size *= d
+		}
+		return onnxio.FloatTensor(name, dims, gFloats(r, int(size)))
+	}
+	pads := attrInts("pads", 1, 1, 1, 1)
+	nodes := []*onnxpb.NodeProto{
+		gNode("Conv", []string{"x", "w1", "b1"}, []string{"c1"}, pads),
+		gNode("Relu", []string{"c1"}, []string{"e1"}),
+		gNode("Conv", []string{"x", "w2"}, []string{"e2"}, pads),
+		gNode("Conv", []string{"x", "w3"}, []string{"c3"}, pads),
+		gNode("Relu", []string{"c3"}, []string{"r3"}),
+		gNode("MaxPool", []string{"r3"}, []string{"e3"}, attrInts("kernel_shape", 1, 1)),
+		gNode("Conv", []string{"x", "w4"}, []string{"c4"}, pads),
+		gNode("Relu", []string{"c4"}, []string{"e4"}),
+		gNode("Sigmoid", []string{"e4"}, []string{"s4"}),
+		gNode("Concat", []string{"e1", "e2", "e3", "e4"}, []string{"c"}, attrI("axis", 1)),
+	}
+	inits := []*onnxpb.TensorProto{w("w1", 5, 4, 3, 3), w("b1", 5), w("w2", 3, 4, 3, 3), w("w3", 2, 4, 3, 3), w("w4", 6, 4, 3, 3)}
+	gp := &onnxpb.GraphProto{Name: proto.String("strided"), Node: nodes, Initializer: inits,
+		Input:  []*onnxpb.ValueInfoProto{typedValue("x", f, []int64{n, 4, 9, 11})},
+		Output: []*onnxpb.ValueInfoProto{typedValue("c", f, []int64{n, 16, 9, 11}), typedValue("s4", f, []int64{n, 6, 9, 11})}}
+	m := &onnxio.Model{Name: "strided.onnx", Proto: &onnxpb.ModelProto{IrVersion: proto.Int64(8),
+		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(13)}}, Graph: gp}}
+	x := gFloats(r, n*4*9*11)
+	want := 0
+	if convDirectOK() {
+		want = 1
+	}
+	outs := concatPlans(t, m, NewFloat([]int{n, 4, 9, 11}, x), want)
+	return m, x, outs
+}
+
+// TestConcatStridedOnlyFusedSoleReader checks stridedRuns' placements (in stridedRuns) and
+// that the plan that places gives the bits of the one that copies.
+func TestConcatStridedOnlyFusedSoleReader(t *testing.T) {
+	_, _, outs := stridedRuns(t)
+	for o := range outs[0] {
+		for i, v := range outs[1][o] {
+			if math.Float32bits(v) != math.Float32bits(outs[0][o][i]) {
+				t.Fatalf("output %d [%d]: %v in place, %v copied", o, i, v, outs[0][o][i])
+			}
+		}
+	}
+}
+
+// TestConcatStridedAgainstOnnxruntime compares stridedRuns' placed outputs with
+// onnxruntime 1.30's within float32 rounding (1e-5 relative).
+func TestConcatStridedAgainstOnnxruntime(t *testing.T) {
+	ortref.Require(t)
+	m, x, outs := stridedRuns(t)
+	b, err := proto.Marshal(m.Proto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := ortref.Run(b, []ortref.Tensor{{Name: "x", Shape: []int64{3, 4, 9, 11}, Data: x}})
+	if err != nil {
+		t.Fatalf("onnxruntime: %v", err)
+	}
+	for o, rt := range ref {
+		for i, v := range rt.Data {
+			if d := math.Abs(float64(v) - float64(outs[1][o][i])); d > 1e-5*(1+math.Abs(float64(v))) {
+				t.Fatalf("output %d [%d]: %v, onnxruntime %v", o, i, outs[1][o][i], v)
+			}
+		}
+	}
 }
