@@ -394,15 +394,7 @@ func (k *convKernel) packBlocks(ctx *Context, d *convDims, w []float32, wk weigh
 		return
 	}
 	c.wpb = nnGrow(c.wpb, k.group*RB*CgK*8)
-	for grp := 0; grp < k.group; grp++ {
-		for k0 := 0; k0 < CgK; k0 += convKBlock {
-			kn := min(convKBlock, CgK-k0)
-			base := grp*RB*CgK*8 + RB*k0*8
-			for rb := 0; rb < RB; rb++ {
-				packRows(c.wpb[base+rb*kn*8:], w[(grp*d.Mg+rb*8)*CgK+k0:], min(8, d.Mg-rb*8), kn, CgK)
-			}
-		}
-	}
+	packKBlocks(ctx, c.wpb, w, k.group, d.Mg, CgK, convKBlock)
 	c.wpbKey = wk
 }
 
@@ -914,13 +906,24 @@ func (k *convKernel) packWeights(ctx *Context, d *convDims, w []float32, wk weig
 	}
 	c.wp = nnGrow(c.wp, k.group*RB*CgK*8)
 	c.packs++
-	ctx.Parallel(k.group*RB, max(1, 16384/(CgK*8)), func(lo, hi int) {
+	packKBlocks(ctx, c.wp, w, k.group, d.Mg, CgK, CgK)
+	c.wpKey = wk
+}
+
+// packKBlocks packs W (group × Mg rows of CgK values) into dst per group, per block of kb
+// rows of the sum, per 8-row block, k-major (kn × 8, kn the block's rows): with kb = CgK
+// wp's layout, with convKBlock pointwiseBlocks'.
+func packKBlocks(ctx *Context, dst, w []float32, group, Mg, CgK, kb int) {
+	RB := (Mg + 7) / 8
+	KB := (CgK + kb - 1) / kb
+	ctx.Parallel(group*KB*RB, max(1, 16384/(kb*8)), func(lo, hi int) {
 		for j := lo; j < hi; j++ {
-			grp, rb := j/RB, j%RB
-			packRows(c.wp[j*CgK*8:], w[(grp*d.Mg+rb*8)*CgK:], min(8, d.Mg-rb*8), CgK, CgK)
+			grp, kq, rb := j/(KB*RB), j/RB%KB, j%RB
+			k0 := kq * kb
+			kn := min(kb, CgK-k0)
+			packRows(dst[grp*RB*CgK*8+RB*k0*8+rb*kn*8:], w[(grp*Mg+rb*8)*CgK+k0:], min(8, Mg-rb*8), kn, CgK)
 		}
 	})
-	c.wpKey = wk
 }
 
 // packBias returns the bias per group padded to whole 8-row blocks (nil without one).
