@@ -686,7 +686,8 @@ func TestConvRingPool(t *testing.T) {
 // four row blocks (160 × 900 values, 40 rows), an odd number of panels (two images to
 // a work item), groups, a residual, and every activation with SiLU; 1 to 3 workers. A
 // 14 × 14 plane, a layer of 16 + 16 channels and a streamed output must not take the
-// path (the negative controls of its condition).
+// path (the negative controls of its condition). Smaller planes whose sums are longer
+// than 256 go in blocks of 128 rows of the sum over all their rows (convKBlockWide).
 func TestConvPointwiseBlocks(t *testing.T) {
 	if !convDirectOK() {
 		t.Skip("no AVX-512 or AVX2+FMA tile kernel on this CPU: the direct path does not run")
@@ -705,6 +706,12 @@ func TestConvPointwiseBlocks(t *testing.T) {
 		{c: convCase{name: "residual_40to24", x: []int{2, 40, 23, 23}, w: []int{24, 40, 1, 1}, bias: true}, res: true, blocked: true},
 		{c: convCase{name: "streamed_40to72@32", x: []int{2, 40, 32, 32}, w: []int{72, 40, 1, 1}, bias: true}, stream: true},
 		{c: convCase{name: "small_plane_64to64@14", x: []int{4, 64, 14, 14}, w: []int{64, 64, 1, 1}, bias: true}},
+		// Smaller planes with sums longer than 256 take blocks of 128 rows over all rows
+		// (convKBlockWide): a last block of 44 rows, a residual, groups; a sum of 256 must not.
+		{c: convCase{name: "wide_sum_300to40@7", x: []int{3, 300, 7, 7}, w: []int{40, 300, 1, 1}, bias: true}, blocked: true},
+		{c: convCase{name: "wide_sum_residual_520to24@13", x: []int{2, 520, 13, 13}, w: []int{24, 520, 1, 1}, bias: true}, res: true, blocked: true},
+		{c: convCase{name: "wide_sum_group2_272to20@6", x: []int{2, 544, 6, 6}, w: []int{40, 272, 1, 1}, group: 2}, blocked: true},
+		{c: convCase{name: "sum_of_256@7", x: []int{2, 256, 7, 7}, w: []int{32, 256, 1, 1}, bias: true}},
 		{c: convCase{name: "few_channels_16to16@32", x: []int{3, 16, 32, 32}, w: []int{16, 16, 1, 1}, bias: true}},
 	}
 	for _, tc := range cases {
