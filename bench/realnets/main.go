@@ -14,12 +14,17 @@
 //	go run ./bench/realnets -train                   # training steps, batch 32, against PyTorch
 //	go run ./bench/realnets -train -mem              # and each engine's memory, one process per model
 //	go run ./bench/realnets -models ocr -ort=false -cpuprofile ocr.prof
+//	go run ./bench/realnets -torch                   # PyTorch's inference too (traced, frozen)
+//	GODEBUG=cpu.avx512f=off go run ./bench/realnets -torch -torch-avx2   # both on AVX2 kernels
 //
 // Inference prints samples/s and the ratio qtool/onnxruntime (above 1, qtool is faster);
 // with -rounds N each configuration is measured N times, the two engines alternating,
 // and the medians are printed with the range of the ratios: on a virtual machine whose
 // neighbours load the host, onnxruntime's own rate moved by up to 1.5× between runs
-// minutes apart, so that one measurement's ratio says little;
+// minutes apart, so that one measurement's ratio says little. With -torch PyTorch's
+// inference rate and qtool/PyTorch are printed too: onnxruntime keeps its AVX-512 kernels
+// when the engine's are turned off, but PyTorch can be held to AVX2 (-torch-avx2), which
+// makes the AVX2 comparison that the machine allows;
 // training prints step times and PyTorch's step time over qtool's (above 1, qtool is
 // faster). With -mem every model trains in a process of its own, for each engine, which
 // reports its resident memory before building the model and its high-water mark after
@@ -77,6 +82,8 @@ func main() {
 		python  = flag.String("python", "/usr/bin/python3", "Python with PyTorch and torchvision; exports the models, and times PyTorch's steps (empty: skip those, models must be cached)")
 		cache   = flag.String("cache", "", "folder of the exported models (default .cache/realnets/ under the module root)")
 		cpuprof = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+		torchF  = flag.Bool("torch", false, "inference: time PyTorch's too (torchinfer.py: the model traced and frozen, -python's PyTorch) and print qtool/PyTorch")
+		torch2  = flag.Bool("torch-avx2", false, "with -torch: keep PyTorch to its AVX2 kernels (ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2), to compare with the engine's AVX2 path (GODEBUG=cpu.avx512f=off)")
 		layers  = flag.Int("layers", 0, "after each model and batch (inference), time every node of both engines and print the time a run of each op and of this many nodes, the largest first")
 		mem     = flag.Bool("mem", false, "with -train: run every model in processes of their own and report each engine's memory")
 		child   = flag.Bool("mem-child", false, "internal: the qtool side of -mem, one model, printing one JSON line")
@@ -112,7 +119,15 @@ func main() {
 		case *doTrain:
 			err = runTrain(dir, names, *mode, *python, *batch, *steps, *threads)
 		default:
-			err = runInfer(dir, names, *mode, *batches, *seconds, max(*rounds, 1), *threads, *ort, *layers)
+			var tc *torchConf
+			if *torchF {
+				if *python == "" {
+					err = fmt.Errorf("-torch times PyTorch: -python must name it")
+					break
+				}
+				tc = &torchConf{python: *python, avx2: *torch2}
+			}
+			err = runInfer(dir, names, *mode, *batches, *seconds, max(*rounds, 1), *threads, *ort, *layers, tc)
 		}
 	}
 	if err != nil {
@@ -183,7 +198,50 @@ func header(threads int, what string) {
 		benchkit.CPUModel(), cpu.X86.HasAVX512F, !cpu.X86.HasAVX512F && cpu.X86.HasAVX2 && cpu.X86.HasFMA, runtime.Version())
 }
 
-func runInfer(dir string, names []string, mode, batchList string, seconds float64, rounds, threads int, withORT bool, layers int) error {
+// torchConf says how runInfer times PyTorch (-torch).
+type torchConf struct {
+	python string
+	avx2   bool
+}
+
+// rates runs torchinfer.py for one model and returns its samples per second by batch
+// size, and PyTorch's version.
+func (tc *torchConf) rates(name, batchList string, seconds float64, rounds, threads int) (map[int]float64, string, error) {
+	script := filepath.Join(benchkit.ModuleRoot(), "bench", "realnets", "torchinfer.py")
+	cmd := exec.Command(tc.python, script, name, "--batches", batchList, "--seconds", fmt.Sprint(seconds),
+		"--rounds", fmt.Sprint(rounds), "--threads", fmt.Sprint(threads))
+	// Passive OpenMP threads, as for the training steps (runTrain).
+	cmd.Env = os.Environ()
+	if os.Getenv("OMP_WAIT_POLICY") == "" {
+		cmd.Env = append(cmd.Env, "OMP_WAIT_POLICY=PASSIVE")
+	}
+	if tc.avx2 {
+		cmd.Env = append(cmd.Env, "ONEDNN_MAX_CPU_ISA=AVX2", "ATEN_CPU_CAPABILITY=avx2")
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w: %s", script, err, strings.TrimSpace(stderr.String()))
+	}
+	rates := map[int]float64{}
+	ver := ""
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		var r struct {
+			Batch int     `json:"batch"`
+			Rate  float64 `json:"samples_per_s"`
+			Torch string  `json:"torch"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, "", fmt.Errorf("%s: bad output line %q: %w", script, sc.Text(), err)
+		}
+		rates[r.Batch], ver = r.Rate, r.Torch
+	}
+	return rates, ver, nil
+}
+
+func runInfer(dir string, names []string, mode, batchList string, seconds float64, rounds, threads int, withORT bool, layers int, tc *torchConf) error {
 	batches, err := benchkit.Batches(batchList)
 	if err != nil {
 		return err
@@ -200,13 +258,22 @@ func runInfer(dir string, names []string, mode, batchList string, seconds float6
 		}
 		what += fmt.Sprintf(", onnxruntime %s (%s)", ver, lib)
 	}
+	if tc != nil {
+		what += ", PyTorch"
+		if tc.avx2 {
+			what += " (AVX2 kernels only)"
+		}
+	}
 	header(threads, what)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	cols := "model\tbatch\tonnxruntime samples/s\tqtool samples/s\tqtool/onnxruntime\tby CPU time\t"
 	if rounds > 1 {
-		fmt.Fprintf(tw, "model\tbatch\tonnxruntime samples/s\tqtool samples/s\tqtool/onnxruntime\tby CPU time\tratio range (%d rounds)\t\n", rounds)
-	} else {
-		fmt.Fprintln(tw, "model\tbatch\tonnxruntime samples/s\tqtool samples/s\tqtool/onnxruntime\tby CPU time\t")
+		cols += fmt.Sprintf("ratio range (%d rounds)\t", rounds)
 	}
+	if tc != nil {
+		cols += "PyTorch samples/s\tqtool/PyTorch\t"
+	}
+	fmt.Fprintln(tw, cols)
 	for _, name := range names {
 		in, err := readInfo(dir, name)
 		if err != nil {
@@ -224,6 +291,14 @@ func runInfer(dir string, names []string, mode, batchList string, seconds float6
 		g, err := engine.Build(m, engine.Options{BLAS: impl, Workers: threads})
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
+		}
+		// PyTorch runs in a process of its own, right before the two engines' rounds of
+		// the same model.
+		var torchRates map[int]float64
+		if tc != nil {
+			if torchRates, _, err = tc.rates(name, batchList, seconds, rounds, threads); err != nil {
+				return fmt.Errorf("%s: PyTorch: %w", name, err)
+			}
 		}
 		for _, b := range batches {
 			shape := append([]int64{int64(b)}, in.Shape...)
@@ -287,7 +362,14 @@ func runInfer(dir string, names []string, mode, batchList string, seconds float6
 					span = fmt.Sprintf("%.2f–%.2f\t", slices.Min(ratios), slices.Max(ratios))
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%s\t%s\t%s\n", name, b, median(ortRates), median(rates), ratio, cpuRatio, span)
+			tcols := ""
+			if tc != nil {
+				tcols = "-\t-\t"
+				if tr, ok := torchRates[b]; ok && tr > 0 {
+					tcols = fmt.Sprintf("%.1f\t%.2f×\t", tr, median(rates)/tr)
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%s\t%s\t%s%s\n", name, b, median(ortRates), median(rates), ratio, cpuRatio, span, tcols)
 			fmt.Fprintf(os.Stderr, "%s batch %d: %s\n", name, b, ratio)
 		}
 	}
