@@ -74,8 +74,9 @@ type convKernel struct {
 	noRingPool   bool // tests: a fused pool after a chunked column matrix reads the whole output, not pooledChunks' ring
 	// ystride, during a call from convBNKernel.run, is the distance between the
 	// images' outputs in y (a Concat's row), instead of their size.
-	ystride   int
-	noKBlocks bool // tests: a pointwise layer's products over all its rows at once, never in blocks of 16 (pointwiseBlocks)
+	ystride      int
+	noRemainders bool // tests: every pixel of a pointwise layer in its image's own panels (see remainders)
+	noKBlocks    bool // tests: a pointwise layer's products over all its rows at once, never in blocks of 16 (pointwiseBlocks)
 }
 
 // nnColBudget is the number of float32 values a chunk's column matrix and output planes

@@ -51,6 +51,8 @@ type convWork struct {
 	wino    []float32 // the Winograd path's quarter planes, transformed input and products: scratch
 	land    []float32 // a panel pair's tiles before their SiLU is streamed to the output
 	ring    []float32 // an image's latest output rows, every channel, before a fused MaxPool (pooledChunks)
+	// remB and remC are remainders' column matrix (CgK × 32) and landing area (Mg × 32).
+	remB, remC []float32
 }
 
 // convPanel is one panel of up to 16 columns: offsets of its first column in the source
@@ -70,7 +72,10 @@ type convDirect struct {
 	wpbKey   weightKey
 	wpbKB    int // the rows of the sum a block of wpb holds
 	kblocked int // forward passes that took pointwiseBlocks; tests read it
-	packs    int // how many times wp was packed; tests read it
+	// remaindered counts the forward passes that left planes' last pixels to remainders;
+	// tests read it.
+	remaindered int
+	packs       int // how many times wp was packed; tests read it
 	// streamed counts the forward passes that asked for non-temporal stores; tests read it
 	streamed int
 	// ringPooled counts the forward passes that pooled a fused MaxPool from pooledChunks'
@@ -554,6 +559,17 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 			npan, packed = n, true
 		}
 	}
+	// A pointwise layer whose planes end in a few pixels past whole panels (7 × 7: 49 =
+	// 3·16 + 1) leaves those pixels to the batch's shared panels (remainders), whole
+	// panels to the images' own, when its last panel would leave a tenth or more of an
+	// image's lanes empty: 14 × 14 planes (196 = 12·16 + 4, 6 % empty) measured level.
+	rem := 0
+	if r := O % 16; d.pointwise && pg == nil && (act == nil || inKernel) && !k.noRemainders && O > 16 &&
+		r <= convRemMax && d.N*r >= 16 && 10*(16-r) >= 16*((O+15)/16) {
+		if n := O / 16; (d.N+n%2)/(1+n%2) >= ctx.Workers {
+			npan, rem = n, r
+		}
+	}
 	G := min(1+npan%2, d.N) // two images when one has an odd number of panels
 	if pg != nil && k.group == 1 && (tab != nil || rows) && CgK*O > convColChunk && !k.noRingPool {
 		// One image at a time, so that its column matrix is made in chunks of rows and
@@ -767,7 +783,7 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 					xo := (i*d.C + grp*d.Cg) * isz
 					yo := (i-base)*ys + grp*d.Mg*O
 					if d.pointwise {
-						first, n := 0, O
+						first, n := 0, O-rem
 						if pix > 0 {
 							first = ci * pix
 							n = min(pix, O-first)
@@ -843,6 +859,9 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 			}
 		}
 	})
+	if rem > 0 {
+		k.remainders(ctx, d, rem, x, bp, y, ys, res, silu, tact)
+	}
 	if rowSplit && pg != nil {
 		PO := pg.outSize()
 		ctx.Parallel(d.N*d.M, max(1, 16384/O), func(lo, hi int) {
@@ -851,6 +870,83 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 			}
 		})
 	}
+}
+
+// convRemMax is the most pixels past an image's whole panels that remainders takes: with
+// more, the image's last panel is mostly full anyway.
+const convRemMax = 8
+
+// remainders computes the last rem pixels of every plane of a pointwise layer, which
+// forwardDirect's blocks leave out, in panels shared by the batch: the tile kernel's 16
+// lanes a panel held one pixel of each 7 × 7 plane (MobileNetV2's, MobileNetV3's and
+// EfficientNet's last stages), a fourth of its work on empty lanes, where 32 images' last
+// pixels fill one panel pair. Each item gathers up to 32 such pixels of one group into a
+// column matrix of its own (CgK rows of 32), multiplies it into a landing area (Mg rows of
+// 32) and scatters the sums to their planes. Each sum is the same chain of fused
+// multiply-adds from the bias (or from the residual, then the bias) as in the image's own
+// panels, so the bits do not depend on where a pixel was summed. It runs after the
+// blocks, which copy the residual into whole planes.
+func (k *convKernel) remainders(ctx *Context, d *convDims, rem int, x, bp, y []float32, ys int, res []float32, silu bool, tact *tileAct) {
+	c := &k.direct
+	O := d.g.outSize()
+	CgK := d.Cg * d.g.kSize()
+	RB := (d.Mg + 7) / 8
+	lanes := d.N * rem
+	per := (lanes + 31) / 32
+	items := k.group * per
+	nw := nnWorkers(ctx, items)
+	work := c.workers(nw)
+	c.remaindered++
+	var next atomic.Int64
+	nnEach(ctx, nw, nw, func(wk, _, _ int) {
+		wr := &work[wk]
+		wr.silu = silu
+		wr.remB = nnGrow(wr.remB, CgK*32)
+		wr.remC = nnGrow(wr.remC, RB*8*32)
+		for {
+			item := int(next.Add(1) - 1)
+			if item >= items {
+				break
+			}
+			grp, q0 := item/per, item%per*32
+			n := min(32, lanes-q0)
+			b, cl := wr.remB[:CgK*32], wr.remC[:RB*8*32]
+			for j := range n {
+				i, p := (q0+j)/rem, O-rem+(q0+j)%rem
+				xs := x[(i*d.C+grp*d.Cg)*O+p:]
+				for kk := range CgK {
+					b[kk*32+j] = xs[kk*O]
+				}
+			}
+			flags := 0
+			if res != nil {
+				flags = tileAdd
+				for j := range n {
+					i, p := (q0+j)/rem, O-rem+(q0+j)%rem
+					rs := res[(i*d.M+grp*d.Mg)*O+p:]
+					for m := range d.Mg {
+						cl[m*32+j] = rs[m*O]
+					}
+				}
+			}
+			wr.pan = append(wr.pan[:0], convPanel{b: 0, c: 0, m: laneMask(n)}, convPanel{b: 16, c: 16, m: laneMask(max(n-16, 0))})
+			if n <= 16 {
+				wr.pan = wr.pan[:1]
+			}
+			var bs []float32
+			if bp != nil {
+				bs = bp[grp*RB*8 : (grp+1)*RB*8]
+			}
+			wr.multiply(CgK, d.Mg, c.wp[grp*RB*CgK*8:(grp+1)*RB*CgK*8], bs, b, 32, nil, cl, 32, wr.pan, flags, tact)
+			for j := range n {
+				i, p := (q0+j)/rem, O-rem+(q0+j)%rem
+				yo := y[i*ys+grp*d.Mg*O+p:]
+				for m := range d.Mg {
+					yo[m*O] = cl[m*32+j]
+				}
+			}
+		}
+	})
 }
 
 // pooledChunks makes one image's convolution (one group, no residual, the activation

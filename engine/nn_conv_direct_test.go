@@ -717,64 +717,124 @@ func TestConvPointwiseBlocks(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.c.name, func(t *testing.T) {
 			c := tc.c
-			r := rand.New(rand.NewPCG(81, 82))
-			n, strides, dil, pads := c.node(11)
-			in := c.inputs(r)
-			in[1].param = &Param{Name: "w", Value: in[1]}
-			var b []float64
-			if c.bias {
-				b = to64(in[2].F)
+			pointwiseAB(t, c, 81, tc.res, func(k *convKernel, off bool) {
+				k.noKBlocks = off
+				if tc.stream {
+					k.streamMin = 1
+				}
+			}, func(k *convKernel, act *nnClamp, workers int, off bool, O int) {
+				// Fewer blocks of images than workers split the pixels instead.
+				G := min(1+(O+15)/16%2, c.x[0])
+				blocks := (c.x[0] + G - 1) / G
+				want := tc.blocked
+				if tc.stream {
+					// Only where the output is not streamed (SiLU on AVX2 is not).
+					want = k.direct.streamed == 0
+				}
+				if got := k.direct.kblocked > 0; got != (want && !off && blocks >= workers) {
+					t.Fatalf("act %+v, %d workers, noKBlocks %v: took pointwiseBlocks %v", act, workers, off, got)
+				}
+				if tc.stream && !off && !tc.res && (act == nil || !act.silu || convTileOK()) && k.direct.streamed == 0 {
+					t.Fatalf("act %+v: no non-temporal stores asked for", act)
+				}
+			})
+		})
+	}
+}
+
+// pointwiseAB runs convolution case c (with a residual when res) for every activation
+// and SiLU on 1 to 3 workers twice, with set(k, true) and set(k, false) on fresh kernels,
+// calls check after each run, and fails unless the two give the same bits and match the
+// float64 reference within float32 rounding.
+func pointwiseAB(t *testing.T, c convCase, seed uint64, res bool, set func(k *convKernel, off bool), check func(k *convKernel, act *nnClamp, workers int, off bool, O int)) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, seed+1))
+	n, strides, dil, pads := c.node(11)
+	in := c.inputs(r)
+	in[1].param = &Param{Name: "w", Value: in[1]}
+	var b []float64
+	if c.bias {
+		b = to64(in[2].F)
+	}
+	want, ws := refConv(to64(in[0].F), c.x, to64(in[1].F), c.w, b, max(c.group, 1), strides, dil, pads)
+	var rt *Tensor
+	if res {
+		rt = nntRand(r, ws, -1, 1)
+		for i, v := range rt.F {
+			want[i] += float64(v)
+		}
+	}
+	for _, act := range append(testActs, &nnClamp{silu: true}) {
+		wantAct := refAct(want, act)
+		for _, workers := range []int{1, 2, 3} {
+			var outs [2][]float32
+			for j, off := range []bool{true, false} {
+				k := buildKernel(t, n).(*convKernel)
+				set(k, off)
+				y := NewFloat(ws, make([]float32, numel(ws)))
+				for i := range y.F {
+					y.F[i] = float32(math.NaN())
+				}
+				if err := k.run(nntGoCtx(workers), in[0], in[1], n.Optional(in, 2), y, act, nil, nil, rt); err != nil {
+					t.Fatal(err)
+				}
+				check(k, act, workers, off, ws[2]*ws[3])
+				outs[j] = y.F
 			}
-			want, ws := refConv(to64(in[0].F), c.x, to64(in[1].F), c.w, b, max(c.group, 1), strides, dil, pads)
-			var res *Tensor
-			if tc.res {
-				res = nntRand(r, ws, -1, 1)
-				for i, v := range res.F {
-					want[i] += float64(v)
+			for i, v := range outs[1] {
+				if math.Float32bits(v) != math.Float32bits(outs[0][i]) {
+					t.Fatalf("act %+v, %d workers: Y[%d] = %v on the path, %v off it", act, workers, i, v, outs[0][i])
 				}
 			}
-			for _, act := range append(testActs, &nnClamp{silu: true}) {
-				wantAct := refAct(want, act)
-				for _, workers := range []int{1, 2, 3} {
-					var outs [2][]float32
-					for j, off := range []bool{true, false} {
-						k := buildKernel(t, n).(*convKernel)
-						k.noKBlocks = off
-						if tc.stream {
-							k.streamMin = 1
-						}
-						y := NewFloat(ws, make([]float32, numel(ws)))
-						for i := range y.F {
-							y.F[i] = float32(math.NaN())
-						}
-						if err := k.run(nntGoCtx(workers), in[0], in[1], n.Optional(in, 2), y, act, nil, nil, res); err != nil {
-							t.Fatal(err)
-						}
-						// Fewer blocks of images than workers split the pixels instead.
-						O := ws[2] * ws[3]
-						G := min(1+(O+15)/16%2, c.x[0])
-						blocks := (c.x[0] + G - 1) / G
-						want := tc.blocked
-						if tc.stream {
-							// Only where the output is not streamed (SiLU on AVX2 is not).
-							want = k.direct.streamed == 0
-						}
-						if got := k.direct.kblocked > 0; got != (want && !off && blocks >= workers) {
-							t.Fatalf("act %+v, %d workers, noKBlocks %v: took pointwiseBlocks %v", act, workers, off, got)
-						}
-						if tc.stream && !off && res == nil && (act == nil || !act.silu || convTileOK()) && k.direct.streamed == 0 {
-							t.Fatalf("act %+v: no non-temporal stores asked for", act)
-						}
-						outs[j] = y.F
-					}
-					for i, v := range outs[1] {
-						if math.Float32bits(v) != math.Float32bits(outs[0][i]) {
-							t.Fatalf("act %+v, %d workers: Y[%d] = %v in blocks, %v at once", act, workers, i, v, outs[0][i])
-						}
-					}
-					nntClose(t, fmt.Sprintf("Y (act %+v, %d workers)", act, workers), outs[1], wantAct, 1e-5, 1e-5)
+			nntClose(t, fmt.Sprintf("Y (act %+v, %d workers)", act, workers), outs[1], wantAct, 1e-5, 1e-5)
+		}
+	}
+}
+
+// TestConvRemainders checks that pointwise layers whose planes end in a few pixels past
+// whole panels (7 × 7, 6 × 6, 10 × 10) and whose batch fills a shared panel leave those
+// pixels to remainders, and that this gives the same bits as every pixel in its image's
+// own panels (noRemainders) and the float64 reference within float32 rounding: a residual,
+// two groups, a long sum (blocks of 128 rows in the images' panels, the whole sum in the
+// shared ones), 33 images (two shared panel pairs), every activation with SiLU, 1 to 3
+// workers. Planes of whole panels (8 × 8), nine pixels past them (5 × 5), a last panel
+// that leaves less than a tenth of the lanes empty (14 × 14) and a batch whose last
+// pixels fill half a panel must not take it.
+func TestConvRemainders(t *testing.T) {
+	if !convDirectOK() {
+		t.Skip("no AVX-512 or AVX2+FMA tile kernel on this CPU: the direct path does not run")
+	}
+	cases := []struct {
+		c    convCase
+		res  bool
+		want bool
+	}{
+		{c: convCase{name: "7x7_160to40", x: []int{16, 160, 7, 7}, w: []int{40, 160, 1, 1}, bias: true}, want: true},
+		{c: convCase{name: "7x7_residual_24to36", x: []int{20, 24, 7, 7}, w: []int{36, 24, 1, 1}, bias: true}, res: true, want: true},
+		{c: convCase{name: "6x6_group2", x: []int{8, 32, 6, 6}, w: []int{24, 16, 1, 1}, group: 2}, want: true},
+		{c: convCase{name: "10x10_12to40", x: []int{5, 12, 10, 10}, w: []int{40, 12, 1, 1}, bias: true}, want: true},
+		{c: convCase{name: "7x7_long_sum_300to24", x: []int{17, 300, 7, 7}, w: []int{24, 300, 1, 1}, bias: true}, want: true},
+		{c: convCase{name: "7x7_33_images", x: []int{33, 8, 7, 7}, w: []int{16, 8, 1, 1}, bias: true}, want: true},
+		{c: convCase{name: "8x8_whole_panels", x: []int{16, 16, 8, 8}, w: []int{16, 16, 1, 1}, bias: true}},
+		{c: convCase{name: "5x5_nine_past", x: []int{16, 16, 5, 5}, w: []int{16, 16, 1, 1}, bias: true}},
+		{c: convCase{name: "7x7_few_images", x: []int{8, 16, 7, 7}, w: []int{16, 16, 1, 1}, bias: true}},
+		{c: convCase{name: "14x14_few_empty_lanes", x: []int{8, 16, 14, 14}, w: []int{16, 16, 1, 1}, bias: true}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.c.name, func(t *testing.T) {
+			c := tc.c
+			pointwiseAB(t, c, 83, tc.res, func(k *convKernel, off bool) {
+				k.noRemainders = off
+			}, func(k *convKernel, act *nnClamp, workers int, off bool, O int) {
+				// A Clip with a NaN bound runs after the kernel, over whole planes.
+				_, inKernel := dw3x3Flags(act)
+				inKernel = inKernel || act != nil && act.silu
+				p := O / 16
+				took := tc.want && !off && (act == nil || inKernel) && (c.x[0]+p%2)/(1+p%2) >= workers
+				if got := k.direct.remaindered > 0; got != took {
+					t.Fatalf("act %+v, %d workers, noRemainders %v: took remainders %v", act, workers, off, got)
 				}
-			}
+			})
 		})
 	}
 }

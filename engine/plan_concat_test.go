@@ -159,7 +159,8 @@ func TestConcatInPlaceAgainstOnnxruntime(t *testing.T) {
 // (convBNKernel.ystride: each image's planes a Concat row apart, other inputs' planes in
 // between) and checks every image's planes against the same convolution's unplaced
 // output bit for bit, and that the planes between them are left as they were: pointwise
-// layers on large planes (pointwiseBlocks, one and two blocks of the sum), a padded 3×3, a
+// layers on large planes (pointwiseBlocks, one and two blocks of the sum) and on 7 × 7
+// planes whose last pixels go to shared panels (remainders), a padded 3×3, a
 // stride-2 layer, a Clip after the kernel (NaN bound), a layer the Winograd path takes,
 // and, through the copy that run falls back on, one without the direct path.
 func TestConvStridedOutput(t *testing.T) {
@@ -170,6 +171,7 @@ func TestConvStridedOutput(t *testing.T) {
 		extra int // the Concat's other channels, after this input's
 	}{
 		{c: convCase{name: "pointwise_blocks_128to16@24", x: []int{3, 128, 24, 24}, w: []int{16, 128, 1, 1}, bias: true}, act: &nnClamp{relu: true}, extra: 5},
+		{c: convCase{name: "pointwise_remainders_24to20@7", x: []int{16, 24, 7, 7}, w: []int{20, 24, 1, 1}, bias: true}, act: &nnClamp{relu: true}, extra: 3},
 		{c: convCase{name: "pointwise_rows_16to40@24", x: []int{2, 16, 24, 24}, w: []int{40, 16, 1, 1}}, act: &nnClamp{lo: -0.5, hi: 0.75}, extra: 3},
 		{c: convCase{name: "padded_3x3_6to13@9x11", x: []int{2, 6, 9, 11}, w: []int{13, 6, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true}, act: &nnClamp{relu: true}, extra: 7},
 		{c: convCase{name: "stride2_3x3", x: []int{3, 4, 17, 33}, w: []int{9, 4, 3, 3}, strides: []int{2, 2}, pads: []int{1, 1, 1, 1}}, extra: 2},
@@ -218,6 +220,9 @@ func TestConvStridedOutput(t *testing.T) {
 			t.Logf("written in place by the direct path: %v", direct)
 			if strings.HasPrefix(c.name, "pointwise_blocks") && direct && conv.direct.kblocked == 0 {
 				t.Error("the pointwise layer did not take pointwiseBlocks")
+			}
+			if strings.HasPrefix(c.name, "pointwise_remainders") && direct && conv.direct.remaindered == 0 {
+				t.Error("the pointwise layer did not leave its planes' last pixels to remainders")
 			}
 			if strings.HasPrefix(c.name, "winograd") && winoFast() && !conv.winogradOK(mustDims(t, conv, c, in), nil) {
 				t.Error("the layer does not take the Winograd path")
