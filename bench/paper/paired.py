@@ -3,6 +3,7 @@ processes) and prints each row's mean ± sample sd and the paired 95 % t interva
 ADMM-Q minus the other rows over the seeds they share.
 
     /usr/bin/python3 bench/paper/paired.py docs/results/paper/mlp-256/results.json ...
+    /usr/bin/python3 bench/paper/paired.py old/results.json:pgd,gd-proj new/results.json
 """
 import json
 import math
@@ -11,9 +12,14 @@ import sys
 from scipy.stats import t
 
 acc = {}
-for path in sys.argv[1:]:
+for arg in sys.argv[1:]:
+    # FILE:ALGO,ALGO takes only those rows of FILE (a file that also holds rows run with
+    # other settings).
+    path, _, only = arg.partition(":")
+    keep = set(only.split(",")) if only else None
     for r in json.load(open(path)):
-        acc.setdefault(r["algo"], {})[r["seed"]] = 100 * r["accuracy"]
+        if keep is None or r["algo"] in keep:
+            acc.setdefault(r["algo"], {})[r["seed"]] = 100 * r["accuracy"]
 
 print("| algorithm | test accuracy, mean ± sd | seeds | per seed |\n|---|---|---|---|")
 for a, by in acc.items():
