@@ -16,6 +16,7 @@
 //	go run ./bench/realnets -models ocr -ort=false -cpuprofile ocr.prof
 //	go run ./bench/realnets -torch                   # PyTorch's inference too (traced, frozen)
 //	GODEBUG=cpu.avx512f=off go run ./bench/realnets -torch -torch-avx2   # both on AVX2 kernels
+//	GODEBUG=cpu.avx512f=off go run ./bench/realnets -ort-avx2   # onnxruntime on its AVX2 kernels too
 //
 // Inference prints samples/s and the ratio qtool/onnxruntime (above 1, qtool is faster);
 // with -rounds N each configuration is measured N times, the two engines alternating,
@@ -24,7 +25,9 @@
 // minutes apart, so that one measurement's ratio says little. With -torch PyTorch's
 // inference rate and qtool/PyTorch are printed too: onnxruntime keeps its AVX-512 kernels
 // when the engine's are turned off, but PyTorch can be held to AVX2 (-torch-avx2), which
-// makes the AVX2 comparison that the machine allows;
+// makes the AVX2 comparison that the machine allows; -ort-avx2 runs onnxruntime in
+// child processes (bench/realnets/ortrate) to which CPUID shows no AVX-512
+// (internal/cpuidmask, CPUID faulting), so that its own kernel choice falls on AVX2;
 // training prints step times and PyTorch's step time over qtool's (above 1, qtool is
 // faster). With -mem every model trains in a process of its own, for each engine, which
 // reports its resident memory before building the model and its high-water mark after
@@ -83,6 +86,7 @@ func main() {
 		cache   = flag.String("cache", "", "folder of the exported models (default .cache/realnets/ under the module root)")
 		cpuprof = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 		torchF  = flag.Bool("torch", false, "inference: time PyTorch's too (torchinfer.py: the model traced and frozen, -python's PyTorch) and print qtool/PyTorch")
+		ortAVX2 = flag.Bool("ort-avx2", false, "inference: run onnxruntime in child processes that see no AVX-512 in CPUID (internal/cpuidmask), so that it takes its AVX2 kernels; with GODEBUG=cpu.avx512f=off both engines run their AVX2 paths")
 		torch2  = flag.Bool("torch-avx2", false, "with -torch: keep PyTorch to its AVX2 kernels (ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2), to compare with the engine's AVX2 path (GODEBUG=cpu.avx512f=off)")
 		layers  = flag.Int("layers", 0, "after each model and batch (inference), time every node of both engines and print the time a run of each op and of this many nodes, the largest first")
 		mem     = flag.Bool("mem", false, "with -train: run every model in processes of their own and report each engine's memory")
@@ -127,7 +131,11 @@ func main() {
 				}
 				tc = &torchConf{python: *python, avx2: *torch2}
 			}
-			err = runInfer(dir, names, *mode, *batches, *seconds, max(*rounds, 1), *threads, *ort, *layers, tc)
+			if *ortAVX2 && (!*ort || *layers > 0) {
+				err = fmt.Errorf("-ort-avx2 times onnxruntime whole: it needs -ort and cannot take -layers")
+				break
+			}
+			err = runInfer(dir, names, *mode, *batches, *seconds, max(*rounds, 1), *threads, *ort, *ortAVX2, *layers, tc)
 		}
 	}
 	if err != nil {
@@ -241,7 +249,7 @@ func (tc *torchConf) rates(name, batchList string, seconds float64, rounds, thre
 	return rates, ver, nil
 }
 
-func runInfer(dir string, names []string, mode, batchList string, seconds float64, rounds, threads int, withORT bool, layers int, tc *torchConf) error {
+func runInfer(dir string, names []string, mode, batchList string, seconds float64, rounds, threads int, withORT, ortAVX2 bool, layers int, tc *torchConf) error {
 	batches, err := benchkit.Batches(batchList)
 	if err != nil {
 		return err
@@ -257,6 +265,16 @@ func runInfer(dir string, names []string, mode, batchList string, seconds float6
 			return fmt.Errorf("onnxruntime: %w (%s)", err, ortref.InstallHint)
 		}
 		what += fmt.Sprintf(", onnxruntime %s (%s)", ver, lib)
+		if ortAVX2 {
+			what += " on its AVX2 kernels (AVX-512 hidden from its CPUID)"
+		}
+	}
+	var masked *ortMasked
+	if ortAVX2 {
+		if masked, err = newORTMasked(); err != nil {
+			return err
+		}
+		defer masked.close()
 	}
 	if tc != nil {
 		what += ", PyTorch"
@@ -315,7 +333,12 @@ func runInfer(dir string, names []string, mode, batchList string, seconds float6
 			}
 			var s *ortref.Session
 			var ins []ortref.Tensor
-			if withORT {
+			var child *ortChild
+			if masked != nil {
+				if child, err = masked.start(path, shape, threads); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+			} else if withORT {
 				if s, err = ortref.NewSession(raw, ortref.Options{IntraOpThreads: threads, NoSpinning: true}); err != nil {
 					return fmt.Errorf("%s: onnxruntime: %w", name, err)
 				}
@@ -326,7 +349,13 @@ func runInfer(dir string, names []string, mode, batchList string, seconds float6
 			var ortRates, rates, ratios, cpuRatios []float64
 			for range rounds {
 				ortRate, ortCPU := 0.0, 0.0
-				if withORT {
+				switch {
+				case child != nil:
+					if ortRate, ortCPU, err = child.rate(seconds); err != nil {
+						return fmt.Errorf("%s: onnxruntime: %w", name, err)
+					}
+					ortRate *= float64(b)
+				case withORT:
 					if ortRate, ortCPU, err = benchkit.RateCPU(seconds, func() error { _, err := s.Run(ins); return err }); err != nil {
 						s.Close()
 						return fmt.Errorf("%s: onnxruntime: %w", name, err)
@@ -347,6 +376,9 @@ func runInfer(dir string, names []string, mode, batchList string, seconds float6
 			}
 			if s != nil {
 				s.Close()
+			}
+			if child != nil {
+				child.close()
 			}
 			if layers > 0 {
 				fmt.Fprintf(os.Stderr, "%s batch %d, time a run in each node:\n", name, b)
