@@ -60,7 +60,7 @@ func (n *nodeTimes) print(w io.Writer, engineName string, top int) {
 // trace. onnxruntime fuses and renames nodes (a Conv and the Relu after it become one
 // node named for the Relu's output, in its blocked layout), so the two lists are set
 // side by side by the reader, not matched here.
-func profileLayers(w io.Writer, raw []byte, g *engine.Graph, ctx engine.Context, x *engine.Tensor, ins []ortref.Tensor, threads int, seconds float64, top int) error {
+func profileLayers(w io.Writer, raw []byte, g *engine.Graph, ctx engine.Context, x *engine.Tensor, ins []ortref.Tensor, child *ortChild, threads int, seconds float64, top int) error {
 	q := newNodeTimes()
 	ctx.NodeTime = q.add
 	for start := time.Now(); time.Since(start).Seconds() < seconds; q.runs++ {
@@ -69,7 +69,7 @@ func profileLayers(w io.Writer, raw []byte, g *engine.Graph, ctx engine.Context,
 		}
 	}
 	q.print(w, "qtool", top)
-	if ins == nil {
+	if ins == nil && child == nil {
 		return nil
 	}
 	dir, err := os.MkdirTemp("", "realnets-ort-profile")
@@ -77,25 +77,33 @@ func profileLayers(w io.Writer, raw []byte, g *engine.Graph, ctx engine.Context,
 		return err
 	}
 	defer os.RemoveAll(dir)
-	s, err := ortref.NewSession(raw, ortref.Options{IntraOpThreads: threads, NoSpinning: true, ProfilePrefix: filepath.Join(dir, "ort")})
-	if err != nil {
-		return err
-	}
+	var trace string
 	o := newNodeTimes()
-	for start := time.Now(); time.Since(start).Seconds() < seconds; o.runs++ {
-		if _, err := s.Run(ins); err != nil {
-			s.Close()
+	if child != nil {
+		if trace, o.runs, err = child.profile(seconds, dir); err != nil {
 			return err
 		}
+	} else {
+		s, err := ortref.NewSession(raw, ortref.Options{IntraOpThreads: threads, NoSpinning: true, ProfilePrefix: filepath.Join(dir, "ort")})
+		if err != nil {
+			return err
+		}
+		for start := time.Now(); time.Since(start).Seconds() < seconds; o.runs++ {
+			if _, err := s.Run(ins); err != nil {
+				s.Close()
+				return err
+			}
+		}
+		if err := s.Close(); err != nil {
+			return err
+		}
+		files, err := filepath.Glob(filepath.Join(dir, "ort*.json"))
+		if err != nil || len(files) != 1 {
+			return fmt.Errorf("onnxruntime's profile: %d trace files in %s (%v)", len(files), dir, err)
+		}
+		trace = files[0]
 	}
-	if err := s.Close(); err != nil {
-		return err
-	}
-	files, err := filepath.Glob(filepath.Join(dir, "ort*.json"))
-	if err != nil || len(files) != 1 {
-		return fmt.Errorf("onnxruntime's profile: %d trace files in %s (%v)", len(files), dir, err)
-	}
-	b, err := os.ReadFile(files[0])
+	b, err := os.ReadFile(trace)
 	if err != nil {
 		return err
 	}
@@ -106,7 +114,7 @@ func profileLayers(w io.Writer, raw []byte, g *engine.Graph, ctx engine.Context,
 		Args map[string]any `json:"args"`
 	}
 	if err := json.Unmarshal(b, &events); err != nil {
-		return fmt.Errorf("onnxruntime's profile %s: %w", files[0], err)
+		return fmt.Errorf("onnxruntime's profile %s: %w", trace, err)
 	}
 	for _, e := range events {
 		name, ok := strings.CutSuffix(e.Name, "_kernel_time")
@@ -116,6 +124,10 @@ func profileLayers(w io.Writer, raw []byte, g *engine.Graph, ctx engine.Context,
 		op, _ := e.Args["op_name"].(string)
 		o.add(name, op, time.Duration(e.Dur)*time.Microsecond)
 	}
-	o.print(w, "onnxruntime", top)
+	name := "onnxruntime"
+	if child != nil {
+		name += " (AVX2 kernels)"
+	}
+	o.print(w, name, top)
 	return nil
 }

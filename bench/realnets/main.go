@@ -131,8 +131,8 @@ func main() {
 				}
 				tc = &torchConf{python: *python, avx2: *torch2}
 			}
-			if *ortAVX2 && (!*ort || *layers > 0) {
-				err = fmt.Errorf("-ort-avx2 times onnxruntime whole: it needs -ort and cannot take -layers")
+			if *ortAVX2 && !*ort {
+				err = fmt.Errorf("-ort-avx2 times onnxruntime: it needs -ort")
 				break
 			}
 			err = runInfer(dir, names, *mode, *batches, *seconds, max(*rounds, 1), *threads, *ort, *ortAVX2, *layers, tc)
@@ -377,14 +377,14 @@ func runInfer(dir string, names []string, mode, batchList string, seconds float6
 			if s != nil {
 				s.Close()
 			}
-			if child != nil {
-				child.close()
-			}
 			if layers > 0 {
 				fmt.Fprintf(os.Stderr, "%s batch %d, time a run in each node:\n", name, b)
-				if err := profileLayers(os.Stderr, raw, g, *ctx, t, ins, threads, seconds, layers); err != nil {
+				if err := profileLayers(os.Stderr, raw, g, *ctx, t, ins, child, threads, seconds, layers); err != nil {
 					return fmt.Errorf("%s: -layers: %w", name, err)
 				}
+			}
+			if child != nil {
+				child.close()
 			}
 			ratio, cpuRatio, span := "-", "-", ""
 			if withORT {

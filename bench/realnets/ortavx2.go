@@ -116,3 +116,19 @@ func (c *ortChild) close() {
 	c.in.Close()
 	c.cmd.Wait()
 }
+
+// profile has the child run the model for seconds under onnxruntime's profiler, the
+// trace written into dir, and returns the trace's path and the number of runs.
+func (c *ortChild) profile(seconds float64, dir string) (string, int, error) {
+	if _, err := fmt.Fprintf(c.in, "profile %g %s\n", seconds, dir); err != nil {
+		return "", 0, fmt.Errorf("ortrate: %w: %s", err, strings.TrimSpace(c.stderr.String()))
+	}
+	var p struct {
+		Trace string `json:"trace"`
+		Runs  int    `json:"runs"`
+	}
+	if err := c.read(&p); err != nil {
+		return "", 0, err
+	}
+	return p.Trace, p.Runs, nil
+}

@@ -9,7 +9,9 @@
 //
 // It creates the session, prints one JSON line saying what CPUID shows, then for each
 // line read on stdin (a number of seconds) runs the model that long after one
-// warm-up run and prints one JSON line: runs per second and CPU seconds per run. The
+// warm-up run and prints one JSON line: runs per second and CPU seconds per run. A
+// line "profile SECONDS DIR" runs it that long in a session with onnxruntime's
+// profiler on and prints the trace file's path and the number of runs. The
 // input is realnets's: uniform values from PCG(1, 2). It must not link
 // golang.org/x/sys/cpu (see internal/cpuidmask), which is why it is a program of its
 // own and does not share realnets's packages.
@@ -22,6 +24,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -91,6 +94,20 @@ func run(model, shapeList string, threads int) error {
 	}
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) == 3 && f[0] == "profile" {
+			secs, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				return fmt.Errorf("request %q: %w", sc.Text(), err)
+			}
+			p, err := profile(model, f[2], threads, secs, ins)
+			if err != nil {
+				return err
+			}
+			if err := out.Encode(p); err != nil {
+				return err
+			}
+			continue
+		}
 		secs, err := strconv.ParseFloat(strings.TrimSpace(sc.Text()), 64)
 		if err != nil {
 			return fmt.Errorf("request %q: %w", sc.Text(), err)
@@ -104,6 +121,37 @@ func run(model, shapeList string, threads int) error {
 		}
 	}
 	return sc.Err()
+}
+
+// Profile is the line printed for a request "profile SECONDS DIR": onnxruntime's
+// profiler's trace of Runs runs, written into DIR.
+type Profile struct {
+	Trace string `json:"trace"`
+	Runs  int    `json:"runs"`
+}
+
+// profile runs the model for seconds in a session of its own with onnxruntime's
+// profiler on, for realnets -layers.
+func profile(model, dir string, threads int, seconds float64, ins []ortref.Tensor) (Profile, error) {
+	s, err := ortref.NewSessionFile(model, ortref.Options{IntraOpThreads: threads, NoSpinning: true, ProfilePrefix: filepath.Join(dir, "ort")})
+	if err != nil {
+		return Profile{}, err
+	}
+	runs := 0
+	for start := time.Now(); time.Since(start).Seconds() < seconds; runs++ {
+		if _, err := s.Run(ins); err != nil {
+			s.Close()
+			return Profile{}, err
+		}
+	}
+	if err := s.Close(); err != nil {
+		return Profile{}, err
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "ort*.json"))
+	if err != nil || len(files) != 1 {
+		return Profile{}, fmt.Errorf("onnxruntime's profile: %d trace files in %s (%v)", len(files), dir, err)
+	}
+	return Profile{Trace: files[0], Runs: runs}, nil
 }
 
 // measure is benchkit.RateCPU, which this program cannot import (benchkit links the
