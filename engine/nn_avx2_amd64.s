@@ -377,7 +377,7 @@ expdone:
 // func dwPlaneAVX2(xp, y *float32, oh, ow, rowStep, s2 int, w *float32, k int, offs *int64, tail *int32, bias float32, flags int, lo, hi int32, a, b float32)
 //
 // dwPlaneAVX512 (see there) in AVX2: 16 outputs of a row at a time in two registers,
-// tap after tap; a row's last chunk of ow mod 16 outputs (when not 0) is stored, and
+// tap after tap (rows of at most 8 outputs two rows at a time, one register each); a row's last chunk of ow mod 16 outputs (when not 0) is stored, and
 // with dwAdd read, through the 16 int32 lane masks at tail. Loads of xp past a row's
 // end stay inside the padded plane (dwPlan.size) and feed only unstored lanes.
 TEXT ·dwPlaneAVX2(SB), NOSPLIT, $0-112
@@ -400,6 +400,8 @@ TEXT ·dwPlaneAVX2(SB), NOSPLIT, $0-112
 	VBROADCASTSS hi+100(FP), Y10
 	VBROADCASTSS a+104(FP), Y11
 	VBROADCASTSS b+108(FP), Y12
+	CMPQ ow+24(FP), $8
+	JLE  dwhalf
 
 dwrow:
 	MOVQ SI, AX
@@ -509,6 +511,110 @@ dwrowdone:
 	ADDQ rowStep+32(FP), SI
 	DECQ R8
 	JNZ  dwrow
+	VZEROUPPER
+	RET
+
+	// Rows of at most 8 outputs fill one register: two rows at a time, Y0 and Y1, from
+	// input rows SI and AX, sharing each tap's offset and weight. A last odd row is
+	// made twice (AX = SI) and its copy stored through Y5 = Y15, which is all zero here
+	// (ow mod 16 ≤ 8), as is the add's load through it. DX is a row's output bytes, BX
+	// the input step between output rows.
+dwhalf:
+	MOVQ ow+24(FP), DX
+	SHLQ $2, DX
+	MOVQ rowStep+32(FP), BX
+
+dwhblock:
+	LEAQ    (SI)(BX*1), AX
+	VMOVAPS Y14, Y5
+	CMPQ    R8, $2
+	JGE     dwhgo
+	MOVQ    SI, AX
+	VMOVAPS Y15, Y5
+
+dwhgo:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	MOVQ   R9, R11
+	MOVQ   R15, R12
+	MOVQ   R10, CX
+	CMPQ   R14, $1
+	JNE    dwhtaps2
+
+dwhtaps1:
+	MOVQ         (R11), R13
+	VBROADCASTSS (R12), Y6
+	VMULPS       (SI)(R13*1), Y6, Y2
+	VMULPS       (AX)(R13*1), Y6, Y3
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y3, Y1, Y1
+	ADDQ         $8, R11
+	ADDQ         $4, R12
+	DECQ         CX
+	JNZ          dwhtaps1
+	JMP          dwhsum
+
+	// DWTAP2's first half for each row: the even columns of 16.
+dwhtaps2:
+	MOVQ         (R11), R13
+	VBROADCASTSS (R12), Y6
+	VMOVUPS      (SI)(R13*1), Y2
+	VSHUFPS      $0x88, 32(SI)(R13*1), Y2, Y2
+	VPERMPD      $0xD8, Y2, Y2
+	VMOVUPS      (AX)(R13*1), Y3
+	VSHUFPS      $0x88, 32(AX)(R13*1), Y3, Y3
+	VPERMPD      $0xD8, Y3, Y3
+	VMULPS       Y2, Y6, Y2
+	VMULPS       Y3, Y6, Y3
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y3, Y1, Y1
+	ADDQ         $8, R11
+	ADDQ         $4, R12
+	DECQ         CX
+	JNZ          dwhtaps2
+
+dwhsum:
+	MOVQ       flags+88(FP), R13
+	TESTQ      $32, R13
+	JZ         dwhnoadd
+	VMASKMOVPS (DI), Y14, Y2
+	VMASKMOVPS (DI)(DX*1), Y5, Y3
+	VADDPS     Y2, Y0, Y0
+	VADDPS     Y3, Y1, Y1
+
+dwhnoadd:
+	TESTQ  $16, R13
+	JZ     dwhact
+	VADDPS Y7, Y0, Y0
+	VADDPS Y7, Y1, Y1
+
+dwhact:
+	TESTQ $2, R13
+	JZ    dwhclip
+	RELU2(Y0)
+	RELU2(Y1)
+	JMP   dwhput
+
+dwhclip:
+	TESTQ $4, R13
+	JZ    dwhswish
+	CLIP2(Y0)
+	CLIP2(Y1)
+	JMP   dwhput
+
+dwhswish:
+	TESTQ $8, R13
+	JZ    dwhput
+	SWISH2(Y0)
+	SWISH2(Y1)
+
+dwhput:
+	VMASKMOVPS Y0, Y14, (DI)
+	VMASKMOVPS Y1, Y5, (DI)(DX*1)
+	LEAQ       (DI)(DX*2), DI
+	LEAQ       (SI)(BX*2), SI
+	SUBQ       $2, R8
+	JG         dwhblock
 	VZEROUPPER
 	RET
 
