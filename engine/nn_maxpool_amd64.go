@@ -15,6 +15,12 @@ func maxRowsAVX512(dst, src *float32, n int)
 //go:noescape
 func maxCols3s2AVX512(col, y *float32, n int, idx *int32)
 
+// maxPoolRowsAVX512 is maxRowsAVX512 and maxCols3s2AVX512 for rows output rows whose
+// windows hold all their kh input rows, in one call (see the assembly).
+//
+//go:noescape
+func maxPoolRowsAVX512(x *float32, w, step, kh, rows int, col *float32, pb int, y *float32, ow int, idx *int32)
+
 // maxPoolEvenOdd are maxCols3s2AVX512's indices: the even entries of two registers, then
 // the odd ones.
 var maxPoolEvenOdd = func() (t [32]int32) {
@@ -50,6 +56,17 @@ func maxPoolRowsFast(g *nnGeom, t *poolTables, x, y []float32, oa, ob, row0 int)
 	}
 	for o1 := oa; o1 < ob; o1++ {
 		a1, b1 := t.lo[1][o1], t.hi[1][o1]
+		if a1 == 0 && b1 == g.k[1] {
+			// A run of unclipped windows in one call.
+			e := o1 + 1
+			for e < ob && t.lo[1][e] == 0 && t.hi[1][e] == g.k[1] {
+				e++
+			}
+			s1 := o1*g.s[1] - g.pb[1] - row0
+			maxPoolRowsAVX512(&x[s1*W], W, 4*g.s[1]*W, g.k[1], e-o1, &col[0], pb, &y[(o1-oa)*ow], ow, &maxPoolEvenOdd[0])
+			o1 = e - 1
+			continue
+		}
 		yr := y[(o1-oa)*ow : (o1-oa+1)*ow]
 		if a1 >= b1 {
 			for i := range yr {

@@ -45,6 +45,22 @@ mrdone:
 	VZEROUPPER
 	RET
 
+// COLS3S2 stores through K1 at (dst) the 16 outputs max(max(c[2j], c[2j+1]), c[2j+2])
+// of the 34 entries c at (src), with VPERMT2PS's even and odd indices in Z6 and Z7;
+// Z0-Z4, Z8, Z9, K5 and K6 are scratch.
+#define COLS3S2(src, dst) \
+	VMOVUPS (src), Z0 ; \
+	VMOVUPS 64(src), Z1 ; \
+	VMOVAPS Z0, Z2 ; \
+	VPERMT2PS Z1, Z6, Z0 ; \
+	VPERMT2PS Z1, Z7, Z2 ; \
+	VMOVUPS 8(src), Z3 ; \
+	VMOVUPS 72(src), Z4 ; \
+	VPERMT2PS Z4, Z6, Z3 ; \
+	FMAX(Z0, Z2, Z8) ; \
+	FMAX(Z8, Z3, Z9) ; \
+	VMOVUPS Z9, K1, (dst)
+
 // func maxCols3s2AVX512(col, y *float32, n int, idx *int32)
 //
 // y[j] = max(max(col[2j], col[2j+1]), col[2j+2]) for j < n, 16 at a time: the even and
@@ -71,21 +87,104 @@ mcloop:
 	KMOVW AX, K1
 	MOVQ $16, CX
 mcfull:
-	VMOVUPS (SI), Z0
-	VMOVUPS 64(SI), Z1
-	VMOVAPS Z0, Z2
-	VPERMT2PS Z1, Z6, Z0
-	VPERMT2PS Z1, Z7, Z2
-	VMOVUPS 8(SI), Z3
-	VMOVUPS 72(SI), Z4
-	VPERMT2PS Z4, Z6, Z3
-	FMAX(Z0, Z2, Z8)
-	FMAX(Z8, Z3, Z9)
-	VMOVUPS Z9, K1, (DI)
+	COLS3S2(SI, DI)
 	ADDQ $128, SI
 	ADDQ $64, DI
 	SUBQ $16, CX
 	JMP  mcloop
 mcdone:
+	VZEROUPPER
+	RET
+
+// func maxPoolRowsAVX512(x *float32, w, step, kh, rows int, col *float32, pb int, y *float32, ow int, idx *int32)
+//
+// maxRowsAVX512 and maxCols3s2AVX512 for rows output rows in one call, each of whose
+// windows has all its kh input rows: output row r takes the column maxima of the kh
+// rows of w values from x + r·step bytes on (the first row as it is, then FMAX with
+// each next one, the order of the two calls), stored from col + pb on, then three
+// entries of col a output into the ow values of y + r·ow. The calls per row cost more
+// than the work on the 13- to 27-wide rows of SqueezeNet's pools.
+TEXT ·maxPoolRowsAVX512(SB), NOSPLIT, $0-80
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), R8
+	MOVQ step+16(FP), R9
+	MOVQ kh+24(FP), R10
+	MOVQ rows+32(FP), R11
+	MOVQ col+40(FP), R12
+	MOVQ pb+48(FP), R13
+	LEAQ (R12)(R13*4), R13
+	MOVQ y+56(FP), DI
+	MOVQ ow+64(FP), R14
+	MOVQ idx+72(FP), AX
+	VMOVDQU32 (AX), Z6
+	VMOVDQU32 64(AX), Z7
+	TESTQ R11, R11
+	JLE  mpdone
+
+mprow:
+	// The column maxima: BX walks the first input row, DX the col row, CX counts.
+	MOVQ SI, BX
+	MOVQ R13, DX
+	MOVQ R8, CX
+
+mpcol:
+	MOVL $0xffff, AX
+	CMPQ CX, $16
+	JGE  mpmask
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+
+mpmask:
+	KMOVW AX, K1
+	VMOVUPS.Z (BX), K1, Z0
+	LEAQ (BX)(R8*4), R15
+	MOVQ R10, AX
+	DECQ AX
+	JZ   mpcolput
+
+mpkrow:
+	VMOVUPS.Z (R15), K1, Z1
+	FMAX(Z0, Z1, Z2)
+	VMOVAPS Z2, Z0
+	LEAQ (R15)(R8*4), R15
+	DECQ AX
+	JNZ  mpkrow
+
+mpcolput:
+	VMOVUPS Z0, K1, (DX)
+	ADDQ $64, BX
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JG   mpcol
+
+	// Three entries of col an output (maxCols3s2AVX512): BX walks col, DX the output row.
+	MOVQ R12, BX
+	MOVQ DI, DX
+	MOVQ R14, CX
+	MOVL $0xffff, AX
+	KMOVW AX, K1
+
+mpout:
+	CMPQ CX, $16
+	JGE  mpoutfull
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+
+mpoutfull:
+	COLS3S2(BX, DX)
+	ADDQ $128, BX
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JG   mpout
+
+	ADDQ R9, SI
+	LEAQ (DI)(R14*4), DI
+	DECQ R11
+	JNZ  mprow
+
+mpdone:
 	VZEROUPPER
 	RET

@@ -327,6 +327,36 @@ func TestMaxPoolRows(t *testing.T) {
 			}
 		}
 	}
+	// Windows of 1, 2, 4 and 5 rows over 3 columns at column stride 2: the AVX-512
+	// pass of whole runs of unclipped windows (maxPoolRowsAVX512) with other heights.
+	for _, kh := range []int{1, 2, 4, 5} {
+		for s1 := 1; s1 <= 2; s1++ {
+			for _, hw := range [][2]int{{9, 40}, {6, 13}} {
+				H, W := hw[0], hw[1]
+				oh, ow := (H+2-kh)/s1+1, (W+2-3)/2+1
+				g := nnGeom{nd: 2, in: [nnMaxSpatial]int{1, H, W}, out: [nnMaxSpatial]int{1, oh, ow}, k: [nnMaxSpatial]int{1, kh, 3},
+					s: [nnMaxSpatial]int{1, s1, 2}, d: [nnMaxSpatial]int{1, 1, 1}, pb: [nnMaxSpatial]int{0, 1, 1}, pe: [nnMaxSpatial]int{0, 1, 1}}
+				tab.fill(&g)
+				x := make([]float32, H*W)
+				for i := range x {
+					x[i] = r.Float32()*2 - 1
+					if r.IntN(5) == 0 {
+						x[i] = edges[r.IntN(len(edges))]
+					}
+				}
+				want, got := make([]float32, oh*ow+1), make([]float32, oh*ow+1)
+				want[oh*ow], got[oh*ow] = 42, 42
+				poolMaxValues(&g, &tab, x, want, float32(math.Inf(-1)))
+				maxPoolRows(&g, &tab, x, got)
+				for i := range got {
+					a, b := got[i], want[i]
+					if (a != a) != (b != b) || (a == a && math.Float32bits(a) != math.Float32bits(b)) {
+						t.Fatalf("%d×3 window, row stride %d, %d×%d: y[%d] = %v, want %v", kh, s1, H, W, i, a, b)
+					}
+				}
+			}
+		}
+	}
 	for _, c := range poolCases {
 		n, strides, dil, pads := c.node("MaxPool", 12, 1, false, false)
 		x := nntRand(r, c.x, -2, 2)
