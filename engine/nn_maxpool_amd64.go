@@ -36,13 +36,14 @@ var maxPoolEvenOdd = func() (t [32]int32) {
 // entries of −Inf and continues with −Inf past the input, then three of its entries
 // per output, gathered 16 outputs at a time. A window that the table clips at the
 // edges takes −Inf for its clipped columns, which is exactly what max over the rest
-// gives (−Inf loses to every value, NaN included). It reports false for the geometries
-// it does not take.
+// gives (−Inf loses to every value, NaN included). Without AVX-512, the same in AVX2
+// (8 values at a time, maxPoolRowsAVX2Plane). It reports false for the geometries it
+// does not take.
 func maxPoolRowsFast(g *nnGeom, t *poolTables, x, y []float32, oa, ob, row0 int) bool {
 	W, ow, pb := g.in[2], g.out[2], g.pb[2]
 	var buf [maxPoolRowsMax + 96]float32
 	n := max(32*((ow+15)/16)+2, pb+W)
-	if !convTileOK() || g.k[2] != 3 || g.s[2] != 2 || pb > 2 || n > len(buf) || ow == 0 || W == 0 {
+	if !(convTileOK() || convTileAVX2OK()) || g.k[2] != 3 || g.s[2] != 2 || pb > 2 || n > len(buf) || ow == 0 || W == 0 {
 		return false
 	}
 	if oa < ob && (len(x) < (maxPoolEnd(g, t, ob-1)-row0)*W || len(y) < (ob-oa)*ow ||
@@ -53,6 +54,10 @@ func maxPoolRowsFast(g *nnGeom, t *poolTables, x, y []float32, oa, ob, row0 int)
 	inf := float32(math.Inf(-1))
 	for i := range col {
 		col[i] = inf
+	}
+	if !convTileOK() {
+		maxPoolRowsAVX2Plane(g, t, x, y, oa, ob, row0, col)
+		return true
 	}
 	for o1 := oa; o1 < ob; o1++ {
 		a1, b1 := t.lo[1][o1], t.hi[1][o1]
@@ -82,4 +87,36 @@ func maxPoolRowsFast(g *nnGeom, t *poolTables, x, y []float32, oa, ob, row0 int)
 		maxCols3s2AVX512(&col[0], &yr[0], ow, &maxPoolEvenOdd[0])
 	}
 	return true
+}
+
+//go:noescape
+func maxPoolRowsAVX2(x *float32, w, step, kh, rows int, col *float32, pb int, y *float32, ow int, masks *int32)
+
+// maxPoolRowsAVX2Plane is maxPoolRowsFast's loop on AVX2: runs of unclipped windows in
+// one call each, and each clipped window as a run of one with its own rows, from the
+// −Inf-padded row col.
+func maxPoolRowsAVX2Plane(g *nnGeom, t *poolTables, x, y []float32, oa, ob, row0 int, col []float32) {
+	W, ow, pb := g.in[2], g.out[2], g.pb[2]
+	var masks [16]int32
+	copy(masks[:8], avx2LaneMasks[8-W%8:16-W%8])
+	copy(masks[8:], avx2LaneMasks[8-ow%8:16-ow%8])
+	for o1 := oa; o1 < ob; o1++ {
+		a1, b1 := t.lo[1][o1], t.hi[1][o1]
+		if a1 >= b1 {
+			yr := y[(o1-oa)*ow : (o1-oa+1)*ow]
+			for i := range yr {
+				yr[i] = float32(math.Inf(-1))
+			}
+			continue
+		}
+		e := o1 + 1
+		if a1 == 0 && b1 == g.k[1] {
+			for e < ob && t.lo[1][e] == 0 && t.hi[1][e] == g.k[1] {
+				e++
+			}
+		}
+		s1 := o1*g.s[1] - g.pb[1] - row0
+		maxPoolRowsAVX2(&x[(s1+a1)*W], W, 4*g.s[1]*W, b1-a1, e-o1, &col[0], pb, &y[(o1-oa)*ow], ow, &masks[0])
+		o1 = e - 1
+	}
 }

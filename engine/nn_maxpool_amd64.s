@@ -188,3 +188,130 @@ mpoutfull:
 mpdone:
 	VZEROUPPER
 	RET
+
+// FMAX2 is FMAX in AVX2: r = Go's max(x, y), with Y10 and Y11 as scratch; r is neither
+// x nor y.
+#define FMAX2(x, y, r) \
+	VMAXPS x, y, r ; \
+	VCMPPS $0, y, x, Y10 ; \
+	VANDPS y, x, Y11 ; \
+	VBLENDVPS Y10, Y11, r, r ; \
+	VCMPPS $3, y, y, Y10 ; \
+	VBLENDVPS Y10, y, r, r
+
+// COLS3S2AVX2 sets Y9 to the 8 outputs max(max(c[2j], c[2j+1]), c[2j+2]) of the 18
+// entries c at (src): the even and odd entries of c[0:16] and the even ones of c[2:18]
+// put in order by VSHUFPS (within each 128-bit half) and VPERMPD (the halves); Y0-Y5,
+// Y8, Y10 and Y11 are scratch.
+#define COLS3S2AVX2(src) \
+	VMOVUPS (src), Y0 ; \
+	VMOVUPS 32(src), Y1 ; \
+	VSHUFPS $0x88, Y1, Y0, Y2 ; \
+	VSHUFPS $0xDD, Y1, Y0, Y3 ; \
+	VPERMPD $0xD8, Y2, Y2 ; \
+	VPERMPD $0xD8, Y3, Y3 ; \
+	VMOVUPS 8(src), Y4 ; \
+	VMOVUPS 40(src), Y5 ; \
+	VSHUFPS $0x88, Y5, Y4, Y4 ; \
+	VPERMPD $0xD8, Y4, Y4 ; \
+	FMAX2(Y2, Y3, Y8) ; \
+	FMAX2(Y8, Y4, Y9)
+
+// func maxPoolRowsAVX2(x *float32, w, step, kh, rows int, col *float32, pb int, y *float32, ow int, masks *int32)
+//
+// maxPoolRowsAVX512 in AVX2, 8 values at a time: masks[0:8] is VMASKMOVPS's mask of the
+// last w mod 8 columns of a row (loaded and stored through it, so that nothing past the
+// row is read), masks[8:16] that of the last ow mod 8 outputs.
+TEXT ·maxPoolRowsAVX2(SB), NOSPLIT, $0-80
+	MOVQ    x+0(FP), SI
+	MOVQ    w+8(FP), R8
+	MOVQ    step+16(FP), R9
+	MOVQ    kh+24(FP), R10
+	MOVQ    rows+32(FP), R11
+	MOVQ    col+40(FP), R12
+	MOVQ    pb+48(FP), R13
+	LEAQ    (R12)(R13*4), R13
+	MOVQ    y+56(FP), DI
+	MOVQ    ow+64(FP), R14
+	MOVQ    masks+72(FP), AX
+	VMOVDQU (AX), Y15
+	VMOVDQU 32(AX), Y14
+	TESTQ   R11, R11
+	JLE     m2done
+
+m2row:
+	MOVQ SI, BX
+	MOVQ R13, DX
+	MOVQ R8, CX
+
+m2col:
+	CMPQ    CX, $8
+	JL      m2coltail
+	VMOVUPS (BX), Y0
+	LEAQ    (BX)(R8*4), R15
+	MOVQ    R10, AX
+	DECQ    AX
+	JZ      m2colput
+
+m2krow:
+	VMOVUPS (R15), Y1
+	FMAX2(Y0, Y1, Y2)
+	VMOVAPS Y2, Y0
+	LEAQ    (R15)(R8*4), R15
+	DECQ    AX
+	JNZ     m2krow
+
+m2colput:
+	VMOVUPS Y0, (DX)
+	ADDQ    $32, BX
+	ADDQ    $32, DX
+	SUBQ    $8, CX
+	JG      m2col
+	JMP     m2out
+
+m2coltail:
+	VMASKMOVPS (BX), Y15, Y0
+	LEAQ       (BX)(R8*4), R15
+	MOVQ       R10, AX
+	DECQ       AX
+	JZ         m2tailput
+
+m2tkrow:
+	VMASKMOVPS (R15), Y15, Y1
+	FMAX2(Y0, Y1, Y2)
+	VMOVAPS    Y2, Y0
+	LEAQ       (R15)(R8*4), R15
+	DECQ       AX
+	JNZ        m2tkrow
+
+m2tailput:
+	VMASKMOVPS Y0, Y15, (DX)
+
+m2out:
+	MOVQ R12, BX
+	MOVQ DI, DX
+	MOVQ R14, CX
+
+m2outloop:
+	COLS3S2AVX2(BX)
+	CMPQ    CX, $8
+	JL      m2outtail
+	VMOVUPS Y9, (DX)
+	ADDQ    $64, BX
+	ADDQ    $32, DX
+	SUBQ    $8, CX
+	JG      m2outloop
+	JMP     m2next
+
+m2outtail:
+	VMASKMOVPS Y9, Y14, (DX)
+
+m2next:
+	ADDQ R9, SI
+	LEAQ (DI)(R14*4), DI
+	DECQ R11
+	JNZ  m2row
+
+m2done:
+	VZEROUPPER
+	RET

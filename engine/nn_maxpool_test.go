@@ -6,12 +6,13 @@ import (
 )
 
 // TestMaxPoolRowsFastTakes checks that the 3×3 stride-2 pools of ResNet (padding 1) and
-// SqueezeNet (no padding, ceil mode) take the AVX-512 form of maxPoolRows on CPUs with
-// AVX-512, so that TestMaxPoolRows, which compares maxPoolRows with poolMaxValues bit
-// for bit, tests it there; and that it leaves other windows to the Go loops.
+// SqueezeNet (no padding, ceil mode) take the assembly form of maxPoolRows on CPUs with
+// AVX-512, or AVX2 and FMA (GODEBUG=cpu.avx512f=off), so that TestMaxPoolRows, which
+// compares maxPoolRows with poolMaxValues bit for bit, tests it there; and that it
+// leaves other windows to the Go loops.
 func TestMaxPoolRowsFastTakes(t *testing.T) {
-	if !convTileOK() {
-		t.Skip("no AVX-512 on this CPU (or a purego build): maxPoolRows runs in Go only, which TestMaxPoolRows tests")
+	if !convTileOK() && !convTileAVX2OK() {
+		t.Skip("no AVX-512 or AVX2 on this CPU (or a purego build): maxPoolRows runs in Go only, which TestMaxPoolRows tests")
 	}
 	for _, c := range []struct {
 		H, W, k, s, pb, pe int
