@@ -6,7 +6,8 @@ import (
 	"testing"
 )
 
-// TestGatherRow checks the table gather (AVX-512 where the CPU has it, else Go) against
+// TestGatherRow checks the table gather (AVX-512 where the CPU has it, else AVX2, else Go:
+// run under GODEBUG=cpu.avx512f=off for the AVX2 form) against
 // gatherRowGo at every length up to 40 and a long one: padding entries (−1) give 0 and
 // read nothing, the indices land anywhere in src, nothing past dst is written.
 func TestGatherRow(t *testing.T) {

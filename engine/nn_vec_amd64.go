@@ -46,20 +46,32 @@ func normRow(x, y, s, b []float32, mu, inv float32) {
 //go:noescape
 func gatherRowAVX512(dst, src *float32, idx *int32, n int)
 
-// gatherRow is gatherRowGo, by AVX-512 gathers where the CPU allows. Every idx[p] must be
+// gatherRow is gatherRowGo, by AVX-512 gathers where the CPU allows, else AVX2 ones where
+// it has those (rows of 16 or more). Every idx[p] must be
 // below bound (the gather table's are below the image plane's size, by construction),
 // which src must hold.
 func gatherRow(dst, src []float32, idx []int32, bound int) {
 	n := len(idx)
-	if !convTileOK() || n < 16 {
+	avx2 := !convTileOK() && convTileAVX2OK()
+	if !convTileOK() && !avx2 || n < 16 {
 		gatherRowGo(dst, src, idx)
 		return
 	}
 	if len(dst) < n || len(src) < bound {
 		panic(fmt.Sprintf("gathering %d values into %d from %d, indices below %d", n, len(dst), len(src), bound))
 	}
+	if avx2 {
+		// Whole blocks of 8; the rest in Go.
+		m := n &^ 7
+		gatherRowAVX2(&dst[0], &src[0], &idx[0], m)
+		gatherRowGo(dst[m:n], src, idx[m:])
+		return
+	}
 	gatherRowAVX512(&dst[0], &src[0], &idx[0], n)
 }
+
+//go:noescape
+func gatherRowAVX2(dst, src *float32, idx *int32, n int)
 
 //go:noescape
 func padRowsAVX512(dst, src *float32, rows, w, pitch int, tail uint64)

@@ -278,3 +278,31 @@ prnext:
 prdone:
 	VZEROUPPER
 	RET
+
+// func gatherRowAVX2(dst, src *float32, idx *int32, n int)
+//
+// gatherRowAVX512 in AVX2 for n a multiple of 8: VGATHERDPS with the lanes whose index is
+// negative masked off (they keep the zero set before the gather and read nothing).
+TEXT ·gatherRowAVX2(SB), NOSPLIT, $0-32
+	MOVQ     dst+0(FP), DI
+	MOVQ     src+8(FP), SI
+	MOVQ     idx+16(FP), DX
+	MOVQ     n+24(FP), CX
+	VPCMPEQD Y3, Y3, Y3
+	TESTQ    CX, CX
+	JLE      g2done
+
+g2loop:
+	VMOVDQU    (DX), Y1
+	VPCMPGTD   Y3, Y1, Y2
+	VPXOR      Y0, Y0, Y0
+	VGATHERDPS Y2, (SI)(Y1*4), Y0
+	VMOVUPS    Y0, (DI)
+	ADDQ       $32, DI
+	ADDQ       $32, DX
+	SUBQ       $8, CX
+	JG         g2loop
+
+g2done:
+	VZEROUPPER
+	RET
