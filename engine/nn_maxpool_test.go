@@ -11,7 +11,7 @@ import (
 // compares maxPoolRows with poolMaxValues bit for bit, tests it there; and that it
 // leaves other windows to the Go loops.
 func TestMaxPoolRowsFastTakes(t *testing.T) {
-	if !convTileOK() && !convTileAVX2OK() {
+	if !convDirectOK() { // AVX-512, or AVX2 and FMA
 		t.Skip("no AVX-512 or AVX2 on this CPU (or a purego build): maxPoolRows runs in Go only, which TestMaxPoolRows tests")
 	}
 	for _, c := range []struct {
