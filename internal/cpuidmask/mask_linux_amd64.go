@@ -42,7 +42,6 @@ static void qtoolHide(unsigned leaf, unsigned sub, unsigned *a, unsigned *b, uns
 		*a &= ~QM_7_1_EAX;
 		*d &= ~QM_7_1_EDX;
 	}
-	(void)a; (void)c;
 }
 
 static void qtoolFault(int sig, siginfo_t *si, void *ctx) {
@@ -108,11 +107,16 @@ import (
 	"syscall"
 )
 
-// Hidden lists the bits the mask clears, by leaf and sub-leaf, in EAX, EBX, ECX,
-// EDX order; every other bit of every leaf is the CPU's.
-var Hidden = map[[2]uint32][4]uint32{
-	{7, 0}: {0, C.QM_7_0_EBX, C.QM_7_0_ECX, C.QM_7_0_EDX},
-	{7, 1}: {C.QM_7_1_EAX, 0, 0, C.QM_7_1_EDX},
+// Hidden returns the bits the mask clears in leaf and sub-leaf, in EAX, EBX, ECX, EDX
+// order; every other bit of every leaf is the CPU's.
+func Hidden(leaf, sub uint32) [4]uint32 {
+	switch {
+	case leaf == 7 && sub == 0:
+		return [4]uint32{0, C.QM_7_0_EBX, C.QM_7_0_ECX, C.QM_7_0_EDX}
+	case leaf == 7 && sub == 1:
+		return [4]uint32{C.QM_7_1_EAX, 0, 0, C.QM_7_1_EDX}
+	}
+	return [4]uint32{}
 }
 
 // ErrUnsupported is returned by Active when the variable asked for the mask and the

@@ -135,7 +135,7 @@ func TestMask(t *testing.T) {
 	for _, l := range leaves {
 		cpu := stable(l, CPUID(l[0], l[1]))
 		want := cpu
-		hid := Hidden[l]
+		hid := Hidden(l[0], l[1])
 		for i := range want {
 			want[i] &^= hid[i]
 		}
