@@ -13,12 +13,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	gblas "gonum.org/v1/gonum/blas"
 
 	"github.com/qtool/qtool/engine"
+	"github.com/qtool/qtool/internal/benchrate"
 	"github.com/qtool/qtool/onnxio"
 	"github.com/qtool/qtool/train"
 )
@@ -57,22 +57,10 @@ func Rate(seconds float64, f func() error) (float64, error) {
 	return rate, err
 }
 
-// RateCPU is Rate that also returns the process's CPU seconds per timed call (every
-// thread of the process, cgo libraries' included). On a machine shared with other
-// jobs the CPU time moves far less than the wall time, which waits for the scheduler.
+// RateCPU is Rate that also returns the process's CPU seconds per timed call (see
+// benchrate.RateCPU).
 func RateCPU(seconds float64, f func() error) (rate, cpu float64, err error) {
-	if err := f(); err != nil {
-		return 0, 0, err
-	}
-	n := 0
-	start, c0 := time.Now(), CPUTime()
-	for time.Since(start).Seconds() < seconds || n < 3 {
-		if err := f(); err != nil {
-			return 0, 0, err
-		}
-		n++
-	}
-	return float64(n) / time.Since(start).Seconds(), (CPUTime() - c0).Seconds() / float64(n), nil
+	return benchrate.RateCPU(seconds, f)
 }
 
 // FixedBatches yields the same random batch (uniform [0,1) values, random labels below
@@ -197,13 +185,7 @@ func TimeGraphSteps(g *engine.Graph, s Step) (ms, cpu float64, err error) {
 }
 
 // CPUTime returns the process's user and system CPU time so far.
-func CPUTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+func CPUTime() time.Duration { return benchrate.CPUTime() }
 
 // ProcStatus reads a "kB" field of /proc/self/status (VmRSS, VmHWM, ...) in bytes; 0 where
 // there is no such file or field (not Linux).

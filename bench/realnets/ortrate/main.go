@@ -14,7 +14,7 @@
 // profiler on and prints the trace file's path and the number of runs. The
 // input is realnets's: uniform values from PCG(1, 2). It must not link
 // golang.org/x/sys/cpu (see internal/cpuidmask), which is why it is a program of its
-// own and does not share realnets's packages.
+// own and shares only engine-free packages with realnets.
 package main
 
 import (
@@ -27,9 +27,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/qtool/qtool/internal/benchrate"
 	"github.com/qtool/qtool/internal/cpuidmask"
 	"github.com/qtool/qtool/internal/ortref"
 )
@@ -112,7 +112,7 @@ func run(model, shapeList string, threads int) error {
 		if err != nil {
 			return fmt.Errorf("request %q: %w", sc.Text(), err)
 		}
-		rate, cpu, err := measure(secs, func() error { _, err := s.Run(ins); return err })
+		rate, cpu, err := benchrate.RateCPU(secs, func() error { _, err := s.Run(ins); return err })
 		if err != nil {
 			return err
 		}
@@ -152,29 +152,4 @@ func profile(model, dir string, threads int, seconds float64, ins []ortref.Tenso
 		return Profile{}, fmt.Errorf("onnxruntime's profile: %d trace files in %s (%v)", len(files), dir, err)
 	}
 	return Profile{Trace: files[0], Runs: runs}, nil
-}
-
-// measure is benchkit.RateCPU, which this program cannot import (benchkit links the
-// engine, and the engine x/sys/cpu).
-func measure(seconds float64, f func() error) (rate, cpu float64, err error) {
-	if err := f(); err != nil {
-		return 0, 0, err
-	}
-	n := 0
-	start, c0 := time.Now(), cpuTime()
-	for time.Since(start).Seconds() < seconds || n < 3 {
-		if err := f(); err != nil {
-			return 0, 0, err
-		}
-		n++
-	}
-	return float64(n) / time.Since(start).Seconds(), (cpuTime() - c0).Seconds() / float64(n), nil
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
