@@ -9,7 +9,6 @@ import (
 	"io"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -85,25 +84,8 @@ func profileLayers(w io.Writer, raw []byte, g *engine.Graph, ctx engine.Context,
 		if trace, o.runs, err = child.profile(seconds, dir); err != nil {
 			return err
 		}
-	} else {
-		s, err := ortref.NewSession(raw, ortref.Options{IntraOpThreads: threads, NoSpinning: true, ProfilePrefix: filepath.Join(dir, "ort")})
-		if err != nil {
-			return err
-		}
-		for start := time.Now(); time.Since(start).Seconds() < seconds; o.runs++ {
-			if _, err := s.Run(ins); err != nil {
-				s.Close()
-				return err
-			}
-		}
-		if err := s.Close(); err != nil {
-			return err
-		}
-		files, err := filepath.Glob(filepath.Join(dir, "ort*.json"))
-		if err != nil || len(files) != 1 {
-			return fmt.Errorf("onnxruntime's profile: %d trace files in %s (%v)", len(files), dir, err)
-		}
-		trace = files[0]
+	} else if trace, o.runs, err = ortref.Profile(raw, ortref.Options{IntraOpThreads: threads, NoSpinning: true}, ins, seconds, dir); err != nil {
+		return err
 	}
 	b, err := os.ReadFile(trace)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	ort "github.com/yalue/onnxruntime_go"
 
@@ -406,4 +407,30 @@ func fromValue(name string, v ort.Value) (Tensor, error) {
 		return Tensor{}, fmt.Errorf("output %q: element type %v is not supported (want float32 or int64)", name, v.DataType())
 	}
 	return t, nil
+}
+
+// Profile runs model (serialised ONNX bytes) on inputs for about seconds in a session
+// of its own with onnxruntime's profiler on (intra-op threads as opts says; its
+// ProfilePrefix is set to dir/ort), and returns the trace file the profiler wrote into
+// dir and the number of runs.
+func Profile(model []byte, opts Options, inputs []Tensor, seconds float64, dir string) (trace string, runs int, err error) {
+	opts.ProfilePrefix = filepath.Join(dir, "ort")
+	s, err := NewSession(model, opts)
+	if err != nil {
+		return "", 0, err
+	}
+	for start := time.Now(); time.Since(start).Seconds() < seconds; runs++ {
+		if _, err := s.Run(inputs); err != nil {
+			s.Close()
+			return "", 0, err
+		}
+	}
+	if err := s.Close(); err != nil {
+		return "", 0, err
+	}
+	files, err := filepath.Glob(opts.ProfilePrefix + "*.json")
+	if err != nil || len(files) != 1 {
+		return "", 0, fmt.Errorf("ortref: onnxruntime's profile: %d trace files in %s (%v)", len(files), dir, err)
+	}
+	return files[0], runs, nil
 }

@@ -299,3 +299,27 @@ func TestProfilePrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestProfile checks Profile: at least one run, one trace in the folder given, and the
+// model's Gather among its node events.
+func TestProfile(t *testing.T) {
+	Require(t)
+	dir := t.TempDir()
+	trace, runs, err := Profile(gatherModel(t), Options{IntraOpThreads: 1}, []Tensor{
+		{Name: "T", Shape: []int64{4, 2}, Data: []float32{0, 1, 2, 3, 4, 5, 6, 7}},
+		{Name: "I", Shape: []int64{3}, Int64: []int64{1, 0, 3}},
+	}, 0.05, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs < 1 || filepath.Dir(trace) != dir {
+		t.Fatalf("%d runs, trace %s, want ≥ 1 run and a trace in %s", runs, trace, dir)
+	}
+	raw, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"op_name" : "Gather"`) && !strings.Contains(string(raw), `"op_name":"Gather"`) {
+		t.Errorf("trace %s names no Gather node", trace)
+	}
+}

@@ -24,10 +24,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/qtool/qtool/internal/benchrate"
 	"github.com/qtool/qtool/internal/cpuidmask"
@@ -133,23 +131,10 @@ type Profile struct {
 // profile runs the model for seconds in a session of its own with onnxruntime's
 // profiler on, for realnets -layers.
 func profile(model, dir string, threads int, seconds float64, ins []ortref.Tensor) (Profile, error) {
-	s, err := ortref.NewSessionFile(model, ortref.Options{IntraOpThreads: threads, NoSpinning: true, ProfilePrefix: filepath.Join(dir, "ort")})
+	raw, err := os.ReadFile(model)
 	if err != nil {
 		return Profile{}, err
 	}
-	runs := 0
-	for start := time.Now(); time.Since(start).Seconds() < seconds; runs++ {
-		if _, err := s.Run(ins); err != nil {
-			s.Close()
-			return Profile{}, err
-		}
-	}
-	if err := s.Close(); err != nil {
-		return Profile{}, err
-	}
-	files, err := filepath.Glob(filepath.Join(dir, "ort*.json"))
-	if err != nil || len(files) != 1 {
-		return Profile{}, fmt.Errorf("onnxruntime's profile: %d trace files in %s (%v)", len(files), dir, err)
-	}
-	return Profile{Trace: files[0], Runs: runs}, nil
+	trace, runs, err := ortref.Profile(raw, ortref.Options{IntraOpThreads: threads, NoSpinning: true}, ins, seconds, dir)
+	return Profile{Trace: trace, Runs: runs}, err
 }
