@@ -136,6 +136,21 @@ start:
 	SHLQ $4, R10
 	TESTQ BX, BX
 	JZ   mloop
+	TESTQ $64, R13
+	JZ   floop
+
+	// tilePrefetch: the same rows of the panel two pairs of panels (256 bytes) on too.
+fploop:
+	PREFETCHT0 (SI)(R10*1)
+	PREFETCHT0 256(SI)
+	VMOVUPS (SI), Y8
+	VMOVUPS 32(SI), Y9
+	FMA4
+	ADDQ $32, AX
+	ADDQ R8, SI
+	DECQ CX
+	JNZ  fploop
+	JMP  done
 
 floop:
 	PREFETCHT0 (SI)(R10*1)

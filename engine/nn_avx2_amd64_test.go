@@ -43,7 +43,7 @@ func TestConvTileAVX2(t *testing.T) {
 				masks[p] = r.Uint64() & 0xffff
 			}
 		}
-		flags := r.IntN(2)
+		flags := r.IntN(2) | r.IntN(2)*tilePrefetch // tileAdd, and the prefetch hint, or not
 		act := acts[r.IntN(len(acts))]
 		ta, _ := dw3x3Flags(act)
 		var tact *tileAct

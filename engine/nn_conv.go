@@ -77,6 +77,7 @@ type convKernel struct {
 	ystride      int
 	noRemainders bool // tests: every pixel of a pointwise layer in its image's own panels (see remainders)
 	noKBlocks    bool // tests: a pointwise layer's products over all its rows at once, never in blocks of 16 (pointwiseBlocks)
+	noPrefetch   bool // tests: no tilePrefetch hint (forwardDirect)
 }
 
 // nnColBudget is the number of float32 values a chunk's column matrix and output planes

@@ -274,7 +274,26 @@ start:
 	SHLQ $4, R14
 	TESTB BX, BX
 	MOVQ R14, BX
-	JNZ  floop
+	JZ   loop
+	TESTQ $64, R13
+	JZ   floop
+
+	// tilePrefetch: the same rows of the panel pair after next (256 bytes on) too.
+fploop:
+	PREFETCHT0 (SI)(BX*1)
+	PREFETCHT0 (DI)(BX*1)
+	PREFETCHT0 256(SI)
+	PREFETCHT0 256(DI)
+	PREFETCHT0 512(AX)
+	VMOVUPS (SI), Z16
+	VMOVUPS (DI), Z17
+	TILEFMA
+	ADDQ $32, AX
+	ADDQ R8, SI
+	ADDQ R8, DI
+	DECQ CX
+	JNZ  fploop
+	JMP  done
 
 loop:
 	PREFETCHT0 (SI)(BX*1)

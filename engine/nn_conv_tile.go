@@ -32,14 +32,17 @@ import (
 // tileStream is a hint that changes no value: the assembly kernels then store rows
 // whose lanes are all valid and whose start is 64-byte aligned with non-temporal stores,
 // which bypass the cache, and ignore it otherwise. The caller calls storeFence before
-// another goroutine may read C.
+// another goroutine may read C. tilePrefetch is another such hint: the assembly kernels
+// then also fetch, row by row of B, the panels 256 bytes after the ones they read, which
+// is where the panel pair after next starts along a plane.
 const (
-	tileAdd    = 1
-	tileRelu   = 2
-	tileClip   = 4
-	tileSwish  = 8
-	tilePack   = 16
-	tileStream = 32
+	tileAdd      = 1
+	tileRelu     = 2
+	tileClip     = 4
+	tileSwish    = 8
+	tilePack     = 16
+	tileStream   = 32
+	tilePrefetch = 64
 )
 
 // tileAligned reports whether rows ldc apart from c's start are all 64-byte aligned,

@@ -31,7 +31,7 @@ func TestConvTile(t *testing.T) {
 			ldb := 16 + r.IntN(40)
 			ldc := 16 + r.IntN(40)
 			m0, m1 := masks[r.IntN(len(masks))], masks[r.IntN(len(masks))]
-			flags := r.IntN(2) // tileAdd or not
+			flags := r.IntN(2) | r.IntN(2)*tilePrefetch // tileAdd, and the prefetch hint, or not
 			acts := []*nnClamp{nil, {relu: true}, {lo: -0.5, hi: 0.5}, {lo: 0, hi: 6}, {swish: true, a: 1.0 / 6, b: 0.5}}
 			act := acts[r.IntN(len(acts))]
 			ta, _ := dw3x3Flags(act)
@@ -541,7 +541,8 @@ func TestColTPlan(t *testing.T) {
 // 0xffff, which load B without masks) bit for bit against the portable definition and
 // against the masked loops: a run with one lane of the second panel masked off must give
 // the same bits on every other lane. Both ways of reading B (rows ldb apart and the
-// offset table) and the add, bias and activation flags are covered.
+// offset table) and the add, bias and activation flags are covered, with and without the
+// prefetch hint, which takes a loop of its own.
 func TestConvTileFullPanels(t *testing.T) {
 	if !convTileOK() {
 		t.Skip("no AVX-512 tile kernel on this CPU")
@@ -551,7 +552,7 @@ func TestConvTileFullPanels(t *testing.T) {
 		k := []int{1, 2, 7, 64, 145}[trial%5]
 		ldb, ldc := 16+r.IntN(40), 16+r.IntN(40)
 		nrb := 1 + r.IntN(3)
-		flags := r.IntN(2)
+		flags := r.IntN(2) | r.IntN(2)*tilePrefetch
 		a := make([]float32, 8*k*nrb)
 		b0, b1 := make([]float32, k*ldb), make([]float32, k*ldb)
 		c0, c1 := make([]float32, 8*nrb*ldc), make([]float32, 8*nrb*ldc)
