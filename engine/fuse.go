@@ -180,16 +180,26 @@ func (k *convBNKernel) Forward(ctx *Context, in, out []*Tensor) error {
 }
 
 func (k *convBNKernel) forward(ctx *Context, in, out []*Tensor) error {
-	w, b := in[1], in[2]
+	w, b, err := k.weights(in)
+	if err != nil {
+		return err
+	}
+	return k.run(ctx, in[0], w, b, out[0], k.clamp(in), k.pool, k.full(out), k.residual(in))
+}
+
+// weights returns the weight and bias the step convolves with: the Conv's own, or
+// folded with the BatchNormalization's statistics of this run.
+func (k *convBNKernel) weights(in []*Tensor) (w, b *Tensor, err error) {
+	w, b = in[1], in[2]
 	if k.noBN {
-		return k.run(ctx, in[0], w, b, out[0], k.clamp(in), k.pool, k.full(out), k.residual(in))
+		return w, b, nil
 	}
 	scale, shift, mean, vr := in[3].F, in[4].F, in[5].F, in[6].F
 	M := len(scale)
 	if w.Len() != len(k.w.F) || len(k.b.F) != M || len(shift) != M || len(mean) != M || len(vr) != M || (b != nil && len(b.F) != M) {
 		// Parameters are updated in place, so their sizes cannot change after planning
 		// unless the caller replaced a Value; refuse rather than read out of range.
-		return k.conv.n.Errorf("a parameter of the Conv or of its BatchNormalization changed size since the plan was made")
+		return nil, nil, k.conv.n.Errorf("a parameter of the Conv or of its BatchNormalization changed size since the plan was made")
 	}
 	per := w.Len() / max(M, 1)
 	for m := 0; m < M; m++ {
@@ -204,7 +214,7 @@ func (k *convBNKernel) forward(ctx *Context, in, out []*Tensor) error {
 		}
 		k.b.F[m] = float32((bm-float64(mean[m]))*a + float64(shift[m]))
 	}
-	return k.run(ctx, in[0], k.w, k.b, out[0], k.clamp(in), k.pool, k.full(out), k.residual(in))
+	return k.w, k.b, nil
 }
 
 // full returns the buffer of the convolution's whole output that a fused MaxPool leaves
@@ -245,17 +255,7 @@ func (k *convBNKernel) residual(in []*Tensor) *Tensor {
 // and fusing them here dropped whole activations from it that the teacher's runs still
 // held (the corpus's CTC models' first Conv: 6 MiB at batch 48).
 func (g *Graph) fuseConvBN(p *plan, dry bool) {
-	uses := make([]int, len(p.values))
-	for _, st := range p.steps {
-		for _, id := range st.node.in {
-			if id >= 0 {
-				uses[id]++
-			}
-		}
-	}
-	for _, id := range p.outIDs {
-		uses[id]++ // a graph output must keep its own buffer
-	}
+	uses := readers(p)
 	frozen := func(id int) bool {
 		if id < 0 || p.values[id].kind != kindParam {
 			return false
@@ -271,11 +271,10 @@ func (g *Graph) fuseConvBN(p *plan, dry bool) {
 			continue
 		}
 		c := cs.out[0]
-		t := slices.IndexFunc(p.steps[s+1:], func(st step) bool { return slices.Contains(st.node.in, c) })
+		t := nextReader(p.steps, s, c)
 		if t < 0 {
 			continue
 		}
-		t += s + 1
 		bs := p.steps[t].node
 		bn, ok := bs.k.(*batchNormKernel)
 		if !ok {
@@ -320,13 +319,44 @@ func (g *Graph) fuseConvBN(p *plan, dry bool) {
 			p.steps[s] = step{node: gn, on: p.steps[s].on}
 		}
 	}
-	kept := p.steps[:0]
-	for s, st := range p.steps {
-		if !drop[s] {
-			kept = append(kept, st)
+	p.steps = kept(p.steps, drop)
+}
+
+// readers counts, for each value of p, the steps that read it, and one more for each
+// graph output: a value a fusion may keep in a kernel's registers or cache has a count of 1.
+func readers(p *plan) []int {
+	uses := make([]int, len(p.values))
+	for _, st := range p.steps {
+		for _, id := range st.node.in {
+			if id >= 0 {
+				uses[id]++
+			}
 		}
 	}
-	p.steps = kept
+	for _, id := range p.outIDs {
+		uses[id]++ // a graph output must keep its own buffer
+	}
+	return uses
+}
+
+// nextReader returns the index of the first step after step s that reads value id, or −1.
+func nextReader(steps []step, s, id int) int {
+	t := slices.IndexFunc(steps[s+1:], func(st step) bool { return slices.Contains(st.node.in, id) })
+	if t < 0 {
+		return -1
+	}
+	return t + s + 1
+}
+
+// kept returns steps without those that drop marks, in place.
+func kept(steps []step, drop []bool) []step {
+	k := steps[:0]
+	for s, st := range steps {
+		if !drop[s] {
+			k = append(k, st)
+		}
+	}
+	return k
 }
 
 // fuseAfter joins to the fused step gn (kernel k, standing at step s, its output made at

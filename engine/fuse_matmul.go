@@ -45,17 +45,7 @@ func (k *matMulBiasKernel) Forward(ctx *Context, in, out []*Tensor) error {
 // product's last dimension as its other operand (a parameter, an input, or a value
 // computed before the MatMul), that Add.
 func (g *Graph) fuseMatMulBias(p *plan) {
-	uses := make([]int, len(p.values))
-	for _, st := range p.steps {
-		for _, id := range st.node.in {
-			if id >= 0 {
-				uses[id]++
-			}
-		}
-	}
-	for _, id := range p.outIDs {
-		uses[id]++
-	}
+	uses := readers(p)
 	drop := make([]bool, len(p.steps))
 	for s := range p.steps {
 		ms := p.steps[s].node
@@ -72,11 +62,10 @@ func (g *Graph) fuseMatMulBias(p *plan) {
 		if err != nil || !d.sharedB() {
 			continue
 		}
-		t := slices.IndexFunc(p.steps[s+1:], func(st step) bool { return slices.Contains(st.node.in, y) })
+		t := nextReader(p.steps, s, y)
 		if t < 0 {
 			continue
 		}
-		t += s + 1
 		as := p.steps[t].node
 		add, ok := as.k.(*binaryKernel)
 		if !ok || add.op.id != opAdd || len(as.in) != 2 || len(as.out) != 1 || p.steps[t].on != p.steps[s].on {
@@ -100,11 +89,5 @@ func (g *Graph) fuseMatMulBias(p *plan) {
 			in: []int{ms.in[0], ms.in[1], bias}, out: []int{as.out[0]}}, on: p.steps[s].on}
 		drop[t] = true
 	}
-	kept := p.steps[:0]
-	for s, st := range p.steps {
-		if !drop[s] {
-			kept = append(kept, st)
-		}
-	}
-	p.steps = kept
+	p.steps = kept(p.steps, drop)
 }

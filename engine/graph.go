@@ -116,6 +116,9 @@ type Graph struct {
 	ready bool
 	// noFuse keeps inference plans unfused, so that tests can compare the two.
 	noFuse bool
+	// noExpandDW keeps pointwise and depthwise steps apart (fuseExpandDW), so that tests
+	// can compare the two.
+	noExpandDW bool
 	// noRelease keeps every activation the backward pass reads to its end (tests).
 	noRelease bool
 	// noConcatInPlace makes Concat copy every input (tests; see concatInPlace);

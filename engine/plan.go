@@ -30,6 +30,9 @@ type plan struct {
 	bytes  int64     // what the plan allocated: buffers, folded values, integer inputs
 	// concatParts counts the Concat inputs written in place (concatInPlace); tests read it.
 	concatParts int
+	// expandDW counts the pointwise and depthwise step pairs fused (fuseExpandDW); tests
+	// read it.
+	expandDW int
 
 	// Recording plans only.
 	outGrads [][]*Tensor // per graph output: its gradient buffer, nil when none flows
@@ -255,6 +258,7 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record, dry bool) (p *plan,
 		g.fuseConvBN(p, dry)
 		if !dry {
 			g.fuseMatMulBias(p)
+			g.fuseExpandDW(p)
 		}
 		// Fused steps may hold buffers of their own, values that no node computes.
 		sc.konst = append(sc.konst, make([]bool, len(p.values)-len(sc.konst))...)

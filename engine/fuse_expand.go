@@ -1,0 +1,341 @@
+package engine
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+)
+
+// Inference plans also join a pointwise convolution to the depthwise convolution that
+// alone reads its output: the expansion and depthwise layers of the inverted residual
+// blocks of MobileNetV2, MobileNetV3 and EfficientNet. The expansion's output is the
+// largest activation of such a network (MobileNetV2's first: 96 channels of 112 × 112,
+// 154 MB at batch 32), which unfused is written to memory by one step and read back by
+// the next. Fused, each worker makes a few channels of one image (expandDWGroup) into a
+// scratch that stays in its L2 cache and makes their depthwise planes from there at
+// once, so that those values never leave the cache. Every value is computed by the same
+// kernels, with the same sums in the same order, as the unfused steps compute it: the
+// bits are the same.
+
+// expandDWKernel runs a fused pointwise step e and the depthwise step d that reads its
+// output. Its inputs are e's, then d's with d's first (e's output) absent; its outputs
+// are d's.
+type expandDWKernel struct {
+	e, d *convBNKernel
+	ne   int // how many of the inputs are e's
+	// scr holds each worker's expanded planes of one group of channels.
+	scr [][]float32
+	// ebuf is e's whole output, for a run that cannot fuse after all (a Clip bound that
+	// is NaN this run): the steps then run one after the other.
+	ebuf []float32
+}
+
+// expandDWPlane is the size, in float32 values, of the expanded planes a worker holds at
+// once (1 MiB): a few channels of 56 × 56 and every channel of smaller planes. Measured on
+// MobileNetV2's and EfficientNet's pairs alone, 32 images, interleaved with the steps
+// apart (Emerald Rapids, 2 workers): 256 KiB lost at 112 × 112 and 56 × 56 (eight channels
+// a group) and 4 MiB gained less at 28 × 28.
+var expandDWPlane = 1 << 18
+
+// expandDWMinPlane and expandDWMaxPlane bound the expanded planes the fusion takes, in
+// pixels. On the same measurements, fused against apart: 28 × 28 planes 0.62–0.75 of the
+// time, 56 × 56 0.75–0.98, but 14 × 14 1.03–1.06 at unit stride (their expansion pairs
+// the panels of two images apart, which one image's 13 panels cannot) and 112 × 112
+// 0.96–1.19 (16 input channels and 16 of 96 expanded ones at a time fill the L2, and with
+// SiLU lost 9–15 %).
+const (
+	expandDWMinPlane = 256
+	expandDWMaxPlane = 4096
+)
+
+func (k *expandDWKernel) Infer(in []*Tensor) ([]*Tensor, error) {
+	e, err := k.e.Infer(in[:k.ne])
+	if err != nil {
+		return nil, err
+	}
+	din := slices.Clone(in[k.ne:])
+	din[0] = e[0]
+	return k.d.Infer(din)
+}
+
+// expandDWRoute is how a fused depthwise step makes its planes: the 3×3 same-size
+// kernel straight from the expanded plane, or a padded copy of it (dwPlan).
+type expandDWRoute int
+
+const (
+	expandDWNone expandDWRoute = iota
+	expandDW3x3
+	expandDWPad
+)
+
+// expandDWFusable reports how the pair runs fused, given both steps' dimensions, or
+// expandDWNone: e must take the direct path as one group of a pointwise product whose
+// activation the tile kernel applies, and d must make one plane per input plane through
+// one of the assembly kernels, as forwardDepthwise would, with nothing else fused into
+// either but d's GlobalAveragePool.
+func expandDWFusable(e, d *convBNKernel, de, dd *convDims, ae, ad *nnClamp) expandDWRoute {
+	if e.pool != nil || e.res || e.gap || e.ystride != 0 || d.pool != nil || d.res || d.ystride != 0 {
+		return expandDWNone
+	}
+	if !de.pointwise || e.conv.group != 1 || !e.conv.directOK(de) ||
+		de.g.outSize() < expandDWMinPlane || de.g.outSize() > expandDWMaxPlane {
+		return expandDWNone
+	}
+	if _, ok := dw3x3Flags(ae); !ok && (ae == nil || !ae.silu) {
+		return expandDWNone
+	}
+	if !dd.depthwise || dd.Mg != 1 || dd.Cg != 1 || dd.C != de.M || dd.N != de.N {
+		return expandDWNone
+	}
+	g := &dd.g
+	if _, ok := dw3x3Flags(ad); ok && g.is3x3Same() && dw3x3Fast(g.out[2]) {
+		return expandDW3x3
+	}
+	if !d.conv.noDWPad && dwPadOK(g) && dwPlaneFast() {
+		return expandDWPad
+	}
+	return expandDWNone
+}
+
+// fuseExpandDW replaces each pointwise step whose output only a depthwise step reads, the
+// pair fusable as planned, with one expandDWKernel step where the depthwise step ran.
+func (g *Graph) fuseExpandDW(p *plan) {
+	if g.noExpandDW {
+		return
+	}
+	uses := readers(p)
+	// With fewer images than workers (batch 1) the expanded planes stay in the cache
+	// anyway, and the expansion apart splits an image's pixels between the workers where
+	// the fused items split its channels, each reading the whole input: fused took
+	// 1.05–1.12 times as long on the pairs measured above at batch 1.
+	workers := g.ctx.Workers
+	if workers < 1 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	drop := make([]bool, len(p.steps))
+	for s := range p.steps {
+		es := p.steps[s].node
+		e, ok := es.k.(*convBNKernel)
+		if !ok || len(es.out) != 1 || uses[es.out[0]] != 1 {
+			continue
+		}
+		id := es.out[0]
+		t := nextReader(p.steps, s, id)
+		if t < 0 {
+			continue
+		}
+		ds := p.steps[t].node
+		d, ok := ds.k.(*convBNKernel)
+		if !ok || ds.in[0] != id || p.steps[t].on != p.steps[s].on {
+			continue
+		}
+		de, ok := e.plannedDims(p, es)
+		if !ok || de.N < workers {
+			continue
+		}
+		dd, ok := d.plannedDims(p, ds)
+		if !ok {
+			continue
+		}
+		// The activations' bounds are known at run time only; a bound that makes them
+		// unfusable then (NaN) falls back to the unfused steps.
+		var ae, ad *nnClamp
+		if e.act != nil {
+			ae = &nnClamp{relu: true, silu: e.act.op.name == quickGelu}
+		}
+		if d.act != nil {
+			ad = &nnClamp{relu: true, silu: d.act.op.name == quickGelu}
+		}
+		if expandDWFusable(e, d, &de, &dd, ae, ad) == expandDWNone {
+			continue
+		}
+		in := slices.Concat(es.in, ds.in)
+		in[len(es.in)] = -1
+		k := &expandDWKernel{e: e, d: d, ne: len(es.in)}
+		p.steps[t] = step{node: &gnode{n: ds.n, op: fmt.Sprintf("%s+%s", es.op, ds.op), k: k, in: in, out: ds.out}, on: p.steps[t].on}
+		drop[s] = true
+		p.expandDW++
+	}
+	p.steps = kept(p.steps, drop)
+}
+
+// plannedDims returns the convolution dimensions of step st as planned, with the
+// weight's taps trimmed as run trims them.
+func (k *convBNKernel) plannedDims(p *plan, st *gnode) (convDims, bool) {
+	if len(st.in) < 3 || st.in[0] < 0 || st.in[1] < 0 {
+		return convDims{}, false
+	}
+	x, w := p.vals[st.in[0]], p.vals[st.in[1]]
+	var b *Tensor
+	if st.in[2] >= 0 && k.noBN {
+		b = p.vals[st.in[2]]
+	}
+	if x == nil || w == nil || x.DType != Float32 || w.DType != Float32 {
+		return convDims{}, false
+	}
+	d, err := k.conv.dims(x.Shape, w.Shape, b)
+	if err != nil {
+		return convDims{}, false
+	}
+	if k.noBN && paramKey(w).p != nil && !d.depthwise {
+		if t, _, _, ok := trimTaps(&d); ok {
+			d = t
+		}
+	}
+	return d, true
+}
+
+func (k *expandDWKernel) Forward(ctx *Context, in, out []*Tensor) error {
+	ein, din := in[:k.ne], slices.Clone(in[k.ne:])
+	we, be, err := k.e.weights(ein)
+	if err != nil {
+		return err
+	}
+	ae := k.e.clamp(ein)
+	x := ein[0]
+	de, err := k.e.conv.dims(x.Shape, we.Shape, be)
+	if err != nil {
+		return err
+	}
+	de, we = k.e.conv.trimmed(de, we)
+	eshape := append([]int{de.N, de.M}, de.g.outShape()...)
+	// d's folded weights and clamp are made by its own Forward in the fallback.
+	din[0] = &Tensor{DType: Float32, Shape: eshape}
+	wd, bd, err := k.d.weights(din)
+	if err != nil {
+		return err
+	}
+	ad := k.d.clamp(din)
+	dd, err := k.d.conv.dims(eshape, wd.Shape, bd)
+	if err != nil {
+		return err
+	}
+	dd, wd = k.d.conv.trimmed(dd, wd)
+	route := expandDWFusable(k.e, k.d, &de, &dd, ae, ad)
+	if route == expandDWNone || len(out[0].F) != dd.N*dd.M*dd.g.outSize() {
+		k.ebuf = nnGrow(k.ebuf, numel(eshape))
+		din[0] = &Tensor{DType: Float32, Shape: eshape, F: k.ebuf[:numel(eshape)]}
+		if err := k.e.forward(ctx, ein, din[:1]); err != nil {
+			return err
+		}
+		return k.d.Forward(ctx, din, out)
+	}
+	var gap []float32
+	if k.d.gap {
+		gap = out[len(out)-1].F
+	}
+	k.run(ctx, &de, &dd, x.F, we, be, wd, bd, ae, ad, out[0].F, gap, route)
+	return nil
+}
+
+// run makes the fused steps' output y (and gap, the planes' means, when not nil) from
+// the image x: items of G expanded channels of one image, each expanded into the
+// worker's scratch (multiply, as forwardDirect's tiles) and its depthwise planes made
+// from there (as forwardDepthwise makes them).
+func (k *expandDWKernel) run(ctx *Context, de, dd *convDims, x []float32, we, be, wd, bd *Tensor, ae, ad *nnClamp, y, gap []float32, route expandDWRoute) {
+	ec, dc := k.e.conv, k.d.conv
+	O, Od, K := de.g.outSize(), dd.g.outSize(), dd.g.kSize()
+	isz, Me := de.g.inSize(), de.M
+	c := &ec.direct
+	ec.packWeights(ctx, de, we.F, ec.weightKey(we))
+	var eb, db []float32
+	if be != nil {
+		eb = be.F
+	}
+	if bd != nil {
+		db = bd.F
+	}
+	bp := ec.packBias(de, eb)
+	ta, _ := dw3x3Flags(ae)
+	silu := ae != nil && ae.silu
+	var tact *tileAct
+	if ae != nil {
+		tact = &ta
+	}
+	// G channels of one image an item, in whole row blocks: as many as expandDWPlane
+	// holds, and one row block when the batch has fewer images than workers, so that the
+	// items split evenly between them.
+	G := max(8, min(expandDWPlane/O/8*8, (Me+7)/8*8))
+	if de.N < ctx.Workers {
+		G = 8
+	}
+	groups := (Me + G - 1) / G
+	items := de.N * groups
+	nw := nnWorkers(ctx, items)
+	work := c.workers(nw)
+	for len(k.scr) < nw {
+		k.scr = append(k.scr, nil)
+	}
+	var p *dwPlan
+	stream := false
+	if route == expandDWPad {
+		p = dc.dwPlan.setup(&dd.g)
+		dwBuffers(&dc.dwBuf, &dc.dwFor, nw, p)
+		// As forwardDWPad: a large output is stored non-temporally, unless its means are
+		// taken from it right after.
+		stream = gap == nil && dd.N*dd.M*Od >= convStreamMin && (ad == nil || !ad.silu || convTileOK())
+		if stream {
+			dc.direct.streamed++
+			for len(dc.dwTmp) < nw {
+				dc.dwTmp = append(dc.dwTmp, nil)
+			}
+		}
+	}
+	CgK := de.Cg
+	nnEach(ctx, nw, items, func(wk, lo, hi int) {
+		wr := &work[wk]
+		wr.silu = silu
+		k.scr[wk] = nnGrow(k.scr[wk], G*O)
+		s := k.scr[wk]
+		var tmp []float32
+		if stream {
+			defer storeFence()
+			if ad != nil && ad.silu {
+				dc.dwTmp[wk] = nnGrow(dc.dwTmp[wk], Od)
+				tmp = dc.dwTmp[wk]
+			}
+		}
+		for it := lo; it < hi; it++ {
+			i, m0 := it/groups, it%groups*G
+			n := min(G, Me-m0)
+			var bs []float32
+			if bp != nil {
+				bs = bp[m0:]
+			}
+			wr.pan = panels(wr.pan[:0], i*de.C*isz, 0, O)
+			wr.multiply(CgK, n, c.wp[m0/8*CgK*8:(m0+n+7)/8*CgK*8], bs, x, isz, nil, s, O, wr.pan, 0, tact)
+			for j := range n {
+				m := m0 + j
+				pl := i*Me + m
+				ym := y[pl*Od : (pl+1)*Od]
+				var bm []float32
+				if db != nil {
+					bm = db[m : m+1]
+				}
+				if route == expandDWPad {
+					buf := dc.dwBuf[wk]
+					p.fill(buf, s[j*O:(j+1)*O])
+					dwPlane(p, buf, ym, wd.F[m*K:(m+1)*K], bm, ad, stream, tmp)
+					if gap != nil {
+						gap[pl] = planeMean(ym)
+					}
+				}
+			}
+			if route == expandDW3x3 {
+				// The group's planes in one call, as forwardDepthwise makes an image's.
+				pl := i*Me + m0
+				var bm []float32
+				if db != nil {
+					bm = db[m0 : m0+n]
+				}
+				ym := y[pl*Od : (pl+n)*Od]
+				dw3x3Planes(s[:n*O], ym, dd.g.out[1], dd.g.out[2], n, wd.F[m0*9:(m0+n)*9], bm, ad, false)
+				for j := range n {
+					if gap != nil {
+						gap[pl+j] = planeMean(ym[j*Od : (j+1)*Od])
+					}
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,72 @@
+//go:build cgo
+
+package engine
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/qtool/qtool/internal/ortref"
+)
+
+// TestFuseExpandDWAgainstOnnxruntime runs fused inverted-residual pairs (expandDWModel:
+// Clip and SiLU, 3×3 and 5×5, unit stride and stride 2, folded BatchNormalizations, a
+// GlobalAveragePool) in the engine with two workers and in onnxruntime 1.30, which runs
+// its own kernels on the same graph.
+func TestFuseExpandDWAgainstOnnxruntime(t *testing.T) {
+	ortref.Require(t)
+	for i, c := range []struct {
+		name         string
+		x            []int
+		M, K, stride int
+		act          string
+		bn, gap      bool
+	}{
+		{"3x3_clip", []int{4, 16, 28, 28}, 96, 3, 1, "Clip", false, false},
+		{"3x3_stride2_clip_bn", []int{3, 24, 56, 56}, 144, 3, 2, "Clip", true, false},
+		{"5x5_stride2_silu_gap", []int{2, 24, 30, 30}, 48, 5, 2, "SiLU", false, true},
+		{"3x3_hardswish_bn_gap", []int{2, 16, 20, 20}, 40, 3, 1, "HardSwish", true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(43, uint64(i)))
+			m := expandDWModel(r, c.x, c.M, c.K, c.stride, c.act, c.bn, c.gap, false)
+			b, err := proto.Marshal(m.Proto)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := nntRand(r, c.x, -2, 2)
+			dims := make([]int64, len(c.x))
+			for j, d := range c.x {
+				dims[j] = int64(d)
+			}
+			ref, err := ortref.Run(b, []ortref.Tensor{{Name: "x", Shape: dims, Data: x.F}})
+			if err != nil {
+				t.Fatalf("onnxruntime: %v", err)
+			}
+			g, err := Build(m, Options{Workers: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := g.Forward(nil, x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if convDirectOK() && dwPlaneFast() && g.last.expandDW != 1 {
+				t.Fatalf("%d pairs fused, want 1", g.last.expandDW)
+			}
+			for o := range got {
+				shape := make([]int, len(ref[o].Shape))
+				for j, d := range ref[o].Shape {
+					shape[j] = int(d)
+				}
+				// Sums of up to 24 + 25 products in other orders, a BatchNormalization
+				// folded into the weights.
+				if err := closeTensors(got[o], NewFloat(shape, ref[o].Data), 1e-4, 1e-4); err != nil {
+					t.Errorf("output %d: %v", o, err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,148 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/qtool/qtool/onnxio"
+	onnxpb "github.com/qtool/qtool/onnxio/onnxpb"
+)
+
+// TestFuseExpandDW: a pointwise Conv whose output only a depthwise Conv reads (an
+// inverted residual block's expansion) runs in one step with it, and the fused plan gives
+// bit for bit the outputs of the plan that runs the two steps apart (each with its own
+// activation and BatchNormalization fused as usual): 3×3 same-size planes, padded planes
+// at unit stride and at stride 2, 5×5 windows, Clip, Relu, HardSwish and SiLU, folded
+// BatchNormalizations, a GlobalAveragePool of the depthwise output, channel counts that
+// are not whole row blocks, on 1–3 workers. Against the unfused plan with no fusion at all (a different summation only
+// where BatchNormalization is folded) the outputs agree to float rounding. Negative
+// controls: an expansion with a second reader, and planes outside the sizes the fusion
+// takes (14 × 14, 66 × 66), and batches smaller than the worker count, stay unfused.
+func TestFuseExpandDW(t *testing.T) {
+	type block struct {
+		name            string
+		x               []int // N, C, H, W
+		M, K, stride    int
+		act             string // Clip, Relu, HardSwish, SiLU
+		bn, gap, shared bool
+		wantFused       bool
+	}
+	cases := []block{
+		{name: "3x3_same_clip", x: []int{2, 8, 16, 16}, M: 40, K: 3, stride: 1, act: "Clip", wantFused: true},
+		{name: "3x3_padded_relu", x: []int{3, 6, 20, 20}, M: 36, K: 3, stride: 1, act: "Relu", wantFused: true},
+		{name: "3x3_stride2_clip_bn", x: []int{2, 8, 21, 21}, M: 48, K: 3, stride: 2, act: "Clip", bn: true, wantFused: true},
+		{name: "5x5_stride2_hardswish", x: []int{1, 16, 28, 28}, M: 72, K: 5, stride: 2, act: "HardSwish", wantFused: true},
+		{name: "5x5_silu_gap", x: []int{2, 8, 16, 16}, M: 24, K: 5, stride: 1, act: "SiLU", gap: true, wantFused: true},
+		{name: "3x3_relu_bn_gap", x: []int{1, 8, 16, 16}, M: 32, K: 3, stride: 1, act: "Relu", bn: true, gap: true, wantFused: true},
+		{name: "large_plane", x: []int{2, 4, 64, 64}, M: 24, K: 3, stride: 2, act: "Clip", wantFused: true},
+		{name: "shared_expansion", x: []int{2, 8, 16, 16}, M: 16, K: 3, stride: 1, act: "Clip", shared: true},
+		{name: "small_planes", x: []int{4, 8, 14, 14}, M: 16, K: 3, stride: 1, act: "Clip"},
+		{name: "larger_planes", x: []int{1, 4, 66, 66}, M: 8, K: 3, stride: 2, act: "Relu"},
+	}
+	for _, c := range cases {
+		for _, workers := range []int{1, 2, 3} {
+			t.Run(fmt.Sprintf("%s/w%d", c.name, workers), func(t *testing.T) {
+				r := rand.New(rand.NewPCG(41, uint64(workers)))
+				m := expandDWModel(r, c.x, c.M, c.K, c.stride, c.act, c.bn, c.gap, c.shared)
+				build := func(noExpand, noFuse bool) *Graph {
+					g, err := Build(m, Options{Workers: workers})
+					if err != nil {
+						t.Fatal(err)
+					}
+					g.noExpandDW, g.noFuse = noExpand, noFuse
+					return g
+				}
+				fused, apart, plain := build(false, false), build(true, false), build(true, true)
+				for run := range 2 {
+					x := nntRand(r, c.x, -2, 2)
+					got, err := fused.Forward(nil, x)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want, err := apart.Forward(nil, x)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ref, err := plain.Forward(nil, x)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for o := range got {
+						for i, v := range got[o].F {
+							if math.Float32bits(v) != math.Float32bits(want[o].F[i]) {
+								t.Fatalf("run %d, output %d [%d] = %v fused, %v with the steps apart", run, o, i, v, want[o].F[i])
+							}
+						}
+						if err := closeTensors(got[o], ref[o], 1e-4, 1e-4); err != nil {
+							t.Fatalf("run %d, output %d against the unfused plan: %v", run, o, err)
+						}
+					}
+				}
+				// Without the assembly kernels (purego) nothing fuses: the pair would
+				// take other paths.
+				wantFused := c.wantFused && convDirectOK() && dwPlaneFast() && c.x[0] >= workers
+				if n := fused.last.expandDW; (n == 1) != wantFused || n > 1 {
+					t.Errorf("%d pointwise and depthwise pairs fused, want fused %v", n, wantFused)
+				}
+				if apart.last.expandDW != 0 {
+					t.Errorf("the plan with the fusion off fused %d pairs", apart.last.expandDW)
+				}
+			})
+		}
+	}
+}
+
+// expandDWModel is an inverted residual block's first two layers: a 1×1 Conv from x's C
+// channels to M, its activation, then a K×K depthwise Conv ("same" padding, the stride
+// given) and its activation; with bn, each Conv is followed by a BatchNormalization;
+// with gap, a squeeze-excitation's GlobalAveragePool reads the depthwise output beside
+// the graph's output, and is an output too; with shared, the expansion is an output as
+// well (a second reader).
+func expandDWModel(r *rand.Rand, x []int, M, K, stride int, act string, bn, gap, shared bool) *onnxio.Model {
+	var nodes []*onnxpb.NodeProto
+	inits := []*onnxpb.TensorProto{
+		randParam(r, 1.0/3, "we", int64(M), int64(x[1]), 1, 1), randParam(r, 1.0/3, "be", int64(M)),
+		randParam(r, 1.0/3, "wd", int64(M), 1, int64(K), int64(K)), randParam(r, 1.0/3, "bd", int64(M)),
+		onnxio.FloatTensor("lo", nil, []float32{0}), onnxio.FloatTensor("hi", nil, []float32{6}),
+	}
+	activate := func(in, out string) {
+		switch act {
+		case "Clip":
+			nodes = append(nodes, gNode("Clip", []string{in, "lo", "hi"}, []string{out}))
+		case "SiLU":
+			nodes = append(nodes, gNode("Sigmoid", []string{in}, []string{out + "_s"}), gNode("Mul", []string{in, out + "_s"}, []string{out}))
+		default:
+			nodes = append(nodes, gNode(act, []string{in}, []string{out}))
+		}
+	}
+	conv := func(in, w, b, out string, attrs ...*onnxpb.AttributeProto) {
+		if !bn {
+			nodes = append(nodes, gNode("Conv", []string{in, w, b}, []string{out}, attrs...))
+			return
+		}
+		nodes = append(nodes, gNode("Conv", []string{in, w, b}, []string{out + "_c"}, attrs...),
+			gNode("BatchNormalization", []string{out + "_c", out + "_s", out + "_b", out + "_m", out + "_v"}, []string{out}))
+		v := make([]float32, M)
+		for i := range v {
+			v[i] = 0.5 + r.Float32()
+		}
+		inits = append(inits, randParam(r, 1, out+"_s", int64(M)), randParam(r, 0.5, out+"_b", int64(M)),
+			randParam(r, 0.5, out+"_m", int64(M)), onnxio.FloatTensor(out+"_v", []int64{int64(M)}, v))
+	}
+	conv("x", "we", "be", "e")
+	activate("e", "ea")
+	p := int64(K / 2)
+	conv("ea", "wd", "bd", "d", attrInts("pads", p, p, p, p), attrI("group", int64(M)), attrInts("strides", int64(stride), int64(stride)))
+	activate("d", "y")
+	outs := []string{"y"}
+	if gap {
+		nodes = append(nodes, gNode("GlobalAveragePool", []string{"y"}, []string{"g"}))
+		outs = append(outs, "g")
+	}
+	if shared {
+		outs = append(outs, "ea")
+	}
+	return gModel(14, nodes, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, int64(x[0]), int64(x[1]), int64(x[2]), int64(x[3]))}, outs, inits...)
+}
