@@ -34,7 +34,8 @@ import (
 // which bypass the cache, and ignore it otherwise. The caller calls storeFence before
 // another goroutine may read C. tilePrefetch is another such hint: the assembly kernels
 // then also fetch, row by row of B, the panels 256 bytes after the ones they read, which
-// is where the panel pair after next starts along a plane.
+// is where the panel pair after next starts along a plane, and C's rows there for
+// writing.
 const (
 	tileAdd      = 1
 	tileRelu     = 2
