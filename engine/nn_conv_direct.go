@@ -677,11 +677,13 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 	// projections of MobileNetV2 and EfficientNet at 112 × 112, SqueezeNet's squeezes)
 	// spends too little time on a panel pair for the prefetchers to bring the next one,
 	// whose input rows lie a plane apart, and its output rows: the kernel fetches both
-	// itself, the output's for writing (tilePrefetch). Measured on those layers alone, 32
-	// images on an Emerald Rapids, interleaved, twice: 0.67–0.90 of the time with AVX-512,
-	// 0.69–0.89 on the AVX2 path; 144 → 32 at 28 × 28 level.
+	// itself, the output's for writing (tilePrefetch). Measured on such layers alone, 32
+	// images on an Emerald Rapids, interleaved: 0.67–0.94 of the time with AVX-512 and
+	// 0.63–0.94 on the AVX2 path up to 64 output channels; 144 → 32 at 28 × 28 level, and
+	// at 128 to 192 channels 0.89–1.04. Not with non-temporal stores, whose lines the
+	// prefetch for writing brings into the cache after all (24 → 144 at 56 × 56: 2.4×).
 	pref := 0
-	if d.pointwise && O >= convKBlockPlane && d.Mg <= 32 && !k.noPrefetch {
+	if d.pointwise && O >= convKBlockPlane && d.Mg <= 64 && stream == 0 && !k.noPrefetch {
 		pref = tilePrefetch
 	}
 	nw := nnWorkers(ctx, blocks*parts*nchunks)
