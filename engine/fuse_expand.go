@@ -25,8 +25,8 @@ type expandDWKernel struct {
 	ne   int // how many of the inputs are e's
 	// scr holds each worker's expanded planes of one group of channels.
 	scr [][]float32
-	// ebuf is e's whole output, for a run that cannot fuse after all (a Clip bound that
-	// is NaN this run): the steps then run one after the other.
+	// ebuf is one image of e's output, for a run that cannot fuse after all (a Clip bound
+	// that is NaN this run): the steps then run one after the other (apart).
 	ebuf []float32
 }
 
@@ -213,18 +213,45 @@ func (k *expandDWKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	dd, wd = k.d.conv.trimmed(dd, wd)
 	route := expandDWFusable(k.e, k.d, &de, &dd, ae, ad)
 	if route == expandDWNone || len(out[0].F) != dd.N*dd.M*dd.g.outSize() {
-		k.ebuf = nnGrow(k.ebuf, numel(eshape))
-		din[0] = &Tensor{DType: Float32, Shape: eshape, F: k.ebuf[:numel(eshape)]}
-		if err := k.e.forward(ctx, ein, din[:1]); err != nil {
-			return err
-		}
-		return k.d.Forward(ctx, din, out)
+		return k.apart(ctx, ein, din, out, eshape)
 	}
 	var gap []float32
 	if k.d.gap {
 		gap = out[len(out)-1].F
 	}
 	k.run(ctx, &de, &dd, x.F, we, be, wd, bd, ae, ad, out[0].F, gap, route)
+	return nil
+}
+
+// apart runs the two steps one after the other, an image at a time, so that the
+// expanded output it holds is one image's, not the batch's, which the plan did not count.
+func (k *expandDWKernel) apart(ctx *Context, ein, din, out []*Tensor, eshape []int) error {
+	N := eshape[0]
+	if N == 0 {
+		return nil
+	}
+	view := func(t *Tensor, i int) *Tensor {
+		n := len(t.F) / N
+		return &Tensor{DType: t.DType, Shape: append([]int{1}, t.Shape[1:]...), F: t.F[i*n : (i+1)*n]}
+	}
+	one := append([]int{1}, eshape[1:]...)
+	k.ebuf = nnGrow(k.ebuf, numel(one))
+	e := &Tensor{DType: Float32, Shape: one, F: k.ebuf[:numel(one)]}
+	ei, di := slices.Clone(ein), slices.Clone(din)
+	oi := make([]*Tensor, len(out))
+	for i := range N {
+		ei[0] = view(ein[0], i)
+		if err := k.e.forward(ctx, ei, []*Tensor{e}); err != nil {
+			return err
+		}
+		di[0] = e
+		for j, o := range out {
+			oi[j] = view(o, i)
+		}
+		if err := k.d.Forward(ctx, di, oi); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -146,3 +146,50 @@ func expandDWModel(r *rand.Rand, x []int, M, K, stride int, act string, bn, gap,
 	}
 	return gModel(14, nodes, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, int64(x[0]), int64(x[1]), int64(x[2]), int64(x[3]))}, outs, inits...)
 }
+
+// TestFuseExpandDWApart: a fused pair whose Clip bound turns NaN after planning (a
+// parameter written in place) cannot keep the activation in the tile kernel; the step then
+// runs the two convolutions one after the other, an image at a time, and gives bit for bit
+// what the plan with the steps apart gives under the same bounds, NaN lanes included.
+func TestFuseExpandDWApart(t *testing.T) {
+	if !convDirectOK() || !dwPlaneFast() {
+		t.Skip("no fusion without the assembly kernels")
+	}
+	r := rand.New(rand.NewPCG(47, 1))
+	x := []int{3, 8, 20, 20}
+	m := expandDWModel(r, x, 24, 3, 2, "Clip", true, true, false)
+	build := func(noExpand bool) *Graph {
+		g, err := Build(m, Options{Workers: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.noExpandDW = noExpand
+		return g
+	}
+	fused, apart := build(false), build(true)
+	in := nntRand(r, x, -2, 2)
+	for run, hi := range []float32{6, float32(math.NaN()), 6} {
+		for _, g := range []*Graph{fused, apart} {
+			g.Param("hi").Value.F[0] = hi
+			g.ParamsChanged()
+		}
+		got, err := fused.Forward(nil, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := apart.Forward(nil, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fused.last.expandDW != 1 {
+			t.Fatalf("run %d: %d pairs fused, want 1", run, fused.last.expandDW)
+		}
+		for o := range got {
+			for i, v := range got[o].F {
+				if math.Float32bits(v) != math.Float32bits(want[o].F[i]) {
+					t.Fatalf("run %d (hi %v), output %d [%d] = %v fused, %v apart", run, hi, o, i, v, want[o].F[i])
+				}
+			}
+		}
+	}
+}
