@@ -124,10 +124,6 @@ func dwPlaneAsmAVX2(p *dwPlan, xp, y, w []float32, bias float32, t tileAct) {
 	if len(xp) < p.size || len(y) < oh*ow || len(w) < len(p.offs) || len(p.offs) == 0 || oh*ow == 0 {
 		panic(fmt.Sprintf("depthwise plane out of range: %+v, lens %d %d %d", p.g, len(xp), len(y), len(w)))
 	}
-	var tail [16]int32
-	for j := range ow % 16 {
-		tail[j] = -1
-	}
-	dwPlaneAVX2(&xp[0], &y[0], oh, ow, 4*g.s[1]*p.pw, p.cs, &w[0], len(p.offs), &p.offs[0], &tail[0],
+	dwPlaneAVX2(&xp[0], &y[0], oh, ow, 4*g.s[1]*p.pw, p.cs, &w[0], len(p.offs), &p.offs[0], &p.tail[0],
 		bias, t.flags, t.lo, t.hi, t.a, t.b)
 }

@@ -208,6 +208,9 @@ type dwPlan struct {
 	// padded row, which come first in the buffer's row, the odd ones after them; else 0.
 	split int
 	cs    int // the step in xp from one output's first tap to the next one's: 1, or 2
+	// tail selects, sign bit set, the lanes of a row's last 16 outputs that exist
+	// (dwPlaneAVX2's mask), made once here rather than on every plane.
+	tail [16]int32
 }
 
 // dwPadOK reports whether g takes the padded plane: 2-D windows, undilated, with
@@ -228,6 +231,12 @@ func (p *dwPlan) setup(g *nnGeom) *dwPlan {
 	p.split, p.cs = 0, g.s[2]
 	if g.s[2] == 2 && dwSplit() {
 		p.split, p.cs = (p.pw+1)/2, 1
+	}
+	for j := range p.tail {
+		p.tail[j] = 0
+		if j < g.out[2]%16 {
+			p.tail[j] = -1
+		}
 	}
 	p.offs = p.offs[:0]
 	for k1 := 0; k1 < g.k[1]; k1++ {
