@@ -193,3 +193,46 @@ func TestFuseExpandDWApart(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkExpandDW times inverted residual pairs of MobileNetV2 and EfficientNet-B0
+// (expansion, its activation, the depthwise Conv and its activation) at batch 32, the
+// steps fused and apart, in one process: the measurements behind expandDWMinPlane,
+// expandDWMaxPlane and expandDWPlane. Compare the two sub-benchmarks of each pair:
+//
+//	go test ./engine -run '^$' -bench ExpandDW -benchtime 20x
+func BenchmarkExpandDW(b *testing.B) {
+	for _, s := range []struct {
+		C, M, HW, K, S int
+		act            string
+	}{
+		{16, 96, 112, 3, 2, "Clip"}, {24, 144, 56, 3, 1, "Clip"}, {24, 144, 56, 3, 2, "Clip"},
+		{32, 192, 28, 3, 1, "Clip"}, {32, 192, 28, 3, 2, "Clip"}, {96, 576, 14, 3, 1, "Clip"},
+		{24, 144, 56, 5, 2, "SiLU"}, {40, 240, 28, 3, 2, "SiLU"},
+	} {
+		for _, fused := range []bool{true, false} {
+			name := fmt.Sprintf("%dto%d@%d_k%ds%d_%s/apart", s.C, s.M, s.HW, s.K, s.S, s.act)
+			if fused {
+				name = name[:len(name)-len("apart")] + "fused"
+			}
+			b.Run(name, func(b *testing.B) {
+				r := rand.New(rand.NewPCG(1, 2))
+				x := []int{32, s.C, s.HW, s.HW}
+				g, err := Build(expandDWModel(r, x, s.M, s.K, s.S, s.act, false, false, false), Options{Workers: 2})
+				if err != nil {
+					b.Fatal(err)
+				}
+				g.noExpandDW = !fused
+				in := nntRand(r, x, -2, 2)
+				if _, err := g.Forward(nil, in); err != nil {
+					b.Fatal(err)
+				}
+				for b.Loop() {
+					if _, err := g.Forward(nil, in); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(g.last.expandDW), "fused-pairs")
+			})
+		}
+	}
+}

@@ -147,3 +147,40 @@ func BenchmarkConvStream(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPointwisePrefetch times the pointwise layers of few output channels on large
+// planes that take tilePrefetch (MobileNetV2's and EfficientNet's projections, SqueezeNet's
+// squeeze and expansion), at batch 32, with the hint and without, in one process: the
+// measurements behind forwardDirect's rule. Compare the two sub-benchmarks of each shape,
+// with AVX-512 and under GODEBUG=cpu.avx512f=off:
+//
+//	go test ./engine -run '^$' -bench PointwisePrefetch -benchtime 20x
+func BenchmarkPointwisePrefetch(b *testing.B) {
+	for _, s := range []struct{ C, M, HW int }{
+		{32, 16, 112}, {16, 16, 112}, {96, 24, 56}, {144, 24, 56}, {64, 16, 55}, {16, 64, 55}, {96, 64, 56},
+	} {
+		for _, on := range []bool{true, false} {
+			name := fmt.Sprintf("%dto%d@%d/", s.C, s.M, s.HW)
+			if on {
+				name += "prefetch"
+			} else {
+				name += "none"
+			}
+			b.Run(name, func(b *testing.B) {
+				r := rand.New(rand.NewPCG(2, 2))
+				x, w := []int{32, s.C, s.HW, s.HW}, []int{s.M, s.C, 1, 1}
+				in := []*Tensor{nntRand(r, x, -1, 1), nntRand(r, w, -1, 1), nntRand(r, w[:1], -1, 1)}
+				in[1].param = &Param{Name: "w", Value: in[1]}
+				ctx := benchCtx(b)
+				k := buildKernel(b, nntNode("Conv", 13, 3, 1, attrInts("kernel_shape", 1, 1))).(*convKernel)
+				k.noPrefetch = !on
+				outs := nntRun(b, k, ctx, in)
+				for b.Loop() {
+					if err := k.Forward(ctx, in, outs); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
