@@ -127,3 +127,31 @@ func dwPlaneAsmAVX2(p *dwPlan, xp, y, w []float32, bias float32, t tileAct) {
 	dwPlaneAVX2(&xp[0], &y[0], oh, ow, 4*g.s[1]*p.pw, p.cs, &w[0], len(p.offs), &p.offs[0], &p.tail[0],
 		bias, t.flags, t.lo, t.hi, t.a, t.b)
 }
+
+//go:noescape
+func dwLanesAVX2(xp, y *float32, ldy int, pix *int64, groups, tail int, taps *int64, w, bias *float32, flags int, lo, hi int32, a, b float32)
+
+// dwLanesFast reports whether the lanes path has its kernel: AVX2 with FMA, and no
+// AVX-512, whose one-plane kernels serve those planes already.
+func dwLanesFast() bool { return convTileAVX2OK() && !convTileOK() }
+
+// dwLanesRun is dwLanesGo in AVX2 assembly, bit for bit (dwLanesGo itself where the CPU
+// lacks AVX2 or FMA): p is the padded buffer of 8 channels a pixel, y's 8 planes ldy
+// values apart.
+func dwLanesRun(l *dwLanes, p, y []float32, ldy int, w, bias []float32, t tileAct) {
+	O := l.g.out[1] * l.g.out[2]
+	K := len(l.taps) - 1
+	if O == 0 || K <= 0 || len(l.pix) < (O+7)/8*8 || len(w) < 8*K || (bias != nil && len(bias) < 8) ||
+		len(y) < 7*ldy+O || len(p) < 8*l.pw*l.ph {
+		panic(fmt.Sprintf("depthwise lanes out of range: %+v, lens %d %d %d", l.g, len(p), len(y), len(w)))
+	}
+	if !convTileAVX2OK() {
+		dwLanesGo(l, p, y, ldy, w, bias, t)
+		return
+	}
+	var bp *float32
+	if bias != nil {
+		bp = &bias[0]
+	}
+	dwLanesAVX2(&p[0], &y[0], 4*ldy, &l.pix[0], (O+7)/8, l.tail, &l.taps[0], &w[0], bp, t.flags, t.lo, t.hi, t.a, t.b)
+}

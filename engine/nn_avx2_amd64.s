@@ -770,3 +770,199 @@ t2loop:
 t2done:
 	VZEROUPPER
 	RET
+
+// DWLTAP adds tap product Y14 · (r + DX) to accumulator z, the product rounded first.
+#define DWLTAP(r, z) \
+	VMULPS (r)(DX*1), Y14, Y15 ; \
+	VADDPS Y15, z, z
+
+// func dwLanesAVX2(xp, y *float32, ldy int, pix *int64, groups, tail int, taps *int64, w, bias *float32, flags int, lo, hi int32, a, b float32)
+//
+// Depthwise planes with 8 channels in the lanes (see dwLanes): xp holds the padded
+// input, 8 channels a pixel; pix the byte offset of every output pixel's first tap in
+// it, 8 a group (groups of them, the last holding tail valid pixels, 8 when full); taps
+// the byte offset of each tap from it, ended by −1; w the taps' 8 channel weights. Each
+// group of 8 output pixels is summed in Y0-Y7 (one pixel a register, a channel a lane)
+// tap by tap, each product rounded before it is added, from +0; then the bias (when
+// non-nil) and the activation of flags, then transposed so that each register holds one
+// channel's 8 pixels, stored to row c of y (ldy bytes apart), the last group masked.
+TEXT ·dwLanesAVX2(SB), NOSPLIT, $0-96
+	MOVQ pix+24(FP), DI
+	MOVQ groups+32(FP), BX
+	XORQ R13, R13 // byte offset of the group's first output pixel in y's rows
+
+dwlgroup:
+	MOVQ xp+0(FP), AX
+	MOVQ 0(DI), R8
+	ADDQ AX, R8
+	MOVQ 8(DI), R9
+	ADDQ AX, R9
+	MOVQ 16(DI), R10
+	ADDQ AX, R10
+	MOVQ 24(DI), R11
+	ADDQ AX, R11
+	MOVQ 32(DI), R12
+	ADDQ AX, R12
+	MOVQ 40(DI), R14
+	ADDQ AX, R14
+	MOVQ 48(DI), R15
+	ADDQ AX, R15
+	MOVQ 56(DI), SI
+	ADDQ AX, SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ taps+48(FP), CX
+	MOVQ w+56(FP), AX
+
+dwltap:
+	MOVQ (CX), DX
+	TESTQ DX, DX
+	JS   dwltapdone
+	VMOVUPS (AX), Y14
+	DWLTAP(R8, Y0)
+	DWLTAP(R9, Y1)
+	DWLTAP(R10, Y2)
+	DWLTAP(R11, Y3)
+	DWLTAP(R12, Y4)
+	DWLTAP(R14, Y5)
+	DWLTAP(R15, Y6)
+	DWLTAP(SI, Y7)
+	ADDQ $8, CX
+	ADDQ $32, AX
+	JMP  dwltap
+
+dwltapdone:
+	MOVQ bias+64(FP), AX
+	TESTQ AX, AX
+	JZ   dwlact
+	VMOVUPS (AX), Y14
+	VADDPS Y14, Y0, Y0
+	VADDPS Y14, Y1, Y1
+	VADDPS Y14, Y2, Y2
+	VADDPS Y14, Y3, Y3
+	VADDPS Y14, Y4, Y4
+	VADDPS Y14, Y5, Y5
+	VADDPS Y14, Y6, Y6
+	VADDPS Y14, Y7, Y7
+
+dwlact:
+	MOVQ flags+72(FP), AX
+	VPCMPEQD Y8, Y8, Y8
+	VPSRLD $1, Y8, Y8
+	VBROADCASTSS lo+80(FP), Y9
+	VBROADCASTSS hi+84(FP), Y10
+	TESTQ $2, AX
+	JNZ  dwlrelu
+	TESTQ $4, AX
+	JNZ  dwlclip
+	TESTQ $8, AX
+	JZ   dwltrans
+	VBROADCASTSS a+88(FP), Y11
+	VBROADCASTSS b+92(FP), Y12
+	ACT8(SWISH2)
+	JMP  dwltrans
+
+dwlrelu:
+	ACT8(RELU2)
+	JMP  dwltrans
+
+dwlclip:
+	ACT8(CLIP2)
+
+dwltrans:
+	// Y0-Y7 are pixels (rows) of 8 channels; after the transpose Y8-Y15 are channels.
+	VUNPCKLPS Y1, Y0, Y8
+	VUNPCKHPS Y1, Y0, Y9
+	VUNPCKLPS Y3, Y2, Y10
+	VUNPCKHPS Y3, Y2, Y11
+	VUNPCKLPS Y5, Y4, Y12
+	VUNPCKHPS Y5, Y4, Y13
+	VUNPCKLPS Y7, Y6, Y14
+	VUNPCKHPS Y7, Y6, Y15
+	VUNPCKLPD Y10, Y8, Y0
+	VUNPCKHPD Y10, Y8, Y1
+	VUNPCKLPD Y11, Y9, Y2
+	VUNPCKHPD Y11, Y9, Y3
+	VUNPCKLPD Y14, Y12, Y4
+	VUNPCKHPD Y14, Y12, Y5
+	VUNPCKLPD Y15, Y13, Y6
+	VUNPCKHPD Y15, Y13, Y7
+	VPERM2F128 $0x20, Y4, Y0, Y8
+	VPERM2F128 $0x20, Y5, Y1, Y9
+	VPERM2F128 $0x20, Y6, Y2, Y10
+	VPERM2F128 $0x20, Y7, Y3, Y11
+	VPERM2F128 $0x31, Y4, Y0, Y12
+	VPERM2F128 $0x31, Y5, Y1, Y13
+	VPERM2F128 $0x31, Y6, Y2, Y14
+	VPERM2F128 $0x31, Y7, Y3, Y15
+
+	MOVQ y+8(FP), R8
+	ADDQ R13, R8
+	MOVQ ldy+16(FP), R9
+	CMPQ BX, $1
+	JNE  dwlfull
+	CMPQ tail+40(FP), $8
+	JEQ  dwlfull
+	// The last group, fewer than 8 pixels: the stores masked to them.
+	MOVQ tail+40(FP), AX
+	VMOVD AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU dwlIota<>(SB), Y1
+	VPCMPGTD Y1, Y0, Y0
+	VMASKMOVPS Y8, Y0, (R8)
+	ADDQ R9, R8
+	VMASKMOVPS Y9, Y0, (R8)
+	ADDQ R9, R8
+	VMASKMOVPS Y10, Y0, (R8)
+	ADDQ R9, R8
+	VMASKMOVPS Y11, Y0, (R8)
+	ADDQ R9, R8
+	VMASKMOVPS Y12, Y0, (R8)
+	ADDQ R9, R8
+	VMASKMOVPS Y13, Y0, (R8)
+	ADDQ R9, R8
+	VMASKMOVPS Y14, Y0, (R8)
+	ADDQ R9, R8
+	VMASKMOVPS Y15, Y0, (R8)
+	JMP  dwldone
+
+dwlfull:
+	VMOVUPS Y8, (R8)
+	ADDQ R9, R8
+	VMOVUPS Y9, (R8)
+	ADDQ R9, R8
+	VMOVUPS Y10, (R8)
+	ADDQ R9, R8
+	VMOVUPS Y11, (R8)
+	ADDQ R9, R8
+	VMOVUPS Y12, (R8)
+	ADDQ R9, R8
+	VMOVUPS Y13, (R8)
+	ADDQ R9, R8
+	VMOVUPS Y14, (R8)
+	ADDQ R9, R8
+	VMOVUPS Y15, (R8)
+	ADDQ $64, DI
+	ADDQ $32, R13
+	DECQ BX
+	JNZ  dwlgroup
+
+dwldone:
+	VZEROUPPER
+	RET
+
+DATA dwlIota<>+0(SB)/4, $0
+DATA dwlIota<>+4(SB)/4, $1
+DATA dwlIota<>+8(SB)/4, $2
+DATA dwlIota<>+12(SB)/4, $3
+DATA dwlIota<>+16(SB)/4, $4
+DATA dwlIota<>+20(SB)/4, $5
+DATA dwlIota<>+24(SB)/4, $6
+DATA dwlIota<>+28(SB)/4, $7
+GLOBL dwlIota<>(SB), RODATA|NOPTR, $32

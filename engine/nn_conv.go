@@ -32,10 +32,14 @@ type convKernel struct {
 	ngat    narrowGather  // the narrow path's column matrix as gathers (nn_conv_narrow.go)
 	gws     [][]float32   // depthwise weight-gradient partial sums of workers 1..
 
-	dwPlan dwPlan      // the padded-plane depthwise layout (nn_depthwise.go)
-	dwBuf  [][]float32 // each worker's padded plane
-	dwTmp  [][]float32 // each worker's output plane before its SiLU is streamed
-	dwFor  []nnGeom    // the geometry each dwBuf was laid out for
+	dwPlan dwPlan // the padded-plane depthwise layout (nn_depthwise.go)
+	// dwLanes and dwLaneBuf are the lanes path's layout and per-worker scratch
+	// (nn_depthwise_lanes.go).
+	dwLanes   dwLanes
+	dwLaneBuf []dwLaneBuf
+	dwBuf     [][]float32 // each worker's padded plane
+	dwTmp     [][]float32 // each worker's output plane before its SiLU is streamed
+	dwFor     []nnGeom    // the geometry each dwBuf was laid out for
 	// The same for the input gradient's convolution, and the flipped taps.
 	dwPlanT dwPlan
 	dwBufT  [][]float32
@@ -67,6 +71,7 @@ type convKernel struct {
 	noTile       bool // tests: im2col + Sgemm through the BLAS even where the tile kernel runs
 	noNarrow     bool // tests: forwardGemmTile's own products even where the narrow path runs
 	noDWPad      bool // tests: force the generic depthwise loop where the padded plane runs
+	noDWLanes    bool // tests: one plane at a time where the lanes path runs (forwardDWLanes)
 	forceDirect  bool // tests: the direct path for planes smaller than convDirectMinPlane too
 	noWinograd   bool // tests: the direct path's products even where the Winograd path runs
 	streamMin    int  // tests: convStreamMin when positive; negative: never non-temporal stores
@@ -704,6 +709,10 @@ func (k *convKernel) forwardDepthwise(ctx *Context, d *convDims, x, w, bias, y [
 			})
 			return true
 		}
+	}
+	if k.dwLanesOK(d, act) {
+		k.forwardDWLanes(ctx, d, x, w, bias, y, act)
+		return true
 	}
 	if !k.noDWPad && dwPadOK(g) && dwPlaneFast() {
 		k.forwardDWPad(ctx, d, x, w, bias, y, act)
