@@ -25,14 +25,15 @@ type dwLanes struct {
 
 // dwLanesOK reports whether the lanes path takes d with activation act: one output plane
 // per input plane, whole groups of 8 channels, a padded-plane geometry (dwPadOK) with
-// output rows of at most 16, and an activation the kernel applies (not SiLU, no NaN
-// bound); only where the AVX2 kernel runs and the AVX-512 ones do not.
+// output rows of at most 16, and an activation the kernel applies, or SiLU (applied to
+// each group's planes right after them, as dwPlane does); only where the AVX2 kernel runs
+// and the AVX-512 ones do not.
 func (k *convKernel) dwLanesOK(d *convDims, act *nnClamp) bool {
 	if k.noDWLanes || !dwLanesFast() || d.Mg != 1 || d.Cg != 1 || d.M%8 != 0 || !dwPadOK(&d.g) || d.g.out[2] > 16 {
 		return false
 	}
 	_, ok := dw3x3Flags(act)
-	return ok
+	return ok || act.silu
 }
 
 // setup lays l out for g, unless it already is.
@@ -62,12 +63,14 @@ func (l *dwLanes) setup(g *nnGeom) *dwLanes {
 }
 
 // forwardDWLanes makes d's output planes through the lanes, an image's group of 8
-// channels an item.
+// channels an item, and, for a fused GlobalAveragePool (k.gap), their means while they
+// are in the cache, as forwardDWPad does.
 func (k *convKernel) forwardDWLanes(ctx *Context, d *convDims, x, w, bias, y []float32, act *nnClamp) {
 	g := &d.g
 	isz, O, K := g.inSize(), g.outSize(), g.kSize()
 	l := k.dwLanes.setup(g)
 	t, _ := dw3x3Flags(act)
+	silu := act != nil && act.silu
 	groups := d.M / 8
 	nw := nnWorkers(ctx, d.N*groups)
 	for len(k.dwLaneBuf) < nw {
@@ -98,9 +101,19 @@ func (k *convKernel) forwardDWLanes(ctx *Context, d *convDims, x, w, bias, y []f
 				copy(b.b[:], bias[c0:c0+8])
 				bv = b.b[:]
 			}
-			dwLanesRun(l, b.p, y[(i*d.M+c0)*O:(i*d.M+c0+8)*O], O, b.w, bv, t)
+			ys := y[(i*d.M+c0)*O : (i*d.M+c0+8)*O]
+			dwLanesRun(l, b.p, ys, O, b.w, bv, t)
+			if silu {
+				siluVec(ys, ys)
+			}
+			if k.gap != nil {
+				for j := range 8 {
+					k.gap[i*d.M+c0+j] = planeMean(ys[j*O : (j+1)*O])
+				}
+			}
 		}
 	})
+	k.gapDone = k.gap != nil
 }
 
 // dwLaneBuf is one worker's scratch of the lanes path.

@@ -10,8 +10,8 @@ import (
 // TestDWLanes checks the lanes path (8 channels in the lanes, AVX2) bit for bit against
 // dwPlaneGo, the definition of the one-plane-at-a-time kernels it replaces, over 3×3 and 5×5 windows, unit stride and stride 2 (and
 // 2 along rows only), symmetric and one-sided padding, planes of 3 to 14 columns (rows of
-// 7, 14 and 16 outputs, last groups of 1 to 8 pixels), no bias, Relu, Clip, HardSwish and
-// no activation, on 1–3 workers; and the kernel itself against dwLanesGo, its definition
+// 7, 14 and 16 outputs, last groups of 1 to 8 pixels), no bias, Relu, Clip, HardSwish,
+// SiLU and no activation, on 1–3 workers; and the kernel itself against dwLanesGo, its definition
 // (the AVX2 kernel wherever the CPU has it, AVX-512 or not; dwLanesGo itself without).
 func TestDWLanes(t *testing.T) {
 	type geo struct {
@@ -25,7 +25,7 @@ func TestDWLanes(t *testing.T) {
 	acts := []struct {
 		name string
 		a    *nnClamp
-	}{{"none", nil}, {"relu", &nnClamp{relu: true}}, {"clip", &nnClamp{lo: 0, hi: 6}}, {"hardswish", &nnClamp{swish: true, a: 1.0 / 6, b: 0.5}}}
+	}{{"none", nil}, {"relu", &nnClamp{relu: true}}, {"clip", &nnClamp{lo: 0, hi: 6}}, {"hardswish", &nnClamp{swish: true, a: 1.0 / 6, b: 0.5}}, {"silu", &nnClamp{silu: true}}}
 	var cases []geo
 	for i, g := range []geo{
 		{C: 16, H: 14, W: 14, K: 3, s1: 1, s2: 1, pads: [4]int64{1, 1, 1, 1}},
