@@ -131,9 +131,9 @@ func dwPlaneAsmAVX2(p *dwPlan, xp, y, w []float32, bias float32, t tileAct) {
 //go:noescape
 func dwLanesAVX2(xp, y *float32, ldy int, pix *int64, groups, tail int, taps *int64, w, bias *float32, flags int, lo, hi int32, a, b float32)
 
-// dwLanesFast reports whether the lanes path has its kernel: AVX2 with FMA, and no
-// AVX-512, whose one-plane kernels serve those planes already.
-func dwLanesFast() bool { return convTileAVX2OK() && !convTileOK() }
+// dwLanesFast reports whether the lanes path has its kernel: AVX2 with FMA (with AVX-512
+// too; see dwLanesOK for where it then runs).
+func dwLanesFast() bool { return convTileAVX2OK() }
 
 // dwLanesRun is dwLanesGo in AVX2 assembly, bit for bit (dwLanesGo itself where the CPU
 // lacks AVX2 or FMA): p is the padded buffer of 8 channels a pixel, y's 8 planes ldy

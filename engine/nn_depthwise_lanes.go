@@ -2,8 +2,8 @@ package engine
 
 import "fmt"
 
-// Depthwise planes of up to 16 outputs a row on the AVX2 path take 8 channels at a time
-// in the lanes, as onnxruntime's channel-blocked kernels do: the 8 input planes are
+// Depthwise planes of up to 16 outputs a row on the AVX2 path (8 with AVX-512) take 8
+// channels at a time in the lanes, as onnxruntime's channel-blocked kernels do: the 8 input planes are
 // transposed into one padded buffer of 8 values a pixel, each output pixel's 8 channels
 // are summed in one register tap by tap, and every 8 pixels are transposed back into the
 // 8 output planes. One plane at a time (dwPlane) took a padded copy and a call of its own
@@ -26,10 +26,14 @@ type dwLanes struct {
 // dwLanesOK reports whether the lanes path takes d with activation act: one output plane
 // per input plane, whole groups of 8 channels, a padded-plane geometry (dwPadOK) with
 // output rows of at most 16, and an activation the kernel applies, or SiLU (applied to
-// each group's planes right after them, as dwPlane does); only where the AVX2 kernel runs
-// and the AVX-512 ones do not.
+// each group's planes right after them, as dwPlane does). With AVX-512, whose one-plane
+// kernel holds a row of 16 outputs in a register, only rows of at most 8: measured alone
+// (32 images, interleaved), 576 channels 14 → 7 at stride 2 and 1 152 channels of 5×5 at
+// 7 × 7 took 0.75–0.78 of the AVX-512 planes' time, 672 channels of 5×5 at 14 × 14 1.13.
+// (3×3 "same" windows on rows of at most 16 take dw3x3Planes before either.)
 func (k *convKernel) dwLanesOK(d *convDims, act *nnClamp) bool {
-	if k.noDWLanes || !dwLanesFast() || d.Mg != 1 || d.Cg != 1 || d.M%8 != 0 || !dwPadOK(&d.g) || d.g.out[2] > 16 {
+	if k.noDWLanes || !dwLanesFast() || d.Mg != 1 || d.Cg != 1 || d.M%8 != 0 || !dwPadOK(&d.g) || d.g.out[2] > 16 ||
+		convTileOK() && d.g.out[2] > 8 {
 		return false
 	}
 	_, ok := dw3x3Flags(act)
