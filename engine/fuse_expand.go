@@ -11,7 +11,7 @@ import (
 // blocks of MobileNetV2, MobileNetV3 and EfficientNet. The expansion's output is the
 // largest activation of such a network (MobileNetV2's first: 96 channels of 112 × 112,
 // 154 MB at batch 32), which unfused is written to memory by one step and read back by
-// the next. Fused, each worker makes a few channels of one image (expandDWGroup) into a
+// the next. Fused, each worker makes a few channels of one image (run) into a
 // scratch that stays in its L2 cache and makes their depthwise planes from there at
 // once, so that those values never leave the cache. Every value is computed by the same
 // kernels, with the same sums in the same order, as the unfused steps compute it: the

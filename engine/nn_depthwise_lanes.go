@@ -3,14 +3,14 @@ package engine
 import "fmt"
 
 // Depthwise planes of up to 16 outputs a row on the AVX2 path (8 with AVX-512) take 8
-// channels at a time in the lanes, as onnxruntime's channel-blocked kernels do: the 8 input planes are
-// transposed into one padded buffer of 8 values a pixel, each output pixel's 8 channels
-// are summed in one register tap by tap, and every 8 pixels are transposed back into the
-// 8 output planes. One plane at a time (dwPlane) took a padded copy and a call of its own
-// per plane, 100–210 ns a plane of MobileNetV2's 14 × 14 and 7 × 7 layers against
-// onnxruntime's 40–120. The sums are dwPlaneGo's (each product rounded before it is added,
-// taps in order, from +0), then the bias and the activation as planeBiasAct applies them:
-// the same bits as the other paths.
+// channels at a time in the lanes, as onnxruntime's channel-blocked kernels do: the 8
+// input planes are transposed into one padded buffer of 8 values a pixel, each output
+// pixel's 8 channels are summed in one register tap by tap, and every 8 pixels are
+// transposed back into the 8 output planes. One plane at a time (dwPlane) took a padded
+// copy and a call of its own per plane, 100–210 ns a plane of MobileNetV2's 14 × 14 and
+// 7 × 7 layers against onnxruntime's 40–120. The sums are dwPlaneGo's (each product
+// rounded before it is added, taps in order, from +0), then the bias and the activation
+// as planeBiasAct applies them: the same bits as the padded-plane path.
 
 // dwLanes is the lanes layout of one depthwise geometry.
 type dwLanes struct {
@@ -29,7 +29,7 @@ type dwLanes struct {
 // each group's planes right after them, as dwPlane does). With AVX-512, whose one-plane
 // kernel holds a row of 16 outputs in a register, only rows of at most 8: measured alone
 // (32 images, interleaved), 576 channels 14 → 7 at stride 2 and 1 152 channels of 5×5 at
-// 7 × 7 took 0.75–0.78 of the AVX-512 planes' time, 672 channels of 5×5 at 14 × 14 1.13.
+// 7 × 7 took 0.75–0.85 of the AVX-512 planes' time, 672 channels of 5×5 at 14 × 14 1.13.
 // (3×3 "same" windows on rows of at most 16 take dw3x3Planes before either.)
 func (k *convKernel) dwLanesOK(d *convDims, act *nnClamp) bool {
 	if k.noDWLanes || !dwLanesFast() || d.Mg != 1 || d.Cg != 1 || d.M%8 != 0 || !dwPadOK(&d.g) || d.g.out[2] > 16 ||
