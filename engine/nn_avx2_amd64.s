@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "prefetchw_amd64.h"
 
 // FMA4 adds a[0:4] (broadcast from AX) times the B row in Y8 (columns 0-7) and Y9
 // (columns 8-15) to the accumulators: row r in Y(2r) and Y(2r+1).
@@ -44,21 +45,38 @@
 	VPMINSD Y10, Y13, Y13 ; \
 	VMULPS Y13, z, z
 
+// TRANSPOSE8Y transposes the 8 × 8 matrix whose rows are Y0-Y7 into Y8-Y15 (row c of the
+// result in Y(8+c)), Y0-Y7 clobbered: 32-bit and 64-bit interleaves within 128-bit lanes,
+// then the lanes exchanged.
+#define TRANSPOSE8Y \
+	VUNPCKLPS Y1, Y0, Y8 ; \
+	VUNPCKHPS Y1, Y0, Y9 ; \
+	VUNPCKLPS Y3, Y2, Y10 ; \
+	VUNPCKHPS Y3, Y2, Y11 ; \
+	VUNPCKLPS Y5, Y4, Y12 ; \
+	VUNPCKHPS Y5, Y4, Y13 ; \
+	VUNPCKLPS Y7, Y6, Y14 ; \
+	VUNPCKHPS Y7, Y6, Y15 ; \
+	VUNPCKLPD Y10, Y8, Y0 ; \
+	VUNPCKHPD Y10, Y8, Y1 ; \
+	VUNPCKLPD Y11, Y9, Y2 ; \
+	VUNPCKHPD Y11, Y9, Y3 ; \
+	VUNPCKLPD Y14, Y12, Y4 ; \
+	VUNPCKHPD Y14, Y12, Y5 ; \
+	VUNPCKLPD Y15, Y13, Y6 ; \
+	VUNPCKHPD Y15, Y13, Y7 ; \
+	VPERM2F128 $0x20, Y4, Y0, Y8 ; \
+	VPERM2F128 $0x20, Y5, Y1, Y9 ; \
+	VPERM2F128 $0x20, Y6, Y2, Y10 ; \
+	VPERM2F128 $0x20, Y7, Y3, Y11 ; \
+	VPERM2F128 $0x31, Y4, Y0, Y12 ; \
+	VPERM2F128 $0x31, Y5, Y1, Y13 ; \
+	VPERM2F128 $0x31, Y6, Y2, Y14 ; \
+	VPERM2F128 $0x31, Y7, Y3, Y15
+
 #define ACT8(f) \
 	f(Y0) ; f(Y1) ; f(Y2) ; f(Y3) ; f(Y4) ; f(Y5) ; f(Y6) ; f(Y7)
 
-// PREFETCHW (R14), which the Go assembler does not spell: the cache line for writing, so
-// that the store after it finds the line owned (a NOP where the CPU lacks it). PFWROWS4
-// does so for four rows R11 bytes apart from R14, leaving R14 on the last.
-#define PREFETCHW_R14 BYTE $0x41; BYTE $0x0f; BYTE $0x0d; BYTE $0x0e
-#define PFWROWS4 \
-	PREFETCHW_R14 ; \
-	ADDQ R11, R14 ; \
-	PREFETCHW_R14 ; \
-	ADDQ R11, R14 ; \
-	PREFETCHW_R14 ; \
-	ADDQ R11, R14 ; \
-	PREFETCHW_R14
 // func convTile4AVX2(k int, a, b *float32, ldb int, c *float32, ldc int, bias *float32, mask *int32, full, flags int, offs *int64, lo, hi int32, sa, sb float32)
 //
 // Four rows of one panel of the tile kernel (see convTileGeneric): row r of C (ldc
@@ -728,32 +746,7 @@ t2loop:
 	VMOVUPS (R9), Y6
 	ADDQ    R8, R9
 	VMOVUPS (R9), Y7
-	VUNPCKLPS Y1, Y0, Y8
-	VUNPCKHPS Y1, Y0, Y9
-	VUNPCKLPS Y3, Y2, Y10
-	VUNPCKHPS Y3, Y2, Y11
-	VUNPCKLPS Y5, Y4, Y12
-	VUNPCKHPS Y5, Y4, Y13
-	VUNPCKLPS Y7, Y6, Y14
-	VUNPCKHPS Y7, Y6, Y15
-	// Per lane L: Y0..Y3 rows 0-3 of columns 4L..4L+3, Y4..Y7 rows 4-7.
-	VUNPCKLPD Y10, Y8, Y0
-	VUNPCKHPD Y10, Y8, Y1
-	VUNPCKLPD Y11, Y9, Y2
-	VUNPCKHPD Y11, Y9, Y3
-	VUNPCKLPD Y14, Y12, Y4
-	VUNPCKHPD Y14, Y12, Y5
-	VUNPCKLPD Y15, Y13, Y6
-	VUNPCKHPD Y15, Y13, Y7
-	// Column c (t row c): rows 0-3 from lane c/4 of Y(c%4), rows 4-7 from the same of Y(4+c%4).
-	VPERM2F128 $0x20, Y4, Y0, Y8
-	VPERM2F128 $0x20, Y5, Y1, Y9
-	VPERM2F128 $0x20, Y6, Y2, Y10
-	VPERM2F128 $0x20, Y7, Y3, Y11
-	VPERM2F128 $0x31, Y4, Y0, Y12
-	VPERM2F128 $0x31, Y5, Y1, Y13
-	VPERM2F128 $0x31, Y6, Y2, Y14
-	VPERM2F128 $0x31, Y7, Y3, Y15
+	TRANSPOSE8Y
 	VMOVUPS Y8, (DI)
 	VMOVUPS Y9, 32(DI)
 	VMOVUPS Y10, 64(DI)
@@ -877,30 +870,7 @@ dwlclip:
 
 dwltrans:
 	// Y0-Y7 are pixels (rows) of 8 channels; after the transpose Y8-Y15 are channels.
-	VUNPCKLPS Y1, Y0, Y8
-	VUNPCKHPS Y1, Y0, Y9
-	VUNPCKLPS Y3, Y2, Y10
-	VUNPCKHPS Y3, Y2, Y11
-	VUNPCKLPS Y5, Y4, Y12
-	VUNPCKHPS Y5, Y4, Y13
-	VUNPCKLPS Y7, Y6, Y14
-	VUNPCKHPS Y7, Y6, Y15
-	VUNPCKLPD Y10, Y8, Y0
-	VUNPCKHPD Y10, Y8, Y1
-	VUNPCKLPD Y11, Y9, Y2
-	VUNPCKHPD Y11, Y9, Y3
-	VUNPCKLPD Y14, Y12, Y4
-	VUNPCKHPD Y14, Y12, Y5
-	VUNPCKLPD Y15, Y13, Y6
-	VUNPCKHPD Y15, Y13, Y7
-	VPERM2F128 $0x20, Y4, Y0, Y8
-	VPERM2F128 $0x20, Y5, Y1, Y9
-	VPERM2F128 $0x20, Y6, Y2, Y10
-	VPERM2F128 $0x20, Y7, Y3, Y11
-	VPERM2F128 $0x31, Y4, Y0, Y12
-	VPERM2F128 $0x31, Y5, Y1, Y13
-	VPERM2F128 $0x31, Y6, Y2, Y14
-	VPERM2F128 $0x31, Y7, Y3, Y15
+	TRANSPOSE8Y
 
 	MOVQ y+8(FP), R8
 	ADDQ R13, R8

@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "prefetchw_amd64.h"
 
 // Activations of one accumulator z, with Z16 and Z17 as scratch, computed exactly as
 // the Relu, Clip (clipBits) and HardSwish kernels compute them: RELU clears values whose
@@ -75,18 +76,6 @@
 	VFMADD231PS Z16, Z25, Z14 ; \
 	VFMADD231PS Z17, Z25, Z15
 
-// PREFETCHW (R14), which the Go assembler does not spell: the cache line for writing, so
-// that the store after it finds the line owned (a NOP where the CPU lacks it). PFWROWS4
-// does so for four rows R11 bytes apart from R14, leaving R14 on the last.
-#define PREFETCHW_R14 BYTE $0x41; BYTE $0x0f; BYTE $0x0d; BYTE $0x0e
-#define PFWROWS4 \
-	PREFETCHW_R14 ; \
-	ADDQ R11, R14 ; \
-	PREFETCHW_R14 ; \
-	ADDQ R11, R14 ; \
-	PREFETCHW_R14 ; \
-	ADDQ R11, R14 ; \
-	PREFETCHW_R14
 // func convTileAVX512(k int, a, b0, b1 *float32, ldb int, c0, c1 *float32, ldc int, bias *float32, m0, m1 uint64, flags, nrb int, offs *int64, lo, hi int32, sa, sb float32, s0, s1 uint64)
 //
 // Accumulators: row r of the tile lives in Z(2r) (panel 0) and Z(2r+1) (panel 1). The
