@@ -27,8 +27,10 @@ func convDirectOK() bool { return convTileOK() || convTileAVX2OK() }
 
 // convTileAVX2 is convTileGeneric (same contract and results, bit for bit: the sums
 // take the same FMAs in the same order) with convTile4AVX2 making each panel four
-// rows at a time; convTileGeneric itself where the CPU lacks AVX2 or FMA.
-func convTileAVX2(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int, offs *tileOffs, act *tileAct) {
+// rows at a time; convTileGeneric itself where the CPU lacks AVX2 or FMA. Only the
+// first rows rows (rounded up to a multiple of four) are made: the quads past them are
+// left as they were.
+func convTileAVX2(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb, rows int, offs *tileOffs, act *tileAct) {
 	// Packed lanes (tilePack) have no AVX2 form: the direct path asks for them only
 	// with AVX-512.
 	if !convTileAVX2OK() || flags&tilePack != 0 {
@@ -62,7 +64,7 @@ func convTileAVX2(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int
 				full = 2
 			}
 		}
-		for R := 0; R < 8*nrb; R += 4 {
+		for R := 0; R < min(rows, 8*nrb); R += 4 {
 			var ap, bp *float32
 			if k > 0 {
 				ap = &a[8*k*(R/8)+R%8]

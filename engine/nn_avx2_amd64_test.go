@@ -12,7 +12,8 @@ import (
 // its portable definition (the same FMAs in the same order, so no tolerance), on
 // every CPU with AVX2 and FMA, AVX-512 or not: depths 0 to 40, strides and offset
 // tables, full, empty, single-lane and random masks (the masked loads and stores), one
-// to three row blocks, tileAdd with and without a bias, each fused activation, and
+// to three row blocks and fewer rows than they hold (convTileRows), tileAdd with and
+// without a bias, each fused activation, and
 // inputs with NaNs of either sign, signed zeros and infinities. Lanes outside the
 // masks must keep their old bits.
 func TestConvTileAVX2(t *testing.T) {
@@ -75,14 +76,25 @@ func TestConvTileAVX2(t *testing.T) {
 		if trial%2 == 1 {
 			offs = randTileOffs(r, k, len(b0))
 		}
+		// Every fifth trial asks for fewer rows than the blocks hold (convTileRows): the
+		// quads that hold them must be the portable kernel's, the quads past them untouched.
+		rows := 8 * nrb
+		if trial%5 == 2 {
+			rows = 1 + r.IntN(8*nrb)
+		}
+		made := (rows + 3) &^ 3
 		g0, g1 := append([]float32(nil), c0...), append([]float32(nil), c1...)
-		convTileAVX2(k, a, b0, b1, ldb, c0, c1, ldc, bias, masks[0], masks[1], flags, nrb, offs, tact)
+		o0, o1 := append([]float32(nil), c0...), append([]float32(nil), c1...)
+		convTileAVX2(k, a, b0, b1, ldb, c0, c1, ldc, bias, masks[0], masks[1], flags, nrb, rows, offs, tact)
 		convTileGeneric(k, a, b0, b1, ldb, g0, g1, ldc, bias, masks[0], masks[1], flags, nrb, offs, tact)
+		for i := made * ldc; i < len(c0); i++ {
+			g0[i], g1[i] = o0[i], o1[i]
+		}
 		for p, pair := range [2][2][]float32{{c0, g0}, {c1, g1}} {
 			for i := range pair[0] {
 				if math.Float32bits(pair[0][i]) != math.Float32bits(pair[1][i]) {
-					t.Fatalf("trial %d (k=%d nrb=%d ldc=%d mask %#x flags %d act %+v offs %v): panel %d c[%d,%d] = %v (%#x), portable %v (%#x)",
-						trial, k, nrb, ldc, masks[p], flags, act, offs != nil, p, i/ldc, i%ldc,
+					t.Fatalf("trial %d (k=%d nrb=%d rows=%d ldc=%d mask %#x flags %d act %+v offs %v): panel %d c[%d,%d] = %v (%#x), want %v (%#x)",
+						trial, k, nrb, rows, ldc, masks[p], flags, act, offs != nil, p, i/ldc, i%ldc,
 						pair[0][i], math.Float32bits(pair[0][i]), pair[1][i], math.Float32bits(pair[1][i]))
 				}
 			}
@@ -231,7 +243,9 @@ func TestConvTileStream(t *testing.T) {
 		impls = append(impls, struct {
 			name string
 			f    tileFunc
-		}{"AVX2", convTileAVX2})
+		}{"AVX2", func(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int, offs *tileOffs, act *tileAct) {
+			convTileAVX2(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb, 8*nrb, offs, act)
+		}})
 	}
 	if len(impls) == 0 {
 		t.Skip("no assembly tile kernel on this CPU; the portable kernel ignores the hint")

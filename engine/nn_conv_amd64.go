@@ -20,10 +20,23 @@ func convTileAVX512(k int, a, b0, b1 *float32, ldb int, c0, c1 *float32, ldc int
 // (x/sys/cpu checks both the CPU flag and that the OS saves the zmm and mask registers).
 func convTileOK() bool { return cpu.X86.HasAVX512F }
 
+// convTileRows is convTile for callers that need only the first rows rows of the nrb
+// blocks: the rest may be made or left as they were. The AVX2 kernel makes four rows
+// at a time, so a block of at most four rows (ResNet-18's 2 × 2 planes on the narrow
+// path, a tail of four output channels) costs it half a block and reads the panel once,
+// not twice; AVX-512 makes whole blocks.
+func convTileRows(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb, rows int, offs *tileOffs, act *tileAct) {
+	if !convTileOK() {
+		convTileAVX2(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb, rows, offs, act)
+		return
+	}
+	convTile(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb, offs, act)
+}
+
 // convTile computes nrb consecutive 8-row tiles with the assembly kernel.
 func convTile(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb int, offs *tileOffs, act *tileAct) {
 	if !convTileOK() {
-		convTileAVX2(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb, offs, act)
+		convTileAVX2(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb, 8*nrb, offs, act)
 		return
 	}
 	convTileCheck(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb, offs)

@@ -239,7 +239,7 @@ func (w *convWork) tileRun(k int, a, b []float32, b0, b1, ldb int, offs *tileOff
 			copy(t[r*32+16:r*32+32], c[c1+r*ldc:c1+r*ldc+n1])
 		}
 	}
-	convTile(k, a, b[b0:], b[b1:], ldb, t, t[16:], 32, bias, m0, m1, flags, 1, offs, act)
+	convTileRows(k, a, b[b0:], b[b1:], ldb, t, t[16:], 32, bias, m0, m1, flags, 1, rows, offs, act)
 	for r := 0; r < rows; r++ {
 		copy(c[c0+r*ldc:c0+r*ldc+n0], t[r*32:])
 		copy(c[c1+r*ldc:c1+r*ldc+n1], t[r*32+16:])

@@ -118,7 +118,7 @@ func (k *convKernel) forwardNarrow(ctx *Context, d *convDims, x, w []float32, wk
 					m1 = laneMask(n - 16)
 				}
 				b := wg[p*CgK*32 : (p+1)*CgK*32]
-				convTile(CgK, a, b, b[16:], 32, t[32*p:], t[32*p+16:], d.Mg, nil, m0, m1, tileAdd, RB, nil, nil)
+				convTileRows(CgK, a, b, b[16:], 32, t[32*p:], t[32*p+16:], d.Mg, nil, m0, m1, tileAdd, RB, L, nil, nil)
 			}
 		})
 		if O == 1 {

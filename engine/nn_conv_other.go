@@ -47,6 +47,11 @@ func colTPlanFast() bool { return false }
 
 func colTPlan(p *cpPlan, xp, colT []float32) { panic("colTPlan without colTPlanFast") }
 
+// convTileRows is convTile: the portable kernel makes whole blocks.
+func convTileRows(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb, rows int, offs *tileOffs, act *tileAct) {
+	convTileGeneric(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb, offs, act)
+}
+
 // dwPlaneFast is false without the assembly: the generic depthwise loop is as fast as
 // dwPlaneGo in Go.
 func dwPlaneFast() bool { return false }
