@@ -81,15 +81,18 @@ type convDirect struct {
 	// ringPooled counts the forward passes that pooled a fused MaxPool from pooledChunks'
 	// rings; tests read it.
 	ringPooled int
-	bp         []float32 // bias per group and 8-row block
-	wtp        []float32 // Wᵀ per group and 8-row block of CgK, k-major: Mg × 8, during a call: scratch
-	wn         []float32 // the narrow path's Wᵀ per group in panels of 32 channels (packNarrow)
-	wnKey      weightKey // the weights wn holds
-	an         []float32 // the narrow path's column matrix, 8 pixels to a row block
-	wfp        []float32 // the input gradient's kernel per group (packFlipped), during a call: scratch
-	wu         []float32 // the Winograd path's transformed weights (winoWeights)
-	wuKey      weightKey // the weights wu holds
-	work       []convWork
+	// pixSplit counts the forward passes that split an image's pixels over the workers;
+	// tests read it.
+	pixSplit int
+	bp       []float32 // bias per group and 8-row block
+	wtp      []float32 // Wᵀ per group and 8-row block of CgK, k-major: Mg × 8, during a call: scratch
+	wn       []float32 // the narrow path's Wᵀ per group in panels of 32 channels (packNarrow)
+	wnKey    weightKey // the weights wn holds
+	an       []float32 // the narrow path's column matrix, 8 pixels to a row block
+	wfp      []float32 // the input gradient's kernel per group (packFlipped), during a call: scratch
+	wu       []float32 // the Winograd path's transformed weights (winoWeights)
+	wuKey    weightKey // the weights wu holds
+	work     []convWork
 	// slotGW holds the weight-gradient partial sum of each slot of images (see
 	// backwardDirect) during a call, carved from its scratch; slot 0 adds into the
 	// gradient itself unless hwc.
@@ -218,6 +221,16 @@ func (p *convPad) fill(dst, x []float32, C int) {
 	for ch := 0; ch < C; ch++ {
 		padRows(dst[ch*p.size+g.pb[1]*p.w+g.pb[2]:], x[ch*H*W:(ch+1)*H*W], H, W, p.w)
 	}
+}
+
+// pixelSplitEven reports whether splitting a plane of O pixels by panel pairs of 32 over n
+// workers leaves them at most 5 % less evenly loaded than splitting rb row blocks: the
+// pixel split reads each input value once, the channel split once per worker, so it
+// keeps a small imbalance (55 × 55: 95 pairs, 48 and 47), not a large one (14 × 14: 7
+// pairs, 4 and 3, against 12 row blocks, 6 and 6).
+func pixelSplitEven(O, rb, n int) bool {
+	even := func(units int) float64 { return float64(units) / float64(n*((units+n-1)/n)) }
+	return even((O+31)/32) >= even(rb)-0.05
 }
 
 func laneMask(n int) uint64 { return 1<<uint(min(n, 16)) - 1 }
@@ -609,13 +622,17 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 	// 16-channel squeezes and expansions at 55 × 55, MobileNetV2's early 1×1 layers) is
 	// split by pixels instead: each worker reads its share of the input once for every
 	// row block, where split by channels each read all of it. A pixel's sums are the same
-	// whichever tiles hold it.
+	// whichever tiles hold it. Not where the pixels' panel pairs split less evenly than the
+	// row blocks (pixelSplitEven): on 14 × 14 planes, 7 pairs made one worker's share 4
+	// pairs of 3.5, where 12 row blocks split 6 and 6.
 	pix := 0
-	if d.pointwise && chunk == 0 && blocks < ctx.Workers && res == nil && pg == nil && (act == nil || inKernel) &&
+	if d.pointwise && chunk == 0 && blocks < ctx.Workers && pg == nil && (act == nil || inKernel) &&
 		d.Mg <= O && !k.noPixelSplit {
 		n := (ctx.Workers + blocks - 1) / blocks
-		if pix = (O + n - 1) / n; pix%32 != 0 {
-			pix += 32 - pix%32
+		if k.group != 1 || pixelSplitEven(O, RB, n) { // groups have no channel split
+			if pix = (O + n - 1) / n; pix%32 != 0 {
+				pix += 32 - pix%32
+			}
 		}
 	}
 	nchunks := 1
@@ -624,6 +641,7 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 		nchunks = (O + chunk - 1) / chunk
 	case pix > 0:
 		nchunks = (O + pix - 1) / pix
+		c.pixSplit++
 	case blocks < ctx.Workers && k.group == 1 && pg == nil && (act == nil || inKernel):
 		parts = min(RB, (ctx.Workers+blocks-1)/blocks)
 	}
@@ -750,7 +768,16 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 			}
 			flags := stream
 			if res != nil {
-				if parts == 1 {
+				if pix > 0 {
+					// This chunk's pixels of every channel.
+					p0, p1 := ci*pix, min(O, (ci+1)*pix)
+					for i := i0; i < i1; i++ {
+						for m := range d.M {
+							o := (i-base)*d.M*O + m*O
+							copy(dst[o+p0:o+p1], res[(i*d.M+m)*O+p0:(i*d.M+m)*O+p1])
+						}
+					}
+				} else if parts == 1 {
 					copy(dst[(i0-base)*d.M*O:(i1-base)*d.M*O], res[i0*d.M*O:i1*d.M*O])
 				} else {
 					for i := i0; i < i1; i++ {

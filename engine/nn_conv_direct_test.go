@@ -561,18 +561,27 @@ func TestConvStreamedOutput(t *testing.T) {
 // workers split by pixels where the weights are smaller than an image's input, give the
 // same bits as the split by output channels and as one worker: SqueezeNet's and
 // MobileNetV2's shapes, planes of a multiple of 32 pixels and not, with a bias and each
-// activation (SiLU too), 2, 3 and 5 workers. A layer with more output channels than
-// pixels stays split by channels (the negative control of the condition).
+// activation (SiLU too), with a residual added (MobileNetV2's projections), 2, 3 and 5
+// workers. A layer with more output channels than pixels, and one whose panel pairs split
+// less evenly than its row blocks (14 × 14), stay split by channels (the negative
+// controls of the condition): at 2 workers each case must take the split it names.
 func TestConvPointwisePixelSplit(t *testing.T) {
 	if !convDirectOK() {
 		t.Skip("no AVX-512 or AVX2+FMA tile kernel on this CPU: the direct path does not run")
 	}
-	cases := []convCase{
-		{name: "squeeze_128to16@55", x: []int{1, 128, 55, 55}, w: []int{16, 128, 1, 1}, bias: true},
-		{name: "expand_16to64@55", x: []int{1, 16, 55, 55}, w: []int{64, 16, 1, 1}, bias: true},
-		{name: "mbv2_16to96@32_b2", x: []int{2, 16, 32, 32}, w: []int{96, 16, 1, 1}},
-		{name: "odd_24to20@9x13", x: []int{1, 24, 9, 13}, w: []int{20, 24, 1, 1}, bias: true},
-		{name: "classifier_64to200@13", x: []int{1, 64, 13, 13}, w: []int{200, 64, 1, 1}, bias: true},
+	cases := []struct {
+		convCase
+		res   bool
+		split bool // taken at 2 workers
+	}{
+		{convCase{name: "squeeze_128to16@55", x: []int{1, 128, 55, 55}, w: []int{16, 128, 1, 1}, bias: true}, false, true},
+		{convCase{name: "expand_16to64@55", x: []int{1, 16, 55, 55}, w: []int{64, 16, 1, 1}, bias: true}, false, true},
+		{convCase{name: "mbv2_16to96@32_b2", x: []int{2, 16, 32, 32}, w: []int{96, 16, 1, 1}}, false, false},
+		{convCase{name: "odd_24to20@9x13", x: []int{1, 24, 9, 13}, w: []int{20, 24, 1, 1}, bias: true}, false, true},
+		{convCase{name: "classifier_64to200@13", x: []int{1, 64, 13, 13}, w: []int{200, 64, 1, 1}, bias: true}, false, false},
+		{convCase{name: "proj_144to24@56_res", x: []int{1, 144, 56, 56}, w: []int{24, 144, 1, 1}, bias: true}, true, true},
+		{convCase{name: "proj_60to20@9x13_res", x: []int{1, 60, 9, 13}, w: []int{20, 60, 1, 1}}, true, true},
+		{convCase{name: "proj_576to96@14_res", x: []int{1, 576, 14, 14}, w: []int{96, 576, 1, 1}, bias: true}, true, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -580,15 +589,28 @@ func TestConvPointwisePixelSplit(t *testing.T) {
 			n, strides, dil, pads := c.node(11)
 			in := c.inputs(r)
 			ws := refConvShape(c.x, c.w, strides, dil, pads)
+			var res *Tensor
+			if c.res {
+				res = NewFloat(ws, make([]float32, numel(ws)))
+				for i := range res.F {
+					res.F[i] = r.Float32()*2 - 1
+				}
+			}
 			for _, act := range append(testActs, &nnClamp{silu: true}) {
+				if res != nil && act != nil {
+					continue // the plan fuses a residual only without an activation
+				}
 				var ref []float32
 				for _, workers := range []int{1, 2, 3, 5} {
 					for _, noSplit := range []bool{true, false} {
 						k := buildKernel(t, n).(*convKernel)
 						k.noPixelSplit = noSplit
 						y := NewFloat(ws, make([]float32, numel(ws)))
-						if err := k.run(nntGoCtx(workers), in[0], in[1], n.Optional(in, 2), y, act, nil, nil, nil); err != nil {
+						if err := k.run(nntGoCtx(workers), in[0], in[1], n.Optional(in, 2), y, act, nil, nil, res); err != nil {
 							t.Fatal(err)
+						}
+						if got := k.direct.pixSplit > 0; workers == 2 && !noSplit && got != c.split {
+							t.Fatalf("act %+v, 2 workers: split by pixels %v, want %v", act, got, c.split)
 						}
 						if ref == nil {
 							ref = y.F
