@@ -425,6 +425,14 @@ func (k *convKernel) packBlocks(ctx *Context, d *convDims, w []float32, wk weigh
 	c.wpbKey, c.wpbKB = wk, kb
 }
 
+// convPrefetchRows is the most output channels (per group) of a pointwise layer whose
+// tiles fetch their next panels and output rows themselves (tilePrefetch; see
+// forwardDirect): 256 covers the expansions of MobileNetV2 and EfficientNet. Raised
+// from 64 on 2026-11-29 after measuring those layers with cold caches, as they run in a
+// network, where with warm caches (a layer timed alone, over and over) the hint had
+// looked level.
+const convPrefetchRows = 256
+
 // convStreamMin is the output size, in float32 values, from which the direct path stores
 // its output non-temporally (tileStream): 32 MB, the last-level cache of a Zen 4/5 CCD,
 // which an output this large leaves before the next layer reads it. Measured on MobileNetV2
@@ -698,10 +706,14 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 	// itself, the output's for writing (tilePrefetch). Measured on such layers alone, 32
 	// images on an Emerald Rapids, interleaved: 0.67–0.94 of the time with AVX-512 and
 	// 0.63–0.94 on the AVX2 path up to 64 output channels; 144 → 32 at 28 × 28 level, and
-	// at 128 to 192 channels 0.89–1.04. Not with non-temporal stores, whose lines the
-	// prefetch for writing brings into the cache after all (24 → 144 at 56 × 56: 2.4×).
+	// at 128 to 192 channels 0.89–1.04. An image's expansion at batch 1, whose output
+	// rows are not in any cache when it runs inside a network, gains the most from the
+	// fetch for writing (16 → 96 at 112 × 112: 0.79 with AVX-512 and on the AVX2 path,
+	// 24 → 144 at 56 × 56 0.87–0.94, 240 channels level), hence convPrefetchRows. Not with
+	// non-temporal stores, whose lines the prefetch for writing brings into the cache
+	// after all (24 → 144 at 56 × 56: 2.4×).
 	pref := 0
-	if d.pointwise && O >= convKBlockPlane && d.Mg <= 64 && stream == 0 && !k.noPrefetch {
+	if d.pointwise && O >= convKBlockPlane && d.Mg <= convPrefetchRows && stream == 0 && !k.noPrefetch {
 		pref = tilePrefetch
 	}
 	nw := nnWorkers(ctx, blocks*parts*nchunks)

@@ -184,3 +184,45 @@ func BenchmarkPointwisePrefetch(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPointwisePrefetchCold times batch 1's expansions (MobileNetV2's and
+// EfficientNet's, up to convPrefetchRows output channels) with the hint and without, as
+// they run inside a network: a 64 MB buffer walked before every run, the timer stopped,
+// leaves the input and the output rows out of the caches. The measurements behind
+// convPrefetchRows; with warm caches the two are level.
+//
+//	go test ./engine -run '^$' -bench PointwisePrefetchCold -benchtime 200x
+func BenchmarkPointwisePrefetchCold(b *testing.B) {
+	junk := make([]float32, 16<<20)
+	for _, s := range []struct{ C, M, HW int }{{16, 96, 112}, {24, 144, 56}, {32, 192, 28}, {40, 240, 28}} {
+		for _, on := range []bool{true, false} {
+			name := fmt.Sprintf("%dto%d@%d/", s.C, s.M, s.HW)
+			if on {
+				name += "prefetch"
+			} else {
+				name += "none"
+			}
+			b.Run(name, func(b *testing.B) {
+				r := rand.New(rand.NewPCG(2, 2))
+				x, w := []int{1, s.C, s.HW, s.HW}, []int{s.M, s.C, 1, 1}
+				in := []*Tensor{nntRand(r, x, -1, 1), nntRand(r, w, -1, 1), nntRand(r, w[:1], -1, 1)}
+				in[1].param = &Param{Name: "w", Value: in[1]}
+				ctx := benchCtx(b)
+				k := buildKernel(b, nntNode("Conv", 13, 3, 1, attrInts("kernel_shape", 1, 1))).(*convKernel)
+				k.noPrefetch = !on
+				outs := nntRun(b, k, ctx, in)
+				b.ResetTimer()
+				for range b.N {
+					b.StopTimer()
+					for i := 0; i < len(junk); i += 16 {
+						junk[i]++
+					}
+					b.StartTimer()
+					if err := k.Forward(ctx, in, outs); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
