@@ -156,33 +156,9 @@ func BenchmarkConvStream(b *testing.B) {
 //
 //	go test ./engine -run '^$' -bench PointwisePrefetch -benchtime 20x
 func BenchmarkPointwisePrefetch(b *testing.B) {
-	for _, s := range []struct{ C, M, HW int }{
+	prefetchBench(b, 32, nil, []struct{ C, M, HW int }{
 		{32, 16, 112}, {16, 16, 112}, {96, 24, 56}, {144, 24, 56}, {64, 16, 55}, {16, 64, 55}, {96, 64, 56},
-	} {
-		for _, on := range []bool{true, false} {
-			name := fmt.Sprintf("%dto%d@%d/", s.C, s.M, s.HW)
-			if on {
-				name += "prefetch"
-			} else {
-				name += "none"
-			}
-			b.Run(name, func(b *testing.B) {
-				r := rand.New(rand.NewPCG(2, 2))
-				x, w := []int{32, s.C, s.HW, s.HW}, []int{s.M, s.C, 1, 1}
-				in := []*Tensor{nntRand(r, x, -1, 1), nntRand(r, w, -1, 1), nntRand(r, w[:1], -1, 1)}
-				in[1].param = &Param{Name: "w", Value: in[1]}
-				ctx := benchCtx(b)
-				k := buildKernel(b, nntNode("Conv", 13, 3, 1, attrInts("kernel_shape", 1, 1))).(*convKernel)
-				k.noPrefetch = !on
-				outs := nntRun(b, k, ctx, in)
-				for b.Loop() {
-					if err := k.Forward(ctx, in, outs); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
-		}
-	}
+	})
 }
 
 // BenchmarkPointwisePrefetchCold times batch 1's expansions (MobileNetV2's and
@@ -193,8 +169,14 @@ func BenchmarkPointwisePrefetch(b *testing.B) {
 //
 //	go test ./engine -run '^$' -bench PointwisePrefetchCold -benchtime 200x
 func BenchmarkPointwisePrefetchCold(b *testing.B) {
-	junk := make([]float32, 16<<20)
-	for _, s := range []struct{ C, M, HW int }{{16, 96, 112}, {24, 144, 56}, {32, 192, 28}, {40, 240, 28}} {
+	prefetchBench(b, 1, make([]float32, 16<<20), []struct{ C, M, HW int }{{16, 96, 112}, {24, 144, 56}, {32, 192, 28}, {40, 240, 28}})
+}
+
+// prefetchBench times N images of each 1×1 layer (C → M channels on HW × HW planes) with
+// tilePrefetch and without; with junk, the buffer is walked before each run, the timer
+// stopped.
+func prefetchBench(b *testing.B, N int, junk []float32, shapes []struct{ C, M, HW int }) {
+	for _, s := range shapes {
 		for _, on := range []bool{true, false} {
 			name := fmt.Sprintf("%dto%d@%d/", s.C, s.M, s.HW)
 			if on {
@@ -204,7 +186,7 @@ func BenchmarkPointwisePrefetchCold(b *testing.B) {
 			}
 			b.Run(name, func(b *testing.B) {
 				r := rand.New(rand.NewPCG(2, 2))
-				x, w := []int{1, s.C, s.HW, s.HW}, []int{s.M, s.C, 1, 1}
+				x, w := []int{N, s.C, s.HW, s.HW}, []int{s.M, s.C, 1, 1}
 				in := []*Tensor{nntRand(r, x, -1, 1), nntRand(r, w, -1, 1), nntRand(r, w[:1], -1, 1)}
 				in[1].param = &Param{Name: "w", Value: in[1]}
 				ctx := benchCtx(b)
@@ -213,11 +195,13 @@ func BenchmarkPointwisePrefetchCold(b *testing.B) {
 				outs := nntRun(b, k, ctx, in)
 				b.ResetTimer()
 				for range b.N {
-					b.StopTimer()
-					for i := 0; i < len(junk); i += 16 {
-						junk[i]++
+					if junk != nil {
+						b.StopTimer()
+						for i := 0; i < len(junk); i += 16 {
+							junk[i]++
+						}
+						b.StartTimer()
 					}
-					b.StartTimer()
 					if err := k.Forward(ctx, in, outs); err != nil {
 						b.Fatal(err)
 					}
