@@ -84,15 +84,18 @@ type convDirect struct {
 	// pixSplit counts the forward passes that split an image's pixels over the workers;
 	// tests read it.
 	pixSplit int
-	bp       []float32 // bias per group and 8-row block
-	wtp      []float32 // Wᵀ per group and 8-row block of CgK, k-major: Mg × 8, during a call: scratch
-	wn       []float32 // the narrow path's Wᵀ per group in panels of 32 channels (packNarrow)
-	wnKey    weightKey // the weights wn holds
-	an       []float32 // the narrow path's column matrix, 8 pixels to a row block
-	wfp      []float32 // the input gradient's kernel per group (packFlipped), during a call: scratch
-	wu       []float32 // the Winograd path's transformed weights (winoWeights)
-	wuKey    weightKey // the weights wu holds
-	work     []convWork
+	// poolParts counts the forward passes that split a block's output channels over the
+	// workers ahead of a fused pool; tests read it.
+	poolParts int
+	bp        []float32 // bias per group and 8-row block
+	wtp       []float32 // Wᵀ per group and 8-row block of CgK, k-major: Mg × 8, during a call: scratch
+	wn        []float32 // the narrow path's Wᵀ per group in panels of 32 channels (packNarrow)
+	wnKey     weightKey // the weights wn holds
+	an        []float32 // the narrow path's column matrix, 8 pixels to a row block
+	wfp       []float32 // the input gradient's kernel per group (packFlipped), during a call: scratch
+	wu        []float32 // the Winograd path's transformed weights (winoWeights)
+	wuKey     weightKey // the weights wu holds
+	work      []convWork
 	// slotGW holds the weight-gradient partial sum of each slot of images (see
 	// backwardDirect) during a call, carved from its scratch; slot 0 adds into the
 	// gradient itself unless hwc.
@@ -650,8 +653,13 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 	case pix > 0:
 		nchunks = (O + pix - 1) / pix
 		c.pixSplit++
-	case blocks < ctx.Workers && k.group == 1 && pg == nil && (act == nil || inKernel):
+	case blocks < ctx.Workers && k.group == 1 && (pg == nil || !ringPool) && (act == nil || inKernel):
+		// A fused pool takes each part's planes as they are made: ResNet-18's stem at
+		// 32 px, batch 1, had run on one worker.
 		parts = min(RB, (ctx.Workers+blocks-1)/blocks)
+		if pg != nil && parts > 1 {
+			c.poolParts++
+		}
 	}
 	// An output larger than the caches goes to memory whatever the kernel does; storing
 	// it non-temporally saves reading each line in before writing it. Not when this call
@@ -716,6 +724,9 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 	if d.pointwise && O >= convKBlockPlane && d.Mg <= convPrefetchRows && stream == 0 && !k.noPrefetch {
 		pref = tilePrefetch
 	}
+	// Workers that make disjoint rows or channels of the same images (rowSplit, parts)
+	// write them into the plan's buffer of the whole output, for the pool to read.
+	shared := pg != nil && (rowSplit || parts > 1) && len(k.poolBuf) >= d.N*d.M*O
 	nw := nnWorkers(ctx, blocks*parts*nchunks)
 	work := c.workers(nw)
 	for i := range work {
@@ -739,7 +750,7 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 		case !d.pointwise:
 			work[i].col = nnGrow(work[i].col, G*CgK*O)
 		}
-		if pg != nil && !ringPool && len(k.poolBuf) < nw*G*d.M*O {
+		if pg != nil && !ringPool && !shared && len(k.poolBuf) < nw*G*d.M*O {
 			work[i].ybuf = nnGrow(work[i].ybuf, G*d.M*O)
 		}
 	}
@@ -768,7 +779,7 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 			// that the pool reads.
 			dst, base := y, 0
 			if pg != nil && !ringPool {
-				if rowSplit {
+				if shared {
 					dst = k.poolBuf[:d.N*d.M*O]
 				} else if len(k.poolBuf) >= nw*G*d.M*O {
 					// The plan's buffer of the whole output, a block's worth per worker:
@@ -905,9 +916,12 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 			}
 			yb := dst[(i0-base)*d.M*O : (i1-base)*d.M*O]
 			if pg != nil {
+				// This item's planes: its rows [r0, r1) of every image in the block.
 				PO := pg.outSize()
 				for p := 0; p < (i1-i0)*d.M; p++ {
-					k.pool.maxPlane(pg, yb[p*O:(p+1)*O], y[(i0*d.M+p)*PO:(i0*d.M+p+1)*PO])
+					if m := p % d.M; m >= r0 && m < r1 {
+						k.pool.maxPlane(pg, yb[p*O:(p+1)*O], y[(i0*d.M+p)*PO:(i0*d.M+p+1)*PO])
+					}
 				}
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/qtool/qtool/onnxio/onnxpb"
@@ -220,6 +221,11 @@ func TestConvFusedPool(t *testing.T) {
 		// Three images: each pooled from its chunks' rows (pooledChunks), windows of 3
 		// across the chunks of 3 rows.
 		{convCase{name: "s2rows_chunked_ring", x: []int{3, 3, 23, 224}, w: []int{8, 3, 7, 7}, strides: []int{2, 2}, pads: []int{3, 3, 3, 3}, bias: true}, 3, 2},
+		// One image whose column matrix is whole: the two workers take halves of its
+		// output channels and pool their planes (ResNet-18's stem at 32 px; 20 channels:
+		// parts of one and two row blocks, the second ending in a partial block).
+		{convCase{name: "one_image_stem", x: []int{1, 3, 32, 32}, w: []int{64, 3, 7, 7}, strides: []int{2, 2}, pads: []int{3, 3, 3, 3}, bias: true}, 3, 2},
+		{convCase{name: "one_image_m20", x: []int{1, 4, 12, 12}, w: []int{20, 4, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true}, 2, 2},
 	}
 	for _, tc := range cases {
 		for _, noDirect := range []bool{false, true} {
@@ -267,6 +273,9 @@ func TestConvFusedPool(t *testing.T) {
 					t.Fatal(err)
 				}
 				nntClose(t, "pooled Y", out.F, want, 1e-5, 1e-5)
+				if got, wantParts := k.direct.poolParts > 0, N == 1 && !noDirect && convDirectOK() && !strings.Contains(tc.c.name, "chunked"); got != wantParts {
+					t.Fatalf("output channels split ahead of the pool %v, want %v", got, wantParts)
+				}
 				if !noDirect && convDirectOK() {
 					// Without the plan's buffer the direct path pools from blocks of its
 					// own.
