@@ -28,6 +28,21 @@ type expandDWKernel struct {
 	// ebuf is one image of e's output, for a run that cannot fuse after all (a Clip bound
 	// that is NaN this run): the steps then run one after the other (apart).
 	ebuf []float32
+	// bands holds the padded-plane layouts of expandDWBand's bands, with each worker's
+	// buffer for each; bandAbove and bandRows are the graph's (tests: planes above how
+	// many pixels run in bands, −1 for none, and how many output rows a band; 0 for the
+	// defaults).
+	bands               []expandBand
+	bandAbove, bandRows int
+	banded              int // runs made in bands (tests)
+}
+
+// expandBand is one band geometry of expandDWBand: its padded-plane layout and each
+// worker's buffer for it, whose zero border stays from band to band.
+type expandBand struct {
+	p    dwPlan
+	bufs [][]float32
+	fors []nnGeom
 }
 
 // expandDWPlane is the size, in float32 values, of the expanded planes a worker holds at
@@ -37,12 +52,13 @@ type expandDWKernel struct {
 // a group) and 4 MiB gained less at 28 × 28.
 var expandDWPlane = 1 << 18
 
-// expandDWMinPlane and expandDWMaxPlane bound the expanded planes the fusion takes, in
-// pixels. On the same measurements, fused against apart: 28 × 28 planes 0.62–0.75 of the
-// time, 56 × 56 0.75–0.98, but 14 × 14 1.03–1.06 at unit stride (their expansion pairs
-// the panels of two images apart, which one image's 13 panels cannot) and 112 × 112
-// 0.96–1.19 (16 input channels and 16 of 96 expanded ones at a time fill the L2, and with
-// SiLU lost 9–15 %).
+// expandDWMinPlane and expandDWMaxPlane bound the expanded planes the fusion takes in
+// groups of channels, in pixels. On the same measurements, fused against apart: 28 × 28
+// planes 0.62–0.75 of the time, 56 × 56 0.75–0.98, but 14 × 14 1.03–1.06 at unit stride
+// (their expansion pairs the panels of two images apart, which one image's 13 panels
+// cannot) and 112 × 112 0.96–1.19 (16 input channels and 16 of 96 expanded ones at a time
+// fill the L2, and with SiLU lost 9–15 %). Larger planes fuse in bands of rows instead
+// (expandDWBand: MobileNetV2's 16 → 96 at 112 × 112 0.72–0.85 of the time apart).
 const (
 	expandDWMinPlane = 256
 	expandDWMaxPlane = 4096
@@ -66,6 +82,9 @@ const (
 	expandDWNone expandDWRoute = iota
 	expandDW3x3
 	expandDWPad
+	// expandDWBand makes planes larger than expandDWMaxPlane in bands of output rows,
+	// every expanded channel at once (runBands), through the padded plane.
+	expandDWBand
 )
 
 // expandDWFusable reports how the pair runs fused, given both steps' dimensions, or
@@ -73,12 +92,18 @@ const (
 // activation the tile kernel applies, and d must make one plane per input plane through
 // one of the assembly kernels, as forwardDepthwise would, with nothing else fused into
 // either but d's GlobalAveragePool.
-func expandDWFusable(e, d *convBNKernel, de, dd *convDims, ae, ad *nnClamp) expandDWRoute {
+// Planes above bandAbove pixels (0: expandDWMaxPlane) take expandDWBand, or none;
+// bandAbove < 0 (tests) leaves those above expandDWMaxPlane apart.
+func expandDWFusable(e, d *convBNKernel, de, dd *convDims, ae, ad *nnClamp, bandAbove int) expandDWRoute {
 	if e.pool != nil || e.res || e.gap || e.ystride != 0 || d.pool != nil || d.res || d.ystride != 0 {
 		return expandDWNone
 	}
-	if !de.pointwise || e.conv.group != 1 || !e.conv.directOK(de) ||
-		de.g.outSize() < expandDWMinPlane || de.g.outSize() > expandDWMaxPlane {
+	above := bandAbove
+	if above <= 0 {
+		above = expandDWMaxPlane
+	}
+	big := de.g.outSize() > above
+	if !de.pointwise || e.conv.group != 1 || !e.conv.directOK(de) || de.g.outSize() < expandDWMinPlane {
 		return expandDWNone
 	}
 	if _, ok := dw3x3Flags(ae); !ok && (ae == nil || !ae.silu) {
@@ -89,9 +114,22 @@ func expandDWFusable(e, d *convBNKernel, de, dd *convDims, ae, ad *nnClamp) expa
 	}
 	g := &dd.g
 	if _, ok := dw3x3Flags(ad); ok && g.is3x3Same() && dw3x3Fast(g.out[2]) {
+		if big {
+			return expandDWNone
+		}
 		return expandDW3x3
 	}
 	if !d.conv.noDWPad && dwPadOK(g) && dwPlaneFast() {
+		// The bands leave a plane's means to a pass over the image's planes after them,
+		// by which time they have left the L2: EfficientNet-B0's 16 → 96 at 112 × 112
+		// with SiLU and a squeeze-excitation's means took 0.96–1.06 of the steps' time
+		// apart (32 images, interleaved, Emerald Rapids), so such pairs stay apart.
+		if big && (bandAbove < 0 || d.gap) {
+			return expandDWNone
+		}
+		if big {
+			return expandDWBand
+		}
 		return expandDWPad
 	}
 	return expandDWNone
@@ -146,12 +184,12 @@ func (g *Graph) fuseExpandDW(p *plan) {
 		if d.act != nil {
 			ad = &nnClamp{relu: true, silu: d.act.op.name == quickGelu}
 		}
-		if expandDWFusable(e, d, &de, &dd, ae, ad) == expandDWNone {
+		if expandDWFusable(e, d, &de, &dd, ae, ad, g.expandBandAbove) == expandDWNone {
 			continue
 		}
 		in := slices.Concat(es.in, ds.in)
 		in[len(es.in)] = -1
-		k := &expandDWKernel{e: e, d: d, ne: len(es.in)}
+		k := &expandDWKernel{e: e, d: d, ne: len(es.in), bandAbove: g.expandBandAbove, bandRows: g.expandBandRows}
 		p.steps[t] = step{node: &gnode{n: ds.n, op: fmt.Sprintf("%s+%s", es.op, ds.op), k: k, in: in, out: ds.out}, on: p.steps[t].on}
 		drop[s] = true
 		p.expandDW++
@@ -211,13 +249,17 @@ func (k *expandDWKernel) Forward(ctx *Context, in, out []*Tensor) error {
 		return err
 	}
 	dd, wd = k.d.conv.trimmed(dd, wd)
-	route := expandDWFusable(k.e, k.d, &de, &dd, ae, ad)
+	route := expandDWFusable(k.e, k.d, &de, &dd, ae, ad, k.bandAbove)
 	if route == expandDWNone || len(out[0].F) != dd.N*dd.M*dd.g.outSize() {
 		return k.apart(ctx, ein, din, out, eshape)
 	}
 	var gap []float32
 	if k.d.gap {
 		gap = out[len(out)-1].F
+	}
+	if route == expandDWBand {
+		k.runBands(ctx, &de, &dd, x.F, we, be, wd, bd, ae, ad, out[0].F)
+		return nil
 	}
 	k.run(ctx, &de, &dd, x.F, we, be, wd, bd, ae, ad, out[0].F, gap, route)
 	return nil
@@ -264,21 +306,7 @@ func (k *expandDWKernel) run(ctx *Context, de, dd *convDims, x []float32, we, be
 	O, Od, K := de.g.outSize(), dd.g.outSize(), dd.g.kSize()
 	isz, Me := de.g.inSize(), de.M
 	c := &ec.direct
-	ec.packWeights(ctx, de, we.F, ec.weightKey(we))
-	var eb, db []float32
-	if be != nil {
-		eb = be.F
-	}
-	if bd != nil {
-		db = bd.F
-	}
-	bp := ec.packBias(de, eb)
-	ta, _ := dw3x3Flags(ae)
-	silu := ae != nil && ae.silu
-	var tact *tileAct
-	if ae != nil {
-		tact = &ta
-	}
+	bp, db, tact, silu := k.prepare(ctx, de, we, be, bd, ae)
 	// G channels of one image an item, in whole row blocks: as many as expandDWPlane
 	// holds, and one row block when the batch has fewer images than workers, so that the
 	// items split evenly between them.
@@ -300,27 +328,13 @@ func (k *expandDWKernel) run(ctx *Context, de, dd *convDims, x []float32, we, be
 		dwBuffers(&dc.dwBuf, &dc.dwFor, nw, p)
 		// As forwardDWPad: a large output is stored non-temporally, unless its means are
 		// taken from it right after.
-		stream = gap == nil && dd.N*dd.M*Od >= convStreamMin && (ad == nil || !ad.silu || convTileOK())
-		if stream {
-			dc.direct.streamed++
-			for len(dc.dwTmp) < nw {
-				dc.dwTmp = append(dc.dwTmp, nil)
-			}
-		}
+		stream = gap == nil && k.streams(dd, ad, nw)
 	}
 	CgK := de.Cg
 	nnEach(ctx, nw, items, func(wk, lo, hi int) {
-		wr := &work[wk]
-		wr.silu = silu
-		k.scr[wk] = nnGrow(k.scr[wk], G*O)
-		s := k.scr[wk]
-		var tmp []float32
+		wr, s, tmp := k.worker(work, wk, silu, G*O, stream, ad, Od)
 		if stream {
 			defer storeFence()
-			if ad != nil && ad.silu {
-				dc.dwTmp[wk] = nnGrow(dc.dwTmp[wk], Od)
-				tmp = dc.dwTmp[wk]
-			}
 		}
 		for it := lo; it < hi; it++ {
 			i, m0 := it/groups, it%groups*G
@@ -365,4 +379,147 @@ func (k *expandDWKernel) run(ctx *Context, de, dd *convDims, x []float32, we, be
 			}
 		}
 	})
+}
+
+// runBands makes what run makes, for expanded planes too large for a group of channels
+// to stay in the cache (MobileNetV2's and EfficientNet-B0's 16 → 96 at 112 × 112, whose
+// 154 MB at batch 32 the steps apart write and read back): in bands of the depthwise
+// output's rows, for each of which every expanded channel of the input rows the band
+// reads (the rows between bands made twice) lands in the worker's scratch, whence each
+// channel's band of output rows is made through a padded plane laid out for the band.
+// Each output is the same sum of the same values as forwardDWPad makes on the whole
+// plane, so the bits are those of the steps apart. An item is an image's band.
+func (k *expandDWKernel) runBands(ctx *Context, de, dd *convDims, x []float32, we, be, wd, bd *Tensor, ae, ad *nnClamp, y []float32) {
+	ec := k.e.conv
+	g := &dd.g
+	H, W := g.in[1], g.in[2]
+	Ho, Wo, Od, K := g.out[1], g.out[2], g.outSize(), g.kSize()
+	isz, Me := de.g.inSize(), de.M
+	kh, sh, pb := g.k[1], g.s[1], g.pb[1]
+	c := &ec.direct
+	bp, db, tact, silu := k.prepare(ctx, de, we, be, bd, ae)
+	// As many output rows a band as expandDWPlane holds the input rows of, in bands of
+	// nearly equal height.
+	bo := k.bandRows
+	if bo <= 0 {
+		bo = max(1, (expandDWPlane/max(Me*W, 1)-kh)/sh+1)
+	}
+	nb := (Ho + bo - 1) / bo
+	bo = (Ho + nb - 1) / nb
+	nb = (Ho + bo - 1) / bo
+	// Each band's input rows [r0, r1) and layout: its own rows of padding above and
+	// below, so that its first output row reads the band's first padded row.
+	type band struct{ a, e, r0, r1, lay int }
+	bs := make([]band, nb)
+	lay := k.bands[:0]
+	for j := range bs {
+		a, e := j*bo, min(Ho, (j+1)*bo)
+		r0, r1 := max(0, a*sh-pb), min(H, (e-1)*sh-pb+kh)
+		sub := *g
+		sub.in[1], sub.out[1] = r1-r0, e-a
+		sub.pb[1] = r0 - (a*sh - pb)
+		sub.pe[1] = (e-a-1)*sh + kh - sub.in[1] - sub.pb[1]
+		sub.hasRanges = false
+		at := -1
+		for i := range lay {
+			if lay[i].p.g == sub {
+				at = i
+			}
+		}
+		if at < 0 {
+			lay = append(lay, expandBand{})
+			at = len(lay) - 1
+			lay[at].p.setup(&sub)
+		}
+		bs[j] = band{a, e, r0, r1, at}
+	}
+	k.bands = lay
+	k.banded++
+	maxP := 0
+	for _, b := range bs {
+		maxP = max(maxP, (b.r1-b.r0)*W)
+	}
+	items := de.N * nb
+	nw := nnWorkers(ctx, items)
+	work := c.workers(nw)
+	for len(k.scr) < nw {
+		k.scr = append(k.scr, nil)
+	}
+	for i := range lay {
+		dwBuffers(&lay[i].bufs, &lay[i].fors, nw, &lay[i].p)
+	}
+	stream := k.streams(dd, ad, nw)
+	CgK := de.Cg
+	nnEach(ctx, nw, items, func(wk, lo, hi int) {
+		wr, s, tmp := k.worker(work, wk, silu, Me*maxP, stream, ad, Od)
+		if stream {
+			defer storeFence()
+		}
+		for it := lo; it < hi; it++ {
+			i, b := it/nb, bs[it%nb]
+			P := (b.r1 - b.r0) * W
+			wr.pan = panels(wr.pan[:0], i*de.C*isz+b.r0*W, 0, P)
+			wr.multiply(CgK, Me, c.wp, bp, x, isz, nil, s, P, wr.pan, 0, tact)
+			p, buf := &lay[b.lay].p, lay[b.lay].bufs[wk]
+			for m := range Me {
+				pl := i*Me + m
+				var bm []float32
+				if db != nil {
+					bm = db[m : m+1]
+				}
+				p.fill(buf, s[m*P:(m+1)*P])
+				dwPlane(p, buf, y[pl*Od+b.a*Wo:pl*Od+b.e*Wo], wd.F[m*K:(m+1)*K], bm, ad, stream, tmp)
+			}
+		}
+	})
+}
+
+// prepare packs e's weights and bias for the tile kernel and returns them with d's bias,
+// e's activation as the tile kernel applies it, and whether that is SiLU.
+func (k *expandDWKernel) prepare(ctx *Context, de *convDims, we, be, bd *Tensor, ae *nnClamp) (bp, db []float32, tact *tileAct, silu bool) {
+	ec := k.e.conv
+	ec.packWeights(ctx, de, we.F, ec.weightKey(we))
+	var eb []float32
+	if be != nil {
+		eb = be.F
+	}
+	if bd != nil {
+		db = bd.F
+	}
+	bp = ec.packBias(de, eb)
+	if ae != nil {
+		ta, _ := dw3x3Flags(ae)
+		tact = &ta
+	}
+	return bp, db, tact, ae != nil && ae.silu
+}
+
+// streams reports whether the depthwise planes are stored non-temporally, as
+// forwardDWPad stores an output larger than the caches, and makes room for nw workers'
+// SiLU scratch (worker) if so.
+func (k *expandDWKernel) streams(dd *convDims, ad *nnClamp, nw int) bool {
+	dc := k.d.conv
+	if dd.N*dd.M*dd.g.outSize() < convStreamMin || ad != nil && ad.silu && !convTileOK() {
+		return false
+	}
+	dc.direct.streamed++
+	for len(dc.dwTmp) < nw {
+		dc.dwTmp = append(dc.dwTmp, nil)
+	}
+	return true
+}
+
+// worker readies worker wk: its tiles' SiLU, its scratch of n expanded values, and, when
+// the planes stream and ad is SiLU, the scratch plane of O values the SiLU goes through
+// (dwPlane's tmp).
+func (k *expandDWKernel) worker(work []convWork, wk int, silu bool, n int, stream bool, ad *nnClamp, O int) (wr *convWork, scr, tmp []float32) {
+	wr = &work[wk]
+	wr.silu = silu
+	k.scr[wk] = nnGrow(k.scr[wk], n)
+	if stream && ad != nil && ad.silu {
+		dc := k.d.conv
+		dc.dwTmp[wk] = nnGrow(dc.dwTmp[wk], O)
+		tmp = dc.dwTmp[wk]
+	}
+	return wr, k.scr[wk], tmp
 }

@@ -13,8 +13,9 @@ import (
 
 // TestFuseExpandDWAgainstOnnxruntime runs fused inverted-residual pairs (expandDWModel:
 // Clip and SiLU, 3×3 and 5×5, unit stride and stride 2, folded BatchNormalizations, a
-// GlobalAveragePool) in the engine with two workers and in onnxruntime 1.30, which runs
-// its own kernels on the same graph.
+// GlobalAveragePool; MobileNetV2's 16 → 96 at 112 × 112 in bands of rows, and with the
+// bands lowered to a few rows of smaller planes) in the engine with two workers and in
+// onnxruntime 1.30, which runs its own kernels on the same graph.
 func TestFuseExpandDWAgainstOnnxruntime(t *testing.T) {
 	ortref.Require(t)
 	for i, c := range []struct {
@@ -23,11 +24,17 @@ func TestFuseExpandDWAgainstOnnxruntime(t *testing.T) {
 		M, K, stride int
 		act          string
 		bn, gap      bool
+		// bandAbove and bandRows as the graph's fields (0: the defaults); banded: the
+		// pair must run in bands.
+		bandAbove, bandRows int
+		banded              bool
 	}{
-		{"3x3_clip", []int{4, 16, 28, 28}, 96, 3, 1, "Clip", false, false},
-		{"3x3_stride2_clip_bn", []int{3, 24, 56, 56}, 144, 3, 2, "Clip", true, false},
-		{"5x5_stride2_silu_gap", []int{2, 24, 30, 30}, 48, 5, 2, "SiLU", false, true},
-		{"3x3_hardswish_bn_gap", []int{2, 16, 20, 20}, 40, 3, 1, "HardSwish", true, true},
+		{"3x3_clip", []int{4, 16, 28, 28}, 96, 3, 1, "Clip", false, false, 0, 0, false},
+		{"3x3_stride2_clip_bn", []int{3, 24, 56, 56}, 144, 3, 2, "Clip", true, false, 0, 0, false},
+		{"5x5_stride2_silu_gap", []int{2, 24, 30, 30}, 48, 5, 2, "SiLU", false, true, 0, 0, false},
+		{"3x3_hardswish_bn_gap", []int{2, 16, 20, 20}, 40, 3, 1, "HardSwish", true, true, 0, 0, false},
+		{"band_112_stride2_clip_bn", []int{2, 16, 112, 112}, 96, 3, 2, "Clip", true, false, 0, 0, true},
+		{"band_rows3_5x5_stride2_silu", []int{3, 8, 43, 38}, 32, 5, 2, "SiLU", false, false, 256, 3, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(43, uint64(i)))
@@ -49,12 +56,22 @@ func TestFuseExpandDWAgainstOnnxruntime(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			g.expandBandAbove, g.expandBandRows = c.bandAbove, c.bandRows
 			got, err := g.Forward(nil, x)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if convDirectOK() && dwPlaneFast() && g.last.expandDW != 1 {
 				t.Fatalf("%d pairs fused, want 1", g.last.expandDW)
+			}
+			banded := 0
+			for _, st := range g.last.steps {
+				if k, ok := st.node.k.(*expandDWKernel); ok {
+					banded += k.banded
+				}
+			}
+			if want := c.banded && convDirectOK() && dwPlaneFast(); (banded > 0) != want {
+				t.Fatalf("%d runs in bands, want bands %v", banded, want)
 			}
 			for o := range got {
 				shape := make([]int, len(ref[o].Shape))

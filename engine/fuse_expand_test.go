@@ -16,7 +16,11 @@ import (
 // activation and BatchNormalization fused as usual): 3×3 same-size planes, padded planes
 // at unit stride and at stride 2, 5×5 windows, Clip, Relu, HardSwish and SiLU, folded
 // BatchNormalizations, a GlobalAveragePool of the depthwise output, channel counts that
-// are not whole row blocks, on 1–3 workers. Against the unfused plan with no fusion at all (a different summation only
+// are not whole row blocks, on 1–3 workers. Planes above a bound run in bands of output
+// rows (all the MobileNetV2 and EfficientNet-B0 pairs at 112 × 112); the bands are checked
+// at the real bound and, with it lowered, at smaller sizes with bands of a few rows: the
+// first and last with rows of padding, odd heights, stride 2, 5×5 windows, SiLU; pairs
+// whose planes' means are taken (a squeeze-excitation) stay apart above the bound. Against the unfused plan with no fusion at all (a different summation only
 // where BatchNormalization is folded) the outputs agree to float rounding. Negative
 // controls: an expansion with a second reader, and planes outside the sizes the fusion
 // takes (14 × 14, 66 × 66), and batches smaller than the worker count, stay unfused.
@@ -28,6 +32,10 @@ func TestFuseExpandDW(t *testing.T) {
 		act             string // Clip, Relu, HardSwish, SiLU
 		bn, gap, shared bool
 		wantFused       bool
+		// bandAbove and bandRows set the graph's band bounds; banded says the pair
+		// must run in bands.
+		bandAbove, bandRows int
+		banded              bool
 	}
 	cases := []block{
 		{name: "3x3_same_clip", x: []int{2, 8, 16, 16}, M: 40, K: 3, stride: 1, act: "Clip", wantFused: true},
@@ -39,7 +47,20 @@ func TestFuseExpandDW(t *testing.T) {
 		{name: "large_plane", x: []int{2, 4, 64, 64}, M: 24, K: 3, stride: 2, act: "Clip", wantFused: true},
 		{name: "shared_expansion", x: []int{2, 8, 16, 16}, M: 16, K: 3, stride: 1, act: "Clip", shared: true},
 		{name: "small_planes", x: []int{4, 8, 14, 14}, M: 16, K: 3, stride: 1, act: "Clip"},
-		{name: "larger_planes", x: []int{1, 4, 66, 66}, M: 8, K: 3, stride: 2, act: "Relu"},
+		{name: "larger_planes_banded", x: []int{1, 4, 66, 66}, M: 8, K: 3, stride: 2, act: "Relu", wantFused: true, banded: true},
+		{name: "band_112_stride2_clip", x: []int{2, 16, 112, 112}, M: 24, K: 3, stride: 2, act: "Clip", wantFused: true, banded: true},
+		{name: "band_112_stride2_silu_bn", x: []int{2, 16, 112, 112}, M: 16, K: 3, stride: 2, act: "SiLU", bn: true, wantFused: true, banded: true},
+		// A squeeze-excitation's means of the depthwise planes keep large planes apart.
+		{name: "band_112_stride2_silu_gap", x: []int{2, 16, 112, 112}, M: 16, K: 3, stride: 2, act: "SiLU", gap: true},
+		{name: "band_rows3_stride2_odd", x: []int{3, 8, 41, 37}, M: 24, K: 3, stride: 2, act: "Clip", bn: true, bandAbove: 256, bandRows: 3, wantFused: true, banded: true},
+		{name: "band_rows4_5x5_silu", x: []int{2, 8, 30, 27}, M: 20, K: 5, stride: 1, act: "SiLU", bandAbove: 256, bandRows: 4, wantFused: true, banded: true},
+		{name: "band_rows4_5x5_silu_gap", x: []int{2, 8, 30, 27}, M: 20, K: 5, stride: 1, act: "SiLU", gap: true, bandAbove: 256, bandRows: 4},
+		{name: "band_rows7_5x5_stride2_hardswish", x: []int{2, 8, 33, 30}, M: 16, K: 5, stride: 2, act: "HardSwish", bandAbove: 256, bandRows: 7, wantFused: true, banded: true},
+		{name: "band_rows1_relu_bn", x: []int{2, 8, 24, 40}, M: 8, K: 3, stride: 1, act: "Relu", bn: true, bandAbove: 256, bandRows: 1, wantFused: true, banded: true},
+		{name: "band_one_band", x: []int{2, 8, 24, 40}, M: 8, K: 3, stride: 1, act: "Relu", bandAbove: 256, bandRows: 100, wantFused: true, banded: true},
+		// 3×3 "same" planes of at most 16 columns take dw3x3Planes, which makes whole
+		// planes: above the bound they stay apart where that kernel runs.
+		{name: "band_3x3_narrow_rows", x: []int{2, 8, 40, 16}, M: 16, K: 3, stride: 1, act: "Clip", bandAbove: 256, bandRows: 4, wantFused: !dw3x3Fast(16), banded: !dw3x3Fast(16)},
 	}
 	for _, c := range cases {
 		for _, workers := range []int{1, 2, 3} {
@@ -52,6 +73,7 @@ func TestFuseExpandDW(t *testing.T) {
 						t.Fatal(err)
 					}
 					g.noExpandDW, g.noFuse = noExpand, noFuse
+					g.expandBandAbove, g.expandBandRows = c.bandAbove, c.bandRows
 					return g
 				}
 				fused, apart, plain := build(false, false), build(true, false), build(true, true)
@@ -85,6 +107,15 @@ func TestFuseExpandDW(t *testing.T) {
 				wantFused := c.wantFused && convDirectOK() && dwPlaneFast() && c.x[0] >= workers
 				if n := fused.last.expandDW; (n == 1) != wantFused || n > 1 {
 					t.Errorf("%d pointwise and depthwise pairs fused, want fused %v", n, wantFused)
+				}
+				banded := 0
+				for _, st := range fused.last.steps {
+					if k, ok := st.node.k.(*expandDWKernel); ok {
+						banded += k.banded
+					}
+				}
+				if wantBands := wantFused && c.banded; (banded > 0) != wantBands {
+					t.Errorf("%d runs in bands, want bands %v", banded, wantBands)
 				}
 				if apart.last.expandDW != 0 {
 					t.Errorf("the plan with the fusion off fused %d pairs", apart.last.expandDW)
@@ -204,20 +235,25 @@ func BenchmarkExpandDW(b *testing.B) {
 	for _, s := range []struct {
 		C, M, HW, K, S int
 		act            string
+		gap            bool // the depthwise output's means too, as a squeeze-excitation's
 	}{
-		{16, 96, 112, 3, 2, "Clip"}, {24, 144, 56, 3, 1, "Clip"}, {24, 144, 56, 3, 2, "Clip"},
-		{32, 192, 28, 3, 1, "Clip"}, {32, 192, 28, 3, 2, "Clip"}, {96, 576, 14, 3, 1, "Clip"},
-		{24, 144, 56, 5, 2, "SiLU"}, {40, 240, 28, 3, 2, "SiLU"},
+		{16, 96, 112, 3, 2, "Clip", false}, {24, 144, 56, 3, 1, "Clip", false}, {24, 144, 56, 3, 2, "Clip", false},
+		{32, 192, 28, 3, 1, "Clip", false}, {32, 192, 28, 3, 2, "Clip", false}, {96, 576, 14, 3, 1, "Clip", false},
+		{24, 144, 56, 5, 2, "SiLU", false}, {40, 240, 28, 3, 2, "SiLU", false}, {16, 96, 112, 3, 2, "SiLU", true},
 	} {
 		for _, fused := range []bool{true, false} {
-			name := fmt.Sprintf("%dto%d@%d_k%ds%d_%s/apart", s.C, s.M, s.HW, s.K, s.S, s.act)
+			act := s.act
+			if s.gap {
+				act += "_gap"
+			}
+			name := fmt.Sprintf("%dto%d@%d_k%ds%d_%s/apart", s.C, s.M, s.HW, s.K, s.S, act)
 			if fused {
 				name = name[:len(name)-len("apart")] + "fused"
 			}
 			b.Run(name, func(b *testing.B) {
 				r := rand.New(rand.NewPCG(1, 2))
 				x := []int{32, s.C, s.HW, s.HW}
-				g, err := Build(expandDWModel(r, x, s.M, s.K, s.S, s.act, false, false, false), Options{Workers: 2})
+				g, err := Build(expandDWModel(r, x, s.M, s.K, s.S, s.act, false, s.gap, false), Options{Workers: 2})
 				if err != nil {
 					b.Fatal(err)
 				}

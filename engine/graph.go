@@ -119,6 +119,10 @@ type Graph struct {
 	// noExpandDW keeps pointwise and depthwise steps apart (fuseExpandDW), so that tests
 	// can compare the two.
 	noExpandDW bool
+	// expandBandAbove and expandBandRows, when not 0, set the expanded planes (pixels)
+	// above which fused pairs run in bands of output rows (−1: none, those planes stay
+	// apart), and the rows a band (tests).
+	expandBandAbove, expandBandRows int
 	// noRelease keeps every activation the backward pass reads to its end (tests).
 	noRelease bool
 	// noConcatInPlace makes Concat copy every input (tests; see concatInPlace);
