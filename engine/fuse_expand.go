@@ -18,11 +18,21 @@ import (
 // bits are the same.
 
 // expandDWKernel runs a fused pointwise step e and the depthwise step d that reads its
-// output. Its inputs are e's, then d's with d's first (e's output) absent; its outputs
-// are d's.
+// output, and, on planes made in bands of rows (expandDWBand), the pointwise step q
+// (a projection) that alone reads d's output too; e may then be nil (a depthwise step
+// that reads a network's activation). Its inputs are e's, d's and q's, each one's first
+// absent where the step before makes it; its outputs are those of the last step.
 type expandDWKernel struct {
-	e, d *convBNKernel
-	ne   int // how many of the inputs are e's
+	e, d, q    *convBNKernel
+	ne, nd, nq int // how many of the inputs are e's, d's and q's
+	// route is the route the plan found for d, run's or runBands's, and planned d's
+	// dimensions then.
+	route   expandDWRoute
+	planned convDims
+	// dbuf is one image of d's output, for the fallback when q follows.
+	dbuf []float32
+	// pscr holds each worker's depthwise band of every channel, which q reads.
+	pscr [][]float32
 	// scr holds each worker's expanded planes of one group of channels.
 	scr [][]float32
 	// ebuf is one image of e's output, for a run that cannot fuse after all (a Clip bound
@@ -64,14 +74,27 @@ const (
 	expandDWMaxPlane = 4096
 )
 
+// split returns the inputs of e, d and q, the latter two cloned so that their first may
+// be set.
+func (k *expandDWKernel) split(in []*Tensor) (ein, din, qin []*Tensor) {
+	return in[:k.ne], slices.Clone(in[k.ne : k.ne+k.nd]), slices.Clone(in[k.ne+k.nd:])
+}
+
 func (k *expandDWKernel) Infer(in []*Tensor) ([]*Tensor, error) {
-	e, err := k.e.Infer(in[:k.ne])
-	if err != nil {
-		return nil, err
+	ein, din, qin := k.split(in)
+	if k.e != nil {
+		e, err := k.e.Infer(ein)
+		if err != nil {
+			return nil, err
+		}
+		din[0] = e[0]
 	}
-	din := slices.Clone(in[k.ne:])
-	din[0] = e[0]
-	return k.d.Infer(din)
+	d, err := k.d.Infer(din)
+	if err != nil || k.q == nil {
+		return d, err
+	}
+	qin[0] = d[0]
+	return k.q.Infer(qin)
 }
 
 // expandDWRoute is how a fused depthwise step makes its planes: the 3×3 same-size
@@ -146,10 +169,7 @@ func (g *Graph) fuseExpandDW(p *plan) {
 	// anyway, and the expansion apart splits an image's pixels between the workers where
 	// the fused items split its channels, each reading the whole input: fused took
 	// 1.05–1.12 times as long on the pairs measured above at batch 1.
-	workers := g.ctx.Workers
-	if workers < 1 {
-		workers = runtime.GOMAXPROCS(0)
-	}
+	workers := g.workers()
 	drop := make([]bool, len(p.steps))
 	for s := range p.steps {
 		es := p.steps[s].node
@@ -175,24 +195,138 @@ func (g *Graph) fuseExpandDW(p *plan) {
 		if !ok {
 			continue
 		}
-		// The activations' bounds are known at run time only; a bound that makes them
-		// unfusable then (NaN) falls back to the unfused steps.
-		var ae, ad *nnClamp
-		if e.act != nil {
-			ae = &nnClamp{relu: true, silu: e.act.op.name == quickGelu}
-		}
-		if d.act != nil {
-			ad = &nnClamp{relu: true, silu: d.act.op.name == quickGelu}
-		}
-		if expandDWFusable(e, d, &de, &dd, ae, ad, g.expandBandAbove) == expandDWNone {
+		ae, ad := e.planClamp(), d.planClamp()
+		route := expandDWFusable(e, d, &de, &dd, ae, ad, g.expandBandAbove)
+		if route == expandDWNone {
 			continue
 		}
 		in := slices.Concat(es.in, ds.in)
 		in[len(es.in)] = -1
-		k := &expandDWKernel{e: e, d: d, ne: len(es.in), bandAbove: g.expandBandAbove, bandRows: g.expandBandRows}
+		k := &expandDWKernel{e: e, d: d, ne: len(es.in), nd: len(ds.in), route: route, planned: dd, bandAbove: g.expandBandAbove, bandRows: g.expandBandRows}
 		p.steps[t] = step{node: &gnode{n: ds.n, op: fmt.Sprintf("%s+%s", es.op, ds.op), k: k, in: in, out: ds.out}, on: p.steps[t].on}
 		drop[s] = true
 		p.expandDW++
+	}
+	p.steps = kept(p.steps, drop)
+}
+
+// planClamp stands for k's activation when planning: its bounds are known at run time
+// only, and a bound that makes it unfusable then (NaN) falls back to the steps apart.
+func (k *convBNKernel) planClamp() *nnClamp {
+	if k.act == nil {
+		return nil
+	}
+	return &nnClamp{relu: true, silu: k.act.op.name == quickGelu}
+}
+
+// dwBandable reports expandDWBand when the depthwise step d, reading a network's
+// activation rather than a fused expansion's, runs in bands with a projection after it:
+// as expandDWFusable asks of a fused pair's d, on input planes above bandAbove pixels
+// (0: expandDWMaxPlane; < 0: never) that forwardDepthwise makes through the padded plane.
+func dwBandable(d *convBNKernel, dd *convDims, ad *nnClamp, bandAbove int) expandDWRoute {
+	if bandAbove < 0 || d.pool != nil || d.res || d.gap || d.ystride != 0 || !dd.depthwise || dd.Mg != 1 || dd.Cg != 1 {
+		return expandDWNone
+	}
+	if bandAbove == 0 {
+		bandAbove = expandDWMaxPlane
+	}
+	g := &dd.g
+	if g.inSize() <= bandAbove || d.conv.noDWPad || !dwPadOK(g) || !dwPlaneFast() {
+		return expandDWNone
+	}
+	// Where forwardDepthwise would take another kernel, the bands would not give its bits.
+	_, ok := dw3x3Flags(ad)
+	if !ok && (ad == nil || !ad.silu) || ok && g.is3x3Same() && dw3x3Fast(g.out[2]) {
+		return expandDWNone
+	}
+	if d.conv.dwLanesOK(dd, ad) {
+		return expandDWNone
+	}
+	return expandDWBand
+}
+
+// projectFusable reports whether the pointwise step q, reading the depthwise output of
+// dimensions dd, can make its output from bands of it: one group, the direct path, an
+// activation the tile kernel applies (or SiLU), and nothing else fused into it.
+func projectFusable(q *convBNKernel, dd, dq *convDims, aq *nnClamp) bool {
+	if q.pool != nil || q.res || q.gap || q.ystride != 0 || !dq.pointwise || q.conv.group != 1 || !q.conv.directOK(dq) {
+		return false
+	}
+	if dq.C != dd.M || dq.N != dd.N || dq.g.out != dd.g.out {
+		return false
+	}
+	_, ok := dw3x3Flags(aq)
+	return ok || aq != nil && aq.silu
+}
+
+// fuseProjection joins to a step that makes depthwise planes in bands of rows — a fused
+// pair whose route is expandDWBand, or a depthwise step alone on planes as large — the
+// pointwise step that alone reads its output: MobileNetV2's projections after its two
+// blocks at 112 × 112, whose inputs (51 and 38 MB at batch 32) the steps apart write to
+// memory and read back. The fused step runs where the pointwise one ran.
+func (g *Graph) fuseProjection(p *plan) {
+	if g.noExpandDW || g.noProject {
+		return
+	}
+	uses := readers(p)
+	workers := g.workers()
+	drop := make([]bool, len(p.steps))
+	for t := range p.steps {
+		ts := p.steps[t].node
+		if len(ts.out) != 1 || uses[ts.out[0]] != 1 {
+			continue
+		}
+		var dd convDims
+		k, fused := ts.k.(*expandDWKernel)
+		switch {
+		case fused:
+			if k.route != expandDWBand || k.q != nil {
+				continue
+			}
+			dd = k.planned
+		default:
+			d, ok := ts.k.(*convBNKernel)
+			if !ok {
+				continue
+			}
+			if dd, ok = d.plannedDims(p, ts); !ok || dd.N < workers || dwBandable(d, &dd, d.planClamp(), g.expandBandAbove) != expandDWBand {
+				continue
+			}
+			k = &expandDWKernel{d: d, nd: len(ts.in), route: expandDWBand, planned: dd, bandAbove: g.expandBandAbove, bandRows: g.expandBandRows}
+		}
+		id := ts.out[0]
+		u := nextReader(p.steps, t, id)
+		if u < 0 {
+			continue
+		}
+		qs := p.steps[u].node
+		if qs.in[0] != id || p.steps[u].on != p.steps[t].on || len(qs.out) != 1 {
+			continue
+		}
+		q, ok := qs.k.(*convBNKernel)
+		qin := qs.in
+		if c, plain := qs.k.(*convKernel); plain {
+			// A Conv alone (the exporter folded its BatchNormalization, and no
+			// activation follows): MobileNetV2's projections.
+			q, ok = &convBNKernel{conv: c, noBN: true}, true
+			qin = []int{qs.in[0], qs.in[1], -1, -1, -1, -1, -1}
+			if len(qs.in) > 2 {
+				qin[2] = qs.in[2]
+			}
+		}
+		if !ok {
+			continue
+		}
+		dq, ok := q.plannedDims(p, &gnode{in: qin})
+		if !ok || !projectFusable(q, &dd, &dq, q.planClamp()) {
+			continue
+		}
+		k.q, k.nq = q, len(qin)
+		in := slices.Concat(ts.in, qin)
+		in[len(ts.in)] = -1
+		p.steps[u] = step{node: &gnode{n: qs.n, op: fmt.Sprintf("%s+%s", ts.op, qs.op), k: k, in: in, out: qs.out}, on: p.steps[u].on}
+		drop[t] = true
+		p.project++
 	}
 	p.steps = kept(p.steps, drop)
 }
@@ -223,52 +357,83 @@ func (k *convBNKernel) plannedDims(p *plan, st *gnode) (convDims, bool) {
 	return d, true
 }
 
+// stage is one fused step's dimensions, weights and activation for this run.
+type stage struct {
+	d    convDims
+	w, b *Tensor
+	a    *nnClamp
+}
+
+// stage returns c's stage for inputs in, whose first has shape x (its data need not be
+// there).
+func (c *convBNKernel) stage(in []*Tensor, x []int) (stage, error) {
+	w, b, err := c.weights(in)
+	if err != nil {
+		return stage{}, err
+	}
+	d, err := c.conv.dims(x, w.Shape, b)
+	if err != nil {
+		return stage{}, err
+	}
+	d, w = c.conv.trimmed(d, w)
+	return stage{d: d, w: w, b: b, a: c.clamp(in)}, nil
+}
+
+func (st *stage) outShape() []int { return append([]int{st.d.N, st.d.M}, st.d.g.outShape()...) }
+
 func (k *expandDWKernel) Forward(ctx *Context, in, out []*Tensor) error {
-	ein, din := in[:k.ne], slices.Clone(in[k.ne:])
-	we, be, err := k.e.weights(ein)
-	if err != nil {
+	ein, din, qin := k.split(in)
+	x := din[0]
+	var es, ds, qs stage
+	var err error
+	if k.e != nil {
+		x = ein[0]
+		if es, err = k.e.stage(ein, x.Shape); err != nil {
+			return err
+		}
+		// Later steps' folded weights and clamps are made by their own Forward in the
+		// fallback.
+		din[0] = &Tensor{DType: Float32, Shape: es.outShape()}
+	}
+	if ds, err = k.d.stage(din, din[0].Shape); err != nil {
 		return err
 	}
-	ae := k.e.clamp(ein)
-	x := ein[0]
-	de, err := k.e.conv.dims(x.Shape, we.Shape, be)
-	if err != nil {
-		return err
+	last := &ds
+	if k.q != nil {
+		qin[0] = &Tensor{DType: Float32, Shape: ds.outShape()}
+		if qs, err = k.q.stage(qin, qin[0].Shape); err != nil {
+			return err
+		}
+		last = &qs
 	}
-	de, we = k.e.conv.trimmed(de, we)
-	eshape := append([]int{de.N, de.M}, de.g.outShape()...)
-	// d's folded weights and clamp are made by its own Forward in the fallback.
-	din[0] = &Tensor{DType: Float32, Shape: eshape}
-	wd, bd, err := k.d.weights(din)
-	if err != nil {
-		return err
+	route := expandDWNone
+	if k.e != nil {
+		route = expandDWFusable(k.e, k.d, &es.d, &ds.d, es.a, ds.a, k.bandAbove)
+	} else {
+		route = dwBandable(k.d, &ds.d, ds.a, k.bandAbove)
 	}
-	ad := k.d.clamp(din)
-	dd, err := k.d.conv.dims(eshape, wd.Shape, bd)
-	if err != nil {
-		return err
+	if k.q != nil && (route != expandDWBand || !projectFusable(k.q, &ds.d, &qs.d, qs.a)) {
+		route = expandDWNone
 	}
-	dd, wd = k.d.conv.trimmed(dd, wd)
-	route := expandDWFusable(k.e, k.d, &de, &dd, ae, ad, k.bandAbove)
-	if route == expandDWNone || len(out[0].F) != dd.N*dd.M*dd.g.outSize() {
-		return k.apart(ctx, ein, din, out, eshape)
+	if route == expandDWNone || len(out[0].F) != last.d.N*last.d.M*last.d.g.outSize() {
+		return k.apart(ctx, ein, din, qin, out, x.Shape[0])
+	}
+	if route == expandDWBand {
+		k.runBands(ctx, &es, &ds, &qs, x.F, out[0].F)
+		return nil
 	}
 	var gap []float32
 	if k.d.gap {
 		gap = out[len(out)-1].F
 	}
-	if route == expandDWBand {
-		k.runBands(ctx, &de, &dd, x.F, we, be, wd, bd, ae, ad, out[0].F)
-		return nil
-	}
-	k.run(ctx, &de, &dd, x.F, we, be, wd, bd, ae, ad, out[0].F, gap, route)
+	k.run(ctx, &es.d, &ds.d, x.F, es.w, es.b, ds.w, ds.b, es.a, ds.a, out[0].F, gap, route)
 	return nil
 }
 
-// apart runs the two steps one after the other, an image at a time, so that the
-// expanded output it holds is one image's, not the batch's, which the plan did not count.
-func (k *expandDWKernel) apart(ctx *Context, ein, din, out []*Tensor, eshape []int) error {
-	N := eshape[0]
+// apart runs the steps one after the other, an image at a time, so that the outputs it
+// holds between them are one image's, not the batch's, which the plan did not count. din
+// and qin's first inputs are set here.
+func (k *expandDWKernel) apart(ctx *Context, ein, din, qin, out []*Tensor, N int) error {
 	if N == 0 {
 		return nil
 	}
@@ -276,21 +441,46 @@ func (k *expandDWKernel) apart(ctx *Context, ein, din, out []*Tensor, eshape []i
 		n := len(t.F) / N
 		return &Tensor{DType: t.DType, Shape: append([]int{1}, t.Shape[1:]...), F: t.F[i*n : (i+1)*n]}
 	}
-	one := append([]int{1}, eshape[1:]...)
-	k.ebuf = nnGrow(k.ebuf, numel(one))
-	e := &Tensor{DType: Float32, Shape: one, F: k.ebuf[:numel(one)]}
-	ei, di := slices.Clone(ein), slices.Clone(din)
+	// one returns a tensor of one image of a step's output, of shape s (a batch's), in buf.
+	one := func(buf *[]float32, s []int) *Tensor {
+		sh := append([]int{1}, s[1:]...)
+		*buf = nnGrow(*buf, numel(sh))
+		return &Tensor{DType: Float32, Shape: sh, F: (*buf)[:numel(sh)]}
+	}
+	var e, d *Tensor
+	if k.e != nil {
+		e = one(&k.ebuf, din[0].Shape)
+	}
+	if k.q != nil {
+		d = one(&k.dbuf, qin[0].Shape)
+	}
+	x := din[0]
+	ei, di, qi := slices.Clone(ein), slices.Clone(din), slices.Clone(qin)
 	oi := make([]*Tensor, len(out))
 	for i := range N {
-		ei[0] = view(ein[0], i)
-		if err := k.e.forward(ctx, ei, []*Tensor{e}); err != nil {
-			return err
-		}
-		di[0] = e
 		for j, o := range out {
 			oi[j] = view(o, i)
 		}
-		if err := k.d.Forward(ctx, di, oi); err != nil {
+		if k.e != nil {
+			ei[0] = view(ein[0], i)
+			if err := k.e.forward(ctx, ei, []*Tensor{e}); err != nil {
+				return err
+			}
+			di[0] = e
+		} else {
+			di[0] = view(x, i)
+		}
+		if k.q == nil {
+			if err := k.d.Forward(ctx, di, oi); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := k.d.Forward(ctx, di, []*Tensor{d}); err != nil {
+			return err
+		}
+		qi[0] = d
+		if err := k.q.Forward(ctx, qi, oi); err != nil {
 			return err
 		}
 	}
@@ -306,7 +496,11 @@ func (k *expandDWKernel) run(ctx *Context, de, dd *convDims, x []float32, we, be
 	O, Od, K := de.g.outSize(), dd.g.outSize(), dd.g.kSize()
 	isz, Me := de.g.inSize(), de.M
 	c := &ec.direct
-	bp, db, tact, silu := k.prepare(ctx, de, we, be, bd, ae)
+	bp, tact, silu := k.prepare(ctx, k.e, de, we, be, ae)
+	var db []float32
+	if bd != nil {
+		db = bd.F
+	}
 	// G channels of one image an item, in whole row blocks: as many as expandDWPlane
 	// holds, and one row block when the batch has fewer images than workers, so that the
 	// items split evenly between them.
@@ -387,17 +581,43 @@ func (k *expandDWKernel) run(ctx *Context, de, dd *convDims, x []float32, we, be
 // output's rows, for each of which every expanded channel of the input rows the band
 // reads (the rows between bands made twice) lands in the worker's scratch, whence each
 // channel's band of output rows is made through a padded plane laid out for the band.
-// Each output is the same sum of the same values as forwardDWPad makes on the whole
-// plane, so the bits are those of the steps apart. An item is an image's band.
-func (k *expandDWKernel) runBands(ctx *Context, de, dd *convDims, x []float32, we, be, wd, bd *Tensor, ae, ad *nnClamp, y []float32) {
-	ec := k.e.conv
-	g := &dd.g
+// Without e (es unused) the band's input rows are read from x itself. With q, the band
+// of every channel goes to a second scratch, from which q makes its output's band, so
+// that the depthwise output does not go to memory either. Each output is the same sum of
+// the same values as the steps make apart on whole planes, so the bits are theirs. An
+// item is an image's band.
+func (k *expandDWKernel) runBands(ctx *Context, es, ds, qs *stage, x, y []float32) {
+	g := &ds.d.g
 	H, W := g.in[1], g.in[2]
 	Ho, Wo, Od, K := g.out[1], g.out[2], g.outSize(), g.kSize()
-	isz, Me := de.g.inSize(), de.M
+	Me := ds.d.M
 	kh, sh, pb := g.k[1], g.s[1], g.pb[1]
-	c := &ec.direct
-	bp, db, tact, silu := k.prepare(ctx, de, we, be, bd, ae)
+	var db []float32
+	if ds.b != nil {
+		db = ds.b.F
+	}
+	var (
+		bp   []float32
+		tact *tileAct
+		silu bool
+		isz  int
+		wp   []float32
+	)
+	if k.e != nil {
+		bp, tact, silu = k.prepare(ctx, k.e, &es.d, es.w, es.b, es.a)
+		isz, wp = es.d.g.inSize(), k.e.conv.direct.wp
+	}
+	var (
+		qbp   []float32
+		qtact *tileAct
+		qsilu bool
+		qwp   []float32
+		Oq    int
+	)
+	if k.q != nil {
+		qbp, qtact, qsilu = k.prepare(ctx, k.q, &qs.d, qs.w, qs.b, qs.a)
+		qwp, Oq = k.q.conv.direct.wp, qs.d.g.outSize()
+	}
 	// As many output rows a band as expandDWPlane holds the input rows of, in bands of
 	// nearly equal height.
 	bo := k.bandRows
@@ -439,59 +659,100 @@ func (k *expandDWKernel) runBands(ctx *Context, de, dd *convDims, x []float32, w
 	for _, b := range bs {
 		maxP = max(maxP, (b.r1-b.r0)*W)
 	}
-	items := de.N * nb
+	items := ds.d.N * nb
 	nw := nnWorkers(ctx, items)
-	work := c.workers(nw)
+	var work []convWork
+	if k.e != nil {
+		work = k.e.conv.direct.workers(nw)
+	} else {
+		work = k.q.conv.direct.workers(nw)
+	}
 	for len(k.scr) < nw {
 		k.scr = append(k.scr, nil)
+	}
+	for len(k.pscr) < nw {
+		k.pscr = append(k.pscr, nil)
 	}
 	for i := range lay {
 		dwBuffers(&lay[i].bufs, &lay[i].fors, nw, &lay[i].p)
 	}
-	stream := k.streams(dd, ad, nw)
-	CgK := de.Cg
+	stream := k.q == nil && k.streams(&ds.d, ds.a, nw)
+	// q's output as forwardDirect stores it: non-temporally when larger than the caches.
+	qflags := 0
+	if k.q != nil && qs.d.N*qs.d.M*Oq >= convStreamMin && !qsilu {
+		k.q.conv.direct.streamed++
+		qflags = tileStream
+	}
+	CgK := 0
+	if k.e != nil {
+		CgK = es.d.Cg
+	}
 	nnEach(ctx, nw, items, func(wk, lo, hi int) {
-		wr, s, tmp := k.worker(work, wk, silu, Me*maxP, stream, ad, Od)
-		if stream {
+		n := 0
+		if k.e != nil {
+			n = Me * maxP
+		}
+		wr, s, tmp := k.worker(work, wk, silu, n, stream, ds.a, Od)
+		if stream || qflags != 0 {
 			defer storeFence()
+		}
+		var ps []float32
+		if k.q != nil {
+			k.pscr[wk] = nnGrow(k.pscr[wk], Me*bo*Wo)
+			ps = k.pscr[wk]
 		}
 		for it := lo; it < hi; it++ {
 			i, b := it/nb, bs[it%nb]
 			P := (b.r1 - b.r0) * W
-			wr.pan = panels(wr.pan[:0], i*de.C*isz+b.r0*W, 0, P)
-			wr.multiply(CgK, Me, c.wp, bp, x, isz, nil, s, P, wr.pan, 0, tact)
+			if k.e != nil {
+				wr.silu = silu
+				wr.pan = panels(wr.pan[:0], i*es.d.C*isz+b.r0*W, 0, P)
+				wr.multiply(CgK, Me, wp, bp, x, isz, nil, s, P, wr.pan, 0, tact)
+			}
 			p, buf := &lay[b.lay].p, lay[b.lay].bufs[wk]
+			Pb := (b.e - b.a) * Wo
 			for m := range Me {
 				pl := i*Me + m
 				var bm []float32
 				if db != nil {
 					bm = db[m : m+1]
 				}
-				p.fill(buf, s[m*P:(m+1)*P])
-				dwPlane(p, buf, y[pl*Od+b.a*Wo:pl*Od+b.e*Wo], wd.F[m*K:(m+1)*K], bm, ad, stream, tmp)
+				if k.e != nil {
+					p.fill(buf, s[m*P:(m+1)*P])
+				} else {
+					p.fill(buf, x[pl*H*W+b.r0*W:pl*H*W+b.r1*W])
+				}
+				if k.q != nil {
+					dwPlane(p, buf, ps[m*Pb:(m+1)*Pb], ds.w.F[m*K:(m+1)*K], bm, ds.a, false, nil)
+				} else {
+					dwPlane(p, buf, y[pl*Od+b.a*Wo:pl*Od+b.e*Wo], ds.w.F[m*K:(m+1)*K], bm, ds.a, stream, tmp)
+				}
+			}
+			if k.q != nil {
+				wr.silu = qsilu
+				wr.pan = panels(wr.pan[:0], 0, i*qs.d.M*Oq+b.a*Wo, Pb)
+				wr.multiply(Me, qs.d.M, qwp, qbp, ps, Pb, nil, y, Oq, wr.pan, qflags, qtact)
 			}
 		}
 	})
 }
 
-// prepare packs e's weights and bias for the tile kernel and returns them with d's bias,
-// e's activation as the tile kernel applies it, and whether that is SiLU.
-func (k *expandDWKernel) prepare(ctx *Context, de *convDims, we, be, bd *Tensor, ae *nnClamp) (bp, db []float32, tact *tileAct, silu bool) {
-	ec := k.e.conv
-	ec.packWeights(ctx, de, we.F, ec.weightKey(we))
-	var eb []float32
-	if be != nil {
-		eb = be.F
+// prepare packs c's weights and bias for the tile kernel (c a pointwise step of
+// dimensions d) and returns the bias with c's activation as the tile kernel applies it,
+// and whether that is SiLU.
+func (k *expandDWKernel) prepare(ctx *Context, c *convBNKernel, d *convDims, w, b *Tensor, a *nnClamp) (bp []float32, tact *tileAct, silu bool) {
+	cc := c.conv
+	cc.packWeights(ctx, d, w.F, cc.weightKey(w))
+	var cb []float32
+	if b != nil {
+		cb = b.F
 	}
-	if bd != nil {
-		db = bd.F
-	}
-	bp = ec.packBias(de, eb)
-	if ae != nil {
-		ta, _ := dw3x3Flags(ae)
+	bp = cc.packBias(d, cb)
+	if a != nil {
+		ta, _ := dw3x3Flags(a)
 		tact = &ta
 	}
-	return bp, db, tact, ae != nil && ae.silu
+	return bp, tact, a != nil && a.silu
 }
 
 // streams reports whether the depthwise planes are stored non-temporally, as
@@ -522,4 +783,12 @@ func (k *expandDWKernel) worker(work []convWork, wk int, silu bool, n int, strea
 		tmp = dc.dwTmp[wk]
 	}
 	return wr, k.scr[wk], tmp
+}
+
+// workers is the number of workers the graph's runs use.
+func (g *Graph) workers() int {
+	if g.ctx.Workers < 1 {
+		return runtime.GOMAXPROCS(0)
+	}
+	return g.ctx.Workers
 }

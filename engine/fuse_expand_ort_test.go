@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/qtool/qtool/internal/ortref"
+	"github.com/qtool/qtool/onnxio"
 )
 
 // TestFuseExpandDWAgainstOnnxruntime runs fused inverted-residual pairs (expandDWModel:
@@ -39,19 +40,8 @@ func TestFuseExpandDWAgainstOnnxruntime(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(43, uint64(i)))
 			m := expandDWModel(r, c.x, c.M, c.K, c.stride, c.act, c.bn, c.gap, false)
-			b, err := proto.Marshal(m.Proto)
-			if err != nil {
-				t.Fatal(err)
-			}
 			x := nntRand(r, c.x, -2, 2)
-			dims := make([]int64, len(c.x))
-			for j, d := range c.x {
-				dims[j] = int64(d)
-			}
-			ref, err := ortref.Run(b, []ortref.Tensor{{Name: "x", Shape: dims, Data: x.F}})
-			if err != nil {
-				t.Fatalf("onnxruntime: %v", err)
-			}
+			ref := ortOutputs(t, m, x)
 			g, err := Build(m, Options{Workers: 2})
 			if err != nil {
 				t.Fatal(err)
@@ -64,26 +54,43 @@ func TestFuseExpandDWAgainstOnnxruntime(t *testing.T) {
 			if convDirectOK() && dwPlaneFast() && g.last.expandDW != 1 {
 				t.Fatalf("%d pairs fused, want 1", g.last.expandDW)
 			}
-			banded := 0
-			for _, st := range g.last.steps {
-				if k, ok := st.node.k.(*expandDWKernel); ok {
-					banded += k.banded
-				}
-			}
+			banded := bandedRuns(g)
 			if want := c.banded && convDirectOK() && dwPlaneFast(); (banded > 0) != want {
 				t.Fatalf("%d runs in bands, want bands %v", banded, want)
 			}
 			for o := range got {
-				shape := make([]int, len(ref[o].Shape))
-				for j, d := range ref[o].Shape {
-					shape[j] = int(d)
-				}
 				// Sums of up to 24 + 25 products in other orders, a BatchNormalization
 				// folded into the weights.
-				if err := closeTensors(got[o], NewFloat(shape, ref[o].Data), 1e-4, 1e-4); err != nil {
+				if err := closeTensors(got[o], ref[o], 1e-4, 1e-4); err != nil {
 					t.Errorf("output %d: %v", o, err)
 				}
 			}
 		})
 	}
+}
+
+// ortOutputs runs m in onnxruntime on x, its one input "x", and returns its outputs.
+func ortOutputs(t *testing.T, m *onnxio.Model, x *Tensor) []*Tensor {
+	t.Helper()
+	b, err := proto.Marshal(m.Proto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dims := make([]int64, len(x.Shape))
+	for j, d := range x.Shape {
+		dims[j] = int64(d)
+	}
+	ref, err := ortref.Run(b, []ortref.Tensor{{Name: "x", Shape: dims, Data: x.F}})
+	if err != nil {
+		t.Fatalf("onnxruntime: %v", err)
+	}
+	out := make([]*Tensor, len(ref))
+	for o, r := range ref {
+		shape := make([]int, len(r.Shape))
+		for j, d := range r.Shape {
+			shape[j] = int(d)
+		}
+		out[o] = NewFloat(shape, r.Data)
+	}
+	return out
 }

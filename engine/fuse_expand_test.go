@@ -67,58 +67,15 @@ func TestFuseExpandDW(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/w%d", c.name, workers), func(t *testing.T) {
 				r := rand.New(rand.NewPCG(41, uint64(workers)))
 				m := expandDWModel(r, c.x, c.M, c.K, c.stride, c.act, c.bn, c.gap, c.shared)
-				build := func(noExpand, noFuse bool) *Graph {
-					g, err := Build(m, Options{Workers: workers})
-					if err != nil {
-						t.Fatal(err)
-					}
-					g.noExpandDW, g.noFuse = noExpand, noFuse
-					g.expandBandAbove, g.expandBandRows = c.bandAbove, c.bandRows
-					return g
-				}
-				fused, apart, plain := build(false, false), build(true, false), build(true, true)
-				for run := range 2 {
-					x := nntRand(r, c.x, -2, 2)
-					got, err := fused.Forward(nil, x)
-					if err != nil {
-						t.Fatal(err)
-					}
-					want, err := apart.Forward(nil, x)
-					if err != nil {
-						t.Fatal(err)
-					}
-					ref, err := plain.Forward(nil, x)
-					if err != nil {
-						t.Fatal(err)
-					}
-					for o := range got {
-						for i, v := range got[o].F {
-							if math.Float32bits(v) != math.Float32bits(want[o].F[i]) {
-								t.Fatalf("run %d, output %d [%d] = %v fused, %v with the steps apart", run, o, i, v, want[o].F[i])
-							}
-						}
-						if err := closeTensors(got[o], ref[o], 1e-4, 1e-4); err != nil {
-							t.Fatalf("run %d, output %d against the unfused plan: %v", run, o, err)
-						}
-					}
-				}
+				fused := fusedAgainstApart(t, m, c.x, workers, c.bandAbove, c.bandRows, r)
 				// Without the assembly kernels (purego) nothing fuses: the pair would
 				// take other paths.
 				wantFused := c.wantFused && convDirectOK() && dwPlaneFast() && c.x[0] >= workers
 				if n := fused.last.expandDW; (n == 1) != wantFused || n > 1 {
 					t.Errorf("%d pointwise and depthwise pairs fused, want fused %v", n, wantFused)
 				}
-				banded := 0
-				for _, st := range fused.last.steps {
-					if k, ok := st.node.k.(*expandDWKernel); ok {
-						banded += k.banded
-					}
-				}
-				if wantBands := wantFused && c.banded; (banded > 0) != wantBands {
+				if banded, wantBands := bandedRuns(fused), wantFused && c.banded; (banded > 0) != wantBands {
 					t.Errorf("%d runs in bands, want bands %v", banded, wantBands)
-				}
-				if apart.last.expandDW != 0 {
-					t.Errorf("the plan with the fusion off fused %d pairs", apart.last.expandDW)
 				}
 			})
 		}
@@ -189,22 +146,32 @@ func TestFuseExpandDWApart(t *testing.T) {
 	r := rand.New(rand.NewPCG(47, 1))
 	x := []int{3, 8, 20, 20}
 	m := expandDWModel(r, x, 24, 3, 2, "Clip", true, true, false)
+	nanAgainstApart(t, m, x, 0, 0, r, func(p *plan) int { return p.expandDW })
+}
+
+// nanAgainstApart runs m (its Clip's upper bound the parameter "hi") fused and with the
+// steps apart, on two workers with the band bounds given, with hi 6, NaN, then 6 again
+// on the same input of shape x, and fails t unless the fused plan's outputs are bit for
+// bit the other's on every run and fused(p), what the fused plan joined, is 1.
+func nanAgainstApart(t *testing.T, m *onnxio.Model, x []int, bandAbove, bandRows int, r *rand.Rand, fused func(p *plan) int) {
+	t.Helper()
 	build := func(noExpand bool) *Graph {
 		g, err := Build(m, Options{Workers: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
 		g.noExpandDW = noExpand
+		g.expandBandAbove, g.expandBandRows = bandAbove, bandRows
 		return g
 	}
-	fused, apart := build(false), build(true)
+	f, apart := build(false), build(true)
 	in := nntRand(r, x, -2, 2)
 	for run, hi := range []float32{6, float32(math.NaN()), 6} {
-		for _, g := range []*Graph{fused, apart} {
+		for _, g := range []*Graph{f, apart} {
 			g.Param("hi").Value.F[0] = hi
 			g.ParamsChanged()
 		}
-		got, err := fused.Forward(nil, in)
+		got, err := f.Forward(nil, in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,8 +179,8 @@ func TestFuseExpandDWApart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fused.last.expandDW != 1 {
-			t.Fatalf("run %d: %d pairs fused, want 1", run, fused.last.expandDW)
+		if n := fused(f.last); n != 1 {
+			t.Fatalf("run %d: %d steps joined, want 1", run, n)
 		}
 		for o := range got {
 			for i, v := range got[o].F {
@@ -271,4 +238,64 @@ func BenchmarkExpandDW(b *testing.B) {
 			})
 		}
 	}
+}
+
+// fusedAgainstApart builds m three times with the workers and band bounds given — fused,
+// with the pointwise and depthwise steps apart (every other fusion on), and with no fusion
+// at all — runs each on the same two random inputs of shape x, and fails t unless the
+// fused plan's outputs are bit for bit those of the plan apart and agree with the
+// unfused plan's to float rounding. It returns the fused graph, whose last plan tests
+// inspect.
+func fusedAgainstApart(t *testing.T, m *onnxio.Model, x []int, workers, bandAbove, bandRows int, r *rand.Rand) *Graph {
+	t.Helper()
+	build := func(noExpand, noFuse bool) *Graph {
+		g, err := Build(m, Options{Workers: workers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.noExpandDW, g.noFuse = noExpand, noFuse
+		g.expandBandAbove, g.expandBandRows = bandAbove, bandRows
+		return g
+	}
+	fused, apart, plain := build(false, false), build(true, false), build(true, true)
+	for run := range 2 {
+		in := nntRand(r, x, -2, 2)
+		got, err := fused.Forward(nil, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := apart.Forward(nil, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := plain.Forward(nil, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for o := range got {
+			for i, v := range got[o].F {
+				if math.Float32bits(v) != math.Float32bits(want[o].F[i]) {
+					t.Fatalf("run %d, output %d [%d] = %v fused, %v with the steps apart", run, o, i, v, want[o].F[i])
+				}
+			}
+			if err := closeTensors(got[o], ref[o], 1e-4, 1e-4); err != nil {
+				t.Fatalf("run %d, output %d against the unfused plan: %v", run, o, err)
+			}
+		}
+	}
+	if apart.last.expandDW != 0 || apart.last.project != 0 {
+		t.Errorf("the plan with the fusion off fused %d pairs and joined %d projections", apart.last.expandDW, apart.last.project)
+	}
+	return fused
+}
+
+// bandedRuns counts the runs g's last plan made in bands of rows (runBands).
+func bandedRuns(g *Graph) int {
+	n := 0
+	for _, st := range g.last.steps {
+		if k, ok := st.node.k.(*expandDWKernel); ok {
+			n += k.banded
+		}
+	}
+	return n
 }

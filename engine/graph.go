@@ -123,6 +123,9 @@ type Graph struct {
 	// above which fused pairs run in bands of output rows (−1: none, those planes stay
 	// apart), and the rows a band (tests).
 	expandBandAbove, expandBandRows int
+	// noProject keeps projections apart from the bands before them (fuseProjection), so
+	// that benchmarks can compare the two.
+	noProject bool
 	// noRelease keeps every activation the backward pass reads to its end (tests).
 	noRelease bool
 	// noConcatInPlace makes Concat copy every input (tests; see concatInPlace);

@@ -33,6 +33,9 @@ type plan struct {
 	// expandDW counts the pointwise and depthwise step pairs fused (fuseExpandDW); tests
 	// read it.
 	expandDW int
+	// project counts the projections joined to depthwise steps made in bands
+	// (fuseProjection); tests read it.
+	project int
 
 	// Recording plans only.
 	outGrads [][]*Tensor // per graph output: its gradient buffer, nil when none flows
@@ -259,6 +262,7 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record, dry bool) (p *plan,
 		if !dry {
 			g.fuseMatMulBias(p)
 			g.fuseExpandDW(p)
+			g.fuseProjection(p)
 		}
 		// Fused steps may hold buffers of their own, values that no node computes.
 		sc.konst = append(sc.konst, make([]bool, len(p.values)-len(sc.konst))...)
