@@ -303,17 +303,7 @@ func (g *Graph) fuseProjection(p *plan) {
 		if qs.in[0] != id || p.steps[u].on != p.steps[t].on || len(qs.out) != 1 {
 			continue
 		}
-		q, ok := qs.k.(*convBNKernel)
-		qin := qs.in
-		if c, plain := qs.k.(*convKernel); plain {
-			// A Conv alone (the exporter folded its BatchNormalization, and no
-			// activation follows): MobileNetV2's projections.
-			q, ok = &convBNKernel{conv: c, noBN: true}, true
-			qin = []int{qs.in[0], qs.in[1], -1, -1, -1, -1, -1}
-			if len(qs.in) > 2 {
-				qin[2] = qs.in[2]
-			}
-		}
+		q, qin, ok := asConvBN(qs)
 		if !ok {
 			continue
 		}
@@ -496,7 +486,7 @@ func (k *expandDWKernel) run(ctx *Context, de, dd *convDims, x []float32, we, be
 	O, Od, K := de.g.outSize(), dd.g.outSize(), dd.g.kSize()
 	isz, Me := de.g.inSize(), de.M
 	c := &ec.direct
-	bp, tact, silu := k.prepare(ctx, k.e, de, we, be, ae)
+	bp, tact, silu := packPointwise(ctx, k.e, de, we, be, ae)
 	var db []float32
 	if bd != nil {
 		db = bd.F
@@ -604,7 +594,7 @@ func (k *expandDWKernel) runBands(ctx *Context, es, ds, qs *stage, x, y []float3
 		wp   []float32
 	)
 	if k.e != nil {
-		bp, tact, silu = k.prepare(ctx, k.e, &es.d, es.w, es.b, es.a)
+		bp, tact, silu = packPointwise(ctx, k.e, &es.d, es.w, es.b, es.a)
 		isz, wp = es.d.g.inSize(), k.e.conv.direct.wp
 	}
 	var (
@@ -615,7 +605,7 @@ func (k *expandDWKernel) runBands(ctx *Context, es, ds, qs *stage, x, y []float3
 		Oq    int
 	)
 	if k.q != nil {
-		qbp, qtact, qsilu = k.prepare(ctx, k.q, &qs.d, qs.w, qs.b, qs.a)
+		qbp, qtact, qsilu = packPointwise(ctx, k.q, &qs.d, qs.w, qs.b, qs.a)
 		qwp, Oq = k.q.conv.direct.wp, qs.d.g.outSize()
 	}
 	// As many output rows a band as expandDWPlane holds the input rows of, in bands of
@@ -737,10 +727,10 @@ func (k *expandDWKernel) runBands(ctx *Context, es, ds, qs *stage, x, y []float3
 	})
 }
 
-// prepare packs c's weights and bias for the tile kernel (c a pointwise step of
+// packPointwise packs c's weights and bias for the tile kernel (c a pointwise step of
 // dimensions d) and returns the bias with c's activation as the tile kernel applies it,
 // and whether that is SiLU.
-func (k *expandDWKernel) prepare(ctx *Context, c *convBNKernel, d *convDims, w, b *Tensor, a *nnClamp) (bp []float32, tact *tileAct, silu bool) {
+func packPointwise(ctx *Context, c *convBNKernel, d *convDims, w, b *Tensor, a *nnClamp) (bp []float32, tact *tileAct, silu bool) {
 	cc := c.conv
 	cc.packWeights(ctx, d, w.F, cc.weightKey(w))
 	var cb []float32

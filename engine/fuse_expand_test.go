@@ -146,22 +146,21 @@ func TestFuseExpandDWApart(t *testing.T) {
 	r := rand.New(rand.NewPCG(47, 1))
 	x := []int{3, 8, 20, 20}
 	m := expandDWModel(r, x, 24, 3, 2, "Clip", true, true, false)
-	nanAgainstApart(t, m, x, 0, 0, r, func(p *plan) int { return p.expandDW })
+	nanAgainstApart(t, m, x, r, func(g *Graph, apart bool) { g.noExpandDW = apart }, func(p *plan) int { return p.expandDW })
 }
 
-// nanAgainstApart runs m (its Clip's upper bound the parameter "hi") fused and with the
-// steps apart, on two workers with the band bounds given, with hi 6, NaN, then 6 again
-// on the same input of shape x, and fails t unless the fused plan's outputs are bit for
-// bit the other's on every run and fused(p), what the fused plan joined, is 1.
-func nanAgainstApart(t *testing.T, m *onnxio.Model, x []int, bandAbove, bandRows int, r *rand.Rand, fused func(p *plan) int) {
+// nanAgainstApart runs m (its Clip's upper bound the parameter "hi") fused and apart
+// (set(g, true) turns the fusion under test off) on two workers, with hi 6, NaN, then 6
+// again on the same input of shape x, and fails t unless the fused plan's outputs are bit
+// for bit the other's on every run and fused(p), what the fused plan joined, is 1.
+func nanAgainstApart(t *testing.T, m *onnxio.Model, x []int, r *rand.Rand, set func(g *Graph, apart bool), fused func(p *plan) int) {
 	t.Helper()
-	build := func(noExpand bool) *Graph {
+	build := func(apart bool) *Graph {
 		g, err := Build(m, Options{Workers: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
-		g.noExpandDW = noExpand
-		g.expandBandAbove, g.expandBandRows = bandAbove, bandRows
+		set(g, apart)
 		return g
 	}
 	f, apart := build(false), build(true)
@@ -240,24 +239,38 @@ func BenchmarkExpandDW(b *testing.B) {
 	}
 }
 
-// fusedAgainstApart builds m three times with the workers and band bounds given — fused,
-// with the pointwise and depthwise steps apart (every other fusion on), and with no fusion
-// at all — runs each on the same two random inputs of shape x, and fails t unless the
-// fused plan's outputs are bit for bit those of the plan apart and agree with the
-// unfused plan's to float rounding. It returns the fused graph, whose last plan tests
-// inspect.
+// fusedAgainstApart runs fusedAgainst with the pointwise and depthwise steps apart in
+// the plan compared with, and the band bounds given, and checks that plan joined none.
 func fusedAgainstApart(t *testing.T, m *onnxio.Model, x []int, workers, bandAbove, bandRows int, r *rand.Rand) *Graph {
 	t.Helper()
-	build := func(noExpand, noFuse bool) *Graph {
+	fused, apart := fusedAgainst(t, m, x, workers, r, func(g *Graph, apart bool) {
+		g.noExpandDW = apart
+		g.expandBandAbove, g.expandBandRows = bandAbove, bandRows
+	})
+	if apart.last.expandDW != 0 || apart.last.project != 0 {
+		t.Errorf("the plan with the fusion off fused %d pairs and joined %d projections", apart.last.expandDW, apart.last.project)
+	}
+	return fused
+}
+
+// fusedAgainst builds m three times with the workers given — fused, apart (set(g, true)
+// turns the fusion under test off, every other on) and with no fusion at all — runs each
+// on the same two random inputs of shape x, and fails t unless the fused plan's outputs
+// are bit for bit those of the plan apart and agree with the unfused plan's to float
+// rounding. It returns the first two, whose last plans tests inspect.
+func fusedAgainst(t *testing.T, m *onnxio.Model, x []int, workers int, r *rand.Rand, set func(g *Graph, apart bool)) (fused, apart *Graph) {
+	t.Helper()
+	build := func(a, noFuse bool) *Graph {
 		g, err := Build(m, Options{Workers: workers})
 		if err != nil {
 			t.Fatal(err)
 		}
-		g.noExpandDW, g.noFuse = noExpand, noFuse
-		g.expandBandAbove, g.expandBandRows = bandAbove, bandRows
+		g.noFuse = noFuse
+		set(g, a)
 		return g
 	}
-	fused, apart, plain := build(false, false), build(true, false), build(true, true)
+	fused, apart = build(false, false), build(true, false)
+	plain := build(true, true)
 	for run := range 2 {
 		in := nntRand(r, x, -2, 2)
 		got, err := fused.Forward(nil, in)
@@ -283,10 +296,7 @@ func fusedAgainstApart(t *testing.T, m *onnxio.Model, x []int, workers, bandAbov
 			}
 		}
 	}
-	if apart.last.expandDW != 0 || apart.last.project != 0 {
-		t.Errorf("the plan with the fusion off fused %d pairs and joined %d projections", apart.last.expandDW, apart.last.project)
-	}
-	return fused
+	return fused, apart
 }
 
 // bandedRuns counts the runs g's last plan made in bands of rows (runBands).

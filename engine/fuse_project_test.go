@@ -25,64 +25,87 @@ type projectBlock struct {
 	shared       bool // the depthwise output is a graph output too (a second reader)
 }
 
+// blockGraph accumulates the nodes and initializers of a test block's graph, with an
+// input x and the Clip bounds lo = 0 and hi = 6 ("hi" a parameter tests write).
+type blockGraph struct {
+	r     *rand.Rand
+	bn    bool // each conv followed by a BatchNormalization
+	nodes []*onnxpb.NodeProto
+	inits []*onnxpb.TensorProto
+}
+
+func newBlockGraph(r *rand.Rand, bn bool) *blockGraph {
+	return &blockGraph{r: r, bn: bn, inits: []*onnxpb.TensorProto{
+		onnxio.FloatTensor("lo", nil, []float32{0}), onnxio.FloatTensor("hi", nil, []float32{6}),
+	}}
+}
+
+// act applies act (Clip, Relu, HardSwish, SiLU as Sigmoid·x, or "" for none) to in and
+// returns its output's name: out, or in for none.
+func (g *blockGraph) act(act, in, out string) string {
+	switch act {
+	case "":
+		return in
+	case "Clip":
+		g.add("Clip", []string{in, "lo", "hi"}, out)
+	case "SiLU":
+		g.add("Sigmoid", []string{in}, out+"_s")
+		g.add("Mul", []string{in, out + "_s"}, out)
+	default:
+		g.add(act, []string{in}, out)
+	}
+	return out
+}
+
+func (g *blockGraph) add(op string, in []string, out string, attrs ...*onnxpb.AttributeProto) {
+	g.nodes = append(g.nodes, gNode(op, in, []string{out}, attrs...))
+}
+
+// conv adds a K×K Conv of C input channels a group to M outputs, random weights and
+// bias, and with g.bn a BatchNormalization after it; the output is named out.
+func (g *blockGraph) conv(in, out string, M, C, K int, attrs ...*onnxpb.AttributeProto) {
+	r := g.r
+	g.inits = append(g.inits, randParam(r, 1.0/math.Sqrt(float64(C*K*K)), out+"_w", int64(M), int64(C), int64(K), int64(K)), randParam(r, 1.0/3, out+"_b", int64(M)))
+	if !g.bn {
+		g.add("Conv", []string{in, out + "_w", out + "_b"}, out, attrs...)
+		return
+	}
+	g.add("Conv", []string{in, out + "_w", out + "_b"}, out+"_c", attrs...)
+	g.add("BatchNormalization", []string{out + "_c", out + "_s", out + "_sh", out + "_m", out + "_v"}, out)
+	v := make([]float32, M)
+	for i := range v {
+		v[i] = 0.5 + r.Float32()
+	}
+	g.inits = append(g.inits, randParam(r, 1, out+"_s", int64(M)), randParam(r, 0.5, out+"_sh", int64(M)),
+		randParam(r, 0.5, out+"_m", int64(M)), onnxio.FloatTensor(out+"_v", []int64{int64(M)}, v))
+}
+
+func (g *blockGraph) model(x []int, outs ...string) *onnxio.Model {
+	return gModel(14, g.nodes, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, int64(x[0]), int64(x[1]), int64(x[2]), int64(x[3]))}, outs, g.inits...)
+}
+
 // projectModel builds b as an ONNX model: input x, output the projection's (its
 // activation's, or the residual sum's), and with shared the depthwise activation's.
 func projectModel(r *rand.Rand, b projectBlock) *onnxio.Model {
-	var nodes []*onnxpb.NodeProto
-	inits := []*onnxpb.TensorProto{
-		onnxio.FloatTensor("lo", nil, []float32{0}), onnxio.FloatTensor("hi", nil, []float32{6}),
-	}
-	activate := func(act, in, out string) {
-		switch act {
-		case "":
-			nodes = append(nodes, gNode("Identity", []string{in}, []string{out}))
-		case "Clip":
-			nodes = append(nodes, gNode("Clip", []string{in, "lo", "hi"}, []string{out}))
-		case "SiLU":
-			nodes = append(nodes, gNode("Sigmoid", []string{in}, []string{out + "_s"}), gNode("Mul", []string{in, out + "_s"}, []string{out}))
-		default:
-			nodes = append(nodes, gNode(act, []string{in}, []string{out}))
-		}
-	}
-	conv := func(in, out string, M, C, K int, attrs ...*onnxpb.AttributeProto) {
-		inits = append(inits, randParam(r, 1.0/math.Sqrt(float64(C*K*K)), out+"_w", int64(M), int64(C), int64(K), int64(K)), randParam(r, 1.0/3, out+"_b", int64(M)))
-		if !b.bn {
-			nodes = append(nodes, gNode("Conv", []string{in, out + "_w", out + "_b"}, []string{out}, attrs...))
-			return
-		}
-		nodes = append(nodes, gNode("Conv", []string{in, out + "_w", out + "_b"}, []string{out + "_c"}, attrs...),
-			gNode("BatchNormalization", []string{out + "_c", out + "_s", out + "_sh", out + "_m", out + "_v"}, []string{out}))
-		v := make([]float32, M)
-		for i := range v {
-			v[i] = 0.5 + r.Float32()
-		}
-		inits = append(inits, randParam(r, 1, out+"_s", int64(M)), randParam(r, 0.5, out+"_sh", int64(M)),
-			randParam(r, 0.5, out+"_m", int64(M)), onnxio.FloatTensor(out+"_v", []int64{int64(M)}, v))
-	}
+	g := newBlockGraph(r, b.bn)
 	src := "x"
 	if b.E {
-		conv("x", "e", b.M, b.x[1], 1)
-		activate(b.act, "e", "ea")
-		src = "ea"
+		g.conv("x", "e", b.M, b.x[1], 1)
+		src = g.act(b.act, "e", "ea")
 	}
 	p := int64(b.K / 2)
-	conv(src, "d", b.M, 1, b.K, attrInts("pads", p, p, p, p), attrI("group", int64(b.M)), attrInts("strides", int64(b.stride), int64(b.stride)))
-	activate(b.act, "d", "da")
-	conv("da", "q", b.P, b.M, 1)
-	out := "q"
-	if b.pact != "" {
-		activate(b.pact, "q", "qa")
-		out = "qa"
-	}
+	g.conv(src, "d", b.M, 1, b.K, attrInts("pads", p, p, p, p), attrI("group", int64(b.M)), attrInts("strides", int64(b.stride), int64(b.stride)))
+	da := g.act(b.act, "d", "da")
+	g.conv(da, "q", b.P, b.M, 1)
+	out := g.act(b.pact, "q", "qa")
 	if b.residual {
-		nodes = append(nodes, gNode("Add", []string{out, "x"}, []string{"y"}))
+		g.add("Add", []string{out, "x"}, "y")
 		out = "y"
 	}
-	outs := []string{out}
 	if b.shared {
-		outs = append(outs, "da")
+		return g.model(b.x, out, da)
 	}
-	return gModel(14, nodes, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, int64(b.x[0]), int64(b.x[1]), int64(b.x[2]), int64(b.x[3]))}, outs, inits...)
+	return g.model(b.x, out)
 }
 
 // TestFuseProjection: a pointwise Conv that alone reads the output of depthwise planes
@@ -149,7 +172,10 @@ func TestFuseProjectionApart(t *testing.T) {
 			if E {
 				b.M = 24
 			}
-			nanAgainstApart(t, projectModel(r, b), b.x, 256, 4, r, func(p *plan) int { return p.project })
+			nanAgainstApart(t, projectModel(r, b), b.x, r, func(g *Graph, apart bool) {
+				g.noExpandDW = apart
+				g.expandBandAbove, g.expandBandRows = 256, 4
+			}, func(p *plan) int { return p.project })
 		})
 	}
 }

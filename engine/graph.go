@@ -126,6 +126,10 @@ type Graph struct {
 	// noProject keeps projections apart from the bands before them (fuseProjection), so
 	// that benchmarks can compare the two.
 	noProject bool
+	// noScaleProject keeps channel-scaling Muls apart from the pointwise Conv after them
+	// (fuseScaleProject); scaleChunk, when not 0, sets the pixels of its items (tests).
+	noScaleProject bool
+	scaleChunk     int
 	// noRelease keeps every activation the backward pass reads to its end (tests).
 	noRelease bool
 	// noConcatInPlace makes Concat copy every input (tests; see concatInPlace);

@@ -36,6 +36,9 @@ type plan struct {
 	// project counts the projections joined to depthwise steps made in bands
 	// (fuseProjection); tests read it.
 	project int
+	// scaleProject counts the channel-scaling Muls joined to the pointwise Conv after
+	// them (fuseScaleProject); tests read it.
+	scaleProject int
 
 	// Recording plans only.
 	outGrads [][]*Tensor // per graph output: its gradient buffer, nil when none flows
@@ -263,6 +266,7 @@ func (g *Graph) makePlan(inputs []*Tensor, training, record, dry bool) (p *plan,
 			g.fuseMatMulBias(p)
 			g.fuseExpandDW(p)
 			g.fuseProjection(p)
+			g.fuseScaleProject(p)
 		}
 		// Fused steps may hold buffers of their own, values that no node computes.
 		sc.konst = append(sc.konst, make([]bool, len(p.values)-len(sc.konst))...)
