@@ -116,6 +116,9 @@ func expVecAVX2Slice(x, y []float32, mode int) {
 }
 
 //go:noescape
+func siluRowsAVX2(src *float32, lds int, dst *float32, rows, ldc int, consts *[14][8]float32)
+
+//go:noescape
 func dwPlaneAVX2(xp, y *float32, oh, ow, rowStep, s2 int, w *float32, k int, offs *int64, tail *int32, bias float32, flags int, lo, hi int32, a, b float32)
 
 // dwPlaneAsmAVX2 is dwPlaneAsm (same arguments, same bits: dwPlaneGo's sum, then by

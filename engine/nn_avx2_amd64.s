@@ -936,3 +936,39 @@ DATA dwlIota<>+20(SB)/4, $5
 DATA dwlIota<>+24(SB)/4, $6
 DATA dwlIota<>+28(SB)/4, $7
 GLOBL dwlIota<>(SB), RODATA|NOPTR, $32
+
+// func siluRowsAVX2(src *float32, lds int, dst *float32, rows, ldc int, consts *[14][8]float32)
+//
+// dst[r·ldc + j] = x·sigmoidF32(x), x = src[r·lds + j], for r < rows and j < 16, as
+// expVecAVX2 computes it in mode 2: one call for a tile's rows rather than one a row.
+TEXT ·siluRowsAVX2(SB), NOSPLIT, $0-48
+	MOVQ src+0(FP), SI
+	MOVQ lds+8(FP), R9
+	SHLQ $2, R9
+	MOVQ dst+16(FP), DI
+	MOVQ rows+24(FP), CX
+	MOVQ ldc+32(FP), R8
+	SHLQ $2, R8
+	MOVQ consts+40(FP), AX
+	TESTQ CX, CX
+	JLE   sr2done
+
+sr2loop:
+	VMOVUPS (SI), Y0
+	VMOVAPS Y0, Y5
+	SIGMOID2
+	VMULPS Y5, Y0, Y0
+	VMOVUPS 32(SI), Y6
+	VMOVUPS Y0, (DI)
+	VMOVAPS Y6, Y0
+	SIGMOID2
+	VMULPS Y6, Y0, Y0
+	VMOVUPS Y0, 32(DI)
+	ADDQ R9, SI
+	ADDQ R8, DI
+	DECQ CX
+	JNZ  sr2loop
+
+sr2done:
+	VZEROUPPER
+	RET
