@@ -11,7 +11,8 @@ import (
 // (NaN matching any NaN), at every length up to 40 for the masked tail, on random values
 // and on the edges: zeros, infinities, NaN, the clamps and where exp over- and
 // underflows; and sigmoidF32 against the float64 sigmoid within 4 units in the last
-// place (plus the smallest subnormal where σ is subnormal itself).
+// place, and 0 exactly where σ is below float32's smallest normal (expNegF32 flushes
+// those), never a subnormal.
 func TestSigmoidVector(t *testing.T) {
 	edges := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
 		100, -100, 110, -110, 120, -120, 88.7, -88.7, 87, -87, 103.9, -103.9, 104, -104, 1e-8, -1e-8, 1, -1, 16.6, -16.6}
@@ -32,8 +33,17 @@ func TestSigmoidVector(t *testing.T) {
 			}
 			continue
 		}
-		if d := math.Abs(got - want); d > 4*0x1p-24*want+0x1p-149 {
-			t.Fatalf("sigmoidF32(%v) = %v, float64 %v: %.3g ulp off", v, got, want, d/(0x1p-24*want))
+		switch {
+		case want < 0x1p-126*(1-0x1p-20) && got != 0:
+			t.Fatalf("sigmoidF32(%v) = %v, want 0 below the smallest normal (float64 %v)", v, got, want)
+		case got == 0 && want < 0x1p-126*(1+0x1p-20):
+			// Flushed.
+		case got < 0x1p-126:
+			t.Fatalf("sigmoidF32(%v) = %v, a subnormal (float64 %v)", v, got, want)
+		default:
+			if d := math.Abs(got - want); d > 4*0x1p-24*want {
+				t.Fatalf("sigmoidF32(%v) = %v, float64 %v: %.3g ulp off", v, got, want, d/(0x1p-24*want))
+			}
 		}
 	}
 	check := func(x []float32) {
@@ -61,7 +71,7 @@ func TestSigmoidVector(t *testing.T) {
 // TestSiLUVector checks the vector SiLU (AVX-512, AVX2 under GODEBUG=cpu.avx512f=off, or
 // the scalar loop) bit for bit against siluF32 at every length up to 40, without writing
 // past y, and siluF32 against float64's x/(1 + e^−x) within 4 ulp plus the smallest
-// normal.
+// normal, and 0 where σ(x) is below the smallest normal (sigmoidF32 flushes it).
 func TestSiLUVector(t *testing.T) {
 	r := rand.New(rand.NewPCG(16, 4))
 	x := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
@@ -72,6 +82,12 @@ func TestSiLUVector(t *testing.T) {
 	for _, v := range x {
 		got, want := float64(siluF32(v)), float64(v)/(1+math.Exp(-float64(v)))
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			continue
+		}
+		switch sig := 1 / (1 + math.Exp(-float64(v))); {
+		case sig < 0x1p-126*(1-0x1p-20) && got != 0:
+			t.Fatalf("siluF32(%v) = %v, want 0 where σ is below the smallest normal", v, got)
+		case got == 0 && sig < 0x1p-126*(1+0x1p-20):
 			continue
 		}
 		if d := math.Abs(got - want); d > 4*0x1p-24*math.Abs(want)+0x1p-126 {

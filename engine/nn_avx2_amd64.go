@@ -83,13 +83,14 @@ func convTileAVX2(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int
 func storeFence()
 
 //go:noescape
-func expVecAVX2(x, y *float32, n int, consts *[14][8]float32, mode int)
+func expVecAVX2(x, y *float32, n int, consts *[15][8]float32, mode int)
 
 // sigmoidAVX2Consts are the rows the AVX2 sigmoid reads as memory operands (16 ymm
-// registers cannot hold them and the scratch): sigConsts, the sign bit, the exponent
-// bias plus 64 (as int32) and 2^−64, each repeated over 8 lanes.
-var sigmoidAVX2Consts = func() (t [14][8]float32) {
-	row := append(sigConsts[:len(sigConsts):len(sigConsts)], math.Float32frombits(1<<31), math.Float32frombits(127+64), 0x1p-64)
+// registers cannot hold them and the scratch): sigConsts up to 1, the sign bit, the
+// exponent bias plus 64 (as int32), 2^−64 and the smallest normal, each repeated over 8
+// lanes.
+var sigmoidAVX2Consts = func() (t [15][8]float32) {
+	row := append(sigConsts[:11:11], math.Float32frombits(1<<31), math.Float32frombits(127+64), 0x1p-64, sigMin)
 	for i, v := range row {
 		for j := range t[i] {
 			t[i][j] = v
@@ -116,7 +117,7 @@ func expVecAVX2Slice(x, y []float32, mode int) {
 }
 
 //go:noescape
-func siluRowsAVX2(src *float32, lds int, dst *float32, rows, ldc int, consts *[14][8]float32)
+func siluRowsAVX2(src *float32, lds int, dst *float32, rows, ldc int, consts *[15][8]float32)
 
 //go:noescape
 func dwPlaneAVX2(xp, y *float32, oh, ow, rowStep, s2 int, w *float32, k int, offs *int64, tail *int32, bias float32, flags int, lo, hi int32, a, b float32)

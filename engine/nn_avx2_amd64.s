@@ -320,7 +320,8 @@ TEXT ·storeFence(SB), NOSPLIT, $0-0
 // 8 lanes of Y0, with Y1-Y4 as scratch and the constants in the 32-byte rows of the
 // table at AX (sigmoidAVX2Consts). AVX2 has no VSCALEFPS: e·2^n is e·2^(n+64), exact,
 // times 2^−64, which rounds once where the result is subnormal, as VSCALEFPS does.
-// EXPNEG2, its first part, sets Y2 to expNegF32(Y4) with Y1, Y3 and Y4 as scratch.
+// EXPNEG2, its first part, sets Y2 to expNegF32(Y4) with Y1, Y3 and Y4 as scratch: the
+// last compare keeps the lanes not below the smallest normal (NaN too) and zeroes the rest.
 #define EXPNEG2 \
 	VMOVUPS 0(AX), Y1 ; \
 	VMAXPS Y4, Y1, Y4 ; \
@@ -348,7 +349,9 @@ TEXT ·storeFence(SB), NOSPLIT, $0-0
 	VPADDD 384(AX), Y1, Y1 ; \
 	VPSLLD $23, Y1, Y1 ; \
 	VMULPS Y1, Y2, Y2 ; \
-	VMULPS 416(AX), Y2, Y2
+	VMULPS 416(AX), Y2, Y2 ; \
+	VCMPPS $5, 448(AX), Y2, Y1 ; \
+	VANDPS Y1, Y2, Y2
 
 #define SIGMOID2 \
 	VORPS 352(AX), Y0, Y4 ; \
@@ -359,7 +362,7 @@ TEXT ·storeFence(SB), NOSPLIT, $0-0
 	VBLENDVPS Y4, 320(AX), Y2, Y2 ; \
 	VDIVPS Y3, Y2, Y0
 
-// func expVecAVX2(x, y *float32, n int, consts *[14][8]float32, mode int)
+// func expVecAVX2(x, y *float32, n int, consts *[15][8]float32, mode int)
 //
 // expVecAVX512 (same modes) for n a multiple of 8.
 TEXT ·expVecAVX2(SB), NOSPLIT, $0-40
@@ -937,7 +940,7 @@ DATA dwlIota<>+24(SB)/4, $6
 DATA dwlIota<>+28(SB)/4, $7
 GLOBL dwlIota<>(SB), RODATA|NOPTR, $32
 
-// func siluRowsAVX2(src *float32, lds int, dst *float32, rows, ldc int, consts *[14][8]float32)
+// func siluRowsAVX2(src *float32, lds int, dst *float32, rows, ldc int, consts *[15][8]float32)
 //
 // dst[r·ldc + j] = x·sigmoidF32(x), x = src[r·lds + j], for r < rows and j < 16, as
 // expVecAVX2 computes it in mode 2: one call for a tile's rows rather than one a row.

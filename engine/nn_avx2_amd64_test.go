@@ -104,9 +104,10 @@ func TestConvTileAVX2(t *testing.T) {
 
 // TestSigmoidAVX2 checks the AVX2 sigmoid against its definition sigmoidF32 bit for
 // bit (NaN matching any NaN) on every CPU with AVX2 and FMA: random values, the edges
-// of TestSigmoidVector, a dense sweep of −110…−80 where σ turns subnormal (the
-// two-step scaling that stands in for VSCALEFPS must round once), and every length up
-// to 20 for the tail, which must not write past y.
+// of TestSigmoidVector, a dense sweep of −110…−80 where σ leaves the normal range (the
+// two-step scaling that stands in for VSCALEFPS must round once, and what falls below
+// the smallest normal is flushed to 0), and every length up to 20 for the tail, which
+// must not write past y.
 func TestSigmoidAVX2(t *testing.T) {
 	if !convTileAVX2OK() {
 		t.Skip("no AVX2 and FMA on this CPU: the AVX2 sigmoid does not run (sigmoidF32 is the definition)")

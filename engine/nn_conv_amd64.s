@@ -1347,8 +1347,9 @@ dwdone:
 	VZEROUPPER
 	RET
 
-// EXPNEG sets Z2 to expNegF32(Z4) with Z1, Z3 and Z4 as scratch and the constants in
-// Z19 (1) and Z21-Z30 (sigConsts' first ten), each operation in expNegF32's order.
+// EXPNEG sets Z2 to expNegF32(Z4) with Z1, Z3, Z4 and K2 as scratch and the constants in
+// Z19 (1), Z20 (the smallest normal, below which the result is 0; NaN passes) and
+// Z21-Z30 (sigConsts' first ten), each operation in expNegF32's order.
 //
 // SIGMOID(z) sets z to sigmoidF32(z) with Z1-Z4 and K2 as scratch and the constants in
 // Z17 (0), Z18 (sign bit), Z19 (1) and Z21-Z30 (sigConsts' first ten), each operation
@@ -1375,7 +1376,9 @@ dwdone:
 	VMULPS Z3, Z2, Z2 ; \
 	VADDPS Z4, Z2, Z2 ; \
 	VADDPS Z19, Z2, Z2 ; \
-	VSCALEFPS Z1, Z2, Z2
+	VSCALEFPS Z1, Z2, Z2 ; \
+	VCMPPS $5, Z20, Z2, K2 ; \
+	VMOVAPS.Z Z2, K2, Z2
 
 #define SIGMOID(z) \
 	VORPS Z18, z, Z4 ; \
@@ -1413,6 +1416,7 @@ TEXT ·siluRowsAVX512(SB), NOSPLIT, $0-64
 	VBROADCASTSS 32(AX), Z29
 	VBROADCASTSS 36(AX), Z30
 	VBROADCASTSS 40(AX), Z19
+	VBROADCASTSS 44(AX), Z20
 	VXORPS Z17, Z17, Z17
 	MOVL $0x80000000, AX
 	VPBROADCASTD AX, Z18
@@ -1463,6 +1467,7 @@ TEXT ·expVecAVX512(SB), NOSPLIT, $0-40
 	VBROADCASTSS 32(AX), Z29
 	VBROADCASTSS 36(AX), Z30
 	VBROADCASTSS 40(AX), Z19
+	VBROADCASTSS 44(AX), Z20
 	VXORPS Z17, Z17, Z17
 	MOVL $0x80000000, AX
 	VPBROADCASTD AX, Z18
