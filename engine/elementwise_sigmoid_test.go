@@ -33,18 +33,7 @@ func TestSigmoidVector(t *testing.T) {
 			}
 			continue
 		}
-		switch {
-		case want < 0x1p-126*(1-0x1p-20) && got != 0:
-			t.Fatalf("sigmoidF32(%v) = %v, want 0 below the smallest normal (float64 %v)", v, got, want)
-		case got == 0 && want < 0x1p-126*(1+0x1p-20):
-			// Flushed.
-		case got < 0x1p-126:
-			t.Fatalf("sigmoidF32(%v) = %v, a subnormal (float64 %v)", v, got, want)
-		default:
-			if d := math.Abs(got - want); d > 4*0x1p-24*want {
-				t.Fatalf("sigmoidF32(%v) = %v, float64 %v: %.3g ulp off", v, got, want, d/(0x1p-24*want))
-			}
-		}
+		checkFlushed(t, "sigmoidF32", v, got, want, 4)
 	}
 	check := func(x []float32) {
 		t.Helper()

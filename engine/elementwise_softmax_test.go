@@ -21,18 +21,7 @@ func TestExpNegF32(t *testing.T) {
 	x = append(x, 0, float32(math.Copysign(0, -1)), -1e-30, math.Float32frombits(0x80000001), -87.3365, -103.97, -104, -150, -1e30)
 	for _, v := range x {
 		got, want := float64(expNegF32(v)), math.Exp(float64(v))
-		switch {
-		case want < 0x1p-126*(1-0x1p-20) && got != 0:
-			t.Fatalf("expNegF32(%v) = %v, want 0 below the smallest normal (float64 %v)", v, got, want)
-		case got == 0 && want < 0x1p-126*(1+0x1p-20):
-			// Flushed.
-		case got < 0x1p-126:
-			t.Fatalf("expNegF32(%v) = %v, a subnormal (float64 %v)", v, got, want)
-		default:
-			if d := math.Abs(got - want); d > 2*0x1p-24*want {
-				t.Fatalf("expNegF32(%v) = %v, float64 %v: %.3g ulp off", v, got, want, d/(0x1p-24*want))
-			}
-		}
+		checkFlushed(t, "expNegF32", v, got, want, 2)
 	}
 	if e := expNegF32(float32(math.Inf(-1))); e != 0 {
 		t.Errorf("expNegF32(−Inf) = %v, want 0", e)
@@ -134,6 +123,25 @@ func TestSoftmaxLayouts(t *testing.T) {
 					t.Fatalf("%s axis %d in place: element %d is %v, want %v", op, c.axis, i, buf[i], c.want[i])
 				}
 			}
+		}
+	}
+}
+
+// checkFlushed fails t unless got, fn(v) in float32, is 0 where want (float64's value) is
+// below float32's smallest normal, never a subnormal, and within ulps units in the last
+// place of want elsewhere; values within 2^−20 of the smallest normal may go either way.
+func checkFlushed(t *testing.T, fn string, v float32, got, want float64, ulps float64) {
+	t.Helper()
+	switch {
+	case want < 0x1p-126*(1-0x1p-20) && got != 0:
+		t.Fatalf("%s(%v) = %v, want 0 below the smallest normal (float64 %v)", fn, v, got, want)
+	case got == 0 && want < 0x1p-126*(1+0x1p-20):
+		// Flushed.
+	case got < 0x1p-126:
+		t.Fatalf("%s(%v) = %v, a subnormal (float64 %v)", fn, v, got, want)
+	default:
+		if d := math.Abs(got - want); d > ulps*0x1p-24*want {
+			t.Fatalf("%s(%v) = %v, float64 %v: %.3g ulp off", fn, v, got, want, d/(0x1p-24*want))
 		}
 	}
 }

@@ -246,17 +246,9 @@ func dwBandable(d *convBNKernel, dd *convDims, ad *nnClamp, bandAbove int) expan
 }
 
 // projectFusable reports whether the pointwise step q, reading the depthwise output of
-// dimensions dd, can make its output from bands of it: one group, the direct path, an
-// activation the tile kernel applies (or SiLU), and nothing else fused into it.
+// dimensions dd, can make its output from bands of it: pointwiseFusable, and no residual.
 func projectFusable(q *convBNKernel, dd, dq *convDims, aq *nnClamp) bool {
-	if q.pool != nil || q.res || q.gap || q.ystride != 0 || !dq.pointwise || q.conv.group != 1 || !q.conv.directOK(dq) {
-		return false
-	}
-	if dq.C != dd.M || dq.N != dd.N || dq.g.out != dd.g.out {
-		return false
-	}
-	_, ok := dw3x3Flags(aq)
-	return ok || aq != nil && aq.silu
+	return !q.res && dq.C == dd.M && dq.N == dd.N && dq.g.out == dd.g.out && pointwiseFusable(q, dq, aq)
 }
 
 // fuseProjection joins to a step that makes depthwise planes in bands of rows — a fused

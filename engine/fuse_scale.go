@@ -60,17 +60,18 @@ func (k *scaleProjectKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	if err != nil {
 		return err
 	}
-	if !scaleShapes(x.Shape, s.Shape) || !scaleFusable(k.q, &qs.d, qs.a) || len(out[0].F) != qs.d.N*qs.d.M*qs.d.g.outSize() {
+	if !scaleShapes(x.Shape, s.Shape) || !pointwiseFusable(k.q, &qs.d, qs.a) || len(out[0].F) != qs.d.N*qs.d.M*qs.d.g.outSize() {
 		return k.apart(ctx, in, qin, out)
 	}
 	k.run(ctx, &qs, x.F, s.F, s.Shape[0] == 1, k.q.residual(qin), out[0].F)
 	return nil
 }
 
-// scaleFusable reports whether the pointwise step q can read its input scaled a few
-// pixels at a time: one group, the direct path, an activation the tile kernel applies
-// (or SiLU), no pool, mean or Concat placement fused into it (a residual may be).
-func scaleFusable(q *convBNKernel, dq *convDims, aq *nnClamp) bool {
+// pointwiseFusable reports whether the pointwise step q can run as tiles over pixels a
+// fused step hands it from its scratch: one group, the direct path, an activation the
+// tile kernel applies (or SiLU), no pool, mean or Concat placement fused into it (a
+// residual may be).
+func pointwiseFusable(q *convBNKernel, dq *convDims, aq *nnClamp) bool {
 	if q.pool != nil || q.gap || q.ystride != 0 || !dq.pointwise || q.conv.group != 1 || !q.conv.directOK(dq) {
 		return false
 	}
@@ -239,7 +240,7 @@ func (g *Graph) fuseScaleProject(p *plan) {
 		// anyway: joined, EfficientNet-B0 and MobileNetV3-small took 1.03–1.06 of the
 		// time at batch 1 (interleaved, Emerald Rapids, 2 workers).
 		dq, ok := q.plannedDims(p, &gnode{in: qin})
-		if !ok || dq.N < workers || !scaleFusable(q, &dq, q.planClamp()) {
+		if !ok || dq.N < workers || !pointwiseFusable(q, &dq, q.planClamp()) {
 			continue
 		}
 		in := slices.Concat(ms.in, qin)
