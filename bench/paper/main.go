@@ -17,7 +17,10 @@
 // every weight on the ±1 grid (keep none), ρ = 1e-5 absolute and constant, x starting at
 // the random initialisation (its code's x⁰; qtool's default starts on the grid, where the
 // Adam steps of 1e-2 never flip a ±1 weight and ADMM-Q equals PGD). -no-bn-recalib keeps
-// the BatchNorm statistics gathered while training, as the paper's code does.
+// the BatchNorm statistics gathered while training, as the paper's code does. -keep
+// first,last keeps the first and last weights in float, qtool's practice and not the
+// paper's, for the stand-in whose one-channel stem and unscaled ±1 classifier make every
+// all-binary network poor.
 //
 //	go run ./bench/paper -model mlp -width 256 -seeds 5 -iters 4 -inner-epochs 1 -out docs/results/paper/mlp-256
 //	go run ./bench/paper -model mlp -width 4096 -seeds 5 -iters 8 -inner-epochs 5 -out docs/results/paper/mlp
@@ -83,7 +86,9 @@ func main() {
 	flag.BoolVar(&s.noBNRecalib, "no-bn-recalib", false, "keep the BatchNorm statistics gathered while training x, as the paper's code does, instead of re-estimating them with the exported weights")
 	flag.BoolVar(&s.validation, "validation", false, "report the accuracy on the validation split (10 % of the training images) and never open the test set: for choosing -rho and its schedule")
 	flag.BoolVar(&s.verbose, "v", false, "log each outer iteration of every run")
+	keep := flag.String("keep", binarize.KeepNone, "weights kept in float, as binarize's Selection.Keep: none (the paper's) or a comma-separated list of first, last, depthwise")
 	flag.Parse()
+	s.keep = strings.Split(*keep, ",")
 	s.rhoScale, s.start = binarize.RhoScale(*rhoScale), binarize.Start(*start)
 	if err := bench(*model, *width, *firstSeed, *seeds, *trainN, *testN, *iters, *inner, strings.Split(*algos, ","), *out, *blasMode, *workers, s); err != nil {
 		fmt.Fprintln(os.Stderr, "paper:", err)
@@ -98,6 +103,7 @@ type scratch struct {
 	rhoScale    binarize.RhoScale
 	start       binarize.Start
 	noBNRecalib bool
+	keep        []string
 	validation  bool
 	verbose     bool
 }
@@ -192,10 +198,10 @@ func binarizeRun(ctx context.Context, m *onnxio.Model, tr, te calib.Dataset, alg
 	if err != nil {
 		return 0, err
 	}
-	// The paper binarizes every layer to ±1 (keep none, binary grid).
+	// The paper binarizes every layer to ±1 (keep none, binary grid); -keep can differ.
 	res, err := binarize.Run(ctx, m, binarize.Data{Calib: tr, Eval: te}, binarize.Options{
 		Method: method, Iters: iters, InnerEpochs: inner, Seed: seed, BLAS: impl, Workers: workers,
-		Selection: network.Selection{Keep: []string{binarize.KeepNone}}, Grid: network.Binary,
+		Selection: network.Selection{Keep: sc.keep}, Grid: network.Binary,
 		Rho: sc.rho, RhoScale: sc.rhoScale, Start: sc.start, NoBNRecalib: sc.noBNRecalib,
 	})
 	if err != nil {
@@ -274,9 +280,13 @@ func write(out string, runs []run, algos []string, name string, nTrain, nTest, i
 	if sc.start == binarize.StartGrid {
 		start = "its projection on the grid"
 	}
-	fmt.Fprintf(&s, "Budget: %d training images (10 %% of them binarize's validation split), %s, %d outer iterations × %d epochs (FP: %d epochs of Adam, lr 1e-3). ADMM: ρ %+v read as %s, x starts at %s; BatchNorm statistics re-estimated: %v; every other setting is qtool's default.\n\n",
-		nTrain, split, iters, inner, iters*inner, sc.rho, sc.rhoScale, start, !sc.noBNRecalib)
-	s.WriteString("| algorithm | test accuracy, mean ± sd | seeds | per seed | seconds per run |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(&s, "Budget: %d training images (10 %% of them binarize's validation split), %s, %d outer iterations × %d epochs (FP: %d epochs of Adam, lr 1e-3). ADMM: ρ %+v read as %s, x starts at %s; BatchNorm statistics re-estimated: %v; kept in float: %s; every other setting is qtool's default.\n\n",
+		nTrain, split, iters, inner, iters*inner, sc.rho, sc.rhoScale, start, !sc.noBNRecalib, strings.Join(sc.keep, ","))
+	what := "test"
+	if sc.validation {
+		what = "validation"
+	}
+	fmt.Fprintf(&s, "| algorithm | %s accuracy, mean ± sd | seeds | per seed | seconds per run |\n|---|---|---|---|---|\n", what)
 	for _, a := range algos {
 		var accs []float64
 		var secs float64
