@@ -44,7 +44,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"math/rand/v2"
+	"github.com/qtool/qtool/internal/benchrate"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,6 +88,7 @@ func main() {
 		torchF  = flag.Bool("torch", false, "inference: time PyTorch's too (torchinfer.py: the model traced and frozen, -python's PyTorch) and print qtool/PyTorch")
 		ortAVX2 = flag.Bool("ort-avx2", false, "inference: run onnxruntime in child processes that see no AVX-512 in CPUID (internal/cpuidmask), so that it takes its AVX2 kernels; with GODEBUG=cpu.avx512f=off both engines run their AVX2 paths")
 		torch2  = flag.Bool("torch-avx2", false, "with -torch: keep PyTorch to its AVX2 kernels (ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2), to compare with the engine's AVX2 path (GODEBUG=cpu.avx512f=off)")
+		inputs  = flag.String("inputs", "0,1", "inference: draw the input values uniformly from lo,hi (onnxruntime's child processes too); \"-2,2\" reaches a normalised image's range, where the models' random weights make subnormal values")
 		layers  = flag.Int("layers", 0, "after each model and batch (inference), time every node of both engines and print the time a run of each op and of this many nodes, the largest first")
 		mem     = flag.Bool("mem", false, "with -train: run every model in processes of their own and report each engine's memory")
 		child   = flag.Bool("mem-child", false, "internal: the qtool side of -mem, one model, printing one JSON line")
@@ -131,11 +132,19 @@ func main() {
 				}
 				tc = &torchConf{python: *python, avx2: *torch2}
 			}
+			var in benchrate.Range
+			if in, err = benchrate.ParseRange(*inputs); err != nil {
+				break
+			}
+			if tc != nil && in != (benchrate.Range{Lo: 0, Hi: 1}) {
+				err = fmt.Errorf("-inputs %s: PyTorch's side (-torch) draws from 0,1 only", in)
+				break
+			}
 			if *ortAVX2 && !*ort {
 				err = fmt.Errorf("-ort-avx2 times onnxruntime: it needs -ort")
 				break
 			}
-			err = runInfer(dir, names, *mode, *batches, *seconds, max(*rounds, 1), *threads, *ort, *ortAVX2, *layers, tc)
+			err = runInfer(dir, names, *mode, *batches, *seconds, max(*rounds, 1), *threads, *ort, *ortAVX2, *layers, tc, in)
 		}
 	}
 	if err != nil {
@@ -249,7 +258,7 @@ func (tc *torchConf) rates(name, batchList string, seconds float64, rounds, thre
 	return rates, ver, nil
 }
 
-func runInfer(dir string, names []string, mode, batchList string, seconds float64, rounds, threads int, withORT, ortAVX2 bool, layers int, tc *torchConf) error {
+func runInfer(dir string, names []string, mode, batchList string, seconds float64, rounds, threads int, withORT, ortAVX2 bool, layers int, tc *torchConf, inRange benchrate.Range) error {
 	batches, err := benchkit.Batches(batchList)
 	if err != nil {
 		return err
@@ -326,16 +335,12 @@ func runInfer(dir string, names []string, mode, batchList string, seconds float6
 				ishape[i] = int(d)
 				n *= int(d)
 			}
-			x := make([]float32, n)
-			r := rand.New(rand.NewPCG(1, 2))
-			for i := range x {
-				x[i] = r.Float32()
-			}
+			x := inRange.Inputs(n)
 			var s *ortref.Session
 			var ins []ortref.Tensor
 			var child *ortChild
 			if masked != nil {
-				if child, err = masked.start(path, shape, threads); err != nil {
+				if child, err = masked.start(path, shape, threads, inRange); err != nil {
 					return fmt.Errorf("%s: %w", name, err)
 				}
 			} else if withORT {

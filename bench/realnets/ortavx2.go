@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/qtool/qtool/internal/benchkit"
+	"github.com/qtool/qtool/internal/benchrate"
 	"github.com/qtool/qtool/internal/cpuidmask"
 )
 
@@ -54,13 +55,13 @@ type ortChild struct {
 	stderr bytes.Buffer
 }
 
-// start runs ortrate on model at shape and checks that onnxruntime sees no AVX-512.
-func (o *ortMasked) start(model string, shape []int64, threads int) (*ortChild, error) {
+// start runs ortrate on model at shape, its inputs drawn from in, and checks that onnxruntime sees no AVX-512.
+func (o *ortMasked) start(model string, shape []int64, threads int, in benchrate.Range) (*ortChild, error) {
 	dims := make([]string, len(shape))
 	for i, d := range shape {
 		dims[i] = fmt.Sprint(d)
 	}
-	c := &ortChild{cmd: exec.Command(o.bin, "-model", model, "-shape", strings.Join(dims, ","), "-threads", fmt.Sprint(threads))}
+	c := &ortChild{cmd: exec.Command(o.bin, "-model", model, "-shape", strings.Join(dims, ","), "-threads", fmt.Sprint(threads), "-range", in.String())}
 	c.cmd.Env = append(os.Environ(), cpuidmask.EnvVar+"=avx2")
 	c.cmd.Stderr = &c.stderr
 	var err error

@@ -5,6 +5,11 @@
 package benchrate
 
 import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -36,4 +41,32 @@ func CPUTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// Range is the interval [Lo, Hi) a bench draws its input values from.
+type Range struct{ Lo, Hi float32 }
+
+// ParseRange reads "lo,hi" (lo < hi, both finite).
+func ParseRange(s string) (Range, error) {
+	lo, hi, ok := strings.Cut(s, ",")
+	a, err1 := strconv.ParseFloat(strings.TrimSpace(lo), 32)
+	b, err2 := strconv.ParseFloat(strings.TrimSpace(hi), 32)
+	if !ok || err1 != nil || err2 != nil || !(a < b) || math.IsInf(a, 0) || math.IsInf(b, 0) {
+		return Range{}, fmt.Errorf("input range %q: want lo,hi with lo < hi, both finite", s)
+	}
+	return Range{float32(a), float32(b)}, nil
+}
+
+// String is the range as ParseRange reads it.
+func (r Range) String() string { return fmt.Sprintf("%g,%g", r.Lo, r.Hi) }
+
+// Inputs returns n values drawn uniformly from r by PCG(1, 2), the stream every engine
+// of a bench reads, so that they all run on the same input.
+func (r Range) Inputs(n int) []float32 {
+	x := make([]float32, n)
+	g := rand.New(rand.NewPCG(1, 2))
+	for i := range x {
+		x[i] = r.Lo + (r.Hi-r.Lo)*g.Float32()
+	}
+	return x
 }

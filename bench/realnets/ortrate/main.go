@@ -12,7 +12,7 @@
 // warm-up run and prints one JSON line: runs per second and CPU seconds per run. A
 // line "profile SECONDS DIR" runs it that long in a session with onnxruntime's
 // profiler on and prints the trace file's path and the number of runs. The
-// input is realnets's: uniform values from PCG(1, 2). It must not link
+// input is realnets's: uniform values of -range from PCG(1, 2). It must not link
 // golang.org/x/sys/cpu (see internal/cpuidmask), which is why it is a program of its
 // own and shares only engine-free packages with realnets.
 package main
@@ -22,7 +22,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -49,14 +48,19 @@ func main() {
 	model := flag.String("model", "", "ONNX model")
 	shape := flag.String("shape", "", "input shape, comma-separated")
 	threads := flag.Int("threads", 2, "intra-op threads")
+	inputs := flag.String("range", "0,1", "draw the input values uniformly from lo,hi")
 	flag.Parse()
-	if err := run(*model, *shape, *threads); err != nil {
+	in, err := benchrate.ParseRange(*inputs)
+	if err == nil {
+		err = run(*model, *shape, *threads, in)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "ortrate:", err)
 		os.Exit(1)
 	}
 }
 
-func run(model, shapeList string, threads int) error {
+func run(model, shapeList string, threads int, in benchrate.Range) error {
 	masked, err := cpuidmask.Active()
 	if err != nil {
 		return err
@@ -70,11 +74,7 @@ func run(model, shapeList string, threads int) error {
 		}
 		shape, n = append(shape, d), n*int(d)
 	}
-	x := make([]float32, n)
-	r := rand.New(rand.NewPCG(1, 2))
-	for i := range x {
-		x[i] = r.Float32()
-	}
+	x := in.Inputs(n)
 	s, err := ortref.NewSessionFile(model, ortref.Options{IntraOpThreads: threads, NoSpinning: true})
 	if err != nil {
 		return err
