@@ -237,6 +237,7 @@ func (k *expandKernel) Backward(_ *Context, in, out, gout, gin []*Tensor) error 
 // idx is the walk's counter; the kernels fill both per call from the shapes.
 type stridedView struct {
 	st, ss, idx []int
+	base        int // the input's offset of the output's first element (Slice)
 
 	// The arguments of a split copy, for part, which is bound once (fwd) so that
 	// passing it to ctx.Parallel does not allocate.
@@ -249,10 +250,12 @@ type stridedView struct {
 // transformer (32 768 values) were a tenth of its run on one core.
 const viewSplit = 8 << 10
 
-// copyForwardOn is copyForward with the output's first axis split over ctx's workers.
+// copyForwardOn is copyForward with the output's first axis longer than 1 split over
+// ctx's workers.
 func (v *stridedView) copyForwardOn(ctx *Context, in, out *Tensor) {
 	r := len(out.Shape)
-	if r < 2 || r > 8 || out.Shape[0] < 2 || out.Len() < 2*viewSplit {
+	a := v.splitAxis(out.Shape)
+	if r > 8 || a < 0 || out.Len() < 2*viewSplit {
 		v.copyForward(in, out)
 		return
 	}
@@ -260,33 +263,45 @@ func (v *stridedView) copyForwardOn(ctx *Context, in, out *Tensor) {
 		v.fwd = v.part
 	}
 	v.in, v.out = in, out
-	ctx.Parallel(out.Shape[0], max(1, viewSplit/(out.Len()/out.Shape[0])), v.fwd)
+	ctx.Parallel(out.Shape[a], max(1, viewSplit/(out.Len()/out.Shape[a])), v.fwd)
 	v.in, v.out = nil, nil
 }
 
-// part copies rows [lo, hi) of the output's first axis.
+// splitAxis is the first axis of shape longer than 1, or -1.
+func (v *stridedView) splitAxis(shape []int) int {
+	for a, d := range shape {
+		if d > 1 {
+			return a
+		}
+	}
+	return -1
+}
+
+// part copies rows [lo, hi) of splitAxis's axis of the output.
 func (v *stridedView) part(lo, hi int) {
 	var shape, idx [8]int
 	r := len(v.out.Shape)
 	copy(shape[:r], v.out.Shape)
-	shape[0] = hi - lo
+	a := v.splitAxis(shape[:r])
+	shape[a] = hi - lo
+	db, sb := lo*v.ss[a], v.base+lo*v.st[a]
 	if v.in.DType == Int64 {
-		viewCopy(false, v.out.I, lo*v.ss[0], v.ss, v.in.I, lo*v.st[0], v.st, shape[:r], idx[:r])
+		viewCopy(false, v.out.I, db, v.ss, v.in.I, sb, v.st, shape[:r], idx[:r])
 	} else {
-		viewCopy(false, v.out.F, lo*v.ss[0], v.ss, v.in.F, lo*v.st[0], v.st, shape[:r], idx[:r])
+		viewCopy(false, v.out.F, db, v.ss, v.in.F, sb, v.st, shape[:r], idx[:r])
 	}
 }
 
 func (v *stridedView) copyForward(in, out *Tensor) {
 	if in.DType == Int64 {
-		viewCopy(false, out.I, 0, v.ss, in.I, 0, v.st, out.Shape, v.idx)
+		viewCopy(false, out.I, 0, v.ss, in.I, v.base, v.st, out.Shape, v.idx)
 	} else {
-		viewCopy(false, out.F, 0, v.ss, in.F, 0, v.st, out.Shape, v.idx)
+		viewCopy(false, out.F, 0, v.ss, in.F, v.base, v.st, out.Shape, v.idx)
 	}
 }
 
 func (v *stridedView) addBackward(gin, gout *Tensor) {
-	viewCopy(true, gin.F, 0, v.st, gout.F, 0, v.ss, gout.Shape, v.idx)
+	viewCopy(true, gin.F, v.base, v.st, gout.F, 0, v.ss, gout.Shape, v.idx)
 }
 
 func (k *expandKernel) Retains() (in, out []bool) { return []bool{false, false}, []bool{false} }

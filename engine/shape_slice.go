@@ -10,8 +10,9 @@ type sliceKernel struct {
 	starts, ends, axs []int64 // attributes, before opset 10
 	// Scratch for the window's geometry, recomputed from the inputs on every call
 	// because plans for different shapes share the kernel.
-	base                    int
-	st, ss, idx             []int
+	// view holds the window as a strided copy: base, st (input strides along the
+	// output axes), ss (output strides) and idx.
+	view                    stridedView
 	inStr, start, count, sp []int
 	seen                    []bool
 }
@@ -27,8 +28,7 @@ func buildSlice(n *Node) (Kernel, error) {
 	return k, nil
 }
 
-// geometry sets k.base, k.st (input strides along the output axes), k.ss (output
-// strides) and k.count (the output shape).
+// geometry sets k.view and k.count (the output shape).
 func (k *sliceKernel) geometry(in []*Tensor) error {
 	shape := in[0].Shape
 	r := len(shape)
@@ -82,14 +82,15 @@ func (k *sliceKernel) geometry(in []*Tensor) error {
 		b, c := sliceRange(starts[i], ends[i], s, int64(shape[a]))
 		k.start[a], k.count[a], k.sp[a] = int(b), int(c), int(s)
 	}
-	k.base = 0
-	k.st = slices.Grow(k.st[:0], r)[:r]
+	v := &k.view
+	v.base = 0
+	v.st = slices.Grow(v.st[:0], r)[:r]
 	for d := range r {
-		k.base += k.start[d] * k.inStr[d]
-		k.st[d] = k.sp[d] * k.inStr[d]
+		v.base += k.start[d] * k.inStr[d]
+		v.st[d] = k.sp[d] * k.inStr[d]
 	}
-	k.ss = stridesOf(k.ss, k.count)
-	k.idx = slices.Grow(k.idx[:0], r)[:r]
+	v.ss = stridesOf(v.ss, k.count)
+	v.idx = slices.Grow(v.idx[:0], r)[:r]
 	return nil
 }
 
@@ -125,15 +126,13 @@ func sliceRange(start, end, step, dim int64) (int64, int64) {
 	return start, (start - end - step - 1) / -step
 }
 
-func (k *sliceKernel) Forward(_ *Context, in, out []*Tensor) error {
+// Forward splits a large window over the workers: ShuffleNetV2's channel splits were a
+// tenth of its time at batch 32, twice onnxruntime's.
+func (k *sliceKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	if err := k.geometry(in); err != nil {
 		return err
 	}
-	if in[0].DType == Int64 {
-		viewCopy(false, out[0].I, 0, k.ss, in[0].I, k.base, k.st, out[0].Shape, k.idx)
-	} else {
-		viewCopy(false, out[0].F, 0, k.ss, in[0].F, k.base, k.st, out[0].Shape, k.idx)
-	}
+	k.view.copyForwardOn(ctx, in[0], out[0])
 	return nil
 }
 
@@ -142,7 +141,7 @@ func (k *sliceKernel) Backward(_ *Context, in, out, gout, gin []*Tensor) error {
 		if err := k.geometry(in); err != nil {
 			return err
 		}
-		viewCopy(true, gin[0].F, k.base, k.st, gout[0].F, 0, k.ss, out[0].Shape, k.idx)
+		k.view.addBackward(gin[0], gout[0])
 	}
 	return nil
 }

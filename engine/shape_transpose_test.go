@@ -36,13 +36,7 @@ func TestTransposeSplit(t *testing.T) {
 						for d, p := range perm {
 							src += o[d] * in[p]
 						}
-						got := float64(0)
-						if x.DType == Int64 {
-							got = float64(out.I[k])
-						} else {
-							got = float64(out.F[k])
-						}
-						if got != float64(src) {
+						if got := elemFloat(out, k); got != float64(src) {
 							t.Fatalf("output %v is %v, want input element %d", o, got, src)
 						}
 					}

@@ -36,6 +36,14 @@ func viewCopy[T elem](add bool, dst []T, db int, ds []int, src []T, sb int, ss [
 			return
 		}
 	}
+	// Axes that the walk visits in the same order merged into one (ShuffleNetV2's channel
+	// split copied rows of 28 values, one odometer step each, where each image's half is
+	// one run of 45 472).
+	var cs, cds, css [8]int
+	if r <= len(cs) {
+		r = coalesceView(shape, ds, ss, &cs, &cds, &css)
+		shape, ds, ss = cs[:r], cds[:r], css[:r]
+	}
 	if r == 0 {
 		if add {
 			dst[db] += src[sb]
@@ -88,6 +96,28 @@ func viewCopy[T elem](add bool, dst []T, db int, ds []int, src []T, sb int, ss [
 			return
 		}
 	}
+}
+
+// coalesceView writes into shape2, ds2 and ss2 the walk of shape (every axis non-empty)
+// with dst strides ds and src strides ss that visits the same elements in the same
+// order with fewer axes, and returns its rank: axes of size 1 dropped, and each axis
+// merged into the one before it where that one's strides are this one's times its size
+// in both dst and src. The order of the visits, and so of any additions, is unchanged.
+func coalesceView(shape, ds, ss []int, shape2, ds2, ss2 *[8]int) int {
+	n := 0
+	for k, d := range shape {
+		if d == 1 {
+			continue
+		}
+		if n > 0 && ds2[n-1] == ds[k]*d && ss2[n-1] == ss[k]*d {
+			shape2[n-1] *= d
+			ds2[n-1], ss2[n-1] = ds[k], ss[k]
+			continue
+		}
+		shape2[n], ds2[n], ss2[n] = d, ds[k], ss[k]
+		n++
+	}
+	return n
 }
 
 // transposeAxis returns the axis k that viewCopy's walk of shape should read along
