@@ -313,7 +313,7 @@ func (k *convKernel) runDims(ctx *Context, d *convDims, x, w, b, y *Tensor, act 
 		if pool != nil || len(res.F) != len(y.F) {
 			return k.n.Errorf("internal error: residual of %d values for an output of %d", len(res.F), len(y.F))
 		}
-		if k.directOK(d) {
+		if k.forwardDirectOK(d) {
 			var bias []float32
 			if b != nil {
 				bias = b.F
@@ -391,7 +391,7 @@ func (k *convKernel) runDims(ctx *Context, d *convDims, x, w, b, y *Tensor, act 
 	if b != nil {
 		bias = b.F
 	}
-	if k.directOK(d) {
+	if k.forwardDirectOK(d) {
 		k.forwardDirect(ctx, d, x.F, w.F, k.weightKey(w), bias, y.F, act, nil, nil)
 		return nil
 	}
@@ -559,7 +559,18 @@ func (k *convKernel) forwardGemmTile(ctx *Context, d *convDims, x, w []float32, 
 		k.forwardNarrow(ctx, d, x, w, wk, bias, y, act)
 		return
 	}
-	k.packWeights(ctx, d, w, wk)
+	// One image's long sum over a small plane (ResNet-18's last stage at 224 px: 4 608
+	// rows of the sum, 49 pixels) read its whole column matrix (903 KB, more than a Zen
+	// 3's L2) again for every row block; in blocks of convKBlockWide rows of the sum
+	// (pointwiseBlocks, the same chains of fused multiply-adds), each block's panel pairs
+	// stay in L1 while all of a worker's row blocks read them.
+	kblocks := direct && !k.noKBlocks && CgK > 2*convKBlockWide
+	if kblocks {
+		k.packBlocks(ctx, d, w, wk, convKBlockWide)
+		k.direct.kblocked++
+	} else {
+		k.packWeights(ctx, d, w, wk)
+	}
 	bp := k.packBias(d, bias)
 	if !direct {
 		k.ybuf = nnGrow(k.ybuf, d.Mg*nb*O)
@@ -591,13 +602,18 @@ func (k *convKernel) forwardGemmTile(ctx *Context, d *convDims, x, w []float32, 
 			} else {
 				dst, ldc = k.ybuf[:d.Mg*L], L
 			}
-			wg := k.direct.wp[grp*RB*CgK*8 : (grp+1)*RB*CgK*8]
 			nnEach(ctx, nw, RB, func(wi, lo, hi int) {
 				r0, r1 := lo*8, min(hi*8, d.Mg)
 				var bs []float32
 				if bg != nil {
 					bs = bg[lo*8 : hi*8]
 				}
+				if kblocks {
+					wpb := k.direct.wpb[grp*RB*CgK*8 : (grp+1)*RB*CgK*8]
+					work[wi].pointwiseBlocks(CgK, convKBlockWide, r1-r0, hi-lo, wpb, RB, lo, bs, col, ld, dst[r0*ldc:], ldc, k.gemmPan, 0, nil)
+					return
+				}
+				wg := k.direct.wp[grp*RB*CgK*8 : (grp+1)*RB*CgK*8]
 				work[wi].multiply(CgK, r1-r0, wg[lo*CgK*8:hi*CgK*8], bs, col, ld, nil, dst[r0*ldc:], ldc, k.gemmPan, 0, nil)
 			})
 			switch {

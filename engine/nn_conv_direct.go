@@ -366,8 +366,9 @@ func (w *convWork) multiply(k, M int, a, bias []float32, src []float32, ldb int,
 // partial sums stored that way would be read back from memory, and a streamed output's
 // lines are not read in first anyway, which is part of what the blocks save
 // (MobileNetV2's streamed 24 → 144 expansion at 56 × 56 took 1.2–2.2× as long in rows
-// of 16).
-func (w *convWork) pointwiseBlocks(k, kb, M, rg int, a, bias []float32, src []float32, ldb int, dst []float32, ldc int, pan []convPanel, flags int, act *tileAct) {
+// of 16). a holds aRB row blocks per block of the sum, of which C's rows start at row
+// block rb0 (a worker's share of the rows).
+func (w *convWork) pointwiseBlocks(k, kb, M, rg int, a []float32, aRB, rb0 int, bias []float32, src []float32, ldb int, dst []float32, ldc int, pan []convPanel, flags int, act *tileAct) {
 	RB := (M + 7) / 8
 	silu := w.silu
 	defer func() { w.silu = silu }()
@@ -387,7 +388,7 @@ func (w *convWork) pointwiseBlocks(k, kb, M, rg int, a, bias []float32, src []fl
 			} else if bias != nil {
 				b = bias[rb*8 : (rb+n)*8]
 			}
-			base := RB * k0 * 8
+			base := aRB*k0*8 + rb0*kn*8
 			w.multiply(kn, min(M-rb*8, rg*8), a[base+rb*kn*8:base+(rb+n)*kn*8], b, src[k0*ldb:], ldb, nil, dst[rb*8*ldc:], ldc, pan, kf, ka)
 		}
 	}
@@ -509,11 +510,35 @@ func (k *convKernel) directOK(d *convDims) bool {
 		(k.forceDirect || d.g.outSize() >= convDirectMinPlane)
 }
 
+// forwardDirectOK reports whether a forward pass of d without a fused pool takes the
+// direct path: directOK, but on the AVX2 path not for one image through a layer whose
+// padded or strided rows are narrower than convAVX2MinRow and which the Winograd path
+// does not take. The
+// AVX2 tile kernel has no packed lanes (tilePack): each output row is a panel of its own,
+// so ResNet-18's 7 × 7 layers at 224 px filled 7 of a panel's 16 lanes, and its last
+// stage's 512 → 512 layer ran at 160 images/s alone at batch 1; its column matrix through
+// forwardGemmTile puts the plane's 49 pixels side by side (4 panels, 77 % full) and ran
+// at 217–239 (Zen 3, 2026-11-29). Pointwise layers read whole planes and are not
+// affected. Batches keep the direct path: there forwardGemmTile gathers a chunk of images
+// into k.ybuf and spreads it out again, and ResNet-18 at 32 px and batch 32 (its 4 × 4
+// layers) fell from 1 105–1 159 to 670–986 images/s.
+func (k *convKernel) forwardDirectOK(d *convDims) bool {
+	if !k.directOK(d) {
+		return false
+	}
+	narrow := !k.forceDirect && !convTileOK() && !d.pointwise && d.N == 1 && d.g.out[len(d.g.out)-1] < convAVX2MinRow
+	return !narrow || k.winogradOK(d, nil)
+}
+
+// convAVX2MinRow is the narrowest output row the AVX2 path makes a panel of (see
+// forwardDirectOK): 12 of 16 lanes.
+const convAVX2MinRow = 12
+
 // stridedOK reports whether runDims writes d's output through the direct path (its
 // tiles or its Winograd products), which can place each image's planes a Concat row
 // apart (ystride): not depthwise planes or the im2col fallback.
 func (k *convKernel) stridedOK(d *convDims) bool {
-	return k.directOK(d) && !d.depthwise
+	return k.forwardDirectOK(d) && !d.depthwise
 }
 
 // convDirectMinPlane is the smallest output plane the direct path takes (see directOK).
@@ -900,7 +925,7 @@ func (k *convKernel) forwardDirect(ctx *Context, d *convDims, x, w []float32, wk
 					mflags |= tilePack
 				}
 				if kblocks {
-					wr.pointwiseBlocks(CgK, kb, r1-r0, rg, wpb[grp*RB*CgK*8:(grp+1)*RB*CgK*8], bs, src, O, dst[r0*O:], O, wr.pan, mflags, tact)
+					wr.pointwiseBlocks(CgK, kb, r1-r0, rg, wpb[grp*RB*CgK*8:(grp+1)*RB*CgK*8], RB, r0/8, bs, src, O, dst[r0*O:], O, wr.pan, mflags, tact)
 					continue
 				}
 				wr.multiply(CgK, r1-r0, c.wp[(grp*RB+r0/8)*CgK*8:(grp+1)*RB*CgK*8], bs, src, ldb, offs, dst[r0*O:], O, wr.pan, mflags, tact)

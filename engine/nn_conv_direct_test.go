@@ -869,3 +869,78 @@ func TestConvRemainders(t *testing.T) {
 		})
 	}
 }
+
+// TestConvGemmTileBlocks checks that one image's convolutions on planes too small for
+// the direct path (forwardGemmTile) with sums longer than 256 take them in blocks of 128
+// rows (pointwiseBlocks over the worker's share of the row blocks) and give the same bits
+// as the whole sum at once (noKBlocks), and the float64 reference within float32
+// rounding: ResNet-18's last stage in small (a 3×3 layer on a 7 × 7 plane), a stride-2
+// layer to 7 × 7 whose last block is partial (360 = 2·128 + 104 rows), groups, rows that
+// end in a partial row block, and a residual; every activation and SiLU, 1 to 3
+// workers. A sum of 243 rows must not take the blocks (the negative control).
+func TestConvGemmTileBlocks(t *testing.T) {
+	if !convDirectOK() {
+		t.Skip("no AVX-512 or AVX2+FMA tile kernel on this CPU: the tile path does not run")
+	}
+	cases := []struct {
+		c       convCase
+		res     bool
+		blocked bool
+	}{
+		{c: convCase{name: "layer4_64to40@7", x: []int{1, 64, 7, 7}, w: []int{40, 64, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true}, blocked: true},
+		{c: convCase{name: "stride2_40to24@14", x: []int{1, 40, 14, 14}, w: []int{24, 40, 3, 3}, strides: []int{2, 2}, pads: []int{1, 1, 1, 1}, bias: true}, blocked: true},
+		{c: convCase{name: "group2_48to36@6", x: []int{1, 96, 6, 6}, w: []int{36, 48, 3, 3}, pads: []int{1, 1, 1, 1}, group: 2}, blocked: true},
+		{c: convCase{name: "residual_64to20@6", x: []int{1, 64, 6, 6}, w: []int{20, 64, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true}, res: true, blocked: true},
+		{c: convCase{name: "sum_of_243@7", x: []int{1, 27, 7, 7}, w: []int{16, 27, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.c.name, func(t *testing.T) {
+			pointwiseAB(t, tc.c, 91, tc.res, func(k *convKernel, off bool) {
+				k.noKBlocks = off
+			}, func(k *convKernel, act *nnClamp, workers int, off bool, O int) {
+				if got := k.direct.kblocked > 0; got != (tc.blocked && !off) {
+					t.Fatalf("act %+v, %d workers, noKBlocks %v: took pointwiseBlocks %v", act, workers, off, got)
+				}
+			})
+		})
+	}
+}
+
+// TestConvForwardDirectOK checks which forward passes leave the direct path on the AVX2
+// path (forwardDirectOK): one image through a 3×3 layer on rows of 7 or 11 (ResNet-18's
+// last stage at 224 px, a stride-2 layer to it) takes the column matrix, while rows of
+// 13, a pointwise layer on rows of 7, a batch of 4 on rows of 7, and a layer the Winograd
+// path takes keep it. With AVX-512 (packed lanes) every one keeps it.
+func TestConvForwardDirectOK(t *testing.T) {
+	if !convDirectOK() {
+		t.Skip("no AVX-512 or AVX2+FMA tile kernel on this CPU: the direct path does not run")
+	}
+	cases := []struct {
+		c      convCase
+		narrow bool // leaves the direct path on the AVX2 path
+	}{
+		{convCase{name: "3x3_rows_of_7", x: []int{1, 64, 7, 7}, w: []int{64, 64, 3, 3}, pads: []int{1, 1, 1, 1}}, true},
+		{convCase{name: "stride2_to_rows_of_7", x: []int{1, 32, 14, 14}, w: []int{64, 32, 3, 3}, strides: []int{2, 2}, pads: []int{1, 1, 1, 1}}, true},
+		{convCase{name: "3x3_rows_of_11", x: []int{1, 16, 9, 11}, w: []int{16, 16, 3, 3}, pads: []int{1, 1, 1, 1}}, true},
+		{convCase{name: "3x3_rows_of_13", x: []int{1, 16, 9, 13}, w: []int{16, 16, 3, 3}, pads: []int{1, 1, 1, 1}}, false},
+		{convCase{name: "pointwise_rows_of_7", x: []int{1, 64, 7, 7}, w: []int{64, 64, 1, 1}}, false},
+		{convCase{name: "batch4_rows_of_7", x: []int{4, 64, 7, 7}, w: []int{64, 64, 3, 3}, pads: []int{1, 1, 1, 1}}, false},
+		{convCase{name: "winograd_rows_of_7", x: []int{8, 128, 7, 7}, w: []int{128, 128, 3, 3}, pads: []int{1, 1, 1, 1}}, false},
+	}
+	for _, tc := range cases {
+		n, _, _, _ := tc.c.node(11)
+		k := buildKernel(t, n).(*convKernel)
+		in := tc.c.inputs(rand.New(rand.NewPCG(1, 2)))
+		d := mustDims(t, k, tc.c, in)
+		if !k.directOK(d) {
+			t.Fatalf("%s: directOK false, a case for forwardDirectOK needs it", tc.c.name)
+		}
+		want := !(tc.narrow && !convTileOK())
+		if got := k.forwardDirectOK(d); got != want {
+			t.Errorf("%s: forwardDirectOK %v, want %v (AVX-512 tile kernel %v)", tc.c.name, got, want, convTileOK())
+		}
+		if got := k.stridedOK(d); got != want {
+			t.Errorf("%s: stridedOK %v, want %v: a Concat must place only what forwardDirect writes", tc.c.name, got, want)
+		}
+	}
+}
