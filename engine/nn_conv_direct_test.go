@@ -728,6 +728,7 @@ func TestConvPointwiseBlocks(t *testing.T) {
 		res     bool
 		stream  bool
 		blocked bool
+		parts   bool // blocked whatever the workers: each takes a part of the rows
 	}{
 		{c: convCase{name: "squeeze_128to16@55", x: []int{3, 128, 55, 55}, w: []int{16, 128, 1, 1}, bias: true}, blocked: true},
 		{c: convCase{name: "expand_16to64@55", x: []int{2, 16, 55, 55}, w: []int{64, 16, 1, 1}, bias: true}, blocked: true},
@@ -743,6 +744,10 @@ func TestConvPointwiseBlocks(t *testing.T) {
 		{c: convCase{name: "wide_sum_residual_520to24@13", x: []int{2, 520, 13, 13}, w: []int{24, 520, 1, 1}, bias: true}, res: true, blocked: true},
 		{c: convCase{name: "wide_sum_group2_272to20@6", x: []int{2, 544, 6, 6}, w: []int{40, 272, 1, 1}, group: 2}, blocked: true},
 		{c: convCase{name: "sum_of_256@7", x: []int{2, 256, 7, 7}, w: []int{32, 256, 1, 1}, bias: true}},
+		// One image whose rows the workers split (more channels than pixels): each
+		// worker's part in blocks of 128 rows of the sum (SqueezeNet's classifier at batch 1).
+		{c: convCase{name: "wide_sum_batch1_300to40@5", x: []int{1, 300, 5, 5}, w: []int{40, 300, 1, 1}, bias: true}, blocked: true, parts: true},
+		{c: convCase{name: "wide_sum_batch1_residual_520to44@6", x: []int{1, 520, 6, 6}, w: []int{44, 520, 1, 1}, bias: true}, res: true, blocked: true, parts: true},
 		{c: convCase{name: "few_channels_16to16@32", x: []int{3, 16, 32, 32}, w: []int{16, 16, 1, 1}, bias: true}},
 	}
 	for _, tc := range cases {
@@ -762,7 +767,7 @@ func TestConvPointwiseBlocks(t *testing.T) {
 					// Only where the output is not streamed (SiLU on AVX2 is not).
 					want = k.direct.streamed == 0
 				}
-				if got := k.direct.kblocked > 0; got != (want && !off && blocks >= workers) {
+				if got := k.direct.kblocked > 0; got != (want && !off && (blocks >= workers || tc.parts)) {
 					t.Fatalf("act %+v, %d workers, noKBlocks %v: took pointwiseBlocks %v", act, workers, off, got)
 				}
 				if tc.stream && !off && !tc.res && (act == nil || !act.silu || convTileOK()) && k.direct.streamed == 0 {
