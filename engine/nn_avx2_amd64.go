@@ -16,6 +16,12 @@ import (
 //go:noescape
 func convTile4AVX2(k int, a, b *float32, ldb int, c *float32, ldc int, bias *float32, mask *int32, full, flags int, offs *int64, lo, hi int32, sa, sb float32)
 
+// convTile6AVX2 is six rows of a panel whose lanes are all valid, with no activation
+// but tileRelu (see the .s file): 12 accumulators where convTile4AVX2 holds 8.
+//
+//go:noescape
+func convTile6AVX2(k int, a0, a1, b *float32, ldb int, c *float32, ldc int, bias *float32, flags int, offs *int64, nt int)
+
 // convTileAVX2OK reports whether the CPU and the operating system support AVX2 and
 // FMA (x/sys/cpu checks that the OS saves the ymm registers).
 func convTileAVX2OK() bool { return cpu.X86.HasAVX2 && cpu.X86.HasFMA }
@@ -64,7 +70,31 @@ func convTileAVX2(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int
 				full = 2
 			}
 		}
-		for R := 0; R < min(rows, 8*nrb); R += 4 {
+		R, rq := 0, min((rows+3)&^3, 8*nrb)
+		// Whole panels: each 16 rows as six, six and four (convTile6AVX2 reads the
+		// middle six across two blocks of A), where four quads read B four times with
+		// eight accumulators each. Not for Clip, HardSwish or the prefetch hint.
+		if full > 0 && k > 0 && (flags|t.flags)&(tileClip|tileSwish|tilePrefetch|tilePack) == 0 {
+			nt := 0
+			if full == 2 {
+				nt = 1
+			}
+			for ; R+16 <= rq; R += 16 {
+				blk := a[8*k*(R/8):]
+				var b0, b6 *float32
+				if bias != nil {
+					b0, b6 = &bias[R], &bias[R+6]
+				}
+				convTile6AVX2(k, &blk[0], &blk[2], &pan.b[0], ldb, &pan.c[R*ldc], ldc, b0, flags|t.flags, op, nt)
+				convTile6AVX2(k, &blk[6], &blk[8*k], &pan.b[0], ldb, &pan.c[(R+6)*ldc], ldc, b6, flags|t.flags, op, nt)
+				var b12 *float32
+				if bias != nil {
+					b12 = &bias[R+12]
+				}
+				convTile4AVX2(k, &blk[8*k+4], &pan.b[0], ldb, &pan.c[(R+12)*ldc], ldc, b12, &mv[0], full, flags|t.flags, op, t.lo, t.hi, t.a, t.b)
+			}
+		}
+		for ; R < rq; R += 4 {
 			var ap, bp *float32
 			if k > 0 {
 				ap = &a[8*k*(R/8)+R%8]

@@ -975,3 +975,181 @@ sr2loop:
 sr2done:
 	VZEROUPPER
 	RET
+
+// FMA6 adds six rows of A, broadcast in turn into Y14 and Y15 (rows 0-1 from AX, rows
+// 2-5 from DX), times the B row in Y12 (columns 0-7) and Y13 (columns 8-15) to the
+// accumulators: row r in Y(2r) and Y(2r+1). BROW is one row.
+#define BROW(src, bc, z0, z1) \
+	VBROADCASTSS src, bc ; \
+	VFMADD231PS Y12, bc, z0 ; \
+	VFMADD231PS Y13, bc, z1
+
+#define FMA6 \
+	BROW(0(AX), Y14, Y0, Y1) ; \
+	BROW(4(AX), Y15, Y2, Y3) ; \
+	BROW(0(DX), Y14, Y4, Y5) ; \
+	BROW(4(DX), Y15, Y6, Y7) ; \
+	BROW(8(DX), Y14, Y8, Y9) ; \
+	BROW(12(DX), Y15, Y10, Y11)
+
+// ROW6(op) applies op(z0, z1) at R9 to each row's pair of accumulators, moving R9 a row
+// (R11 bytes) on after each but the last.
+#define ROW6(op) \
+	op(Y0, Y1) ; ADDQ R11, R9 ; \
+	op(Y2, Y3) ; ADDQ R11, R9 ; \
+	op(Y4, Y5) ; ADDQ R11, R9 ; \
+	op(Y6, Y7) ; ADDQ R11, R9 ; \
+	op(Y8, Y9) ; ADDQ R11, R9 ; \
+	op(Y10, Y11)
+
+// LOADC6 loads the six rows at R10 (R11 bytes apart) into the accumulators, R10 moved.
+#define LOADC6 \
+	VMOVUPS (R10), Y0 ; VMOVUPS 32(R10), Y1 ; ADDQ R11, R10 ; \
+	VMOVUPS (R10), Y2 ; VMOVUPS 32(R10), Y3 ; ADDQ R11, R10 ; \
+	VMOVUPS (R10), Y4 ; VMOVUPS 32(R10), Y5 ; ADDQ R11, R10 ; \
+	VMOVUPS (R10), Y6 ; VMOVUPS 32(R10), Y7 ; ADDQ R11, R10 ; \
+	VMOVUPS (R10), Y8 ; VMOVUPS 32(R10), Y9 ; ADDQ R11, R10 ; \
+	VMOVUPS (R10), Y10 ; VMOVUPS 32(R10), Y11
+
+#define STORE2(z0, z1) VMOVUPS z0, (R9) ; VMOVUPS z1, 32(R9)
+#define NTSTORE2(z0, z1) VMOVNTPS z0, (R9) ; VMOVNTPS z1, 32(R9)
+
+#define RELU6(z) \
+	VPSRAD $31, z, Y15 ; \
+	VPANDN z, Y15, z
+
+#define BIAS2(off, z0, z1) \
+	VBROADCASTSS off(R12), Y12 ; \
+	VADDPS Y12, z0, z0 ; \
+	VADDPS Y12, z1, z1
+
+// func convTile6AVX2(k int, a0, a1, b *float32, ldb int, c *float32, ldc int, bias *float32, flags int, offs *int64, nt int)
+//
+// Six rows of one panel of the tile kernel whose 16 lanes are all valid, as
+// convTile4AVX2 makes four: row r of C (ldc apart) is init + Σ_i a_r(i)·b[row(i) + j],
+// with a_r(i) = a0[8i + r] for r < 2 and a1[8i + r − 2] for the others (so that the six
+// rows may straddle two 8-row blocks of A), row(i) = i·ldb or offs[i]/4, and init
+// bias[r] (0 when bias is nil) plus, with tileAdd, C itself. Of the activations only
+// tileRelu; nt != 0 stores the rows non-temporally (they start 64-byte aligned). Twelve
+// accumulators, where four rows hold eight: with the FMA's latency of four cycles, eight
+// chains are exactly what two FMA pipes need, and any stall showed (Zen 3).
+TEXT ·convTile6AVX2(SB), NOSPLIT, $0-88
+	MOVQ k+0(FP), CX
+	MOVQ a0+8(FP), AX
+	MOVQ a1+16(FP), DX
+	MOVQ b+24(FP), SI
+	MOVQ ldb+32(FP), R8
+	SHLQ $2, R8
+	MOVQ c+40(FP), R9
+	MOVQ ldc+48(FP), R11
+	SHLQ $2, R11
+	MOVQ bias+56(FP), R12
+	MOVQ flags+64(FP), R13
+
+	TESTQ $1, R13
+	JNZ  loadc6
+	TESTQ R12, R12
+	JZ   zero6
+	VBROADCASTSS 0(R12), Y0
+	VBROADCASTSS 4(R12), Y2
+	VBROADCASTSS 8(R12), Y4
+	VBROADCASTSS 12(R12), Y6
+	VBROADCASTSS 16(R12), Y8
+	VBROADCASTSS 20(R12), Y10
+	VMOVAPS Y0, Y1
+	VMOVAPS Y2, Y3
+	VMOVAPS Y4, Y5
+	VMOVAPS Y6, Y7
+	VMOVAPS Y8, Y9
+	VMOVAPS Y10, Y11
+	JMP  start6
+
+zero6:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	JMP  start6
+
+loadc6:
+	MOVQ R9, R10
+	LOADC6
+	// With a bias as well, add it to what C held.
+	TESTQ R12, R12
+	JZ   start6
+	BIAS2(0, Y0, Y1)
+	BIAS2(4, Y2, Y3)
+	BIAS2(8, Y4, Y5)
+	BIAS2(12, Y6, Y7)
+	BIAS2(16, Y8, Y9)
+	BIAS2(20, Y10, Y11)
+
+start6:
+	TESTQ CX, CX
+	JZ   done6
+	MOVQ offs+72(FP), R14
+	TESTQ R14, R14
+	JNZ  oloop6
+	// Rows of B 16 ahead are fetched while these are summed, as in convTile4AVX2.
+	MOVQ R8, R10
+	SHLQ $4, R10
+
+floop6:
+	PREFETCHT0 (SI)(R10*1)
+	VMOVUPS (SI), Y12
+	VMOVUPS 32(SI), Y13
+	FMA6
+	ADDQ $32, AX
+	ADDQ $32, DX
+	ADDQ R8, SI
+	DECQ CX
+	JNZ  floop6
+	JMP  done6
+
+oloop6:
+	MOVQ (R14), BX
+	VMOVUPS (SI)(BX*1), Y12
+	VMOVUPS 32(SI)(BX*1), Y13
+	FMA6
+	ADDQ $32, AX
+	ADDQ $32, DX
+	ADDQ $8, R14
+	DECQ CX
+	JNZ  oloop6
+
+done6:
+	TESTQ $2, R13
+	JZ   store6
+	RELU6(Y0)
+	RELU6(Y1)
+	RELU6(Y2)
+	RELU6(Y3)
+	RELU6(Y4)
+	RELU6(Y5)
+	RELU6(Y6)
+	RELU6(Y7)
+	RELU6(Y8)
+	RELU6(Y9)
+	RELU6(Y10)
+	RELU6(Y11)
+
+store6:
+	MOVQ nt+80(FP), BX
+	TESTQ BX, BX
+	JNZ  ntstore6
+	ROW6(STORE2)
+	VZEROUPPER
+	RET
+
+ntstore6:
+	ROW6(NTSTORE2)
+	VZEROUPPER
+	RET

@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -57,14 +58,7 @@ func TestConvTileAVX2(t *testing.T) {
 		b1 := make([]float32, max(k, 1)*ldb)
 		c0 := make([]float32, 8*nrb*ldc)
 		c1 := make([]float32, 8*nrb*ldc)
-		for _, s := range [][]float32{a, b0, b1, c0, c1} {
-			for i := range s {
-				s[i] = r.Float32()*4 - 2
-				if trial%4 == 3 && r.IntN(20) == 0 {
-					s[i] = special[r.IntN(len(special))]
-				}
-			}
-		}
+		fillTile(r, trial, special, a, b0, b1, c0, c1)
 		var bias []float32
 		if trial%3 != 0 {
 			bias = make([]float32, 8*nrb)
@@ -82,21 +76,93 @@ func TestConvTileAVX2(t *testing.T) {
 		if trial%5 == 2 {
 			rows = 1 + r.IntN(8*nrb)
 		}
-		made := (rows + 3) &^ 3
-		g0, g1 := append([]float32(nil), c0...), append([]float32(nil), c1...)
-		o0, o1 := append([]float32(nil), c0...), append([]float32(nil), c1...)
-		convTileAVX2(k, a, b0, b1, ldb, c0, c1, ldc, bias, masks[0], masks[1], flags, nrb, rows, offs, tact)
-		convTileGeneric(k, a, b0, b1, ldb, g0, g1, ldc, bias, masks[0], masks[1], flags, nrb, offs, tact)
-		for i := made * ldc; i < len(c0); i++ {
-			g0[i], g1[i] = o0[i], o1[i]
+		sameAsGeneric(t, fmt.Sprintf("trial %d (k=%d nrb=%d rows=%d ldc=%d masks %#x flags %d act %+v offs %v)", trial, k, nrb, rows, ldc, masks, flags, act, offs != nil),
+			k, a, b0, b1, ldb, c0, c1, ldc, bias, masks[0], masks[1], flags, nrb, rows, offs, tact)
+	}
+}
+
+// TestConvTile6AVX2 checks the AVX2 tile kernel's six-row form (convTile6AVX2, which
+// convTileAVX2 takes for whole panels of two or more row blocks without Clip, HardSwish
+// or the prefetch hint, each 16 rows as six, six across two blocks of A, and four) bit
+// for bit against convTileGeneric: depths 1 to 144, two to four row blocks and fewer
+// rows than they hold, contiguous rows and offset tables, tileAdd with and without a
+// bias, no activation and Relu, NaNs of either sign, signed zeros and infinities; the
+// rows past the ones asked for keep their old bits.
+func TestConvTile6AVX2(t *testing.T) {
+	if !convTileAVX2OK() {
+		t.Skip("no AVX2 and FMA on this CPU: the AVX2 tile kernel does not run (the portable kernel is the definition)")
+	}
+	r := rand.New(rand.NewPCG(66, 6))
+	special := []float32{float32(math.NaN()), math.Float32frombits(0xffc00001), float32(math.Copysign(0, -1)), 0,
+		float32(math.Inf(1)), float32(math.Inf(-1))}
+	for trial := 0; trial < 1500; trial++ {
+		k := []int{1, 2, 5, 9, 27, 40, 144}[trial%7]
+		ldb, ldc := 16+r.IntN(24), 16+r.IntN(24)
+		nrb := 2 + r.IntN(3)
+		m1 := uint64(0xffff)
+		if trial%6 == 5 {
+			m1 = 0 // the second panel empty: skipped
 		}
-		for p, pair := range [2][2][]float32{{c0, g0}, {c1, g1}} {
-			for i := range pair[0] {
-				if math.Float32bits(pair[0][i]) != math.Float32bits(pair[1][i]) {
-					t.Fatalf("trial %d (k=%d nrb=%d rows=%d ldc=%d mask %#x flags %d act %+v offs %v): panel %d c[%d,%d] = %v (%#x), want %v (%#x)",
-						trial, k, nrb, rows, ldc, masks[p], flags, act, offs != nil, p, i/ldc, i%ldc,
-						pair[0][i], math.Float32bits(pair[0][i]), pair[1][i], math.Float32bits(pair[1][i]))
-				}
+		flags := r.IntN(2) // tileAdd or not
+		var tact *tileAct
+		if trial%2 == 1 {
+			tact = &tileAct{flags: tileRelu}
+		}
+		a := make([]float32, 8*k*nrb)
+		b0, b1 := make([]float32, k*ldb), make([]float32, k*ldb)
+		c0, c1 := make([]float32, 8*nrb*ldc), make([]float32, 8*nrb*ldc)
+		fillTile(r, trial, special, a, b0, b1, c0, c1)
+		var bias []float32
+		if trial%3 != 0 {
+			bias = make([]float32, 8*nrb)
+			for i := range bias {
+				bias[i] = r.Float32()*2 - 1
+			}
+		}
+		var offs *tileOffs
+		if trial%5 >= 3 {
+			offs = randTileOffs(r, k, len(b0))
+		}
+		rows := 8 * nrb
+		if trial%4 == 2 {
+			rows = 1 + r.IntN(8*nrb)
+		}
+		sameAsGeneric(t, fmt.Sprintf("trial %d (k=%d nrb=%d rows=%d flags %d relu %v offs %v)", trial, k, nrb, rows, flags, tact != nil, offs != nil),
+			k, a, b0, b1, ldb, c0, c1, ldc, bias, 0xffff, m1, flags, nrb, rows, offs, tact)
+	}
+}
+
+// fillTile fills each slice with values of [−2, 2), and on every fourth trial about one
+// in twenty of them with one of special.
+func fillTile(r *rand.Rand, trial int, special []float32, slices ...[]float32) {
+	for _, s := range slices {
+		for i := range s {
+			s[i] = r.Float32()*4 - 2
+			if trial%4 == 3 && r.IntN(20) == 0 {
+				s[i] = special[r.IntN(len(special))]
+			}
+		}
+	}
+}
+
+// sameAsGeneric runs convTileAVX2 on c0 and c1 and convTileGeneric on copies, and fails
+// with desc unless the rows asked for (rounded up to quads) hold the same bits and the
+// rows past them their old ones.
+func sameAsGeneric(t *testing.T, desc string, k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int, bias []float32, m0, m1 uint64, flags, nrb, rows int, offs *tileOffs, act *tileAct) {
+	t.Helper()
+	made := (rows + 3) &^ 3
+	g0, g1 := append([]float32(nil), c0...), append([]float32(nil), c1...)
+	o0, o1 := append([]float32(nil), c0...), append([]float32(nil), c1...)
+	convTileAVX2(k, a, b0, b1, ldb, c0, c1, ldc, bias, m0, m1, flags, nrb, rows, offs, act)
+	convTileGeneric(k, a, b0, b1, ldb, g0, g1, ldc, bias, m0, m1, flags, nrb, offs, act)
+	for i := made * ldc; i < len(c0); i++ {
+		g0[i], g1[i] = o0[i], o1[i]
+	}
+	for p, pair := range [2][2][]float32{{c0, g0}, {c1, g1}} {
+		for i := range pair[0] {
+			if math.Float32bits(pair[0][i]) != math.Float32bits(pair[1][i]) {
+				t.Fatalf("%s: panel %d c[%d,%d] = %v (%#x), want %v (%#x)", desc, p, i/ldc, i%ldc,
+					pair[0][i], math.Float32bits(pair[0][i]), pair[1][i], math.Float32bits(pair[1][i]))
 			}
 		}
 	}
