@@ -17,10 +17,10 @@ import (
 func convTile4AVX2(k int, a, b *float32, ldb int, c *float32, ldc int, bias *float32, mask *int32, full, flags int, offs *int64, lo, hi int32, sa, sb float32)
 
 // convTile6AVX2 is six rows of a panel whose lanes are all valid, with no activation
-// but tileRelu (see the .s file): 12 accumulators where convTile4AVX2 holds 8.
+// but tileRelu and tileClip (see the .s file): 12 accumulators where convTile4AVX2 holds 8.
 //
 //go:noescape
-func convTile6AVX2(k int, a0, a1, b *float32, ldb int, c *float32, ldc int, bias *float32, flags int, offs *int64, nt int)
+func convTile6AVX2(k int, a0, a1, b *float32, ldb int, c *float32, ldc int, bias *float32, flags int, offs *int64, nt int, clip *int32)
 
 // convTileAVX2OK reports whether the CPU and the operating system support AVX2 and
 // FMA (x/sys/cpu checks that the OS saves the ymm registers).
@@ -73,11 +73,15 @@ func convTileAVX2(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int
 		R, rq := 0, min((rows+3)&^3, 8*nrb)
 		// Whole panels: each 16 rows as six, six and four (convTile6AVX2 reads the
 		// middle six across two blocks of A), where four quads read B four times with
-		// eight accumulators each. Not for Clip, HardSwish or the prefetch hint.
-		if full > 0 && k > 0 && (flags|t.flags)&(tileClip|tileSwish|tilePrefetch|tilePack) == 0 {
+		// eight accumulators each. Not for HardSwish.
+		if full > 0 && k > 0 && (flags|t.flags)&(tileSwish|tilePack) == 0 {
 			nt := 0
 			if full == 2 {
 				nt = 1
+			}
+			var clip [24]int32
+			for j := range 8 {
+				clip[j], clip[8+j], clip[16+j] = math.MaxInt32, t.lo, t.hi
 			}
 			for ; R+16 <= rq; R += 16 {
 				blk := a[8*k*(R/8):]
@@ -85,8 +89,8 @@ func convTileAVX2(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int
 				if bias != nil {
 					b0, b6 = &bias[R], &bias[R+6]
 				}
-				convTile6AVX2(k, &blk[0], &blk[2], &pan.b[0], ldb, &pan.c[R*ldc], ldc, b0, flags|t.flags, op, nt)
-				convTile6AVX2(k, &blk[6], &blk[8*k], &pan.b[0], ldb, &pan.c[(R+6)*ldc], ldc, b6, flags|t.flags, op, nt)
+				convTile6AVX2(k, &blk[0], &blk[2], &pan.b[0], ldb, &pan.c[R*ldc], ldc, b0, flags|t.flags, op, nt, &clip[0])
+				convTile6AVX2(k, &blk[6], &blk[8*k], &pan.b[0], ldb, &pan.c[(R+6)*ldc], ldc, b6, flags|t.flags, op, nt, &clip[0])
 				var b12 *float32
 				if bias != nil {
 					b12 = &bias[R+12]

@@ -1014,6 +1014,20 @@ sr2done:
 #define STORE2(z0, z1) VMOVUPS z0, (R9) ; VMOVUPS z1, 32(R9)
 #define NTSTORE2(z0, z1) VMOVNTPS z0, (R9) ; VMOVNTPS z1, 32(R9)
 
+// CLIP6 is CLIP2 with its constants read from the rows at DI (0x7fffffff, lo, hi) and
+// Y12-Y13 as scratch.
+#define CLIP6(z) \
+	VPSRAD $31, z, Y12 ; \
+	VPAND (DI), Y12, Y12 ; \
+	VPXOR z, Y12, Y12 ; \
+	VPMAXSD 32(DI), Y12, Y12 ; \
+	VPMINSD 64(DI), Y12, Y12 ; \
+	VPSRAD $31, Y12, Y13 ; \
+	VPAND (DI), Y13, Y13 ; \
+	VPXOR Y12, Y13, Y12 ; \
+	VCMPPS $3, z, z, Y13 ; \
+	VBLENDVPS Y13, z, Y12, z
+
 #define RELU6(z) \
 	VPSRAD $31, z, Y15 ; \
 	VPANDN z, Y15, z
@@ -1023,17 +1037,19 @@ sr2done:
 	VADDPS Y12, z0, z0 ; \
 	VADDPS Y12, z1, z1
 
-// func convTile6AVX2(k int, a0, a1, b *float32, ldb int, c *float32, ldc int, bias *float32, flags int, offs *int64, nt int)
+// func convTile6AVX2(k int, a0, a1, b *float32, ldb int, c *float32, ldc int, bias *float32, flags int, offs *int64, nt int, clip *int32)
 //
 // Six rows of one panel of the tile kernel whose 16 lanes are all valid, as
 // convTile4AVX2 makes four: row r of C (ldc apart) is init + Σ_i a_r(i)·b[row(i) + j],
 // with a_r(i) = a0[8i + r] for r < 2 and a1[8i + r − 2] for the others (so that the six
 // rows may straddle two 8-row blocks of A), row(i) = i·ldb or offs[i]/4, and init
-// bias[r] (0 when bias is nil) plus, with tileAdd, C itself. Of the activations only
-// tileRelu; nt != 0 stores the rows non-temporally (they start 64-byte aligned). Twelve
+// bias[r] (0 when bias is nil) plus, with tileAdd, C itself. Of the activations tileRelu
+// and tileClip, whose three rows of 8 int32 (0x7fffffff, lo, hi) clip points to, since
+// the registers cannot hold them; tilePrefetch as in convTile4AVX2; nt != 0 stores the
+// rows non-temporally (they start 64-byte aligned). Twelve
 // accumulators, where four rows hold eight: with the FMA's latency of four cycles, eight
 // chains are exactly what two FMA pipes need, and any stall showed (Zen 3).
-TEXT ·convTile6AVX2(SB), NOSPLIT, $0-88
+TEXT ·convTile6AVX2(SB), NOSPLIT, $0-96
 	MOVQ k+0(FP), CX
 	MOVQ a0+8(FP), AX
 	MOVQ a1+16(FP), DX
@@ -1046,6 +1062,17 @@ TEXT ·convTile6AVX2(SB), NOSPLIT, $0-88
 	MOVQ bias+56(FP), R12
 	MOVQ flags+64(FP), R13
 
+	// tilePrefetch: these rows of C 256 bytes on, for writing, as well.
+	TESTQ $64, R13
+	JZ   nopw6
+	LEAQ 256(R9), R14
+	PFWROWS4
+	ADDQ R11, R14
+	PREFETCHW_R14
+	ADDQ R11, R14
+	PREFETCHW_R14
+
+nopw6:
 	TESTQ $1, R13
 	JNZ  loadc6
 	TESTQ R12, R12
@@ -1101,6 +1128,22 @@ start6:
 	// Rows of B 16 ahead are fetched while these are summed, as in convTile4AVX2.
 	MOVQ R8, R10
 	SHLQ $4, R10
+	TESTQ $64, R13
+	JZ   floop6
+
+	// tilePrefetch: the same rows of the panel two pairs of panels (256 bytes) on too.
+fploop6:
+	PREFETCHT0 (SI)(R10*1)
+	PREFETCHT0 256(SI)
+	VMOVUPS (SI), Y12
+	VMOVUPS 32(SI), Y13
+	FMA6
+	ADDQ $32, AX
+	ADDQ $32, DX
+	ADDQ R8, SI
+	DECQ CX
+	JNZ  fploop6
+	JMP  done6
 
 floop6:
 	PREFETCHT0 (SI)(R10*1)
@@ -1126,6 +1169,8 @@ oloop6:
 	JNZ  oloop6
 
 done6:
+	TESTQ $4, R13
+	JNZ  clip6
 	TESTQ $2, R13
 	JZ   store6
 	RELU6(Y0)
@@ -1140,6 +1185,23 @@ done6:
 	RELU6(Y9)
 	RELU6(Y10)
 	RELU6(Y11)
+
+	JMP  store6
+
+clip6:
+	MOVQ clip+88(FP), DI
+	CLIP6(Y0)
+	CLIP6(Y1)
+	CLIP6(Y2)
+	CLIP6(Y3)
+	CLIP6(Y4)
+	CLIP6(Y5)
+	CLIP6(Y6)
+	CLIP6(Y7)
+	CLIP6(Y8)
+	CLIP6(Y9)
+	CLIP6(Y10)
+	CLIP6(Y11)
 
 store6:
 	MOVQ nt+80(FP), BX

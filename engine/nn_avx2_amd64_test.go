@@ -82,9 +82,9 @@ func TestConvTileAVX2(t *testing.T) {
 }
 
 // TestConvTile6AVX2 checks the AVX2 tile kernel's six-row form (convTile6AVX2, which
-// convTileAVX2 takes for whole panels of two or more row blocks without Clip, HardSwish
-// or the prefetch hint, each 16 rows as six, six across two blocks of A, and four) bit
-// for bit against convTileGeneric: depths 1 to 144, two to four row blocks and fewer
+// convTileAVX2 takes for whole panels of two or more row blocks without HardSwish, each
+// 16 rows as six, six across two blocks of A, and four) bit for bit against
+// convTileGeneric: depths 1 to 144, two to four row blocks and fewer
 // rows than they hold, contiguous rows and offset tables, tileAdd with and without a
 // bias, no activation and Relu, NaNs of either sign, signed zeros and infinities; the
 // rows past the ones asked for keep their old bits.
@@ -93,6 +93,7 @@ func TestConvTile6AVX2(t *testing.T) {
 		t.Skip("no AVX2 and FMA on this CPU: the AVX2 tile kernel does not run (the portable kernel is the definition)")
 	}
 	r := rand.New(rand.NewPCG(66, 6))
+	acts6 := []*nnClamp{nil, {relu: true}, {lo: -0.5, hi: 0.5}, {lo: 0, hi: 6}, {lo: float32(math.Inf(-1)), hi: 0}, {lo: 1, hi: -1}}
 	special := []float32{float32(math.NaN()), math.Float32frombits(0xffc00001), float32(math.Copysign(0, -1)), 0,
 		float32(math.Inf(1)), float32(math.Inf(-1))}
 	for trial := 0; trial < 1500; trial++ {
@@ -103,10 +104,12 @@ func TestConvTile6AVX2(t *testing.T) {
 		if trial%6 == 5 {
 			m1 = 0 // the second panel empty: skipped
 		}
-		flags := r.IntN(2) // tileAdd or not
+		flags := r.IntN(2) | r.IntN(2)*tilePrefetch // tileAdd, and the prefetch hint, or not
+		act := acts6[trial%len(acts6)]
+		ta, _ := dw3x3Flags(act)
 		var tact *tileAct
-		if trial%2 == 1 {
-			tact = &tileAct{flags: tileRelu}
+		if act != nil {
+			tact = &ta
 		}
 		a := make([]float32, 8*k*nrb)
 		b0, b1 := make([]float32, k*ldb), make([]float32, k*ldb)
@@ -127,7 +130,7 @@ func TestConvTile6AVX2(t *testing.T) {
 		if trial%4 == 2 {
 			rows = 1 + r.IntN(8*nrb)
 		}
-		sameAsGeneric(t, fmt.Sprintf("trial %d (k=%d nrb=%d rows=%d flags %d relu %v offs %v)", trial, k, nrb, rows, flags, tact != nil, offs != nil),
+		sameAsGeneric(t, fmt.Sprintf("trial %d (k=%d nrb=%d rows=%d flags %d act %+v offs %v)", trial, k, nrb, rows, flags, act, offs != nil),
 			k, a, b0, b1, ldb, c0, c1, ldc, bias, 0xffff, m1, flags, nrb, rows, offs, tact)
 	}
 }
