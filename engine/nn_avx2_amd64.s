@@ -1215,3 +1215,74 @@ ntstore6:
 	ROW6(NTSTORE2)
 	VZEROUPPER
 	RET
+
+// func dwGradWAVX2(xp, gy *float32, oh, ow, rowStep, k int, offs *int64, tail *int32, gw *float32)
+//
+// dwGradWAVX512 in AVX2: for each of the k taps, gw[t] += the sum over the plane of
+// gy[o1, o2]·xp[offs[t]/4 + o1·rowStep/4 + o2], in 16 lanes as dwGradWGo defines it
+// (Y4 lanes 0-7, Y5 lanes 8-15; a row's last chunk of fewer than 16 outputs read through
+// the 16 int32 of tail, as zeros past the row), the lanes then added pairwise by halves.
+TEXT ·dwGradWAVX2(SB), NOSPLIT, $0-72
+	MOVQ gw+64(FP), AX
+	MOVQ offs+48(FP), R9
+	MOVQ k+40(FP), R10
+	MOVQ tail+56(FP), DX
+	VMOVDQU (DX), Y14
+	VMOVDQU 32(DX), Y15
+
+gwtap2:
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	MOVQ xp+0(FP), SI
+	ADDQ (R9), SI
+	MOVQ gy+8(FP), DI
+	MOVQ oh+16(FP), R8
+
+gwrow2:
+	MOVQ SI, R11
+	MOVQ ow+24(FP), BX
+
+gwchunk2:
+	CMPQ BX, $16
+	JL   gwtail2
+	VMOVUPS (DI), Y2
+	VMOVUPS 32(DI), Y3
+	VMULPS (R11), Y2, Y2
+	VMULPS 32(R11), Y3, Y3
+	VADDPS Y2, Y4, Y4
+	VADDPS Y3, Y5, Y5
+	CMPQ BX, $16
+	JLE  gwrowdone2
+	SUBQ $16, BX
+	ADDQ $64, DI
+	ADDQ $64, R11
+	JMP  gwchunk2
+
+gwtail2:
+	VMASKMOVPS (DI), Y14, Y2
+	VMASKMOVPS 32(DI), Y15, Y3
+	VMASKMOVPS (R11), Y14, Y0
+	VMASKMOVPS 32(R11), Y15, Y1
+	VMULPS Y0, Y2, Y2
+	VMULPS Y1, Y3, Y3
+	VADDPS Y2, Y4, Y4
+	VADDPS Y3, Y5, Y5
+
+gwrowdone2:
+	LEAQ (DI)(BX*4), DI
+	ADDQ rowStep+32(FP), SI
+	DECQ R8
+	JNZ  gwrow2
+	VADDPS Y5, Y4, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+	VADDSS (AX), X0, X0
+	VMOVSS X0, (AX)
+	ADDQ $4, AX
+	ADDQ $8, R9
+	DECQ R10
+	JNZ  gwtap2
+	VZEROUPPER
+	RET

@@ -332,16 +332,26 @@ func dwPlaneAsm(p *dwPlan, xp, y, w []float32, bias float32, t tileAct) {
 //go:noescape
 func dwGradWAVX512(xp, gy *float32, oh, ow, rowStep, k int, offs *int64, tail uint64, gw *float32)
 
-// dwGradW is dwGradWGo (see there) in assembly where the CPU allows.
+//go:noescape
+func dwGradWAVX2(xp, gy *float32, oh, ow, rowStep, k int, offs *int64, tail *int32, gw *float32)
+
+// dwGradW is dwGradWGo (see there) in assembly where the CPU allows: AVX-512, or AVX2
+// (which had run the Go definition, half of a training step of the OCR classifier on a
+// Zen 3).
 func dwGradW(p *dwPlan, xp, gy, gw []float32) {
 	g := &p.g
 	oh, ow := g.out[1], g.out[2]
-	if !convTileOK() {
+	avx2 := !convTileOK() && convTileAVX2OK() && p.cs == 1 // a stride-2 plane unsplit has cs 2
+	if !convTileOK() && !avx2 {
 		dwGradWGo(p, xp, gy, gw)
 		return
 	}
 	if len(xp) < p.size || len(gy) < oh*ow || len(gw) < len(p.offs) || len(p.offs) == 0 || oh*ow == 0 {
 		panic(fmt.Sprintf("depthwise weight gradient out of range: %+v, lens %d %d %d", p.g, len(xp), len(gy), len(gw)))
+	}
+	if avx2 {
+		dwGradWAVX2(&xp[0], &gy[0], oh, ow, 4*g.s[1]*p.pw, len(p.offs), &p.offs[0], &p.tail[0], &gw[0])
+		return
 	}
 	dwGradWAVX512(&xp[0], &gy[0], oh, ow, 4*g.s[1]*p.pw, len(p.offs), &p.offs[0], laneMask(ow%16), &gw[0])
 }
