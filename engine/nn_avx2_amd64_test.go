@@ -47,11 +47,7 @@ func TestConvTileAVX2(t *testing.T) {
 		}
 		flags := r.IntN(2) | r.IntN(2)*tilePrefetch // tileAdd, and the prefetch hint, or not
 		act := acts[r.IntN(len(acts))]
-		ta, _ := dw3x3Flags(act)
-		var tact *tileAct
-		if act != nil {
-			tact = &ta
-		}
+		tact := tileTestAct(act)
 		nrb := 1 + r.IntN(3)
 		a := make([]float32, 8*k*nrb)
 		b0 := make([]float32, max(k, 1)*ldb)
@@ -59,13 +55,7 @@ func TestConvTileAVX2(t *testing.T) {
 		c0 := make([]float32, 8*nrb*ldc)
 		c1 := make([]float32, 8*nrb*ldc)
 		fillTile(r, trial, special, a, b0, b1, c0, c1)
-		var bias []float32
-		if trial%3 != 0 {
-			bias = make([]float32, 8*nrb)
-			for i := range bias {
-				bias[i] = r.Float32()*2 - 1
-			}
-		}
+		bias := tileTestBias(r, trial, nrb)
 		var offs *tileOffs
 		if trial%2 == 1 {
 			offs = randTileOffs(r, k, len(b0))
@@ -106,22 +96,12 @@ func TestConvTile6AVX2(t *testing.T) {
 		}
 		flags := r.IntN(2) | r.IntN(2)*tilePrefetch // tileAdd, and the prefetch hint, or not
 		act := acts6[trial%len(acts6)]
-		ta, _ := dw3x3Flags(act)
-		var tact *tileAct
-		if act != nil {
-			tact = &ta
-		}
+		tact := tileTestAct(act)
 		a := make([]float32, 8*k*nrb)
 		b0, b1 := make([]float32, k*ldb), make([]float32, k*ldb)
 		c0, c1 := make([]float32, 8*nrb*ldc), make([]float32, 8*nrb*ldc)
 		fillTile(r, trial, special, a, b0, b1, c0, c1)
-		var bias []float32
-		if trial%3 != 0 {
-			bias = make([]float32, 8*nrb)
-			for i := range bias {
-				bias[i] = r.Float32()*2 - 1
-			}
-		}
+		bias := tileTestBias(r, trial, nrb)
 		var offs *tileOffs
 		if trial%5 >= 3 {
 			offs = randTileOffs(r, k, len(b0))
@@ -133,6 +113,28 @@ func TestConvTile6AVX2(t *testing.T) {
 		sameAsGeneric(t, fmt.Sprintf("trial %d (k=%d nrb=%d rows=%d flags %d act %+v offs %v)", trial, k, nrb, rows, flags, act, offs != nil),
 			k, a, b0, b1, ldb, c0, c1, ldc, bias, 0xffff, m1, flags, nrb, rows, offs, tact)
 	}
+}
+
+// tileTestAct is the tile kernels' form of act (nil for none).
+func tileTestAct(act *nnClamp) *tileAct {
+	if act == nil {
+		return nil
+	}
+	ta, _ := dw3x3Flags(act)
+	return &ta
+}
+
+// tileTestBias is nil on every third trial, else a bias for nrb row blocks of values
+// in [−1, 1).
+func tileTestBias(r *rand.Rand, trial, nrb int) []float32 {
+	if trial%3 == 0 {
+		return nil
+	}
+	bias := make([]float32, 8*nrb)
+	for i := range bias {
+		bias[i] = r.Float32()*2 - 1
+	}
+	return bias
 }
 
 // fillTile fills each slice with values of [−2, 2), and on every fourth trial about one
