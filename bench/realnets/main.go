@@ -393,8 +393,8 @@ func runInfer(dir string, names []string, mode, batchList string, seconds float6
 			}
 			ratio, cpuRatio, span := "-", "-", ""
 			if withORT {
-				ratio = fmt.Sprintf("%.2f×", median(ratios))
-				cpuRatio = fmt.Sprintf("%.2f×", median(cpuRatios))
+				ratio = fmt.Sprintf("%.2f×", benchkit.Median(ratios))
+				cpuRatio = fmt.Sprintf("%.2f×", benchkit.Median(cpuRatios))
 				if rounds > 1 {
 					span = fmt.Sprintf("%.2f–%.2f\t", slices.Min(ratios), slices.Max(ratios))
 				}
@@ -403,23 +403,14 @@ func runInfer(dir string, names []string, mode, batchList string, seconds float6
 			if tc != nil {
 				tcols = "-\t-\t"
 				if tr, ok := torchRates[b]; ok && tr > 0 {
-					tcols = fmt.Sprintf("%.1f\t%.2f×\t", tr, median(rates)/tr)
+					tcols = fmt.Sprintf("%.1f\t%.2f×\t", tr, benchkit.Median(rates)/tr)
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%s\t%s\t%s%s\n", name, b, median(ortRates), median(rates), ratio, cpuRatio, span, tcols)
+			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%s\t%s\t%s%s\n", name, b, benchkit.Median(ortRates), benchkit.Median(rates), ratio, cpuRatio, span, tcols)
 			fmt.Fprintf(os.Stderr, "%s batch %d: %s\n", name, b, ratio)
 		}
 	}
 	return tw.Flush()
-}
-
-// median returns the median of v (the mean of the middle two for an even count).
-func median(v []float64) float64 {
-	w := slices.Sorted(slices.Values(v))
-	if len(w)%2 == 1 {
-		return w[len(w)/2]
-	}
-	return (w[len(w)/2-1] + w[len(w)/2]) / 2
 }
 
 type torchStep struct {

@@ -13,7 +13,11 @@
 //	/usr/bin/time -v go run ./bench/train -rss      # peak RSS of MLP training (see -rss)
 //
 // Step times are medians over -steps steps after -warmup steps (-stat min takes the fastest
-// step instead, which is steadier on a machine shared with other jobs). CPU ms is the
+// step instead, which is steadier on a machine shared with other jobs). -rounds N measures
+// everything N times, PyTorch and qtool alternating, and prints the medians over the rounds
+// with the range of the per-round speed-ups: on a virtual machine whose host is shared,
+// either engine's own step time moves between runs minutes apart, and one pair of
+// measurements can land on either side of a ratio of 1. CPU ms is the
 // process's CPU time (user and system, all threads) per timed step: on a busy machine it is
 // closer to the unloaded step time than the wall time is, as long as no thread spins while
 // waiting (true with -threads 1; OpenMP and OpenBLAS threads spin, which inflates it). GFLOP/s counts 3× the
@@ -33,6 +37,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -58,6 +63,7 @@ func main() {
 		dir     = flag.String("testmodels", "", "folder of fmnist-cnn.onnx and fmnist-resnet.onnx (default: testmodels next to this program's module)")
 		cpuprof = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 		stat    = flag.String("stat", "median", "step-time statistic: median or min")
+		rounds  = flag.Int("rounds", 1, "measure every configuration this many times, PyTorch and qtool alternating; print medians over the rounds and the speed-ups' range")
 		rss     = flag.Bool("rss", false, "only train the mlp for -warmup+-steps steps with the first -blas mode and print the step times; run under /usr/bin/time -v to read the peak RSS")
 	)
 	flag.Parse()
@@ -78,14 +84,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench/train: -stat must be median or min")
 		os.Exit(2)
 	}
-	if err := run(*models, *modes, *batch, *steps, *warmup, *width, *python, *threads, *dir, *stat, *rss); err != nil {
+	if *rounds < 1 {
+		fmt.Fprintln(os.Stderr, "bench/train: -rounds must be at least 1")
+		os.Exit(2)
+	}
+	if err := run(*models, *modes, *batch, *steps, *warmup, *width, *python, *threads, *dir, *stat, *rss, *rounds); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/train:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func run(models, modes string, batch, steps, warmup, width int, python string, threads int, dir, stat string, rss bool) error {
+func run(models, modes string, batch, steps, warmup, width int, python string, threads int, dir, stat string, rss bool, rounds int) error {
 	// qtool gets as many cores as PyTorch gets threads: its workers, OpenBLAS's threads and
 	// gonum's Sgemm goroutines.
 	runtime.GOMAXPROCS(threads)
@@ -112,50 +122,76 @@ func run(models, modes string, batch, steps, warmup, width int, python string, t
 			784, width, batch, info.Name, ms, float64(m.HeapInuse)/(1<<20), float64(m.Sys)/(1<<20))
 		return nil
 	}
+	// One row per model and BLAS mode, with one entry per round in each slice.
 	type row struct {
-		model, blas      string
-		ms, torchMS      float64
-		cpu, torchCPU    float64
-		flops            float64
-		torchOK, flopsOK bool
+		model, blas    string
+		ms, cpu        []float64
+		torchMS        []float64
+		torchCPU       []float64
+		ratio, cpuRate []float64
+		flops          float64
+		flopsOK        bool
 	}
-	var rows []row
-	torch := map[string]torchResult{}
-	if python != "" {
-		var err error
-		torch, err = runTorch(python, models, batch, steps, warmup, threads, width)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench/train: PyTorch comparison skipped:", err)
+	var rows []*row
+	find := func(model, blas string) *row {
+		for _, r := range rows {
+			if r.model == model && r.blas == blas {
+				return r
+			}
 		}
+		r := &row{model: model, blas: blas}
+		rows = append(rows, r)
+		return r
 	}
-	for _, model := range strings.Split(models, ",") {
-		for _, mode := range strings.Split(modes, ",") {
-			impl, info, err := blas.SelectWith(mode, blas.Options{Threads: threads})
+	for round := 1; round <= rounds; round++ {
+		torch := map[string]torchResult{}
+		if python != "" {
+			var err error
+			torch, err = runTorch(python, models, batch, steps, warmup, threads, width)
 			if err != nil {
-				return err
+				fmt.Fprintln(os.Stderr, "bench/train: PyTorch comparison skipped:", err)
 			}
-			ms, cpu, err := timeQtool(model, dir, width, batch, steps, warmup, impl, threads, stat)
-			if err != nil {
-				return err
-			}
-			r := row{model: model, blas: info.Name, ms: ms, cpu: cpu}
-			if t, ok := torch[model]; ok {
-				r.torchMS, r.torchCPU, r.torchOK = t.MS, t.CPUMS, true
-				if stat == "min" {
-					r.torchMS = t.MinMS
+		}
+		for _, model := range strings.Split(models, ",") {
+			for _, mode := range strings.Split(modes, ",") {
+				impl, info, err := blas.SelectWith(mode, blas.Options{Threads: threads})
+				if err != nil {
+					return err
 				}
-				r.flops, r.flopsOK = t.Flops, true
+				ms, cpu, err := timeQtool(model, dir, width, batch, steps, warmup, impl, threads, stat)
+				if err != nil {
+					return err
+				}
+				r := find(model, info.Name)
+				r.ms, r.cpu = append(r.ms, ms), append(r.cpu, cpu)
+				if t, ok := torch[model]; ok {
+					tms := t.MS
+					if stat == "min" {
+						tms = t.MinMS
+					}
+					r.torchMS, r.torchCPU = append(r.torchMS, tms), append(r.torchCPU, t.CPUMS)
+					r.ratio, r.cpuRate = append(r.ratio, tms/ms), append(r.cpuRate, t.CPUMS/cpu)
+					r.flops, r.flopsOK = t.Flops, true
+				}
+				if model == "mlp" {
+					r.flops, r.flopsOK = mlpFlops(width, batch), true
+				}
+				fmt.Fprintf(os.Stderr, "round %d: %s %s: %.1f ms/step\n", round, model, info.Name, ms)
 			}
-			if model == "mlp" {
-				r.flops, r.flopsOK = mlpFlops(width, batch), true
-			}
-			rows = append(rows, r)
-			fmt.Fprintf(os.Stderr, "%s %s: %.1f ms/step\n", model, info.Name, ms)
 		}
 	}
-	fmt.Printf("training step (forward, backward, Adam), batch %d, %d threads, %s of %d steps, %s, GOMAXPROCS %d, %s\n", batch, threads, stat, steps, runtime.Version(), runtime.GOMAXPROCS(0), benchkit.CPUModel())
+	over := ""
+	if rounds > 1 {
+		over = fmt.Sprintf(", medians of %d rounds", rounds)
+	}
+	fmt.Printf("training step (forward, backward, Adam), batch %d, %d threads, %s of %d steps%s, %s, GOMAXPROCS %d, %s\n", batch, threads, stat, steps, over, runtime.Version(), runtime.GOMAXPROCS(0), benchkit.CPUModel())
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "model\tqtool BLAS\tqtool ms\tqtool CPU ms\tqtool GFLOP/s\tPyTorch ms\tPyTorch CPU ms\tPyTorch GFLOP/s\tspeed-up\tCPU speed-up\t")
+	cols := "model\tqtool BLAS\tqtool ms\tqtool CPU ms\tqtool GFLOP/s\tPyTorch ms\tPyTorch CPU ms\tPyTorch GFLOP/s\tspeed-up\tCPU speed-up\t"
+	if rounds > 1 {
+		cols += "speed-up range\t"
+	}
+	fmt.Fprintln(w, cols)
+	med := benchkit.Median
 	for _, r := range rows {
 		gf := func(ms float64) string {
 			if !r.flopsOK {
@@ -163,12 +199,19 @@ func run(models, modes string, batch, steps, warmup, width int, python string, t
 			}
 			return fmt.Sprintf("%.1f", r.flops/ms/1e6)
 		}
-		tms, tcpu, tgf, ratio, cratio := "-", "-", "-", "-", "-"
-		if r.torchOK {
-			tms, tcpu, tgf = fmt.Sprintf("%.1f", r.torchMS), fmt.Sprintf("%.1f", r.torchCPU), gf(r.torchMS)
-			ratio, cratio = fmt.Sprintf("%.2f", r.torchMS/r.ms), fmt.Sprintf("%.2f", r.torchCPU/r.cpu)
+		tms, tcpu, tgf, ratio, cratio, span := "-", "-", "-", "-", "-", "-"
+		if len(r.torchMS) > 0 {
+			tms, tcpu, tgf = fmt.Sprintf("%.1f", med(r.torchMS)), fmt.Sprintf("%.1f", med(r.torchCPU)), gf(med(r.torchMS))
+			// The speed-up is the median of the rounds' own ratios, each pair measured
+			// back to back, not a ratio of medians from different rounds.
+			ratio, cratio = fmt.Sprintf("%.2f", med(r.ratio)), fmt.Sprintf("%.2f", med(r.cpuRate))
+			span = fmt.Sprintf("%.2f–%.2f", slices.Min(r.ratio), slices.Max(r.ratio))
 		}
-		fmt.Fprintf(w, "%s\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.model, r.blas, r.ms, r.cpu, gf(r.ms), tms, tcpu, tgf, ratio, cratio)
+		line := fmt.Sprintf("%s\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t", r.model, r.blas, med(r.ms), med(r.cpu), gf(med(r.ms)), tms, tcpu, tgf, ratio, cratio)
+		if rounds > 1 {
+			line += span + "\t"
+		}
+		fmt.Fprintln(w, line)
 	}
 	return w.Flush()
 }

@@ -23,6 +23,20 @@ import (
 	"github.com/qtool/qtool/train"
 )
 
+// Median returns the median of v (the mean of the middle two for an even count; 0 for
+// none). v is not changed.
+func Median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	w := append([]float64(nil), v...)
+	sort.Float64s(w)
+	if len(w)%2 == 1 {
+		return w[len(w)/2]
+	}
+	return (w[len(w)/2-1] + w[len(w)/2]) / 2
+}
+
 // ModuleRoot returns the folder of go.mod at or above the working directory, or the
 // working directory when there is none.
 func ModuleRoot() string {
