@@ -20,7 +20,7 @@ func convTile4AVX2(k int, a, b *float32, ldb int, c *float32, ldc int, bias *flo
 // but tileRelu and tileClip (see the .s file): 12 accumulators where convTile4AVX2 holds 8.
 //
 //go:noescape
-func convTile6AVX2(k int, a0, a1, b *float32, ldb int, c *float32, ldc int, bias *float32, flags int, offs *int64, nt int, clip *int32)
+func convTile6AVX2(k int, a0, a1, a2, b *float32, ldb int, c *float32, ldc int, bias *float32, flags int, offs *int64, nt int, clip *int32)
 
 // convTileAVX2OK reports whether the CPU and the operating system support AVX2 and
 // FMA (x/sys/cpu checks that the OS saves the ymm registers).
@@ -71,9 +71,11 @@ func convTileAVX2(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int
 			}
 		}
 		R, rq := 0, min((rows+3)&^3, 8*nrb)
-		// Whole panels: each 16 rows as six, six and four (convTile6AVX2 reads the
-		// middle six across two blocks of A), where four quads read B four times with
-		// eight accumulators each. Not for HardSwish.
+		// Whole panels: each 12 rows as two sixes (convTile6AVX2 reads each pair of rows
+		// from its own pointer, so a six may straddle two blocks of A), and what is left,
+		// four or eight rows, as quads: four quads would read B four times with eight
+		// accumulators each, and a sixteen as six, six and four left a quarter of the
+		// rows to them. Not for HardSwish.
 		if full > 0 && k > 0 && (flags|t.flags)&(tileSwish|tilePack) == 0 {
 			nt := 0
 			if full == 2 {
@@ -83,19 +85,15 @@ func convTileAVX2(k int, a, b0, b1 []float32, ldb int, c0, c1 []float32, ldc int
 			for j := range 8 {
 				clip[j], clip[8+j], clip[16+j] = math.MaxInt32, t.lo, t.hi
 			}
-			for ; R+16 <= rq; R += 16 {
-				blk := a[8*k*(R/8):]
-				var b0, b6 *float32
-				if bias != nil {
-					b0, b6 = &bias[R], &bias[R+6]
+			row := func(r int) *float32 { return &a[8*k*(r/8)+r%8] }
+			for ; R+12 <= rq; R += 12 {
+				for _, r := range [2]int{R, R + 6} {
+					var br *float32
+					if bias != nil {
+						br = &bias[r]
+					}
+					convTile6AVX2(k, row(r), row(r+2), row(r+4), &pan.b[0], ldb, &pan.c[r*ldc], ldc, br, flags|t.flags, op, nt, &clip[0])
 				}
-				convTile6AVX2(k, &blk[0], &blk[2], &pan.b[0], ldb, &pan.c[R*ldc], ldc, b0, flags|t.flags, op, nt, &clip[0])
-				convTile6AVX2(k, &blk[6], &blk[8*k], &pan.b[0], ldb, &pan.c[(R+6)*ldc], ldc, b6, flags|t.flags, op, nt, &clip[0])
-				var b12 *float32
-				if bias != nil {
-					b12 = &bias[R+12]
-				}
-				convTile4AVX2(k, &blk[8*k+4], &pan.b[0], ldb, &pan.c[(R+12)*ldc], ldc, b12, &mv[0], full, flags|t.flags, op, t.lo, t.hi, t.a, t.b)
 			}
 		}
 		for ; R < rq; R += 4 {

@@ -989,8 +989,8 @@ sr2done:
 	BROW(4(AX), Y15, Y2, Y3) ; \
 	BROW(0(DX), Y14, Y4, Y5) ; \
 	BROW(4(DX), Y15, Y6, Y7) ; \
-	BROW(8(DX), Y14, Y8, Y9) ; \
-	BROW(12(DX), Y15, Y10, Y11)
+	BROW(0(DI), Y14, Y8, Y9) ; \
+	BROW(4(DI), Y15, Y10, Y11)
 
 // ROW6(op) applies op(z0, z1) at R9 to each row's pair of accumulators, moving R9 a row
 // (R11 bytes) on after each but the last.
@@ -1037,30 +1037,32 @@ sr2done:
 	VADDPS Y12, z0, z0 ; \
 	VADDPS Y12, z1, z1
 
-// func convTile6AVX2(k int, a0, a1, b *float32, ldb int, c *float32, ldc int, bias *float32, flags int, offs *int64, nt int, clip *int32)
+// func convTile6AVX2(k int, a0, a1, a2, b *float32, ldb int, c *float32, ldc int, bias *float32, flags int, offs *int64, nt int, clip *int32)
 //
 // Six rows of one panel of the tile kernel whose 16 lanes are all valid, as
 // convTile4AVX2 makes four: row r of C (ldc apart) is init + Σ_i a_r(i)·b[row(i) + j],
-// with a_r(i) = a0[8i + r] for r < 2 and a1[8i + r − 2] for the others (so that the six
-// rows may straddle two 8-row blocks of A), row(i) = i·ldb or offs[i]/4, and init
+// with a_r(i) = a0[8i + r] for r < 2, a1[8i + r − 2] for r < 4 and a2[8i + r − 4] for
+// the last two (each pair of rows from a pointer of its own, so that six rows from any
+// even row may straddle two 8-row blocks of A), row(i) = i·ldb or offs[i]/4, and init
 // bias[r] (0 when bias is nil) plus, with tileAdd, C itself. Of the activations tileRelu
 // and tileClip, whose three rows of 8 int32 (0x7fffffff, lo, hi) clip points to, since
 // the registers cannot hold them; tilePrefetch as in convTile4AVX2; nt != 0 stores the
 // rows non-temporally (they start 64-byte aligned). Twelve
 // accumulators, where four rows hold eight: with the FMA's latency of four cycles, eight
 // chains are exactly what two FMA pipes need, and any stall showed (Zen 3).
-TEXT ·convTile6AVX2(SB), NOSPLIT, $0-96
+TEXT ·convTile6AVX2(SB), NOSPLIT, $0-104
 	MOVQ k+0(FP), CX
 	MOVQ a0+8(FP), AX
 	MOVQ a1+16(FP), DX
-	MOVQ b+24(FP), SI
-	MOVQ ldb+32(FP), R8
+	MOVQ a2+24(FP), DI
+	MOVQ b+32(FP), SI
+	MOVQ ldb+40(FP), R8
 	SHLQ $2, R8
-	MOVQ c+40(FP), R9
-	MOVQ ldc+48(FP), R11
+	MOVQ c+48(FP), R9
+	MOVQ ldc+56(FP), R11
 	SHLQ $2, R11
-	MOVQ bias+56(FP), R12
-	MOVQ flags+64(FP), R13
+	MOVQ bias+64(FP), R12
+	MOVQ flags+72(FP), R13
 
 	// tilePrefetch: these rows of C 256 bytes on, for writing, as well.
 	TESTQ $64, R13
@@ -1122,7 +1124,7 @@ loadc6:
 start6:
 	TESTQ CX, CX
 	JZ   done6
-	MOVQ offs+72(FP), R14
+	MOVQ offs+80(FP), R14
 	TESTQ R14, R14
 	JNZ  oloop6
 	// Rows of B 16 ahead are fetched while these are summed, as in convTile4AVX2.
@@ -1140,6 +1142,7 @@ fploop6:
 	FMA6
 	ADDQ $32, AX
 	ADDQ $32, DX
+	ADDQ $32, DI
 	ADDQ R8, SI
 	DECQ CX
 	JNZ  fploop6
@@ -1152,6 +1155,7 @@ floop6:
 	FMA6
 	ADDQ $32, AX
 	ADDQ $32, DX
+	ADDQ $32, DI
 	ADDQ R8, SI
 	DECQ CX
 	JNZ  floop6
@@ -1164,6 +1168,7 @@ oloop6:
 	FMA6
 	ADDQ $32, AX
 	ADDQ $32, DX
+	ADDQ $32, DI
 	ADDQ $8, R14
 	DECQ CX
 	JNZ  oloop6
@@ -1189,7 +1194,7 @@ done6:
 	JMP  store6
 
 clip6:
-	MOVQ clip+88(FP), DI
+	MOVQ clip+96(FP), DI
 	CLIP6(Y0)
 	CLIP6(Y1)
 	CLIP6(Y2)
@@ -1204,7 +1209,7 @@ clip6:
 	CLIP6(Y11)
 
 store6:
-	MOVQ nt+80(FP), BX
+	MOVQ nt+88(FP), BX
 	TESTQ BX, BX
 	JNZ  ntstore6
 	ROW6(STORE2)

@@ -72,10 +72,10 @@ func TestConvTileAVX2(t *testing.T) {
 }
 
 // TestConvTile6AVX2 checks the AVX2 tile kernel's six-row form (convTile6AVX2, which
-// convTileAVX2 takes for whole panels of two or more row blocks without HardSwish, each
-// 16 rows as six, six across two blocks of A, and four) bit for bit against
-// convTileGeneric: depths 1 to 144, two to four row blocks and fewer
-// rows than they hold, contiguous rows and offset tables, tileAdd with and without a
+// convTileAVX2 takes for whole panels of 12 rows or more without HardSwish, each 12 rows
+// as two sixes from any even row, so across two blocks of A at every split: 2 + 4, 4 + 2
+// and 6 + 0 rows, the rest as quads) bit for bit against convTileGeneric: depths 1 to
+// 144, two to eight row blocks and fewer rows than they hold, contiguous rows and offset tables, tileAdd with and without a
 // bias, no activation and Relu, NaNs of either sign, signed zeros and infinities; the
 // rows past the ones asked for keep their old bits.
 func TestConvTile6AVX2(t *testing.T) {
@@ -89,7 +89,7 @@ func TestConvTile6AVX2(t *testing.T) {
 	for trial := 0; trial < 1500; trial++ {
 		k := []int{1, 2, 5, 9, 27, 40, 144}[trial%7]
 		ldb, ldc := 16+r.IntN(24), 16+r.IntN(24)
-		nrb := 2 + r.IntN(3)
+		nrb := 2 + r.IntN(7)
 		m1 := uint64(0xffff)
 		if trial%6 == 5 {
 			m1 = 0 // the second panel empty: skipped
