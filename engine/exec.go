@@ -164,7 +164,7 @@ func backwardSteps(ctx *Context, steps []step, cur **step) error {
 			continue
 		}
 		for _, t := range st.zero {
-			clear(t.F)
+			ctx.clearGrad(t.F)
 		}
 		if st.on != nil && !*st.on {
 			continue // an untaken branch adds nothing, but the buffers it starts are cleared
@@ -174,6 +174,34 @@ func backwardSteps(ctx *Context, steps []step, cur **step) error {
 		}
 	}
 	return nil
+}
+
+// A step's gradient buffers are cleared before the first kernel adds into them. Cleared
+// on the caller's thread alone, they were 4 % of fmnist-resnet's training step at batch
+// 256 (CPU profile) while the other workers spun; large ones are split over the workers.
+// Its function is made once per graph, so that clearing allocates nothing.
+type gradZeroer struct {
+	f  []float32
+	fn func(lo, hi int)
+}
+
+// gradZeroGrain is the least chunk of a split clear, 256 KiB: smaller clears cost less
+// than handing them to a worker.
+const gradZeroGrain = 1 << 16
+
+// clearGrad sets f to zeros, over the workers when it holds two chunks or more.
+func (ctx *Context) clearGrad(f []float32) {
+	z := ctx.zero
+	if z == nil || ctx.Workers < 2 || len(f) < 2*gradZeroGrain {
+		clear(f)
+		return
+	}
+	if z.fn == nil {
+		z.fn = func(lo, hi int) { clear(z.f[lo:hi]) }
+	}
+	z.f = f
+	ctx.Parallel(len(f), gradZeroGrain, z.fn)
+	z.f = nil
 }
 
 // setContext copies the caller's context and fills what it leaves unset from Options.
@@ -203,6 +231,7 @@ func (g *Graph) setContext(ctx *Context) {
 	if !g.noArena {
 		g.ctx.arena = &g.arena
 	}
+	g.ctx.zero = &g.zero
 }
 
 // matches reports whether the inputs have the plan's shapes and types.

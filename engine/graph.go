@@ -144,6 +144,7 @@ type Graph struct {
 	// arena is the scratch its kernels share between runs (scratch.go); noArena (tests)
 	// makes each kernel keep its own.
 	arena   scratchArena
+	zero    gradZeroer
 	noArena bool
 	// folds holds, by node, the outputs of the nodes that plans folded through frozen
 	// float parameters and whose outputs a step reads, so that plans for other input

@@ -289,6 +289,7 @@ type Context struct {
 
 	pool  *workerPool   // the graph's workers (pool.go); nil: a goroutine per chunk
 	arena *scratchArena // the graph's shared scratch (scratch.go); nil: kernels keep their own
+	zero  *gradZeroer   // the graph's clearing of gradient buffers over the workers; nil: the caller's thread
 }
 
 // Parallel calls fn over [0, n) split into at most ctx.Workers contiguous chunks and

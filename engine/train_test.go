@@ -237,3 +237,66 @@ func TestTrainingDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestGradClearSplit checks the clearing of gradient buffers over the workers
+// (Context.clearGrad): a 3·gradZeroGrain + 5 value activation a = x·w is read by a Relu
+// and a Sigmoid, so its gradient buffer is cleared before the first of their backward
+// passes adds into it and then summed. Over three steps with ZeroGrad between them, w's
+// gradient must be x·(relu'(a) + σ'(a))·gy, the float64 definition, to float32 rounding,
+// on every step (a chunk left uncleared doubles its part from the second step on), and
+// the same bits on one worker and on two.
+func TestGradClearSplit(t *testing.T) {
+	n := 3*gradZeroGrain + 5
+	r := rand.New(rand.NewPCG(41, 42))
+	nodes := []*onnxpb.NodeProto{
+		gNode("Mul", []string{"x", "w"}, []string{"a"}),
+		gNode("Relu", []string{"a"}, []string{"b"}),
+		gNode("Sigmoid", []string{"a"}, []string{"c"}),
+		gNode("Add", []string{"b", "c"}, []string{"y"}),
+	}
+	wv := gFloats(r, n)
+	m := gModel(13, nodes, []*onnxpb.ValueInfoProto{gInput("x", onnxpb.TensorProto_FLOAT, int64(n))}, []string{"y"},
+		onnxio.FloatTensor("w", []int64{int64(n)}, wv))
+	x := NewFloat([]int{n}, gFloats(r, n))
+	gy := NewFloat([]int{n}, gFloats(r, n))
+	run := func(workers int) [][]float32 {
+		g, err := Build(m, Options{Workers: workers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.SetTrainable("w"); err != nil {
+			t.Fatal(err)
+		}
+		ctx := &Context{Training: true}
+		var grads [][]float32
+		for range 3 {
+			g.ZeroGrad()
+			if _, err := g.Forward(ctx, x); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Backward(ctx, gy); err != nil {
+				t.Fatal(err)
+			}
+			grads = append(grads, append([]float32(nil), g.Param("w").Grad.F...))
+		}
+		return grads
+	}
+	one, two := run(1), run(2)
+	for s := range one {
+		for i := range one[s] {
+			if math.Float32bits(one[s][i]) != math.Float32bits(two[s][i]) {
+				t.Fatalf("step %d, w[%d]: %g on two workers, %g on one", s, i, two[s][i], one[s][i])
+			}
+			a := float64(x.F[i]) * float64(wv[i])
+			sg := 1 / (1 + math.Exp(-a))
+			d := sg * (1 - sg)
+			if a > 0 {
+				d++
+			}
+			want := float64(x.F[i]) * d * float64(gy.F[i])
+			if got := float64(two[s][i]); math.Abs(got-want) > 1e-5*(1+math.Abs(want)) {
+				t.Fatalf("step %d, w[%d] = %g, want %g", s, i, got, want)
+			}
+		}
+	}
+}
