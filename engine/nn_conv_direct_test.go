@@ -882,7 +882,8 @@ func TestConvRemainders(t *testing.T) {
 // rounding: ResNet-18's last stage in small (a 3×3 layer on a 7 × 7 plane), a stride-2
 // layer to 7 × 7 whose last block is partial (360 = 2·128 + 104 rows), groups, rows that
 // end in a partial row block, and a residual; every activation and SiLU, 1 to 3
-// workers. A sum of 243 rows must not take the blocks (the negative control).
+// workers, on the AVX-512 and the AVX2 path. A sum of 243 rows must not take the blocks
+// (the negative control).
 func TestConvGemmTileBlocks(t *testing.T) {
 	if !convDirectOK() {
 		t.Skip("no AVX-512 or AVX2+FMA tile kernel on this CPU: the tile path does not run")
@@ -901,7 +902,10 @@ func TestConvGemmTileBlocks(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.c.name, func(t *testing.T) {
 			pointwiseAB(t, tc.c, 91, tc.res, func(k *convKernel, off bool) {
-				k.noKBlocks = off
+				// The AVX2 path sends one image through these layers to forwardGemmTile
+				// by itself (forwardDirectOK); AVX-512's direct path takes their rows,
+				// so there they are sent to it.
+				k.noKBlocks, k.noDirect = off, true
 			}, func(k *convKernel, act *nnClamp, workers int, off bool, O int) {
 				if got := k.direct.kblocked > 0; got != (tc.blocked && !off) {
 					t.Fatalf("act %+v, %d workers, noKBlocks %v: took pointwiseBlocks %v", act, workers, off, got)
