@@ -106,60 +106,140 @@ func (k *matMulNBitsKernel) asBytes(t *Tensor, buf *[]byte, what string) ([]byte
 	return b, nil
 }
 
-// dequantize writes rows [n0, n1) of W into w (row-major, K values a row): code j of a
-// block sits in bits j·bits… of its bytes, least significant first; the zero point of
-// block b of row n is packed the same way in row n of the zero points, and is 2^(bits−1)
-// without them. Every code of a block maps through one table of its 2^bits values
-// (q − z)·scale, computed as the spec's definition computes each value: the integer
-// difference converts to float32 exactly, so the only rounding is the product's.
+// dequantize writes rows [n0, n1) of W into w (row-major, K values a row), each block
+// as block does.
 func (k *matMulNBitsKernel) dequantize(ctx *Context, codes, zp []byte, scales []float32, n0, n1 int, w []float32) {
-	kb, blob := k.blocks()
-	zpRow := (kb*k.bits + 7) / 8
-	mask := byte(1)<<k.bits - 1
-	per := 8 / k.bits // codes a byte
+	kb, _ := k.blocks()
 	ctx.Parallel(n1-n0, max(1, quantGrain/k.k), func(lo, hi int) {
 		var lut [256]float32
 		for r := lo; r < hi; r++ {
-			n := n0 + r
 			row := w[r*k.k : (r+1)*k.k]
 			for blk := range kb {
-				z := 1 << (k.bits - 1)
-				if zp != nil {
-					bit := blk * k.bits
-					z = int(zp[n*zpRow+bit/8] >> (bit % 8) & mask)
-				}
-				scale := scales[n*kb+blk]
-				if k.bits < 8 {
-					// 16 or 4 entries for a block of 16 or more codes; at 8 bits the
-					// table would outnumber the block's codes.
-					for q := range 1 << k.bits {
-						lut[q] = float32(q-z) * scale
-					}
-				}
-				cnt := min(k.bs, k.k-blk*k.bs)
-				out := row[blk*k.bs : blk*k.bs+cnt]
-				data := codes[(n*kb+blk)*blob : (n*kb+blk)*blob+(cnt+per-1)/per]
-				switch {
-				case k.bits == 8:
-					for j, b := range data[:len(out)] {
-						out[j] = float32(int(b)-z) * scale
-					}
-				case k.bits == 4 && cnt%2 == 0:
-					nibbles(out, data, (*[16]float32)(lut[:16]))
-				case k.bits == 2 && cnt%4 == 0:
-					for j, b := range data {
-						o := out[4*j : 4*j+4 : 4*j+4]
-						o[0], o[1], o[2], o[3] = lut[b&3], lut[b>>2&3], lut[b>>4&3], lut[b>>6]
-					}
-				default: // a last block that ends inside a byte
-					for j := range out {
-						bit := j * k.bits
-						out[j] = lut[data[bit/8]>>(bit%8)&mask]
-					}
-				}
+				k.block(codes, zp, scales, n0+r, blk, row[blk*k.bs:min(k.k, (blk+1)*k.bs)], &lut)
 			}
 		}
 	})
+}
+
+// block writes block blk of row n of W into out (its min(block_size, K − blk·block_size)
+// values): code j of a block sits in bits j·bits… of its bytes, least significant first;
+// the zero point of block blk of row n is packed the same way in row n of the zero
+// points, and is 2^(bits−1) without them. Every code of a block maps through one table
+// of its 2^bits values (q − z)·scale, lut, computed as the spec's definition computes each
+// value: the integer difference converts to float32 exactly, so the only rounding is the
+// product's.
+func (k *matMulNBitsKernel) block(codes, zp []byte, scales []float32, n, blk int, out []float32, lut *[256]float32) {
+	kb, blob := k.blocks()
+	mask := byte(1)<<k.bits - 1
+	z := 1 << (k.bits - 1)
+	if zp != nil {
+		zpRow := (kb*k.bits + 7) / 8
+		bit := blk * k.bits
+		z = int(zp[n*zpRow+bit/8] >> (bit % 8) & mask)
+	}
+	scale := scales[n*kb+blk]
+	if k.bits < 8 {
+		// 16 or 4 entries for a block of 16 or more codes; at 8 bits the table would
+		// outnumber the block's codes.
+		for q := range 1 << k.bits {
+			lut[q] = float32(q-z) * scale
+		}
+	}
+	per := 8 / k.bits // codes a byte
+	data := codes[(n*kb+blk)*blob : (n*kb+blk)*blob+(len(out)+per-1)/per]
+	switch {
+	case k.bits == 8:
+		for j, b := range data[:len(out)] {
+			out[j] = float32(int(b)-z) * scale
+		}
+	case k.bits == 4 && len(out)%2 == 0:
+		nibbles(out, data, (*[16]float32)(lut[:16]))
+	case k.bits == 2 && len(out)%4 == 0:
+		for j, b := range data {
+			o := out[4*j : 4*j+4 : 4*j+4]
+			o[0], o[1], o[2], o[3] = lut[b&3], lut[b>>2&3], lut[b>>4&3], lut[b>>6]
+		}
+	default: // a last block that ends inside a byte
+		for j := range out {
+			bit := j * k.bits
+			out[j] = lut[data[bit/8]>>(bit%8)&mask]
+		}
+	}
+}
+
+// nbitsRowBlock is the largest block_size forwardRow takes: its buffer is on the stack.
+const nbitsRowBlock = 1024
+
+// forwardRow is Forward for one row of A (batch 1): y[n] = dotF32(row n of W, A), the
+// row dequantized 1024 values at a time into a buffer on the worker's stack and its
+// products added into the row's 32 sums at once, so that W is read once as codes and
+// never written out as float32. Dequantizing 1 MiB chunks over the workers and handing
+// them to sgemv wrote and read every weight twice more: a 4096 × 4096 layer took
+// 6.7–9.2 ms (BenchmarkMatMulNBits, Zen 5, OpenBLAS), the paper MLP 20 ms at batch 1,
+// four times its float model. Each row's sum depends only on the row, so the result does
+// not depend on the workers or the BLAS.
+func (k *matMulNBitsKernel) forwardRow(ctx *Context, a []float32, codes, zp []byte, scales, y []float32) {
+	ctx.Parallel(k.nOut, max(1, quantGrain/k.k), func(lo, hi int) {
+		var lut [256]float32
+		var buf [nbitsRowBlock]float32
+		for n := lo; n < hi; n++ {
+			var s [32]float32
+			// Segments of 1024 values, a multiple of every block size taken here and of
+			// 32: each starts on lane 0 of the sums, and only the row's last has a tail.
+			for b0 := 0; b0 < k.k; b0 += nbitsRowBlock {
+				b1 := min(k.k, b0+nbitsRowBlock)
+				for blk := b0 / k.bs; blk*k.bs < b1; blk++ {
+					k.block(codes, zp, scales, n, blk, buf[blk*k.bs-b0:min(b1, (blk+1)*k.bs)-b0], &lut)
+				}
+				dotAdd(buf[:b1-b0], a[b0:b1], &s)
+			}
+			y[n] = sumPairs32(&s)
+		}
+	})
+}
+
+// dotF32 is Σ x[i]·y[i] over len(x) values: the products go into 32 interleaved sums,
+// s[i mod 32] (so that the additions do not each wait on the last, and so that four
+// 8-lane registers hold them: dot32 adds whole groups of 32 in AVX2), each product and
+// each sum rounded to float32 on its own, and the sums are added pairwise at the end
+// (sumPairs32).
+func dotF32(x, y []float32) float32 {
+	var s [32]float32
+	dotAdd(x, y, &s)
+	return sumPairs32(&s)
+}
+
+// dotAdd adds x[i]·y[i] into s[i mod 32], whole groups of 32 through dot32.
+func dotAdd(x, y []float32, s *[32]float32) {
+	y = y[:len(x)]
+	n := len(x) &^ 31
+	dot32(x[:n], y[:n], s)
+	for i := n; i < len(x); i++ {
+		s[i%32] += float32(x[i] * y[i]) // the conversion keeps the product rounded: no FMA
+	}
+}
+
+// sumPairs32 adds the 32 sums pairwise: s[j] + s[j+16], then the first 16 the same way, down
+// to one.
+func sumPairs32(s *[32]float32) float32 {
+	for w := 16; w >= 1; w /= 2 {
+		for j := range w {
+			s[j] += s[j+w]
+		}
+	}
+	return s[0]
+}
+
+// dot32Go is the definition of dot32: s[i mod 32] += x[i]·y[i] for len(x) values, a
+// multiple of 32, product and sum rounded on their own.
+func dot32Go(x, y []float32, s *[32]float32) {
+	y = y[:len(x)]
+	for i := 0; i+32 <= len(x); i += 32 {
+		xs, ys := x[i:i+32:i+32], y[i:i+32:i+32]
+		for j := range 32 {
+			s[j] += float32(xs[j] * ys[j]) // the conversion keeps the product rounded: no FMA
+		}
+	}
 }
 
 // nibblesGo is the definition of the 4-bit lookup: out[2j] = lut[data[j] & 15] and
@@ -186,6 +266,11 @@ func (k *matMulNBitsKernel) Forward(ctx *Context, in, out []*Tensor) error {
 		}
 	}
 	m := a.Len() / k.k
+	if m == 1 && k.bs <= nbitsRowBlock {
+		k.forwardRow(ctx, a.F, codes, zp, in[2].F, y)
+		k.addBias(in, y, m)
+		return nil
+	}
 	// Many rows of A take 16 times larger chunks (16 MiB), so that each product stays a
 	// wide GEMM: a 256 × 4096 · 4096 × 4096 product took 193 ms in chunks of 64 rows of
 	// W, 127 ms in chunks of 1024 and 111 ms in one (OpenBLAS, 2 cores, 2026-11-28; the
@@ -215,6 +300,13 @@ func (k *matMulNBitsKernel) Forward(ctx *Context, in, out []*Tensor) error {
 			copy(y[i*k.nOut+n0:i*k.nOut+n1], yc[i*(n1-n0):(i+1)*(n1-n0)])
 		}
 	}
+	k.addBias(in, y, m)
+	return nil
+}
+
+// addBias adds the optional bias (input 5) to each of Y's m rows, after the product as
+// onnxruntime adds it.
+func (k *matMulNBitsKernel) addBias(in []*Tensor, y []float32, m int) {
 	if bias := k.n.Optional(in, 5); bias != nil {
 		for i := range m {
 			row := y[i*k.nOut : (i+1)*k.nOut]
@@ -223,5 +315,4 @@ func (k *matMulNBitsKernel) Forward(ctx *Context, in, out []*Tensor) error {
 			}
 		}
 	}
-	return nil
 }

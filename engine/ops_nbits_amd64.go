@@ -43,3 +43,23 @@ func nibbles(out []float32, data []byte, lut *[16]float32) {
 	}
 	nibblesGo(out[2*n:], data[n:], lut)
 }
+
+// dot32AVX2 is dot32Go over n values, n a positive multiple of 32: four 8-lane registers
+// hold the 32 sums, with a VMULPS and a VADDPS for each 8 products (not FMA: the
+// definition rounds the product on its own).
+//
+//go:noescape
+func dot32AVX2(x, y *float32, n int, s *[32]float32)
+
+// dot32 is dot32Go, in AVX2 where the CPU has it (AVX-512 CPUs too: the same bits).
+func dot32(x, y []float32, s *[32]float32) {
+	if len(x) == 0 {
+		return
+	}
+	if !convTileAVX2OK() {
+		dot32Go(x, y, s)
+		return
+	}
+	_ = y[len(x)-1]
+	dot32AVX2(&x[0], &y[0], len(x)&^31, s)
+}

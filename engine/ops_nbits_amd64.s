@@ -75,3 +75,44 @@ nib2loop:
 	JNZ  nib2loop
 	VZEROUPPER
 	RET
+
+// func dot32AVX2(x, y *float32, n int, s *[32]float32)
+//
+// s[i mod 32] += x[i]·y[i] for i < n, n a positive multiple of 32: Y0-Y3 hold s, lanes
+// 8q…8q+7 in Yq, and each product is rounded before its sum (VMULPS, then VADDPS), as
+// dot32Go computes it.
+TEXT ·dot32AVX2(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ s+24(FP), DX
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 64(DX), Y2
+	VMOVUPS 96(DX), Y3
+	SHRQ $5, CX
+
+dot32loop:
+	VMOVUPS (SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	VMULPS (DI), Y4, Y4
+	VMULPS 32(DI), Y5, Y5
+	VMULPS 64(DI), Y6, Y6
+	VMULPS 96(DI), Y7, Y7
+	VADDPS Y4, Y0, Y0
+	VADDPS Y5, Y1, Y1
+	VADDPS Y6, Y2, Y2
+	VADDPS Y7, Y3, Y3
+	ADDQ $128, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ  dot32loop
+
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, 64(DX)
+	VMOVUPS Y3, 96(DX)
+	VZEROUPPER
+	RET

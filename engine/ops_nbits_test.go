@@ -106,6 +106,13 @@ func TestMatMulNBitsHeldAsBytes(t *testing.T) {
 		{bits: 4, k: 1000, block: 64, zp: true, bias: true, a: []int64{1, 1000}, n: 600},
 		{bits: 2, k: 1000, block: 32, zp: true, bias: false, a: []int64{3, 1000}, n: 600},
 		{bits: 8, k: 100, block: 16, zp: false, bias: true, a: []int64{2, 100}, n: 7},
+		// One row of A takes forwardRow: every width, a last block that ends inside a byte
+		// (1001 and 1002 values), and a block larger than its buffer (the chunked path).
+		{bits: 2, k: 1002, block: 32, zp: true, a: []int64{1, 1002}, n: 9},
+		{bits: 8, k: 100, block: 16, bias: true, a: []int64{1, 100}, n: 7},
+		{bits: 4, k: 1001, block: 64, zp: true, a: []int64{1, 1001}, n: 5},
+		{bits: 4, k: 3000, block: 2048, zp: true, bias: true, a: []int64{1, 3000}, n: 3},
+		{bits: 4, k: 2500, block: 16, zp: true, bias: true, a: []int64{1, 2500}, n: 6}, // three segments, the last with a tail
 	} {
 		t.Run(c.String(), func(t *testing.T) {
 			m := c.model(r)
@@ -145,21 +152,24 @@ func TestMatMulNBitsHeldAsBytes(t *testing.T) {
 				return v.Float
 			}
 			codes, scales := init["b"].GetRawData(), floats("s")
+			// weight is W[col][k], (q − z)·scale per code from the file's bytes.
+			weight := func(col, k int) float32 {
+				blk, bit := k/c.block, (k%c.block)*c.bits
+				q := int(codes[(col*kb+blk)*blob+bit/8]>>(bit%8)) & (1<<c.bits - 1)
+				z := 1 << (c.bits - 1)
+				if c.zp {
+					zb := blk * c.bits
+					z = int(init["z"].GetRawData()[col*((kb*c.bits+7)/8)+zb/8]>>(zb%8)) & (1<<c.bits - 1)
+				}
+				return float32(q-z) * scales[col*kb+blk]
+			}
 			norm := 1.0
 			want := make([]float64, int(c.a[0])*n)
 			for row := range int(c.a[0]) {
 				for col := range n {
 					sum := 0.0
 					for k := range c.k {
-						blk, bit := k/c.block, (k%c.block)*c.bits
-						q := int(codes[(col*kb+blk)*blob+bit/8]>>(bit%8)) & (1<<c.bits - 1)
-						z := 1 << (c.bits - 1)
-						if c.zp {
-							zb := blk * c.bits
-							z = int(init["z"].GetRawData()[col*((kb*c.bits+7)/8)+zb/8]>>(zb%8)) & (1<<c.bits - 1)
-						}
-						w := float32(q-z) * scales[col*kb+blk]
-						sum += float64(w) * float64(x[row*c.k+k])
+						sum += float64(weight(col, k)) * float64(x[row*c.k+k])
 					}
 					if c.bias {
 						sum += float64(floats("bias")[col])
@@ -171,6 +181,23 @@ func TestMatMulNBitsHeldAsBytes(t *testing.T) {
 			for i, v := range got[0].F {
 				if d := math.Abs(float64(v) - want[i]); !(d <= 1e-5*norm) {
 					t.Fatalf("y[%d] = %g, want %g (the spec's product in float64)", i, v, want[i])
+				}
+			}
+			// One row of A (forwardRow): each output is dotF32 of the row of W, dequantized
+			// here per code in float32, and A, then the bias, to the bit.
+			if c.a[0] == 1 && c.block <= nbitsRowBlock {
+				row := make([]float32, c.k)
+				for col := range n {
+					for k := range c.k {
+						row[k] = weight(col, k)
+					}
+					w := dotF32(row, x)
+					if c.bias {
+						w += floats("bias")[col]
+					}
+					if v := got[0].F[col]; math.Float32bits(v) != math.Float32bits(w) {
+						t.Fatalf("y[%d] = %v, want %v (dotF32 of the dequantized row)", col, v, w)
+					}
 				}
 			}
 
@@ -252,5 +279,84 @@ func TestMatMulNBitsRefusesSignedCodes(t *testing.T) {
 	}
 	if _, err := Build(m, Options{}); err == nil || !strings.Contains(err.Error(), "B is of type INT8") {
 		t.Errorf("Build gives %v, want a refusal naming B's type", err)
+	}
+}
+
+// BenchmarkMatMulNBits times one MatMulNBits node of the paper MLP's size (K = N = 4096,
+// 4-bit codes, blocks of 128, zero points) at batch 1 and 256 with the BLAS of
+// QTOOL_BLAS (OpenBLAS by default) on GOMAXPROCS workers, in weights a second.
+func BenchmarkMatMulNBits(b *testing.B) {
+	ctx := benchCtx(b)
+	for _, m := range []int64{1, 256} {
+		c := nbitsCase{bits: 4, k: 4096, block: 128, zp: true, a: []int64{m, 4096}, n: 4096}
+		r := rand.New(rand.NewPCG(7, 7))
+		g, err := Build(c.model(r), Options{BLAS: ctx.BLAS, Workers: ctx.Workers})
+		if err != nil {
+			b.Fatal(err)
+		}
+		x := NewFloat([]int{int(m), 4096}, gFloats(r, int(m)*4096))
+		b.Run(fmt.Sprintf("batch%d", m), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := g.Forward(nil, x); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(4096*4096)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gweights/s")
+		})
+	}
+}
+
+// TestDot32 checks dot32 (AVX2 where the CPU has it) bit for bit against dot32Go on
+// lengths of 32 to 4096 values with NaNs, infinities, signed zeros and subnormals among
+// them, adding into sums that start non-zero; and that the test data tell a fused
+// multiply-add from the definition's rounded product (the negative control: a kernel
+// with FMA would fail), and dotF32 against the float64 dot product within rounding.
+func TestDot32(t *testing.T) {
+	r := rand.New(rand.NewPCG(32, 32))
+	special := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.Copysign(0, -1)), 0, 1e-40, -3e-39}
+	fused := false
+	for trial := range 300 {
+		n := 32 * (1 + r.IntN(128))
+		x, y := make([]float32, n), make([]float32, n)
+		for i := range x {
+			x[i], y[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+			if trial%3 == 2 && r.IntN(50) == 0 {
+				x[i] = special[r.IntN(len(special))]
+			}
+		}
+		var got, want [32]float32
+		for j := range got {
+			got[j] = float32(r.NormFloat64())
+			want[j] = got[j]
+		}
+		dot32(x, y, &got)
+		dot32Go(x, y, &want)
+		for j := range got {
+			if math.Float32bits(got[j]) != math.Float32bits(want[j]) && !(got[j] != got[j] && want[j] != want[j]) {
+				t.Fatalf("trial %d (n=%d): s[%d] = %v (%#x), want %v (%#x)", trial, n, j, got[j], math.Float32bits(got[j]), want[j], math.Float32bits(want[j]))
+			}
+		}
+		if trial%3 != 2 {
+			// The same sums with each product fused into its addition.
+			var f [32]float32
+			for i := range x {
+				f[i%32] = float32(math.FMA(float64(x[i]), float64(y[i]), float64(f[i%32])))
+			}
+			var d [32]float32
+			dot32Go(x, y, &d)
+			if f != d {
+				fused = true
+			}
+			exact := 0.0
+			for i := range x {
+				exact += float64(x[i]) * float64(y[i])
+			}
+			if g := float64(dotF32(x, y)); math.Abs(g-exact) > 1e-5*float64(n) {
+				t.Fatalf("trial %d: dotF32 = %v, the float64 dot %v", trial, g, exact)
+			}
+		}
+	}
+	if !fused {
+		t.Fatal("no trial tells a fused multiply-add from the rounded product: the test could not catch an FMA kernel")
 	}
 }
