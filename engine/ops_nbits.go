@@ -17,7 +17,8 @@ func nbitsOpDefs() []opDef {
 // matMulNBitsKernel computes Y = A · Wᵀ + bias, W [N, K] dequantized block-wise along K
 // as (q − zero point) · scale, the contrib spec's definition. W is never held whole in
 // float32: each run dequantizes nbitsChunk values' worth of its rows at a time into
-// scratch and multiplies them, so the graph keeps only the codes (one byte for two
+// scratch and multiplies them (one row of A: 1024 values of a row at a time on each
+// worker's stack, forwardRow), so the graph keeps only the codes (one byte for two
 // 4-bit codes, when Build could keep the initializer as bytes) and a weight the file
 // stores in 4 bits costs 4 bits in qtool's memory too, plus one chunk.
 type matMulNBitsKernel struct {
