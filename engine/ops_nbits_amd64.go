@@ -53,13 +53,11 @@ func dot32AVX2(x, y *float32, n int, s *[32]float32)
 
 // dot32 is dot32Go, in AVX2 where the CPU has it (AVX-512 CPUs too: the same bits).
 func dot32(x, y []float32, s *[32]float32) {
-	if len(x) == 0 {
-		return
-	}
-	if !convTileAVX2OK() {
+	n := len(x) &^ 31 // the assembly loops n/32 times and must not be given 0
+	if n == 0 || !convTileAVX2OK() {
 		dot32Go(x, y, s)
 		return
 	}
-	_ = y[len(x)-1]
-	dot32AVX2(&x[0], &y[0], len(x)&^31, s)
+	_ = y[n-1]
+	dot32AVX2(&x[0], &y[0], n, s)
 }
