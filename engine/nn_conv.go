@@ -48,6 +48,7 @@ type convKernel struct {
 
 	direct convDirect  // the direct path's packed weights and worker scratch
 	trim   trimmedConv // the weight without the taps that read only padding
+	taps   tapsPath    // the taps path's classes and packed weights (nn_conv_taps.go)
 	pool   *poolKernel // the fused MaxPool forwardDirect applies per block of images
 	// gap, when set, receives the mean of every output plane (a fused GlobalAveragePool),
 	// which the depthwise planes take while each plane is in the cache; gapDone reports
@@ -83,6 +84,8 @@ type convKernel struct {
 	noRemainders bool // tests: every pixel of a pointwise layer in its image's own panels (see remainders)
 	noKBlocks    bool // tests: a pointwise layer's products over all its rows at once, never in blocks of 16 (pointwiseBlocks)
 	noPrefetch   bool // tests: no tilePrefetch hint (forwardDirect)
+	noTaps       bool // tests: small planes' products over every tap, never the taps path's classes
+	tapsChunk    int  // tests: the taps path's images per chunk, when positive
 }
 
 // nnColBudget is the number of float32 values a chunk's column matrix and output planes
@@ -313,7 +316,7 @@ func (k *convKernel) runDims(ctx *Context, d *convDims, x, w, b, y *Tensor, act 
 		if pool != nil || len(res.F) != len(y.F) {
 			return k.n.Errorf("internal error: residual of %d values for an output of %d", len(res.F), len(y.F))
 		}
-		if k.forwardDirectOK(d) {
+		if k.forwardDirectOK(d) && !k.tapsOK(d, w) {
 			var bias []float32
 			if b != nil {
 				bias = b.F
@@ -390,6 +393,10 @@ func (k *convKernel) runDims(ctx *Context, d *convDims, x, w, b, y *Tensor, act 
 	var bias []float32
 	if b != nil {
 		bias = b.F
+	}
+	if k.tapsOK(d, w) {
+		k.forwardTaps(ctx, d, x.F, w.F, k.weightKey(w), bias, y.F, act)
+		return nil
 	}
 	if k.forwardDirectOK(d) {
 		k.forwardDirect(ctx, d, x.F, w.F, k.weightKey(w), bias, y.F, act, nil, nil)

@@ -114,17 +114,7 @@ func TestConvNarrow(t *testing.T) {
 					chain := fmaChainConv(in[0].F, c.x, in[1].F, c.w, b, group, strides, pads, act)
 					var outs [2][]float32
 					for j, k := range []*convKernel{narrow, tile} {
-						y := nntRun(t, k, ctx, in)[0]
-						for i := range y.F {
-							y.F[i] = float32(math.NaN())
-						}
-						// Twice: the second run reads the weights packed by the first.
-						for range 2 {
-							if err := k.run(ctx, in[0], in[1], n.Optional(in, 2), y, act, nil, nil, nil); err != nil {
-								t.Fatal(err)
-							}
-						}
-						outs[j] = y.F
+						outs[j] = runTwice(t, k, ctx, n, in, act)
 					}
 					nntClose(t, fmt.Sprintf("narrow path, act %v", act), outs[0], refAct(want, act), 1e-5, 1e-5)
 					for i, v := range outs[0] {
@@ -144,4 +134,20 @@ func TestConvNarrow(t *testing.T) {
 			})
 		}
 	}
+}
+
+// runTwice runs k on in with act into an output first filled with NaN, twice (the
+// second run reads the weights packed by the first), and returns the output.
+func runTwice(t *testing.T, k *convKernel, ctx *Context, n *Node, in []*Tensor, act *nnClamp) []float32 {
+	t.Helper()
+	y := nntRun(t, k, ctx, in)[0]
+	for i := range y.F {
+		y.F[i] = float32(math.NaN())
+	}
+	for range 2 {
+		if err := k.run(ctx, in[0], in[1], n.Optional(in, 2), y, act, nil, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return y.F
 }
