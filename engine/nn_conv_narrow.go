@@ -18,8 +18,13 @@ import (
 // bit.
 
 // convNarrowMaxCols is the most output pixels (over the batch) the narrow path takes:
-// below one panel pair of the lanes forwardGemmTile fills.
-const convNarrowMaxCols = 32
+// below one panel pair of the lanes forwardGemmTile fills. Up to convNarrowWideCols, it
+// also takes those whose last 16-pixel panel would be half empty or more, when the
+// output channels fill more of their lanes than the pixels do (lanesFull).
+const (
+	convNarrowMaxCols  = 32
+	convNarrowWideCols = 64
+)
 
 // narrowOK reports whether forwardGemmTile's products of d go through the narrow path.
 // Fewer than 16 output channels per group would leave the lanes as empty as before.
@@ -28,9 +33,28 @@ const convNarrowMaxCols = 32
 // take it at any batch: the pixel-major product is then the output's own layout, where
 // forwardGemmTile would gather the column matrix and spread its product a value at a
 // time (232 µs of a 512-channel layer at batch 32, against a 40 µs product).
+//
+// ResNet-18's 7 × 7 planes at 224 px and batch 1 come here on the AVX2 path (see
+// forwardDirectOK): 49 pixels make panels of 16, 16, 16 and 1, and the last, a quarter
+// of the work, ran through the four-row kernel with one lane in sixteen. As the narrow
+// path's rows they fill 49 of 52, and 512 channels fill every lane: 1.94–2.06 ms a
+// 512 → 512 layer against 2.62 (AVX2 path, Zen 5, alternating runs).
 func (k *convKernel) narrowOK(d *convDims) bool {
 	O := d.g.outSize()
-	return !k.noNarrow && (d.N*O < convNarrowMaxCols || O == 1) && d.Mg >= 16 && d.chunk() >= d.N
+	L := d.N * O
+	if k.noNarrow || d.Mg < 16 || d.chunk() < d.N {
+		return false
+	}
+	if L < convNarrowMaxCols || O == 1 {
+		return true
+	}
+	r := L % 16
+	return L <= convNarrowWideCols && r > 0 && r <= 8 && lanesFull(d.Mg, 32) > lanesFull(L, 16)
+}
+
+// lanesFull is the share of the lanes that n values fill in panels of w lanes.
+func lanesFull(n, w int) float64 {
+	return float64(n) / float64(w*((n+w-1)/w))
 }
 
 // packNarrow fills k.direct.wn with Wᵀ per group in panels of 32 output channels,

@@ -26,6 +26,42 @@ var narrowCases = []convCase{
 	{name: "pointwise_batch40", x: []int{40, 16, 1, 1}, w: []int{48, 16, 1, 1}, bias: true},
 	{name: "pointwise_batch37_group2", x: []int{37, 24, 1, 1}, w: []int{40, 12, 1, 1}, group: 2},
 	{name: "stride2_to_1x1_batch33", x: []int{33, 8, 2, 2}, w: []int{32, 8, 3, 3}, strides: []int{2, 2}, pads: []int{1, 1, 1, 1}, bias: true},
+	// Up to 64 pixels whose last 16-pixel panel would be half empty or more: ResNet-18's
+	// 7 × 7 planes (few channels here, and a partial panel of them), 6 × 6 ones, and
+	// four images of 3 × 3 (36 pixels, a row block and a half).
+	{name: "7x7_m80", x: []int{1, 24, 7, 7}, w: []int{80, 24, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+	{name: "6x6_m64_from_12x12_s2", x: []int{1, 16, 12, 12}, w: []int{64, 16, 3, 3}, strides: []int{2, 2}, pads: []int{1, 1, 1, 1}},
+	{name: "3x3_batch4", x: []int{4, 8, 3, 3}, w: []int{56, 8, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+}
+
+// TestConvNarrowNotTaken checks narrowOK's edges past 32 pixels: whole panels of pixels
+// (8 × 8), a last panel more than half full (5 × 5 planes of two images: 50 = 3·16 + 2
+// is taken, 7 × 7 of two, 98 pixels, is over 64), and channels that fill fewer of their
+// lanes than the pixels do (49 pixels fill 77 %, 48 channels 75 %).
+func TestConvNarrowNotTaken(t *testing.T) {
+	for _, c := range []struct {
+		x, w []int
+		want bool
+	}{
+		{[]int{1, 16, 8, 8}, []int{64, 16, 3, 3}, false},
+		{[]int{2, 16, 5, 5}, []int{64, 16, 3, 3}, true},
+		{[]int{2, 16, 7, 7}, []int{64, 16, 3, 3}, false},
+		{[]int{1, 16, 7, 7}, []int{48, 16, 3, 3}, false},
+		{[]int{1, 16, 7, 7}, []int{64, 16, 3, 3}, true},
+		{[]int{1, 16, 6, 6}, []int{64, 16, 3, 3}, true},
+		{[]int{1, 16, 10, 10}, []int{64, 16, 3, 3}, false},
+	} {
+		cc := convCase{x: c.x, w: c.w, pads: []int{1, 1, 1, 1}}
+		n, _, _, _ := cc.node(11)
+		k := buildKernel(t, n).(*convKernel)
+		d, err := k.dims(c.x, c.w, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := k.narrowOK(&d); got != c.want {
+			t.Errorf("x %v, w %v: narrowOK %v, want %v", c.x, c.w, got, c.want)
+		}
+	}
 }
 
 // fmaChainConv is the convolution as the tile kernel's contract computes it, in float32:
