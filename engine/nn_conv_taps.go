@@ -27,10 +27,17 @@ import "math/bits"
 // of them on 2 × 2 planes and 69 % on 4 × 4 ones, whether of stride 1 or 2; ResNet-18's
 // stride-2 layer from 8 × 8 to 4 × 4 reads 84 %, and took 0.71 ms on the path against
 // 0.56 on the direct one (batch 32, AVX2 path, Zen 5).
+//
+// The classes' packed weights are kept while the weights are, and hold each tap's weights
+// once per class that reads through it: 16/9 of the weight for 2 × 2 planes under a 3 × 3
+// kernel, 49/9 for 4 × 4 ones. Layers whose classes would hold more than convTapsMaxPack
+// times their weight (a 5 × 5 kernel on 4 × 4 planes: 196/25) keep the direct path rather
+// than that much memory.
 const (
 	convTapsMaxPlane = 16
 	convTapsMinBatch = 16
 	convTapsMaxValid = 0.8
+	convTapsMaxPack  = 6
 )
 
 // tapClass is the output pixels that read the image through the same taps.
@@ -122,6 +129,10 @@ func (t *tapsPath) setup(d *convDims) bool {
 			}
 		}
 		c.offs.off = make([]int64, len(c.rows))
+	}
+	if na > convTapsMaxPack*RB*8*d.Cg*KH*KW {
+		t.ok = false
+		return false
 	}
 	t.a = nnGrow(t.a, na)
 	return t.ok

@@ -105,7 +105,8 @@ func TestConvTaps(t *testing.T) {
 
 // TestConvTapsNotTaken checks the path's limits: a batch under a panel of lanes, weights
 // that are not frozen, planes over 16 pixels, and windows that read the image through
-// more than convTapsMaxValid of their taps (all of them; 84 %).
+// more than convTapsMaxValid of their taps (all of them; 84 %), and classes that would
+// hold more than convTapsMaxPack times the weight (5 × 5 on 4 × 4 planes: 7.8 times).
 func TestConvTapsNotTaken(t *testing.T) {
 	if !convDirectOK() {
 		t.Skip("no tile kernel on this CPU")
@@ -120,6 +121,7 @@ func TestConvTapsNotTaken(t *testing.T) {
 		{convCase{name: "4x4_valid", x: []int{16, 8, 6, 6}, w: []int{16, 8, 3, 3}}, true},
 		{convCase{name: "4x4_s2_k2_valid", x: []int{16, 8, 8, 8}, w: []int{16, 8, 2, 2}, strides: []int{2, 2}}, true},
 		{convCase{name: "8x8_s2_to_4x4", x: []int{16, 8, 8, 8}, w: []int{16, 8, 3, 3}, strides: []int{2, 2}, pads: []int{1, 1, 1, 1}}, true},
+		{convCase{name: "k5_on_4x4_pack", x: []int{16, 8, 4, 4}, w: []int{16, 8, 5, 5}, pads: []int{2, 2, 2, 2}}, true},
 	} {
 		t.Run(tc.c.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(12, 1))
