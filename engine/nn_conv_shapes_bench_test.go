@@ -93,7 +93,7 @@ func BenchmarkConvTileKernel(b *testing.B) {
 // stem, 32 × 112 × 112, 51 MB; the first block's 96-channel expansion, 154 MB, with
 // ReLU6 and with SiLU), the two kernels alternating within the benchmark so that both
 // see the same machine; "streamed/ordinary" is the ratio of their times (below 1:
-// streaming is faster).
+// streaming is faster), on-ms the streamed kernel's time a run and off-ms the ordinary one's.
 func BenchmarkConvStream(b *testing.B) {
 	for _, s := range []struct {
 		name      string
@@ -132,18 +132,7 @@ func BenchmarkConvStream(b *testing.B) {
 			if kernels[1].direct.streamed == 0 {
 				b.Skip("the layer does not stream on this CPU")
 			}
-			var took [2]time.Duration
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				for j := range kernels {
-					t0 := time.Now()
-					run(j)
-					took[j] += time.Since(t0)
-				}
-			}
-			b.ReportMetric(took[1].Seconds()/took[0].Seconds(), "streamed/ordinary")
-			b.ReportMetric(took[0].Seconds()*1e3/float64(b.N), "ordinary-ms")
-			b.ReportMetric(took[1].Seconds()*1e3/float64(b.N), "streamed-ms")
+			abTime(b, func() { run(1) }, func() { run(0) }, "streamed/ordinary")
 		})
 	}
 }
@@ -209,4 +198,104 @@ func prefetchBench(b *testing.B, N int, junk []float32, shapes []struct{ C, M, H
 			})
 		}
 	}
+}
+
+// BenchmarkConvTaps times ResNet-18's small-plane layers at 32 px and batch 32 (frozen
+// weights, bias and Relu) on the taps path and off it (noTaps: forwardGemmTile's chunks
+// for 2 × 2 planes, the direct path for 4 × 4), the two alternating within the benchmark;
+// "taps/off" is the ratio of their times (below 1: the taps path is faster); with AVX-512
+// and under GODEBUG=cpu.avx512f=off:
+//
+//	go test ./engine -run '^$' -bench ConvTaps -benchtime 50x
+func BenchmarkConvTaps(b *testing.B) {
+	for _, s := range []struct {
+		name   string
+		x, w   []int
+		stride int64
+	}{
+		{"256@2", []int{32, 256, 2, 2}, []int{256, 256, 3, 3}, 1},
+		{"128@4", []int{32, 128, 4, 4}, []int{128, 128, 3, 3}, 1},
+		{"128to256@4s2", []int{32, 128, 4, 4}, []int{256, 128, 3, 3}, 2},
+	} {
+		b.Run(s.name, func(b *testing.B) {
+			n := nntNode("Conv", 13, 3, 1, attrInts("pads", 1, 1, 1, 1), attrInts("kernel_shape", 3, 3), attrInts("strides", s.stride, s.stride))
+			abConvBench(b, n, s.x, s.w, "taps/off", func(k *convKernel) { k.noTaps = true }, func(k *convKernel) bool { return k.taps.taken > 0 })
+		})
+	}
+}
+
+// BenchmarkConvNarrowWide times ResNet-18's 7 × 7 layers at 224 px and batch 1 on the
+// narrow path and off it (noNarrow: forwardGemmTile's panels of pixels), alternating;
+// they take forwardGemmTile only on the AVX2 path, so run it under
+// GODEBUG=cpu.avx512f=off:
+//
+//	GODEBUG=cpu.avx512f=off go test ./engine -run '^$' -bench ConvNarrowWide -benchtime 100x
+func BenchmarkConvNarrowWide(b *testing.B) {
+	for _, s := range []struct {
+		name   string
+		x, w   []int
+		stride int64
+	}{
+		{"512@7", []int{1, 512, 7, 7}, []int{512, 512, 3, 3}, 1},
+		{"256to512@14s2", []int{1, 256, 14, 14}, []int{512, 256, 3, 3}, 2},
+	} {
+		b.Run(s.name, func(b *testing.B) {
+			n := nntNode("Conv", 13, 3, 1, attrInts("pads", 1, 1, 1, 1), attrInts("kernel_shape", 3, 3), attrInts("strides", s.stride, s.stride))
+			abConvBench(b, n, s.x, s.w, "narrow/off", func(k *convKernel) { k.noNarrow = true }, func(k *convKernel) bool {
+				d, err := k.dims(s.x, s.w, nil)
+				return err == nil && !k.forwardDirectOK(&d) && k.narrowOK(&d)
+			})
+		})
+	}
+}
+
+// abConvBench times the Conv node n on random inputs of shapes x and w (frozen weight,
+// bias, Relu) with two kernels, the second changed by off, alternating within the
+// benchmark, and reports the ratio of the first's time to the second's as metric; it
+// skips when taken reports, after a run, that the first kernel did not take the path.
+func abConvBench(b *testing.B, n *Node, x, w []int, metric string, off func(*convKernel), taken func(*convKernel) bool) {
+	if !convDirectOK() {
+		b.Skip("no AVX-512 or AVX2+FMA tile kernel on this CPU")
+	}
+	r := rand.New(rand.NewPCG(5, 5))
+	in := []*Tensor{nntRand(r, x, -1, 1), nntRand(r, w, -1, 1), nntRand(r, w[:1], -1, 1)}
+	in[1].param = &Param{Name: "w", Value: in[1]}
+	ctx := benchCtx(b)
+	act := &nnClamp{relu: true}
+	var kernels [2]*convKernel
+	var outs [2]*Tensor
+	run := func(j int) {
+		if err := kernels[j].run(ctx, in[0], in[1], in[2], outs[j], act, nil, nil, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range kernels {
+		kernels[i] = buildKernel(b, n).(*convKernel)
+		if i == 1 {
+			off(kernels[i])
+		}
+		outs[i] = nntRun(b, kernels[i], ctx, in)[0]
+		run(i)
+	}
+	if !taken(kernels[0]) {
+		b.Skip("the path does not take this layer on this CPU")
+	}
+	abTime(b, func() { run(0) }, func() { run(1) }, metric)
+}
+
+// abTime runs on and off alternately b.N times each, so that both see the same machine,
+// and reports the ratio of on's time to off's as metric, and each one's milliseconds a run.
+func abTime(b *testing.B, on, off func(), metric string) {
+	var took [2]time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j, f := range [2]func(){on, off} {
+			t0 := time.Now()
+			f()
+			took[j] += time.Since(t0)
+		}
+	}
+	b.ReportMetric(took[0].Seconds()/took[1].Seconds(), metric)
+	b.ReportMetric(took[0].Seconds()*1e3/float64(b.N), "on-ms")
+	b.ReportMetric(took[1].Seconds()*1e3/float64(b.N), "off-ms")
 }
