@@ -679,6 +679,9 @@ func TestConvRingPool(t *testing.T) {
 					for i, noRing := range []bool{true, false} {
 						k := buildKernel(t, n).(*convKernel)
 						k.noRingPool = noRing
+						// The column matrix's ring: batches of two images a worker take
+						// the phase planes (TestConvPhasedPooled).
+						k.direct.noPhased = true
 						pool := buildKernel(t, pn).(*poolKernel)
 						pouts, err := pool.Infer([]*Tensor{{DType: Float32, Shape: ys}})
 						if err != nil {

@@ -14,15 +14,22 @@ import (
 // them take the narrow path depends on the CPU (with AVX-512 the direct path takes the
 // planes of 16 pixels or more at batch 1); on the AVX2 path all do.
 func TestConvNarrowAgainstOnnxruntime(t *testing.T) {
+	// Sums of up to 9·24 products of values in [−1, 1] in other orders.
+	convCasesAgainstOnnxruntime(t, narrowCases, 47, 1e-5)
+}
+
+// convCasesAgainstOnnxruntime runs each case as a one-node model (convOnnxruntime) on
+// inputs from the seed, and checks the engine's output against onnxruntime's within tol
+// (absolute and relative).
+func convCasesAgainstOnnxruntime(t *testing.T, cases []convCase, seed uint64, tol float64) {
 	ortref.Require(t)
-	for i, c := range narrowCases {
+	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := rand.New(rand.NewPCG(47, uint64(i)))
+			r := rand.New(rand.NewPCG(seed, uint64(i)))
 			n, _, _, _ := c.node(11)
 			in := c.inputs(r)
 			got, want := convOnnxruntime(t, n, c.x, in)
-			// Sums of up to 9·24 products of values in [−1, 1] in other orders.
-			if err := closeTensors(got, want, 1e-5, 1e-5); err != nil {
+			if err := closeTensors(got, want, tol, tol); err != nil {
 				t.Error(err)
 			}
 		})

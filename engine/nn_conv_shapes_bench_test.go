@@ -299,3 +299,27 @@ func abTime(b *testing.B, on, off func(), metric string) {
 	b.ReportMetric(took[0].Seconds()*1e3/float64(b.N), "on-ms")
 	b.ReportMetric(took[1].Seconds()*1e3/float64(b.N), "off-ms")
 }
+
+// BenchmarkConvPhased times stride-2 layers at batch 32 (frozen weights, bias and Relu)
+// with the phase planes and through their column matrix (noPhased), alternating:
+// MobileNet's and EfficientNet's 3×3 stem, a 7×7 stem without a pool, and a 3×3 layer of
+// 16 input channels. The measurements behind convPhasedMaxK; with AVX-512 and under
+// GODEBUG=cpu.avx512f=off:
+//
+//	go test ./engine -run '^$' -bench ConvPhased -benchtime 10x
+func BenchmarkConvPhased(b *testing.B) {
+	for _, s := range []struct {
+		name string
+		x, w []int
+	}{
+		{"stem3x3_3to32@224", []int{32, 3, 224, 224}, []int{32, 3, 3, 3}},
+		{"stem7x7_3to64@224", []int{32, 3, 224, 224}, []int{64, 3, 7, 7}},
+		{"3x3_16to32@112", []int{32, 16, 112, 112}, []int{32, 16, 3, 3}},
+	} {
+		b.Run(s.name, func(b *testing.B) {
+			k, p := int64(s.w[2]), int64(s.w[2]/2)
+			n := nntNode("Conv", 13, 3, 1, attrInts("pads", p, p, p, p), attrInts("kernel_shape", k, k), attrInts("strides", 2, 2))
+			abConvBench(b, n, s.x, s.w, "phased/off", func(k *convKernel) { k.direct.noPhased = true }, func(k *convKernel) bool { return k.direct.phasedRuns > 0 })
+		})
+	}
+}
