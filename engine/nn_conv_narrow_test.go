@@ -51,13 +51,7 @@ func TestConvNarrowNotTaken(t *testing.T) {
 		{[]int{1, 16, 6, 6}, []int{64, 16, 3, 3}, true},
 		{[]int{1, 16, 10, 10}, []int{64, 16, 3, 3}, false},
 	} {
-		cc := convCase{x: c.x, w: c.w, pads: []int{1, 1, 1, 1}}
-		n, _, _, _ := cc.node(11)
-		k := buildKernel(t, n).(*convKernel)
-		d, err := k.dims(c.x, c.w, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		k, d := pad1Dims(t, c.x, c.w)
 		if got := k.narrowOK(&d); got != c.want {
 			t.Errorf("x %v, w %v: narrowOK %v, want %v", c.x, c.w, got, c.want)
 		}
@@ -186,4 +180,17 @@ func runTwice(t *testing.T, k *convKernel, ctx *Context, n *Node, in []*Tensor, 
 		}
 	}
 	return y.F
+}
+
+// pad1Dims builds the kernel of a Conv of weight shape w with pads of 1 and the dims of
+// its call on input shape x, for tests of the paths' rules.
+func pad1Dims(t *testing.T, x, w []int) (*convKernel, convDims) {
+	t.Helper()
+	n, _, _, _ := convCase{x: x, w: w, pads: []int{1, 1, 1, 1}}.node(11)
+	k := buildKernel(t, n).(*convKernel)
+	d, err := k.dims(x, w, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, d
 }

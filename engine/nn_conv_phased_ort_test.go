@@ -9,5 +9,5 @@ import "testing"
 // onnxruntime 1.30 and in the engine.
 func TestConvPhasedAgainstOnnxruntime(t *testing.T) {
 	// Sums of up to 147 products of values in [−1, 1], in other orders.
-	convCasesAgainstOnnxruntime(t, phasedCases, 73, 1e-5)
+	convCasesAgainstOnnxruntime(t, phasedCases, 73, 1e-5, nil)
 }

@@ -73,8 +73,8 @@ func (t *tapsPath) setup(d *convDims) bool {
 	if t.geom == (padGeom{g: *g, C: d.Cg}) && t.classes != nil {
 		return t.ok
 	}
+	// A new layout: the packed weights (the zero key) and offset tables (ld 0) are remade.
 	*t = tapsPath{geom: padGeom{g: *g, C: d.Cg}, classes: t.classes[:0], a: t.a, x: t.x, pan: t.pan, packs: t.packs, taken: t.taken}
-	t.key = weightKey{}
 	H, W := g.in[1], g.in[2]
 	OH, OW := g.out[1], g.out[2]
 	KH, KW := g.k[1], g.k[2]

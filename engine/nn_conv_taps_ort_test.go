@@ -2,19 +2,13 @@
 
 package engine
 
-import (
-	"math/rand/v2"
-	"testing"
-
-	"github.com/qtool/qtool/internal/ortref"
-)
+import "testing"
 
 // TestConvTapsAgainstOnnxruntime runs ResNet-18's small-plane layers at 32 px and batch
 // 32 (2 × 2 planes of 256 channels, 4 × 4 of 128, the stride-2 4 × 4 → 2 × 2 one), and
 // tapsCases, as one-node models (convOnnxruntime: weight and bias initializers, frozen,
 // so the taps path runs) in onnxruntime 1.30 and in the engine.
 func TestConvTapsAgainstOnnxruntime(t *testing.T) {
-	ortref.Require(t)
 	if !convDirectOK() {
 		t.Skip("no AVX-512 or AVX2+FMA tile kernel on this CPU: the taps path does not run")
 	}
@@ -26,26 +20,18 @@ func TestConvTapsAgainstOnnxruntime(t *testing.T) {
 	for _, tc := range tapsCases {
 		cases = append(cases, tc.convCase)
 	}
-	for i, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			r := rand.New(rand.NewPCG(43, uint64(i)))
-			n, _, _, _ := c.node(11)
-			in := c.inputs(r)
-			k := buildKernel(t, n).(*convKernel)
-			d, err := k.dims(c.x, c.w, n.Optional(in, 2))
-			if err != nil {
-				t.Fatal(err)
-			}
-			in[1].param = &Param{Name: "w", Value: in[1]}
-			if d, w := k.trimmed(d, in[1]); !k.tapsOK(&d, w) {
-				t.Fatal("the taps path does not take this case")
-			}
-			got, want := convOnnxruntime(t, n, c.x, in)
-			// Sums of up to 9·256 products of values in [−1, 1], rounded in other orders
-			// (onnxruntime's over every tap, padding included).
-			if err := closeTensors(got, want, 1e-4, 1e-5); err != nil {
-				t.Error(err)
-			}
-		})
-	}
+	// Sums of up to 9·256 products of values in [−1, 1], rounded in other orders
+	// (onnxruntime's over every tap, padding included).
+	convCasesAgainstOnnxruntime(t, cases, 43, 1e-4, func(t *testing.T, c convCase, n *Node, in []*Tensor) {
+		k := buildKernel(t, n).(*convKernel)
+		d, err := k.dims(c.x, c.w, n.Optional(in, 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := *in[1]
+		w.param = &Param{Name: "w", Value: &w}
+		if d, wt := k.trimmed(d, &w); !k.tapsOK(&d, wt) {
+			t.Fatal("the taps path does not take this case")
+		}
+	})
 }

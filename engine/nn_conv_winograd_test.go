@@ -143,13 +143,7 @@ func TestWinogradSmallPlanes(t *testing.T) {
 		{[]int{32, 512, 4, 4}, []int{512, 512, 3, 3}, false}, // 4 × 4
 		{[]int{1, 64, 12, 12}, []int{64, 64, 3, 3}, true},    // winoMinPlane: any batch
 	} {
-		cc := convCase{x: c.x, w: c.w, pads: []int{1, 1, 1, 1}}
-		n, _, _, _ := cc.node(11)
-		k := buildKernel(t, n).(*convKernel)
-		d, err := k.dims(c.x, c.w, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		k, d := pad1Dims(t, c.x, c.w)
 		if got := k.winogradOK(&d, nil); got != c.want {
 			t.Errorf("x %v, w %v: winogradOK %v, want %v", c.x, c.w, got, c.want)
 		}
