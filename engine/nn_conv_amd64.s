@@ -1641,6 +1641,18 @@ gwrowdone:
 	CMOVQLT DX, AX ; \
 	KMOVW AX, K1
 
+// SUMSPF prefetches the first 256 bytes and the last line of the segment BX bytes on
+// from base (R13: the segment's last byte): segments of planes a few lines long, a
+// channel's planes far apart, leave the hardware prefetchers nothing to follow, and the
+// sums then wait on memory for every segment.
+#define SUMSPF(base) \
+	LEAQ (base)(BX*1), AX ; \
+	PREFETCHT0 (AX) ; \
+	PREFETCHT0 64(AX) ; \
+	PREFETCHT0 128(AX) ; \
+	PREFETCHT0 192(AX) ; \
+	PREFETCHT0 (AX)(R13*1)
+
 // SETS2 adds the four sets of lanes lo/hi pairwise into the first, as nnSumsLanes does:
 // (set 0 + set 1) + (set 2 + set 3).
 #define SETS2(a0, a1, b0, b1, c0, c1, d0, d1) \
@@ -1678,12 +1690,23 @@ TEXT ·sumsAVX512(SB), NOSPLIT, $0-64
 	VXORPD Z22, Z22, Z22
 	MOVQ $0xffff, AX
 	KMOVW AX, K3
+	// BX: four segments on, or none (the segment itself) for one segment.
+	MOVQ R10, BX
+	SHLQ $2, BX
+	CMPQ R9, $1
+	JGT  sumspf
+	XORQ BX, BX
+sumspf:
+	MOVQ n+16(FP), R13
+	SHLQ $2, R13
+	DECQ R13
 	CMPQ R8, $1
 	JEQ  s1seg
 	JGT  s2seg
 
 s0seg:
 	MOVQ R11, SI
+	SUMSPF(R11)
 	MOVQ n+16(FP), CX
 
 s0full:
@@ -1723,6 +1746,7 @@ s0next:
 
 s1seg:
 	MOVQ R11, SI
+	SUMSPF(R11)
 	MOVQ n+16(FP), CX
 
 s1full:
@@ -1763,6 +1787,8 @@ s1next:
 s2seg:
 	MOVQ R11, SI
 	MOVQ R12, DI
+	SUMSPF(R11)
+	SUMSPF(R12)
 	MOVQ n+16(FP), CX
 
 s2full:

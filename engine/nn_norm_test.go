@@ -356,6 +356,61 @@ func TestBatchNormGradientChannelSums(t *testing.T) {
 	}
 }
 
+// TestBatchNormBackwardStats checks that Backward takes the batch statistics the last
+// training Forward computed rather than computing them again: bit for bit the gradients
+// of a Backward made to recompute them, after a Forward of other values too; and (the
+// control) a Backward given other values than its Forward's uses that Forward's
+// statistics, so the comparison above runs the reuse and not a recomputation.
+func TestBatchNormBackwardStats(t *testing.T) {
+	r := rand.New(rand.NewPCG(41, 42))
+	shape := []int{8, 5, 7, 7}
+	in, other := bnInputs(r, shape), bnInputs(r, shape)
+	gy := nntRand(r, shape, -1, 1)
+	ctx := nntCtx(t, 2)
+	ctx.Training = true
+	// grads runs Forward on each of fwd in turn, then Backward on in; recompute drops the
+	// statistics the Forward left.
+	grads := func(fwd [][]*Tensor, recompute bool) [][]float32 {
+		k := buildKernel(t, nntNode("BatchNormalization", 9, 5, 1))
+		var out []*Tensor
+		for _, f := range fwd {
+			cp := make([]*Tensor, len(f))
+			for i, v := range f {
+				cp[i] = NewFloat(v.Shape, append([]float32(nil), v.F...))
+			}
+			out = nntRun(t, k, ctx, cp)
+		}
+		if recompute {
+			k.(*batchNormKernel).stats = [3]int{}
+		}
+		g := []*Tensor{NewFloat(shape, make([]float32, numel(shape))), NewFloat(shape[1:2], make([]float32, shape[1])), NewFloat(shape[1:2], make([]float32, shape[1])), nil, nil}
+		if err := k.(Differentiable).Backward(ctx, in, out, []*Tensor{gy}, g); err != nil {
+			t.Fatal(err)
+		}
+		return [][]float32{g[0].F, g[1].F, g[2].F}
+	}
+	want := grads([][]*Tensor{in}, true)
+	same := func(a, b [][]float32) bool {
+		for i := range a {
+			for j := range a[i] {
+				if math.Float32bits(a[i][j]) != math.Float32bits(b[i][j]) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	if got := grads([][]*Tensor{in}, false); !same(got, want) {
+		t.Error("Backward after Forward differs from Backward recomputing the statistics")
+	}
+	if got := grads([][]*Tensor{other, in}, false); !same(got, want) {
+		t.Error("Backward after two Forwards did not take the last one's statistics")
+	}
+	if got := grads([][]*Tensor{other}, false); same(got, want) {
+		t.Error("control: Backward on other values than its Forward's gave the recomputed gradients; the statistics were not reused")
+	}
+}
+
 // TestNormSums checks the float64 sums of BatchNormalization (nnSums) against their
 // definition nnSumsLanes bit for bit at every length up to 200 (each of the four sets of
 // lanes ending a segment, full or part-filled) and a long one, in one
