@@ -31,6 +31,26 @@ func convTileAVX2OK() bool { return cpu.X86.HasAVX2 && cpu.X86.HasFMA }
 // than im2col and Sgemm.
 func convDirectOK() bool { return convTileOK() || convTileAVX2OK() }
 
+//go:noescape
+func sumsSetAVX2(x, gr *float32, n int, mu, inv float32, mode int, out *float64, segs, stride, set int)
+
+// nnSumsAVX2 is nnSums on CPUs with AVX2 but not AVX-512: a call of sumsSetAVX2 for each
+// set of 16 lanes that a segment reaches, then the sets and the lanes added as
+// nnSumsLanes adds them. The arguments are nnSums' checked ones. In a training step of
+// fmnist-resnet on the AVX2 path, nnSumsLanes' per-plane form in Go took 14 % of the time.
+func nnSumsAVX2(x, gr *float32, n, segs, stride int, mu, inv float32, mode int) (float64, float64) {
+	var sets [4][32]float64
+	for set := 0; set < 4 && 16*set < n; set++ {
+		sumsSetAVX2(x, gr, n, mu, inv, mode, &sets[set][0], segs, stride, set)
+	}
+	var a, b [16]float64
+	for j := range a {
+		a[j] = (sets[0][j] + sets[1][j]) + (sets[2][j] + sets[3][j])
+		b[j] = (sets[0][16+j] + sets[1][16+j]) + (sets[2][16+j] + sets[3][16+j])
+	}
+	return nnLanes16(a), nnLanes16(b)
+}
+
 // convTileAVX2 is convTileGeneric (same contract and results, bit for bit: the sums
 // take the same FMAs in the same order) with convTile4AVX2 making each panel four
 // rows at a time; convTileGeneric itself where the CPU lacks AVX2 or FMA. Only the

@@ -718,17 +718,20 @@ p2done:
 	VZEROUPPER
 	RET
 
-// func transpose8AVX2(t, a *float32, chunks, lda int)
+// func transpose8AVX2(t, a *float32, chunks, lda, ldt int)
 //
-// transpose8AVX512 in AVX2: per chunk of 8 columns of the 8 rows (lda values apart),
-// an 8 × 8 transpose in registers (32-bit and 64-bit interleaves within 128-bit lanes,
-// then the lanes exchanged), and t's 8 rows of 8 stored whole.
-TEXT ·transpose8AVX2(SB), NOSPLIT, $0-32
+// transpose8AVX512 in AVX2, into rows of t ldt values apart: per chunk of 8 columns of
+// the 8 rows (lda values apart), an 8 × 8 transpose in registers (32-bit and 64-bit
+// interleaves within 128-bit lanes, then the lanes exchanged), and t's 8 rows of 8 stored
+// whole.
+TEXT ·transpose8AVX2(SB), NOSPLIT, $0-40
 	MOVQ  t+0(FP), DI
 	MOVQ  a+8(FP), SI
 	MOVQ  chunks+16(FP), CX
 	MOVQ  lda+24(FP), R8
 	SHLQ  $2, R8
+	MOVQ  ldt+32(FP), R10
+	SHLQ  $2, R10
 	TESTQ CX, CX
 	JLE   t2done
 
@@ -750,16 +753,24 @@ t2loop:
 	ADDQ    R8, R9
 	VMOVUPS (R9), Y7
 	TRANSPOSE8Y
-	VMOVUPS Y8, (DI)
-	VMOVUPS Y9, 32(DI)
-	VMOVUPS Y10, 64(DI)
-	VMOVUPS Y11, 96(DI)
-	VMOVUPS Y12, 128(DI)
-	VMOVUPS Y13, 160(DI)
-	VMOVUPS Y14, 192(DI)
-	VMOVUPS Y15, 224(DI)
+	MOVQ    DI, R11
+	VMOVUPS Y8, (R11)
+	ADDQ    R10, R11
+	VMOVUPS Y9, (R11)
+	ADDQ    R10, R11
+	VMOVUPS Y10, (R11)
+	ADDQ    R10, R11
+	VMOVUPS Y11, (R11)
+	ADDQ    R10, R11
+	VMOVUPS Y12, (R11)
+	ADDQ    R10, R11
+	VMOVUPS Y13, (R11)
+	ADDQ    R10, R11
+	VMOVUPS Y14, (R11)
+	ADDQ    R10, R11
+	VMOVUPS Y15, (R11)
 	ADDQ $32, SI
-	ADDQ $256, DI
+	LEAQ (DI)(R10*8), DI
 	DECQ CX
 	JNZ  t2loop
 
@@ -1289,5 +1300,223 @@ gwrowdone2:
 	ADDQ $8, R9
 	DECQ R10
 	JNZ  gwtap2
+	VZEROUPPER
+	RET
+
+// func sumsSetAVX2(x, gr *float32, n int, mu, inv float32, mode int, out *float64, segs, stride, set int)
+//
+// One set of nnSumsLanes' four sets of 16 lanes: the chunks of 16 elements c with
+// c mod 4 = set in each of the segs segments of n elements (stride elements apart, in x
+// and gr alike), the last chunk of a segment loading zeros past its end. Sixteen float64
+// lanes of two sums take eight of AVX2's sixteen registers, so the four sets take a call
+// each (each set reads its own cache lines: one pass over memory in all), and the caller
+// adds the sets and the lanes as nnSumsLanes does. Lanes 0-15 of the first sum go to
+// out[0:16] (Y8-Y11), of the second to out[16:32] (Y12-Y15). Y0-Y5 are scratch, Y6 = mu,
+// Y7 = inv.
+
+// SUMSMASK2 sets Y4 and Y5 to the lanes 0-7 and 8-15 of a chunk of CX < 16 elements;
+// clobbers AX, Y2 and Y3.
+#define SUMSMASK2 \
+	MOVQ CX, AX ; \
+	VMOVQ AX, X2 ; \
+	VPBROADCASTD X2, Y2 ; \
+	VMOVDQU dwlIota<>(SB), Y3 ; \
+	VPCMPGTD Y3, Y2, Y4 ; \
+	SUBQ $8, AX ; \
+	VMOVQ AX, X2 ; \
+	VPBROADCASTD X2, Y2 ; \
+	VPCMPGTD Y3, Y2, Y5
+
+// SUMS0Q adds the float64 of the 8 floats in q (lanes l, l+4 in alo, ahi) to alo and ahi.
+#define SUMS0Q(q, xq, alo, ahi) \
+	VCVTPS2PD xq, Y2 ; \
+	VADDPD Y2, alo, alo ; \
+	VEXTRACTF128 $1, q, X3 ; \
+	VCVTPS2PD X3, Y3 ; \
+	VADDPD Y3, ahi, ahi
+
+// SUMS1Q adds d² (in float64) to alo/ahi and d to blo/bhi for the 8 float32 d in q.
+#define SUMS1Q(q, xq, alo, ahi, blo, bhi) \
+	VCVTPS2PD xq, Y2 ; \
+	VMULPD Y2, Y2, Y3 ; \
+	VADDPD Y3, alo, alo ; \
+	VADDPD Y2, blo, blo ; \
+	VEXTRACTF128 $1, q, xq ; \
+	VCVTPS2PD xq, Y2 ; \
+	VMULPD Y2, Y2, Y3 ; \
+	VADDPD Y3, ahi, ahi ; \
+	VADDPD Y2, bhi, bhi
+
+// SUMS2Q adds g (in gq) to alo/ahi and (x−mu)·g·inv, rounded to float32 (x in q), to
+// blo/bhi; clobbers q and Y4, Y5.
+#define SUMS2Q(q, xq, gq, xgq, alo, ahi, blo, bhi) \
+	VCVTPS2PD xgq, Y4 ; \
+	VADDPD Y4, alo, alo ; \
+	VEXTRACTF128 $1, gq, X5 ; \
+	VCVTPS2PD X5, Y5 ; \
+	VADDPD Y5, ahi, ahi ; \
+	VSUBPS Y6, q, q ; \
+	VMULPS gq, q, q ; \
+	VMULPS Y7, q, q ; \
+	VCVTPS2PD xq, Y4 ; \
+	VADDPD Y4, blo, blo ; \
+	VEXTRACTF128 $1, q, X5 ; \
+	VCVTPS2PD X5, Y5 ; \
+	VADDPD Y5, bhi, bhi
+
+TEXT ·sumsSetAVX2(SB), NOSPLIT, $0-72
+	MOVQ x+0(FP), R11
+	MOVQ gr+8(FP), R12
+	MOVQ n+16(FP), R13
+	VBROADCASTSS mu+24(FP), Y6
+	VBROADCASTSS inv+28(FP), Y7
+	MOVQ mode+32(FP), R8
+	MOVQ segs+48(FP), R9
+	MOVQ stride+56(FP), R10
+	SHLQ $2, R10
+	MOVQ set+64(FP), BX
+	SHLQ $4, BX          // the set's first element
+	SUBQ BX, R13         // elements from it to a segment's end
+	SHLQ $2, BX          // its byte offset
+	VXORPD Y8, Y8, Y8
+	VXORPD Y9, Y9, Y9
+	VXORPD Y10, Y10, Y10
+	VXORPD Y11, Y11, Y11
+	VXORPD Y12, Y12, Y12
+	VXORPD Y13, Y13, Y13
+	VXORPD Y14, Y14, Y14
+	VXORPD Y15, Y15, Y15
+	TESTQ R13, R13
+	JLE   ssdone
+	TESTQ R9, R9
+	JLE   ssdone
+	// DX: the same chunk four segments on, for the prefetch (see SUMSPF in nn_conv_amd64.s).
+	MOVQ R10, DX
+	SHLQ $2, DX
+	CMPQ R8, $1
+	JEQ  ss1seg
+	JGT  ss2seg
+
+ss0seg:
+	LEAQ (R11)(BX*1), SI
+	PREFETCHT0 (SI)(DX*1)
+	PREFETCHT0 63(SI)(DX*1)
+	MOVQ R13, CX
+
+ss0full:
+	CMPQ CX, $16
+	JLT  ss0tail
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	SUMS0Q(Y0, X0, Y8, Y9)
+	SUMS0Q(Y1, X1, Y10, Y11)
+	ADDQ $256, SI
+	SUBQ $64, CX
+	JMP  ss0full
+
+ss0tail:
+	TESTQ CX, CX
+	JLE   ss0next
+	SUMSMASK2
+	VMASKMOVPS (SI), Y4, Y0
+	VMASKMOVPS 32(SI), Y5, Y1
+	SUMS0Q(Y0, X0, Y8, Y9)
+	SUMS0Q(Y1, X1, Y10, Y11)
+
+ss0next:
+	ADDQ R10, R11
+	DECQ R9
+	JGT  ss0seg
+	JMP  ssdone
+
+ss1seg:
+	LEAQ (R11)(BX*1), SI
+	PREFETCHT0 (SI)(DX*1)
+	PREFETCHT0 63(SI)(DX*1)
+	MOVQ R13, CX
+
+ss1full:
+	CMPQ CX, $16
+	JLT  ss1tail
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VSUBPS Y6, Y0, Y0
+	VSUBPS Y6, Y1, Y1
+	SUMS1Q(Y0, X0, Y8, Y9, Y12, Y13)
+	SUMS1Q(Y1, X1, Y10, Y11, Y14, Y15)
+	ADDQ $256, SI
+	SUBQ $64, CX
+	JMP  ss1full
+
+ss1tail:
+	TESTQ CX, CX
+	JLE   ss1next
+	SUMSMASK2
+	VMASKMOVPS (SI), Y4, Y0
+	VMASKMOVPS 32(SI), Y5, Y1
+	// x − mu is 0, not −mu, past the end.
+	VSUBPS Y6, Y0, Y0
+	VSUBPS Y6, Y1, Y1
+	VANDPS Y4, Y0, Y0
+	VANDPS Y5, Y1, Y1
+	SUMS1Q(Y0, X0, Y8, Y9, Y12, Y13)
+	SUMS1Q(Y1, X1, Y10, Y11, Y14, Y15)
+
+ss1next:
+	ADDQ R10, R11
+	DECQ R9
+	JGT  ss1seg
+	JMP  ssdone
+
+ss2seg:
+	LEAQ (R11)(BX*1), SI
+	LEAQ (R12)(BX*1), DI
+	PREFETCHT0 (SI)(DX*1)
+	PREFETCHT0 63(SI)(DX*1)
+	PREFETCHT0 (DI)(DX*1)
+	PREFETCHT0 63(DI)(DX*1)
+	MOVQ R13, CX
+
+ss2full:
+	CMPQ CX, $16
+	JLT  ss2tail
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS (DI), Y2
+	VMOVUPS 32(DI), Y3
+	SUMS2Q(Y0, X0, Y2, X2, Y8, Y9, Y12, Y13)
+	SUMS2Q(Y1, X1, Y3, X3, Y10, Y11, Y14, Y15)
+	ADDQ $256, SI
+	ADDQ $256, DI
+	SUBQ $64, CX
+	JMP  ss2full
+
+ss2tail:
+	TESTQ CX, CX
+	JLE   ss2next
+	SUMSMASK2
+	VMASKMOVPS (SI), Y4, Y0
+	VMASKMOVPS 32(SI), Y5, Y1
+	VMASKMOVPS (DI), Y4, Y2
+	VMASKMOVPS 32(DI), Y5, Y3
+	SUMS2Q(Y0, X0, Y2, X2, Y8, Y9, Y12, Y13)
+	SUMS2Q(Y1, X1, Y3, X3, Y10, Y11, Y14, Y15)
+
+ss2next:
+	ADDQ R10, R11
+	ADDQ R10, R12
+	DECQ R9
+	JGT  ss2seg
+
+ssdone:
+	MOVQ out+40(FP), AX
+	VMOVUPD Y8, (AX)
+	VMOVUPD Y9, 32(AX)
+	VMOVUPD Y10, 64(AX)
+	VMOVUPD Y11, 96(AX)
+	VMOVUPD Y12, 128(AX)
+	VMOVUPD Y13, 160(AX)
+	VMOVUPD Y14, 192(AX)
+	VMOVUPD Y15, 224(AX)
 	VZEROUPPER
 	RET

@@ -14,4 +14,6 @@ func dwLanesRun(l *dwLanes, p, y []float32, ldy int, w, bias []float32, t tileAc
 	dwLanesGo(l, p, y, ldy, w, bias, t)
 }
 
-func transpose8AVX2(t, a *float32, chunks, lda int) { panic("transpose8AVX2 without the assembly") }
+func transpose8AVX2(t, a *float32, chunks, lda, ldt int) {
+	panic("transpose8AVX2 without the assembly")
+}

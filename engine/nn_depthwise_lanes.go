@@ -144,7 +144,7 @@ func transpose8Rows(t, x []float32, n int) {
 	done := 0
 	if dwLanesFast() && n >= 8 {
 		done = n / 8 * 8
-		transpose8AVX2(&t[0], &x[0], n/8, n)
+		transpose8AVX2(&t[0], &x[0], n/8, n, 8)
 	}
 	for p := done; p < n; p++ {
 		for j := range 8 {
