@@ -104,7 +104,19 @@ func padRowsAVX2(dst, src *float32, rows, w, pitch int, mask *int32)
 var avx2LaneMasks = [16]int32{-1, -1, -1, -1, -1, -1, -1, -1}
 
 //go:noescape
-func s2RowAVX2(dst, src *float32, n int)
+func s2RowsAVX2(dst *float32, ldd int, src *float32, lds, blocks, rows int, lo, hi, st *int32)
+
+// s2RowsMasked is s2Rows (arguments checked) through s2RowsAVX2: whole blocks of 8 but
+// the last, which takes the 1 to 8 values left through masks. Per row, blocks of 8 in
+// assembly and the rest in Go held the stride-2 im2col of ResNet-18's stem at 32 px (rows
+// of 13 to 16 values) to half the layer's time on the AVX2 path.
+func s2RowsMasked(dst []float32, ldd int, src []float32, lds, n, rows int) {
+	blocks := (n - 1) / 8
+	k := n - 8*blocks    // values in the last block, 1 to 8
+	a := min(8, 2*k-1)   // of its 2k − 1 values read, lanes 0-7
+	b := max(0, 2*k-1-8) // and lanes 8-15
+	s2RowsAVX2(&dst[0], ldd, &src[0], lds, blocks, rows, &avx2LaneMasks[8-a], &avx2LaneMasks[8-b], &avx2LaneMasks[8-k])
+}
 
 //go:noescape
 func s2RowsAVX512(dst *float32, ldd int, src *float32, lds, n, rows int, even *int32)
@@ -123,8 +135,12 @@ func s2Rows(dst []float32, ldd int, src []float32, lds, n, rows int) {
 		panic(fmt.Sprintf("stride-2 copy of %d rows of %d values (%d and %d apart) from %d into %d", rows, n, lds, ldd, len(src), len(dst)))
 	}
 	if !convTileOK() {
+		if convTileAVX2OK() {
+			s2RowsMasked(dst, ldd, src, lds, n, rows)
+			return
+		}
 		for i := range rows {
-			s2Row(dst[i*ldd:i*ldd+n], src[i*lds:i*lds+2*n-1])
+			s2RowGo(dst[i*ldd:i*ldd+n], src[i*lds:i*lds+2*n-1])
 		}
 		return
 	}
@@ -144,12 +160,7 @@ func s2Row(dst, src []float32) {
 	case convTileOK():
 		s2RowsAVX512(&dst[0], n, &src[0], 2*n, n, 1, &dwEven[0])
 	case convTileAVX2OK():
-		// Whole blocks of 8 that do not reach the last value of src; the rest in Go.
-		m := min(n&^7, (len(src)/16)*8)
-		if m > 0 {
-			s2RowAVX2(&dst[0], &src[0], m)
-		}
-		s2RowGo(dst[m:], src[2*m:])
+		s2RowsMasked(dst, n, src, 2*n, n, 1)
 	default:
 		s2RowGo(dst, src)
 	}

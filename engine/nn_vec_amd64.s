@@ -206,28 +206,59 @@ srsdone:
 	VZEROUPPER
 	RET
 
-// func s2RowAVX2(dst, src *float32, n int)
+// func s2RowsAVX2(dst *float32, ldd int, src *float32, lds, blocks, rows int, lo, hi, st *int32)
 //
-// dst[j] = src[2j] for j < n, n a multiple of 8, reading src[0 : 2n] (the caller keeps
-// the last block for the Go loop when src holds only 2n − 1 values): the even values of
+// s2Rows in AVX2: in each of rows rows (ldd and lds values apart), dst[j] = src[2j] for
+// blocks whole blocks of 8, then a last block of 1 to 8 values: read through the masks lo
+// and hi (src's lanes 0-7 and 8-15 of the block up to the row's last value read) and
+// stored through st, so that nothing past the row is read or written. The even values of
 // each 128-bit half by VSHUFPS, the halves put in order by VPERMPD.
-TEXT ·s2RowAVX2(SB), NOSPLIT, $0-24
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), CX
+TEXT ·s2RowsAVX2(SB), NOSPLIT, $0-72
+	MOVQ    dst+0(FP), DI
+	MOVQ    ldd+8(FP), R8
+	SHLQ    $2, R8
+	MOVQ    src+16(FP), SI
+	MOVQ    lds+24(FP), R9
+	SHLQ    $2, R9
+	MOVQ    blocks+32(FP), R10
+	MOVQ    rows+40(FP), R11
+	MOVQ    lo+48(FP), AX
+	VMOVDQU (AX), Y13
+	MOVQ    hi+56(FP), AX
+	VMOVDQU (AX), Y14
+	MOVQ    st+64(FP), AX
+	VMOVDQU (AX), Y15
+	TESTQ   R11, R11
+	JLE     s2adone
 
-s2aloop:
+s2arow:
+	MOVQ SI, AX
+	MOVQ DI, DX
+	MOVQ R10, CX
+
+s2ablock:
 	TESTQ CX, CX
-	JLE  s2adone
-	VMOVUPS (SI), Y0
-	VMOVUPS 32(SI), Y1
+	JLE   s2atail
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
 	VSHUFPS $0x88, Y1, Y0, Y2
 	VPERMPD $0xd8, Y2, Y2
-	VMOVUPS Y2, (DI)
-	ADDQ $64, SI
-	ADDQ $32, DI
-	SUBQ $8, CX
-	JMP  s2aloop
+	VMOVUPS Y2, (DX)
+	ADDQ $64, AX
+	ADDQ $32, DX
+	DECQ CX
+	JMP  s2ablock
+
+s2atail:
+	VMASKMOVPS (AX), Y13, Y0
+	VMASKMOVPS 32(AX), Y14, Y1
+	VSHUFPS    $0x88, Y1, Y0, Y2
+	VPERMPD    $0xd8, Y2, Y2
+	VMASKMOVPS Y2, Y15, (DX)
+	ADDQ       R9, SI
+	ADDQ       R8, DI
+	DECQ       R11
+	JNZ        s2arow
 
 s2adone:
 	VZEROUPPER
