@@ -1520,3 +1520,78 @@ ssdone:
 	VMOVUPD Y15, 224(AX)
 	VZEROUPPER
 	RET
+
+// func dwBackS2AVX2(gx *float32, ldx int, gy *float32, ldy, blocks, rows int, w float32, masks *[32]int32)
+//
+// dwBackS2Go in AVX2: per row, blocks whole blocks of 8 values of gy times w, each
+// product doubled into a pair of lanes (VUNPCKLPS/VUNPCKHPS, then VPERM2F128 puts them in
+// order), added to gx's 16 values and blended into its even lanes (the odd ones are
+// written back as they were read: VMASKMOVPS stores cost AMD's cores a dozen cycles),
+// then a last block of 1 to 8 values through VMASKMOVPS, so that nothing past the row's
+// last value is read or written. masks: [0:8] gy's lanes of the last block, [8:16] and
+// [16:24] gx's even lanes below the row's end in its two registers.
+TEXT ·dwBackS2AVX2(SB), NOSPLIT, $0-64
+	MOVQ         gx+0(FP), DI
+	MOVQ         ldx+8(FP), R8
+	SHLQ         $2, R8
+	MOVQ         gy+16(FP), SI
+	MOVQ         ldy+24(FP), R9
+	SHLQ         $2, R9
+	MOVQ         blocks+32(FP), R10
+	MOVQ         rows+40(FP), R11
+	VBROADCASTSS w+48(FP), Y15
+	MOVQ         masks+56(FP), AX
+	VMOVDQU      (AX), Y12
+	VMOVDQU      32(AX), Y13
+	VMOVDQU      64(AX), Y14
+	TESTQ        R11, R11
+	JLE          dbs2done
+
+dbs2row:
+	MOVQ SI, AX
+	MOVQ DI, DX
+	MOVQ R10, CX
+
+dbs2block:
+	TESTQ      CX, CX
+	JLE        dbs2tail
+	VMOVUPS    (AX), Y0
+	VMULPS     Y15, Y0, Y0
+	VUNPCKLPS  Y0, Y0, Y2
+	VUNPCKHPS  Y0, Y0, Y3
+	VPERM2F128 $0x20, Y3, Y2, Y4
+	VPERM2F128 $0x31, Y3, Y2, Y5
+	VMOVUPS    (DX), Y6
+	VADDPS     Y4, Y6, Y8
+	VBLENDPS   $0x55, Y8, Y6, Y6
+	VMOVUPS    Y6, (DX)
+	VMOVUPS    32(DX), Y7
+	VADDPS     Y5, Y7, Y9
+	VBLENDPS   $0x55, Y9, Y7, Y7
+	VMOVUPS    Y7, 32(DX)
+	ADDQ       $32, AX
+	ADDQ       $64, DX
+	DECQ       CX
+	JMP        dbs2block
+
+dbs2tail:
+	VMASKMOVPS (AX), Y12, Y0
+	VMULPS     Y15, Y0, Y0
+	VUNPCKLPS  Y0, Y0, Y2
+	VUNPCKHPS  Y0, Y0, Y3
+	VPERM2F128 $0x20, Y3, Y2, Y4
+	VPERM2F128 $0x31, Y3, Y2, Y5
+	VMASKMOVPS (DX), Y13, Y6
+	VADDPS     Y4, Y6, Y6
+	VMASKMOVPS Y6, Y13, (DX)
+	VMASKMOVPS 32(DX), Y14, Y7
+	VADDPS     Y5, Y7, Y7
+	VMASKMOVPS Y7, Y14, 32(DX)
+	ADDQ       R9, SI
+	ADDQ       R8, DI
+	DECQ       R11
+	JNZ        dbs2row
+
+dbs2done:
+	VZEROUPPER
+	RET

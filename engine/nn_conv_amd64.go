@@ -494,3 +494,49 @@ func nnSums(x, g []float32, n, segs, stride int, mu, inv float32, mode int) (flo
 	sumsAVX512(&x[0], gp, n, mu, inv, mode, &out[0], segs, stride)
 	return out[0], out[1]
 }
+
+//go:noescape
+func dwBackS2AVX512(gx *float32, ldx int, gy *float32, ldy, n, rows int, w float32, tail uint64)
+
+//go:noescape
+func dwBackS2AVX2(gx *float32, ldx int, gy *float32, ldy, blocks, rows int, w float32, masks *[32]int32)
+
+// dwBackS2 is dwBackS2Go in AVX-512 or AVX2 where the CPU allows.
+func dwBackS2(gx []float32, ldx int, gy []float32, ldy, n, rows int, w float32) {
+	if n <= 0 || rows <= 0 {
+		return
+	}
+	if !convTileOK() && !convTileAVX2OK() {
+		dwBackS2Go(gx, ldx, gy, ldy, n, rows, w)
+		return
+	}
+	if ldx < 2*n-1 || ldy < n || len(gx) < (rows-1)*ldx+2*n-1 || len(gy) < (rows-1)*ldy+n {
+		panic(fmt.Sprintf("stride-2 depthwise gradient of %d rows of %d values (%d and %d apart) into %d from %d", rows, n, ldx, ldy, len(gx), len(gy)))
+	}
+	if !convTileOK() {
+		// Whole blocks of 8 but the last, which takes the 1 to 8 values left: gy's lanes
+		// of them, and gx's even lanes below 2t − 1 in its two registers.
+		blocks := (n - 1) / 8
+		t := n - 8*blocks
+		var masks [32]int32
+		for j := range 8 {
+			if j < t {
+				masks[j] = -1
+			}
+			if j%2 == 0 && j < 2*t-1 {
+				masks[8+j] = -1
+			}
+			if j%2 == 0 && 8+j < 2*t-1 {
+				masks[16+j] = -1
+			}
+		}
+		dwBackS2AVX2(&gx[0], ldx, &gy[0], ldy, blocks, rows, w, &masks)
+		return
+	}
+	// The last n mod 8 values: the even lanes below 2·(n mod 8) − 1.
+	var tail uint64
+	if t := n % 8; t > 0 {
+		tail = 0x5555 & (1<<(2*t-1) - 1)
+	}
+	dwBackS2AVX512(&gx[0], ldx, &gy[0], ldy, n, rows, w, tail)
+}

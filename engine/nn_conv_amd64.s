@@ -1918,3 +1918,63 @@ t8loop:
 t8done:
 	VZEROUPPER
 	RET
+
+// func dwBackS2AVX512(gx *float32, ldx int, gy *float32, ldy, n, rows int, w float32, tail uint64)
+//
+// dwBackS2Go in AVX-512: per row, blocks of 8 values of gy expanded into the even lanes
+// of a register (K1 = 0x5555), times w, added into gx's even lanes by a masked load, add
+// and store (the odd lanes are neither read nor written); the last n mod 8 values
+// through tail, the even lanes below 2·(n mod 8) − 1.
+TEXT ·dwBackS2AVX512(SB), NOSPLIT, $0-64
+	MOVQ         gx+0(FP), DI
+	MOVQ         ldx+8(FP), R8
+	SHLQ         $2, R8
+	MOVQ         gy+16(FP), SI
+	MOVQ         ldy+24(FP), R9
+	SHLQ         $2, R9
+	MOVQ         n+32(FP), R10
+	MOVQ         rows+40(FP), R11
+	VBROADCASTSS w+48(FP), Z15
+	MOVQ         tail+56(FP), BX
+	KMOVW        BX, K2
+	MOVQ         $0x5555, BX
+	KMOVW        BX, K1
+	TESTQ        R11, R11
+	JLE          dbsdone
+
+dbsrow:
+	MOVQ SI, AX
+	MOVQ DI, DX
+	MOVQ R10, CX
+
+dbsblock:
+	CMPQ         CX, $8
+	JLT          dbstail
+	VEXPANDPS.Z  (AX), K1, Z0
+	VMULPS       Z15, Z0, Z0
+	VMOVUPS.Z    (DX), K1, Z1
+	VADDPS       Z0, Z1, K1, Z1
+	VMOVUPS      Z1, K1, (DX)
+	ADDQ         $32, AX
+	ADDQ         $64, DX
+	SUBQ         $8, CX
+	JMP          dbsblock
+
+dbstail:
+	TESTQ        CX, CX
+	JLE          dbsnext
+	VEXPANDPS.Z  (AX), K2, Z0
+	VMULPS       Z15, Z0, Z0
+	VMOVUPS.Z    (DX), K2, Z1
+	VADDPS       Z0, Z1, K2, Z1
+	VMOVUPS      Z1, K2, (DX)
+
+dbsnext:
+	ADDQ R9, SI
+	ADDQ R8, DI
+	DECQ R11
+	JNZ  dbsrow
+
+dbsdone:
+	VZEROUPPER
+	RET

@@ -133,3 +133,8 @@ func siluRowsTo(dst []float32, ldc int, src []float32, lds, rows, n int, stream 
 
 // storeFence has nothing to order: the portable kernel stores as Go does.
 func storeFence() {}
+
+// dwBackS2 is dwBackS2Go without the assembly.
+func dwBackS2(gx []float32, ldx int, gy []float32, ldy, n, rows int, w float32) {
+	dwBackS2Go(gx, ldx, gy, ldy, n, rows, w)
+}

@@ -215,3 +215,64 @@ func alignedF32(n, shift int) []float32 {
 	o := int((64 - uintptr(unsafe.Pointer(&s[0]))%64) % 64 / 4)
 	return s[o+shift : o+shift+n]
 }
+
+// TestDWBackS2 checks dwBackS2 (the assembly where the CPU has it) against dwBackS2Go bit
+// for bit at every row length to 40 and 1 to 3 rows, gx's odd values and everything
+// past each row's last even value left alone; and dwBackTap against the row-by-row
+// nnDepthwiseBackRow it replaces on the strided cases of dwCases of column stride 1 or 2
+// and on dilated and odd-sized windows, every tap, bit for bit.
+func TestDWBackS2(t *testing.T) {
+	r := rand.New(rand.NewPCG(75, 76))
+	for n := 1; n <= 40; n++ {
+		for rows := 1; rows <= 3; rows++ {
+			ldx, ldy := 2*n+3, n+1
+			gy := nntRand(r, []int{(rows-1)*ldy + n}, -2, 2).F
+			got := nntRand(r, []int{(rows-1)*ldx + 2*n + 4}, -2, 2).F
+			want := append([]float32(nil), got...)
+			// An infinite w turns the product of any lane it should not touch into NaN.
+			for _, w := range []float32{float32(r.NormFloat64()), float32(math.Inf(1))} {
+				dwBackS2(got[:(rows-1)*ldx+2*n-1], ldx, gy, ldy, n, rows, w)
+				dwBackS2Go(want, ldx, gy, ldy, n, rows, w)
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("n = %d, %d rows, w = %v: gx[%d] = %v, want %v", n, rows, w, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+	cases := []convCase{
+		{name: "k3_s2_dil2", x: []int{1, 1, 17, 19}, w: []int{1, 1, 3, 3}, group: 1, strides: []int{2, 2}, dil: []int{2, 2}, pads: []int{2, 2, 2, 2}},
+		{name: "k5_s12_odd", x: []int{1, 1, 11, 23}, w: []int{1, 1, 5, 5}, group: 1, strides: []int{1, 2}, pads: []int{2, 1, 2, 3}},
+	}
+	for _, c := range dwCases {
+		if c.strides != nil && c.strides[1] <= 2 {
+			cases = append(cases, c)
+		}
+	}
+	for _, c := range cases {
+		n, _, _, _ := c.node(11)
+		k := buildKernel(t, n).(*convKernel)
+		in := c.inputs(r)
+		d, err := k.dims(in[0].Shape, in[1].Shape, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := &d.g
+		gy := nntRand(r, []int{g.outSize()}, -2, 2).F
+		got := nntRand(r, []int{g.inSize()}, -2, 2).F
+		want := append([]float32(nil), got...)
+		for k1 := 0; k1 < g.k[1]; k1++ {
+			for k2 := 0; k2 < g.k[2]; k2++ {
+				w := float32(r.NormFloat64())
+				dwBackTap(g, w, gy, got, k1, k2)
+				nnDepthwiseBackRow(g, w, nil, gy, want, 0, k1, k2)
+			}
+		}
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%s: gx[%d] = %v, row by row %v", c.name, i, got[i], want[i])
+			}
+		}
+	}
+}
