@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"slices"
 )
 
 // binOp names a binary op where its type rules differ (Infer, Forward).
@@ -493,10 +494,44 @@ func (k *binaryKernel) backwardInput(ctx *Context, in []*Tensor, g, gi *Tensor, 
 		ctx.Parallel(k.plan.n, ewGrain, k.bwd)
 		return nil
 	}
+	if k.op.id == opMul && mulScaleGrad(ctx, g, in[1-wrt], gi) {
+		return nil
+	}
 	k.tmp = growF(k.tmp, k.plan.n)
 	clear(k.tmp)
 	k.dst = k.tmp
 	ctx.Parallel(k.plan.n, ewGrain, k.bwd)
 	k.redAxes = k.red.reduceTo(ctx, k.tmp, g.Shape, gi.Shape, gi.F, 1, k.redAxes)
 	return nil
+}
+
+// mulScaleGrad adds to gi, when it is the operand of a Mul that scales whole trailing
+// blocks of the other operand x (squeeze-and-excitation's channel scales, [N, C, 1, 1]
+// against [N, C, H, W]), the gradient Σ g·x over each block, and reports whether it
+// did. The sums are the reduction's (sum32 of each block's products, added to gi) without
+// the products written out, cleared and read back first: in the SE blocks of
+// MobileNetV3-small and the OCR classifier that clearing alone took 3 % of a training
+// step.
+func mulScaleGrad(ctx *Context, g, x, gi *Tensor) bool {
+	if x.DType != Float32 || !slices.Equal(x.Shape, g.Shape) || len(gi.Shape) != len(g.Shape) {
+		return false
+	}
+	p := len(g.Shape)
+	for p > 0 && gi.Shape[p-1] == 1 {
+		p--
+	}
+	if !slices.Equal(gi.Shape[:p], g.Shape[:p]) {
+		return false
+	}
+	units, inner := numel(gi.Shape), numel(g.Shape[p:])
+	// The reducer's own split of such sums: whole blocks, unless there are few long ones.
+	if inner <= 1 || units < 8 && inner >= 2*ewGrain || len(gi.F) < units || len(g.F) < units*inner || len(x.F) < units*inner {
+		return false
+	}
+	ctx.Parallel(units, max(1, ewGrain/inner), func(lo, hi int) {
+		for u := lo; u < hi; u++ {
+			gi.F[u] += sum32Prod(g.F[u*inner:(u+1)*inner], x.F[u*inner:(u+1)*inner])
+		}
+	})
+	return true
 }

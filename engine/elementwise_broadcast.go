@@ -611,3 +611,21 @@ func sum32(x []float32) float32 {
 	}
 	return (s0 + s1) + (s2 + s3)
 }
+
+// sum32Prod is sum32 of the products g[i]·x[i], each rounded to float32 before it is
+// added, as sum32 of the products written out would sum them.
+func sum32Prod(g, x []float32) float32 {
+	x = x[:len(g)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(g); i += 4 {
+		s0 += float32(g[i] * x[i])
+		s1 += float32(g[i+1] * x[i+1])
+		s2 += float32(g[i+2] * x[i+2])
+		s3 += float32(g[i+3] * x[i+3])
+	}
+	for ; i < len(g); i++ {
+		s0 += float32(g[i] * x[i])
+	}
+	return (s0 + s1) + (s2 + s3)
+}

@@ -563,3 +563,74 @@ func TestElementwiseGradients(t *testing.T) {
 		})
 	}
 }
+
+// TestMulScaleGrad checks the gradient of a Mul's operand that scales whole trailing
+// blocks of the other (squeeze-and-excitation's [N, C, 1, 1] against [N, C, H, W]), which
+// mulScaleGrad sums without writing the products out, against the products written out
+// and reduced as the reducer does, bit for bit, for either operand order, with NaN,
+// infinities and −0 among the values; and that shapes it must not take (a leading
+// broadcast axis, one unit of a long block, both operands broadcast) go the other way.
+func TestMulScaleGrad(t *testing.T) {
+	r := rand.New(rand.NewPCG(77, 78))
+	ctx := nntCtx(t, 2)
+	for _, c := range []struct {
+		x, s []int
+		take bool
+	}{
+		{[]int{4, 6, 7, 7}, []int{4, 6, 1, 1}, true},
+		{[]int{2, 16, 3, 48}, []int{2, 16, 1, 1}, true},
+		{[]int{3, 5, 6, 10}, []int{3, 5, 6, 1}, true},
+		{[]int{2, 3, 9}, []int{2, 3, 1}, true},
+		{[]int{3, 4, 5, 5}, []int{1, 4, 1, 1}, false},
+		{[]int{1, 1, 300, 300}, []int{1, 1, 1, 1}, false},
+		{[]int{4, 6, 1, 7}, []int{4, 6, 5, 1}, false},
+	} {
+		for wrt := range 2 {
+			name := fmt.Sprintf("%v*%v/wrt%d", c.x, c.s, wrt)
+			out := make([]int, len(c.x))
+			for d := range out {
+				out[d] = max(c.x[d], c.s[d])
+			}
+			x, s := nntRand(r, c.x, -2, 2), nntRand(r, c.s, -2, 2)
+			x.F[0], x.F[len(x.F)/3] = float32(math.Inf(1)), float32(math.NaN())
+			x.F[len(x.F)-1] = float32(math.Copysign(0, -1))
+			g := nntRand(r, out, -1, 1)
+			in := []*Tensor{x, s}
+			if wrt == 1 {
+				in = []*Tensor{s, x}
+			}
+			// gi is the gradient of s, input 1 − wrt.
+			si := 1 - wrt
+			gi := nntRand(r, c.s, -1, 1)
+			want := append([]float32(nil), gi.F...)
+			if !slices.Equal(c.x, out) {
+				// x broadcast too: the path must decline; the kernel's result is not checked here.
+				if mulScaleGrad(ctx, g, x, NewFloat(c.s, append([]float32(nil), gi.F...))) {
+					t.Errorf("%s: took a Mul whose other operand is broadcast", name)
+				}
+				continue
+			}
+			tmp := make([]float32, len(g.F))
+			for i := range tmp {
+				tmp[i] += g.F[i] * x.F[i]
+			}
+			var red reducer
+			red.reduceTo(ctx, tmp, out, c.s, want, 1, nil)
+			k := buildKernel(t, nntNode("Mul", 14, 2, 1)).(*binaryKernel)
+			outs := nntRun(t, k, ctx, in)
+			gin := []*Tensor{nil, nil}
+			gin[si] = gi
+			if err := k.Backward(ctx, in, outs, []*Tensor{g}, gin); err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if math.Float32bits(gi.F[i]) != math.Float32bits(want[i]) && !(gi.F[i] != gi.F[i] && want[i] != want[i]) {
+					t.Fatalf("%s: g[%d] = %v, the reduced products %v", name, i, gi.F[i], want[i])
+				}
+			}
+			if got := mulScaleGrad(ctx, g, x, NewFloat(c.s, make([]float32, len(gi.F)))); got != c.take {
+				t.Errorf("%s: mulScaleGrad took it: %v, want %v", name, got, c.take)
+			}
+		}
+	}
+}
