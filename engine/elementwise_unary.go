@@ -172,13 +172,7 @@ func unaryOps() []unaryOp {
 			// Branch-free like the forward pass: the mask is all ones where y > 0 (its bits
 			// are a positive integer), else zero, so y = 0 passes no gradient (PyTorch's
 			// derivative at 0).
-			vjp: func(_ *unaryKernel, dst, _, y, g []float32) {
-				for i := range dst {
-					u := int32(math.Float32bits(y[i]))
-					m := ^((u - 1) >> 31) &^ (u >> 31)
-					dst[i] += math.Float32frombits(math.Float32bits(g[i]) & uint32(m))
-				}
-			}},
+			vjp: func(_ *unaryKernel, dst, _, y, g []float32) { reluGradVec(dst, y, g) }},
 		{name: "LeakyRelu", keep: keepX,
 			init: func(k *unaryKernel, n *Node) error {
 				k.alpha = n.Float("alpha", 0.01)

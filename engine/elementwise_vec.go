@@ -23,6 +23,7 @@ const (
 	ewAdd                  // p0 = x + g: x = p1, g = p2
 	ewMul                  // p0 = x·g
 	ewRelu                 // p0 = x with every value whose sign bit is set cleared to +0
+	ewReluGrad             // p0 += g where y's bits as an int32 are > 0, else += +0: y = p1, g = p2
 )
 
 // ewGo is the definition of loop mode over p0 (and p1, p2 where the mode reads them, as
@@ -93,8 +94,20 @@ func ewGo(mode int, p0, p1, p2 []float32, c0, c1, c2, c3 float32) {
 			u := int32(math.Float32bits(v))
 			p0[i] = math.Float32frombits(uint32(u &^ (u >> 31)))
 		}
+	case ewReluGrad:
+		y, g := p1[:n], p2[:n]
+		for i, v := range y {
+			m := b2u(int32(math.Float32bits(v)) > 0)
+			p0[i] += math.Float32frombits(math.Float32bits(g[i]) & -m)
+		}
 	}
 }
+
+// reluGradVec adds g to dst where Relu's output y is above +0 (its bits, as an int32,
+// positive: Relu's own gradient rule, a NaN without its sign bit passing g), +0 elsewhere.
+// Relu's gradient ran as scalar Go over every activation of a training step: 3 % of
+// MobileNetV3-small's.
+func reluGradVec(dst, y, g []float32) { ewVec(ewReluGrad, dst, y, g, 0, 0, 0, 0) }
 
 // clipGradVec adds g to dst where lo ≤ x ≤ hi (Clip's gradient; NaN bounds pass nothing).
 func clipGradVec(dst, x, g []float32, lo, hi float32) { ewVec(ewClipGrad, dst, x, g, lo, hi, 0, 0) }

@@ -14,7 +14,7 @@ func ewAVX2(mode, n int, p0, p1, p2 *float32, c0, c1, c2, c3 float32)
 // allows.
 func ewVec(mode int, p0, p1, p2 []float32, c0, c1, c2, c3 float32) {
 	n := len(p0)
-	reads2 := mode == ewClipGrad || mode == ewHardSwishGrad || mode == ewBNGrad || mode == ewAdd || mode == ewMul
+	reads2 := mode == ewClipGrad || mode == ewHardSwishGrad || mode == ewBNGrad || mode == ewAdd || mode == ewMul || mode == ewReluGrad
 	if len(p1) < n || (reads2 && len(p2) < n) {
 		panic(fmt.Sprintf("elementwise loop %d over %d values with operands of %d and %d", mode, n, len(p1), len(p2)))
 	}

@@ -67,6 +67,8 @@ TEXT ·ewAVX512(SB), NOSPLIT, $0-56
 	JEQ  mu
 	CMPQ AX, $10
 	JEQ  re
+	CMPQ AX, $11
+	JEQ  rg
 	JMP  aa
 
 cg:
@@ -195,6 +197,17 @@ reb:
 	VMOVUPS Z0, K1, (DI)
 	EWNEXT(re)
 
+rg:
+	EWMASK(rgb)
+rgb:
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z (DI), K1, Z4
+	VPCMPGTD Z29, Z0, K1, K2 // y's bits > 0 as an int32: y > +0, or a NaN without its sign
+	VMOVUPS.Z (DX), K2, Z1   // g there, +0 elsewhere
+	VADDPS Z1, Z4, Z4
+	VMOVUPS Z4, K1, (DI)
+	EWNEXT(rg)
+
 ewdone:
 	VZEROUPPER
 	RET
@@ -258,6 +271,8 @@ TEXT ·ewAVX2(SB), NOSPLIT, $0-56
 	JEQ  mu2
 	CMPQ AX, $10
 	JEQ  re2
+	CMPQ AX, $11
+	JEQ  rg2
 	JMP  aa2
 
 cg2:
@@ -366,6 +381,16 @@ re2:
 	VPANDN Y0, Y1, Y0
 	VMOVUPS Y0, (DI)
 	EW2NEXT(re2)
+
+rg2:
+	VMOVUPS (SI), Y0
+	VPCMPGTD Y7, Y0, Y2 // y's bits > 0 as an int32
+	VMOVUPS (DX), Y1
+	VANDPS Y1, Y2, Y2   // g there, +0 elsewhere
+	VMOVUPS (DI), Y4
+	VADDPS Y2, Y4, Y4
+	VMOVUPS Y4, (DI)
+	EW2NEXT(rg2)
 
 ew2done:
 	VZEROUPPER

@@ -57,6 +57,7 @@ func vecLoopCases() []struct {
 		{"add", ewAdd, 0, 0, 0, 0},
 		{"mul", ewMul, 0, 0, 0, 0},
 		{"relu", ewRelu, 0, 0, 0, 0},
+		{"relu_grad", ewReluGrad, 0, 0, 0, 0},
 		// Add by a scalar runs as affine with a = 1.
 		{"affine_add_scalar", ewAffine, 1, 0.7, 0, 0},
 		{"affine_add_negzero", ewAffine, 1, float32(math.Copysign(0, -1)), 0, 0},
@@ -170,6 +171,14 @@ func TestElementwiseVecDefinitions(t *testing.T) {
 				want = v
 				if math.Signbit(float64(v)) {
 					want = 0
+				}
+			case ewReluGrad:
+				// Relu's output y = v passes g where it is above +0 or a NaN without its
+				// sign bit, and adds +0 elsewhere.
+				if v > 0 || (v != v && !math.Signbit(float64(v))) {
+					want = f(float64(d[i]) + float64(g[i]))
+				} else {
+					want = f(float64(d[i]) + 0)
 				}
 			}
 			if got[i] != want && !(got[i] != got[i] && want != want) {
