@@ -48,13 +48,19 @@ type Score struct {
 	// with the full-precision model, the lowest over the outputs unless one is labelled.
 	HasAgreement bool
 	Agreement    float64
+	// ExpectedDrop, with HasAgreement, is the accuracy expected lost against the
+	// full-precision model from its own probabilities, without labels
+	// (train.Metrics.ExpectedDrop), over AgreementPositions samples.
+	ExpectedDrop       float64
+	AgreementPositions int
 	// SQNR is the worst output's, in dB (+Inf when equal to the full-precision model's).
 	SQNR float64
 }
 
 func scoreOf(m train.Metrics) Score {
 	s := Score{Labelled: m.Labelled, Accuracy: m.Accuracy, Correct: m.Correct, Positions: m.Positions,
-		HasAgreement: m.HasAgreement, Agreement: m.Agreement, SQNR: math.Inf(1)}
+		HasAgreement: m.HasAgreement, Agreement: m.Agreement, ExpectedDrop: m.ExpectedDrop,
+		AgreementPositions: m.AgreementPositions, SQNR: math.Inf(1)}
 	for _, f := range m.Outputs {
 		s.SQNR = math.Min(s.SQNR, f.SQNR)
 	}

@@ -46,6 +46,11 @@ type Metrics struct {
 	// equals the Reference's: of the labelled output when there is one (the first output
 	// with classes or decisions), else the lowest over the outputs.
 	Agreement float64
+	// ExpectedDrop, with HasAgreement, is the largest Fidelity.ExpectedDrop of the outputs
+	// Agreement is taken over: the accuracy the model is expected to lose against the
+	// Reference, measured without labels; AgreementPositions is that output's positions.
+	ExpectedDrop       float64
+	AgreementPositions int
 	// MaxLogitDiff is the largest absolute difference between an output value of the model
 	// and the Reference's, when a Reference was given.
 	MaxLogitDiff float64
@@ -180,7 +185,10 @@ func Evaluate(ctx context.Context, g *engine.Graph, data Batcher, o EvalOptions)
 			m.Outputs = append(m.Outputs, f)
 			m.MaxLogitDiff = math.Max(m.MaxLogitDiff, f.MaxAbsErr)
 			if f.HasAgreement && (i == labelOut || labelOut < 0) {
-				agree = math.Min(agree, f.Agreement)
+				if f.Agreement < agree {
+					agree, m.AgreementPositions = f.Agreement, f.Positions
+				}
+				m.ExpectedDrop = math.Max(m.ExpectedDrop, f.ExpectedDrop)
 			}
 		}
 		if agree <= 1 {

@@ -27,11 +27,19 @@ type Fidelity struct {
 	HasAgreement bool
 	Agreement    float64
 	Positions    int
+	// ExpectedDrop, with HasAgreement, is the accuracy the model is expected to lose
+	// against the reference if the reference's probabilities are calibrated (P(label = c)
+	// = its probability of c): the mean over Positions of p(reference's class) −
+	// p(model's class), p the reference's softmax (or probabilities, or sigmoid). It
+	// needs no labels, is 0 where the two agree and at least 0 everywhere, and weighs
+	// each disagreement by how sure the reference was.
+	ExpectedDrop float64
 }
 
 // fidelityAcc accumulates one output's Fidelity over batches, in float64.
 type fidelityAcc struct {
 	tt, dd, ss, st, maxAbs float64
+	lost                   float64 // Σ p(reference's class) − p(model's class)
 	agree, positions       int
 }
 
@@ -60,8 +68,10 @@ func (a *fidelityAcc) add(s OutputSpec, y, r *engine.Tensor) error {
 		for o := range outer {
 			for i := range inner {
 				base := o*classes*inner + i
-				if argmaxLane(y.F, base, classes, inner) == argmaxLane(r.F, base, classes, inner) {
+				if yc, rc := argmaxLane(y.F, base, classes, inner), argmaxLane(r.F, base, classes, inner); yc == rc {
 					a.agree++
+				} else {
+					a.lost += probGap(s.Kind, r.F, base, classes, inner, rc, yc)
 				}
 				a.positions++
 			}
@@ -70,6 +80,13 @@ func (a *fidelityAcc) add(s OutputSpec, y, r *engine.Tensor) error {
 		for i, v := range y.F {
 			if decision(s.Kind, v) == decision(s.Kind, r.F[i]) {
 				a.agree++
+			} else {
+				// p(the reference's decision) − p(the other) = |2p − 1|.
+				p := float64(r.F[i])
+				if s.Kind == BinaryLogit {
+					p = 1 / (1 + math.Exp(-p))
+				}
+				a.lost += math.Abs(2*p - 1)
 			}
 			a.positions++
 		}
@@ -95,8 +112,28 @@ func (a *fidelityAcc) result(s OutputSpec) Fidelity {
 	}
 	if a.positions > 0 {
 		f.HasAgreement, f.Agreement = true, float64(a.agree)/float64(a.positions)
+		f.ExpectedDrop = a.lost / float64(a.positions)
 	}
 	return f
+}
+
+// probGap is p(rc) − p(yc) for the lane at base of the reference's output r, rc its top-1
+// class: its softmax for logits (computed from the differences to the top logit, so that
+// it neither overflows nor depends on a shift), the values themselves for probabilities,
+// their exponentials for log-probabilities.
+func probGap(k Kind, r []float32, base, classes, inner, rc, yc int) float64 {
+	top, other := float64(r[base+rc*inner]), float64(r[base+yc*inner])
+	switch k {
+	case Probs:
+		return top - other
+	case LogProbs:
+		return math.Exp(top) - math.Exp(other)
+	}
+	var z float64
+	for c := range classes {
+		z += math.Exp(float64(r[base+c*inner]) - top)
+	}
+	return (1 - math.Exp(other-top)) / z
 }
 
 // argmaxLane is argmax of the lane base, base+inner, …: the first on ties, NaN never wins.

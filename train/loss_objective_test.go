@@ -361,3 +361,56 @@ func TestFidelityHandComputed(t *testing.T) {
 		t.Errorf("identical outputs: SQNR %v cosine %v", g.SQNR, g.Cosine)
 	}
 }
+
+// TestFidelityExpectedDrop checks ExpectedDrop against the reference's probabilities
+// written out by hand for each kind: the mean over positions of p(reference's top-1) −
+// p(model's top-1), 0 where they agree (the control: the same outputs give 0).
+func TestFidelityExpectedDrop(t *testing.T) {
+	// Two samples of three classes, the model disagreeing on the second only.
+	y := []float32{2, 1, 0, 0, 0, 1}
+	ref := []float32{0.5, 0.25, 0.25, 0.1, 0.6, 0.3}
+	logs := make([]float32, len(ref))
+	for i, p := range ref {
+		logs[i] = float32(math.Log(float64(p)))
+	}
+	// Logits whose softmax is ref: their logs shifted by 3.
+	logits := make([]float32, len(ref))
+	for i, l := range logs {
+		logits[i] = l + 3
+	}
+	// Sample 2: p(class 1) − p(class 2) = 0.6 − 0.3, over 2 positions.
+	want := (0.6 - 0.3) / 2
+	for _, c := range []struct {
+		kind Kind
+		ref  []float32
+	}{{Probs, ref}, {LogProbs, logs}, {Logits, logits}} {
+		spec := OutputSpec{Name: "y", Kind: c.kind, Axis: 1}
+		var a fidelityAcc
+		if err := a.add(spec, engine.NewFloat([]int{2, 3}, y), engine.NewFloat([]int{2, 3}, c.ref)); err != nil {
+			t.Fatal(err)
+		}
+		if f := a.result(spec); math.Abs(f.ExpectedDrop-want) > 1e-6 || f.Agreement != 0.5 {
+			t.Errorf("%v: expected drop %v, agreement %v; want %v, 0.5", c.kind, f.ExpectedDrop, f.Agreement, want)
+		}
+		var same fidelityAcc
+		_ = same.add(spec, engine.NewFloat([]int{2, 3}, c.ref), engine.NewFloat([]int{2, 3}, c.ref))
+		if f := same.result(spec); f.ExpectedDrop != 0 || f.Agreement != 1 {
+			t.Errorf("%v, the reference itself: expected drop %v, agreement %v; want 0, 1", c.kind, f.ExpectedDrop, f.Agreement)
+		}
+	}
+	// Binary heads: p(the reference's decision) − p(the other) = |2p − 1| where they differ.
+	sig := OutputSpec{Name: "p", Kind: Sigmoid}
+	var b fidelityAcc
+	_ = b.add(sig, engine.NewFloat([]int{3, 1}, []float32{0.4, 0.9, 0.2}), engine.NewFloat([]int{3, 1}, []float32{0.8, 0.7, 0.45}))
+	// Only the first differs (0.4 against 0.8): |2·0.8 − 1| over 3 positions.
+	if f := b.result(sig); math.Abs(f.ExpectedDrop-0.6/3) > 1e-6 {
+		t.Errorf("sigmoid: expected drop %v, want %v", f.ExpectedDrop, 0.6/3)
+	}
+	bl := OutputSpec{Name: "l", Kind: BinaryLogit}
+	var d fidelityAcc
+	l := math.Log(0.8 / 0.2) // σ(l) = 0.8
+	_ = d.add(bl, engine.NewFloat([]int{2, 1}, []float32{-1, 1}), engine.NewFloat([]int{2, 1}, []float32{float32(l), 2}))
+	if f := d.result(bl); math.Abs(f.ExpectedDrop-0.6/2) > 1e-6 {
+		t.Errorf("binary logit: expected drop %v, want %v", f.ExpectedDrop, 0.3)
+	}
+}

@@ -104,6 +104,9 @@ type binarizeSummary struct {
 type sensitiveJSON struct {
 	Measured bool   `json:"measured"`
 	Reason   string `json:"reason,omitempty"`
+	// Basis is what the drops were measured against: "labels", or "expected" (from the
+	// full-precision model's probabilities, the split having no labels).
+	Basis string `json:"basis,omitempty"`
 	// Layers holds each weight's accuracy drop when projected alone, BatchNorm
 	// re-estimated, on the validation split, with the one-sided 95 % lower bound that
 	// must be above 0 for it to be kept.
@@ -117,7 +120,12 @@ type sensitiveLayerJSON struct {
 	Params   int64   `json:"params"`
 	DropPct  float64 `json:"drop_pct"`
 	LowerPct float64 `json:"drop_lower95_pct"`
-	Kept     bool    `json:"kept"`
+	// DisagreePct is the share of the split's samples whose prediction differs from the
+	// full-precision model's; ExpectedPct the drop expected from the full-precision
+	// model's own probabilities (drop_pct itself without labels).
+	DisagreePct float64 `json:"disagree_pct"`
+	ExpectedPct float64 `json:"expected_drop_pct"`
+	Kept        bool    `json:"kept"`
 }
 
 func sensitiveRecord(s *binarize.Sensitivity) *sensitiveJSON {
@@ -125,11 +133,18 @@ func sensitiveRecord(s *binarize.Sensitivity) *sensitiveJSON {
 		return nil
 	}
 	r := &sensitiveJSON{Measured: s.Measured, Reason: s.Reason, Kept: s.Kept, Seconds: s.Seconds}
+	if s.Measured {
+		r.Basis = "expected"
+		if s.Labels {
+			r.Basis = "labels"
+		}
+	}
 	if r.Kept == nil {
 		r.Kept = []string{}
 	}
 	for _, l := range s.Layers {
-		r.Layers = append(r.Layers, sensitiveLayerJSON{Name: l.Name, Params: l.Count, DropPct: toPct(l.Drop), LowerPct: toPct(l.Lower), Kept: l.Kept})
+		r.Layers = append(r.Layers, sensitiveLayerJSON{Name: l.Name, Params: l.Count, DropPct: toPct(l.Drop), LowerPct: toPct(l.Lower),
+			DisagreePct: toPct(l.Disagree), ExpectedPct: toPct(l.Expected), Kept: l.Kept})
 	}
 	return r
 }
@@ -166,7 +181,11 @@ func sensitiveText(s *sensitiveJSON) string {
 	for _, name := range s.Kept {
 		for _, l := range s.Layers {
 			if l.Name == name {
-				parts = append(parts, fmt.Sprintf("%s (%.2f pp alone)", name, l.DropPct))
+				what := "alone"
+				if s.Basis == "expected" {
+					what = "expected alone"
+				}
+				parts = append(parts, fmt.Sprintf("%s (%.2f pp %s)", name, l.DropPct, what))
 			}
 		}
 	}
@@ -306,7 +325,11 @@ func printSummary(w io.Writer, s *binarizeSummary) {
 	}
 	fmt.Fprintf(w, "data         %s\n", splitText(s))
 	if s.Sensitive != nil && len(s.Sensitive.Kept) > 0 {
-		fmt.Fprintf(w, "kept         %s in full precision: their binarization alone costs significant validation accuracy (--keep sensitive)\n", sensitiveText(s.Sensitive))
+		if s.Sensitive.Basis == "expected" {
+			fmt.Fprintf(w, "kept         %s in full precision: their binarization alone is expected to cost significant validation accuracy, from the full-precision model's probabilities (--keep sensitive; no labels)\n", sensitiveText(s.Sensitive))
+		} else {
+			fmt.Fprintf(w, "kept         %s in full precision: their binarization alone costs significant validation accuracy (--keep sensitive)\n", sensitiveText(s.Sensitive))
+		}
 	}
 	if s.Labelled {
 		fmt.Fprintf(w, "accuracy     FP %s%s → binarized %s%s (drop %.2f pp), agreement %.2f %%, on %s\n", pctText(s.FPAccuracy), ciText(s.FPAccuracyCI), pctText(s.BinAccuracy), ciText(s.AccuracyCI), s.DropPP, s.Agreement, s.AccuracySplit)
