@@ -86,9 +86,15 @@ func main() {
 	flag.BoolVar(&s.noBNRecalib, "no-bn-recalib", false, "keep the BatchNorm statistics gathered while training x, as the paper's code does, instead of re-estimating them with the exported weights")
 	flag.BoolVar(&s.validation, "validation", false, "report the accuracy on the validation split (10 % of the training images) and never open the test set: for choosing -rho and its schedule")
 	flag.BoolVar(&s.verbose, "v", false, "log each outer iteration of every run")
+	grid := flag.String("grid", string(network.Binary), "grid of every binarized weight: binary (±1, the paper's) or binary-channel (±α per output channel, α refitted in every y-update)")
 	keep := flag.String("keep", binarize.KeepNone, "weights kept in float, as binarize's Selection.Keep: none (the paper's) or a comma-separated list of first, last, depthwise")
 	flag.Parse()
 	s.keep = strings.Split(*keep, ",")
+	s.grid = network.Grid(*grid)
+	if s.grid != network.Binary && s.grid != network.BinaryChannel {
+		fmt.Fprintf(os.Stderr, "paper: -grid %s: want binary or binary-channel\n", *grid)
+		os.Exit(2)
+	}
 	s.rhoScale, s.start = binarize.RhoScale(*rhoScale), binarize.Start(*start)
 	if err := bench(*model, *width, *firstSeed, *seeds, *trainN, *testN, *iters, *inner, strings.Split(*algos, ","), *out, *blasMode, *workers, s); err != nil {
 		fmt.Fprintln(os.Stderr, "paper:", err)
@@ -104,6 +110,7 @@ type scratch struct {
 	start       binarize.Start
 	noBNRecalib bool
 	keep        []string
+	grid        network.Grid
 	validation  bool
 	verbose     bool
 }
@@ -201,7 +208,7 @@ func binarizeRun(ctx context.Context, m *onnxio.Model, tr, te calib.Dataset, alg
 	// The paper binarizes every layer to ±1 (keep none, binary grid); -keep can differ.
 	res, err := binarize.Run(ctx, m, binarize.Data{Calib: tr, Eval: te}, binarize.Options{
 		Method: method, Iters: iters, InnerEpochs: inner, Seed: seed, BLAS: impl, Workers: workers,
-		Selection: network.Selection{Keep: sc.keep}, Grid: network.Binary,
+		Selection: network.Selection{Keep: sc.keep}, Grid: sc.grid,
 		Rho: sc.rho, RhoScale: sc.rhoScale, Start: sc.start, NoBNRecalib: sc.noBNRecalib,
 	})
 	if err != nil {
@@ -280,8 +287,8 @@ func write(out string, runs []run, algos []string, name string, nTrain, nTest, i
 	if sc.start == binarize.StartGrid {
 		start = "its projection on the grid"
 	}
-	fmt.Fprintf(&s, "Budget: %d training images (10 %% of them binarize's validation split), %s, %d outer iterations × %d epochs (FP: %d epochs of Adam, lr 1e-3). ADMM: ρ %+v read as %s, x starts at %s; BatchNorm statistics re-estimated: %v; kept in float: %s; every other setting is qtool's default.\n\n",
-		nTrain, split, iters, inner, iters*inner, sc.rho, sc.rhoScale, start, !sc.noBNRecalib, strings.Join(sc.keep, ","))
+	fmt.Fprintf(&s, "Budget: %d training images (10 %% of them binarize's validation split), %s, %d outer iterations × %d epochs (FP: %d epochs of Adam, lr 1e-3). Grid: %s. ADMM: ρ %+v read as %s, x starts at %s; BatchNorm statistics re-estimated: %v; kept in float: %s; every other setting is qtool's default.\n\n",
+		nTrain, split, iters, inner, iters*inner, sc.grid, sc.rho, sc.rhoScale, start, !sc.noBNRecalib, strings.Join(sc.keep, ","))
 	what := "test"
 	if sc.validation {
 		what = "validation"
