@@ -593,6 +593,19 @@ func (k *globalPoolKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	}
 	isz := x.Len() / planes
 	y := out[0].F
+	if isz == 1 {
+		// Planes of one value (ResNet-18's last stage at 32 px): the mean and the max
+		// are the value itself, + 0 as planeMean's sum from 0 makes −0 into +0. A call
+		// of planeMean a plane took 36 µs for 512 channels at batch 1.
+		for p, v := range x.F[:planes] {
+			if k.max {
+				y[p] = v
+			} else {
+				y[p] = v + 0
+			}
+		}
+		return nil
+	}
 	ctx.Parallel(planes, poolGrain(isz), func(lo, hi int) {
 		for p := lo; p < hi; p++ {
 			xp := x.F[p*isz : (p+1)*isz]

@@ -269,6 +269,34 @@ func TestGlobalPoolForward(t *testing.T) {
 	}
 }
 
+// TestGlobalPoolOneValue: planes of one value (ResNet-18's last stage at 32 px) take a
+// path of their own, which must give planeMean's bits (its sum from 0 turns −0 into +0)
+// and the max loop's (the value itself), NaN, ±0, ±Inf and subnormals included.
+func TestGlobalPoolOneValue(t *testing.T) {
+	negz := float32(math.Copysign(0, -1))
+	vals := []float32{float32(math.NaN()), negz, 0, float32(math.Inf(1)), float32(math.Inf(-1)), 1e-40, -1e-40, 3.5, -2.25e7}
+	r := rand.New(rand.NewPCG(17, 18))
+	for range 41 {
+		vals = append(vals, float32(r.NormFloat64()))
+	}
+	x := &Tensor{DType: Float32, Shape: []int{2, len(vals) / 2, 1, 1}, F: vals}
+	for _, op := range []string{"GlobalAveragePool", "GlobalMaxPool"} {
+		out := nntRun(t, buildKernel(t, nntNode(op, 11, 1, 1)), nntCtx(t, 2), []*Tensor{x})
+		for i, v := range vals {
+			want := v
+			if op == "GlobalAveragePool" {
+				want = planeMean(vals[i : i+1])
+			}
+			if math.Float32bits(out[0].F[i]) != math.Float32bits(want) {
+				t.Errorf("%s of %v: %v (bits %#x), want %v (bits %#x)", op, v, out[0].F[i], math.Float32bits(out[0].F[i]), want, math.Float32bits(want))
+			}
+		}
+	}
+	if math.Float32bits(planeMean([]float32{negz})) != 0 {
+		t.Errorf("planeMean(−0) is no longer +0: the one-value path's + 0 must follow it")
+	}
+}
+
 func TestPoolRejectsBadAttributes(t *testing.T) {
 	for _, n := range []*Node{
 		nntNode("MaxPool", 12, 1, 1),
