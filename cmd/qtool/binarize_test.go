@@ -1,6 +1,7 @@
 package main
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -518,5 +519,54 @@ func TestBinarizeSensitive(t *testing.T) {
 	o, code, err = runArgs(t, args[:len(args)-1]...)
 	if want := fmt.Sprintf("--keep sensitive: %d weights scored", len(sv.Layers)); code != 0 || !strings.Contains(o, want) {
 		t.Errorf("exit %d (%v); want %q in:\n%s", code, err, want, o)
+	}
+
+	// The same images without their labels: the drops are the ones the full-precision
+	// model's probabilities expect, and its first block's weights are still kept.
+	unl := filepath.Join(dir, "x-only.npz")
+	npzWithout(t, "../../testmodels/fmnist-calib.npz", unl, "y.npy")
+	uargs := slices.Clone(args)
+	uargs[3] = unl
+	us := binarizeJSON(t, 0, uargs[1:len(uargs)-1]...).Sensitive
+	if us == nil || !us.Measured || us.Basis != "expected" || len(us.Layers) != len(sv.Layers) || len(us.Kept) == 0 {
+		t.Fatalf("without labels: sensitive %+v; want measured on expected drops, every weight scored, something kept", us)
+	}
+	for _, l := range us.Layers {
+		if l.DropPct != l.ExpectedPct || l.DropPct < 0 || (l.DropPct > 0) != (l.DisagreePct > 0) || (l.Kept && l.LowerPct <= 0) {
+			t.Errorf("without labels: sensitive layer %+v", l)
+		}
+	}
+	o, code, err = runArgs(t, uargs...)
+	if code != 0 || !strings.Contains(o, "kept         "+us.Kept[0]) || !strings.Contains(o, "(--keep sensitive; no labels)") {
+		t.Errorf("exit %d (%v): the summary does not say the kept weights were chosen without labels:\n%s", code, err, o)
+	}
+}
+
+// npzWithout copies the .npz archive src to dst without its member name.
+func npzWithout(t *testing.T, src, dst, name string) {
+	t.Helper()
+	r, err := zip.OpenReader(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	f, err := os.Create(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := zip.NewWriter(f)
+	for _, m := range r.File {
+		if m.Name == name {
+			continue
+		}
+		if err := w.Copy(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
