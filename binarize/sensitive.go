@@ -174,7 +174,8 @@ func keepSensitive(ctx context.Context, m *onnxio.Model, g *engine.Graph, teache
 	var kept int64
 	for _, i := range order {
 		l := &s.Layers[i]
-		if l.Lower <= 0 || float64(kept+l.Count) > o.SensitiveShare*float64(total) || kept+l.Count >= total {
+		// NaN (a reference output that is not finite) is not significant either.
+		if !(l.Lower > 0) || float64(kept+l.Count) > o.SensitiveShare*float64(total) || kept+l.Count >= total {
 			continue
 		}
 		kept += l.Count
