@@ -1,8 +1,8 @@
 #!/bin/sh
 # Reproduces docs/results/binarize: the paper's network table on Fashion-MNIST ("with
 # pre-training"), the CNN/ResNet grids, distillation without labels and the speed run.
-# Usage: bench/binarize/run.sh [mlp60k|mlp60k-rho1|mlp60k-nobn|cnn10k|cnn10k-rho1|distill60k|mlp|mlp-admm|cnn|distill|speed|paper|defaults-rho|defaults-subset|defaults-resnet|defaults|defaults-tune|defaults-ste|defaults-depthwise-tune|defaults-depthwise|defaults-augment|defaults-ste-distill-tune|defaults-rho-remeasure|defaults-sensitive-tune|defaults-sensitive|sensitive-unlabelled]...
-# (default: all but the last fourteen, which write docs/results/defaults)
+# Usage: bench/binarize/run.sh [mlp60k|mlp60k-rho1|mlp60k-nobn|cnn10k|cnn10k-rho1|distill60k|mlp|mlp-admm|cnn|distill|speed|paper|defaults-rho|defaults-subset|defaults-resnet|defaults|defaults-tune|defaults-ste|defaults-depthwise-tune|defaults-depthwise|defaults-augment|defaults-ste-distill-tune|defaults-rho-remeasure|defaults-sensitive-tune|defaults-sensitive|sensitive-unlabelled|defaults-sensitive-distill]...
+# (default: all but the last fifteen, which write docs/results/defaults)
 # Needs: apt-get install dataset-fashion-mnist. Runs from the repository root.
 set -eu
 FM=/usr/share/datasets/fashion-mnist
@@ -349,6 +349,20 @@ defaults-ste-distill-tune)
 		tune_run fmnist-resnet sd-iters16 $seed $SD --iters 16
 	done
 	tune_run fmnist-resnet iters16 1 --iters 16
+	;;
+defaults-sensitive-distill)
+	# Distillation against cross-entropy with the current defaults (sensitive weights kept),
+	# read on the validation split only.
+	D=docs/results/defaults/sensitive/distill
+	mkdir -p $D
+	for net in fmnist-mlp fmnist-cnn fmnist-resnet; do
+		for seed in 1 2 3; do
+			for loss in ce distill; do
+				$QTOOL binarize testmodels/$net.onnx --data $TRAIN --limit 10000 --eval-data $TEST --seed $seed --loss $loss \
+					-o /tmp/defaults-bench-distill.onnx --json > $D/$net-$loss-$seed.json 2> $D/$net-$loss-$seed.log
+			done
+		done
+	done
 	;;
 sensitive-unlabelled)
 	# --keep sensitive without labels (drops expected from the full-precision model's own
