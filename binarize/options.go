@@ -51,6 +51,9 @@ const (
 	LossHinge   Loss = "hinge" // the paper's code's squared hinge
 	LossDistill Loss = "distill"
 	LossMSE     Loss = "mse" // to the full-precision model's logits
+	// LossCEDistill is the mean of cross-entropy with the labels and distillation from the
+	// full-precision model (train.Mixed, weight ½ each).
+	LossCEDistill Loss = "ce+distill"
 )
 
 // Start names where ADMM's x starts.
@@ -420,9 +423,9 @@ func (o Options) Validate() error {
 		return bad("Schedule", o.Schedule, "want step, constant or cosine")
 	}
 	switch o.Loss {
-	case LossAuto, LossCE, LossHinge, LossDistill, LossMSE, LossObjective:
+	case LossAuto, LossCE, LossHinge, LossDistill, LossMSE, LossObjective, LossCEDistill:
 	default:
-		return bad("Loss", o.Loss, "want auto, objective, ce, hinge, distill or mse")
+		return bad("Loss", o.Loss, "want auto, objective, ce, hinge, distill, ce+distill or mse")
 	}
 	for _, name := range sortedKeys(o.OutputWeights) {
 		if w := o.OutputWeights[name]; !(w >= 0) || math.IsInf(w, 0) {
@@ -491,6 +494,8 @@ func (o Options) loss(labelled bool) (train.Loss, Loss) {
 		return train.Distillation{Temperature: o.Temperature}, LossDistill
 	case LossMSE:
 		return train.MSE{}, LossMSE
+	case LossCEDistill:
+		return train.Mixed{Label: train.CrossEntropy{}, Teacher: train.Distillation{Temperature: o.Temperature}, Weight: 0.5}, LossCEDistill
 	}
 	if labelled {
 		return train.CrossEntropy{}, LossCE

@@ -281,3 +281,46 @@ func (MSE) Value(logits []float32, classes int, t Target, grad []float32) (float
 	total *= inv
 	return total, notFinite(name, total)
 }
+
+// Mixed is the mean of a loss of the labels and a loss of the teacher's logits, weighed
+// Weight and 1 − Weight: Hinton et al.'s (2015) cross-entropy with distillation mixed in,
+// for a student that should both fit the labels and stay close to a teacher whose own
+// mistakes are part of what it knows.
+type Mixed struct {
+	Label   Loss // reads the labels (CrossEntropy)
+	Teacher Loss // reads the teacher's logits (Distillation)
+	Weight  float64
+}
+
+// NeedsLabels reports true.
+func (Mixed) NeedsLabels() bool { return true }
+
+// NeedsTeacher reports true: the loss reads the teacher's logits as well.
+func (Mixed) NeedsTeacher() bool { return true }
+
+// Value implements Loss: Weight·Label + (1 − Weight)·Teacher, and so their gradients.
+func (m Mixed) Value(logits []float32, classes int, t Target, grad []float32) (float64, error) {
+	if m.Label == nil || m.Teacher == nil || !m.Label.NeedsLabels() || m.Teacher.NeedsLabels() {
+		return 0, fmt.Errorf("mixed loss: want a loss of the labels and one of the teacher")
+	}
+	if !(m.Weight >= 0 && m.Weight <= 1) {
+		return 0, fmt.Errorf("mixed loss: weight %v outside [0, 1]", m.Weight)
+	}
+	var gt []float32
+	if grad != nil {
+		gt = make([]float32, len(grad))
+	}
+	a, err := m.Label.Value(logits, classes, t, grad)
+	if err != nil {
+		return 0, err
+	}
+	b, err := m.Teacher.Value(logits, classes, t, gt)
+	if err != nil {
+		return 0, err
+	}
+	w := m.Weight
+	for i := range grad {
+		grad[i] = float32(w*float64(grad[i]) + (1-w)*float64(gt[i]))
+	}
+	return w*a + (1-w)*b, nil
+}

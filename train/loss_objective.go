@@ -110,8 +110,9 @@ type GraphLoss interface {
 
 // NeedsTeacher reports whether l reads a teacher model's outputs.
 func NeedsTeacher(l Loss) bool {
-	if gl, ok := l.(GraphLoss); ok {
-		return gl.NeedsTeacher()
+	// A GraphLoss says, and so does a loss that reads both (Mixed).
+	if tl, ok := l.(interface{ NeedsTeacher() bool }); ok {
+		return tl.NeedsTeacher()
 	}
 	return !l.NeedsLabels()
 }

@@ -24,13 +24,19 @@ var lossCases = []lossCase{
 	{"mse", MSE{}, "mse"},
 }
 
+// lossFixtures returns the logits, teacher logits and labels of testdata/losses.npz.
+func lossFixtures(t *testing.T) (logits, teacher []float32, labels []int64) {
+	t.Helper()
+	logits = to32(fixture64(t, "losses.npz", "logits"))
+	teacher = to32(fixture64(t, "losses.npz", "teacher"))
+	fixture(t, "losses.npz", "labels", &labels)
+	return logits, teacher, labels
+}
+
 // TestLossesMatchPyTorch compares values and gradients with torch's loss modules and
 // autograd (testdata/make_fixtures.py), computed in float64 from the same float32 logits.
 func TestLossesMatchPyTorch(t *testing.T) {
-	logits := to32(fixture64(t, "losses.npz", "logits"))
-	teacher := to32(fixture64(t, "losses.npz", "teacher"))
-	var labels []int64
-	fixture(t, "losses.npz", "labels", &labels)
+	logits, teacher, labels := lossFixtures(t)
 	const classes = 5
 	for _, c := range lossCases {
 		t.Run(c.name, func(t *testing.T) {
@@ -165,6 +171,53 @@ func TestLossAllocations(t *testing.T) {
 			if allocs != 0 {
 				t.Errorf("%s with %d classes allocates %v times per call", c.name, classes, allocs)
 			}
+		}
+	}
+}
+
+// TestMixedLoss checks Mixed, half cross-entropy and half distillation at T = 4, against
+// the same mean of PyTorch's two losses and gradients (the fixtures of
+// TestLossesMatchPyTorch), against central differences of its own value, and that it asks
+// for both the labels and the teacher.
+func TestMixedLoss(t *testing.T) {
+	logits, teacher, labels := lossFixtures(t)
+	const classes = 5
+	m := Mixed{Label: CrossEntropy{}, Teacher: Distillation{Temperature: 4}, Weight: 0.5}
+	if !m.NeedsLabels() || !NeedsTeacher(m) {
+		t.Fatalf("labels %v, teacher %v: want both", m.NeedsLabels(), NeedsTeacher(m))
+	}
+	tg := Target{Labels: labels, Teacher: teacher}
+	grad := make([]float32, len(logits))
+	got, err := m.Value(logits, classes, tg, grad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0.5*fixture64(t, "losses.npz", "ce_value")[0] + 0.5*fixture64(t, "losses.npz", "kd4_value")[0]
+	if e := relErr(got, want, 1e-300); e > 1e-12 {
+		t.Errorf("loss %.17g, PyTorch's mean %.17g (relative error %.3g)", got, want, e)
+	}
+	gce, gkd := fixture64(t, "losses.npz", "ce_grad"), fixture64(t, "losses.npz", "kd4_grad")
+	for i := range grad {
+		// Each half's gradient is rounded to float32 (half an ulp of each, 2⁻²⁴ relative),
+		// then their mean once more: the bound is in the halves' magnitudes, which may
+		// cancel.
+		w := 0.5*gce[i] + 0.5*gkd[i]
+		if math.Abs(float64(grad[i])-w) > 0x1p-24*(math.Abs(gce[i])+math.Abs(gkd[i])+math.Abs(w))+1e-30 {
+			t.Errorf("grad[%d] = %.9g, PyTorch's mean %.9g", i, grad[i], w)
+		}
+	}
+	fdcheck.Check(t, "mixed", logits,
+		func(j int) float64 { return float64(grad[j]) },
+		func() float64 { v, _ := m.Value(logits, classes, tg, nil); return v },
+		fdcheck.Spec{Step: fdcheck.Fixed(1.0 / 1024), Atol: 1e-5, Rtol: 1e-4})
+	// Weight 1 is cross-entropy alone, bit for bit.
+	ce, _ := CrossEntropy{}.Value(logits, classes, tg, nil)
+	if v, _ := (Mixed{Label: CrossEntropy{}, Teacher: Distillation{}, Weight: 1}).Value(logits, classes, tg, nil); v != ce {
+		t.Errorf("weight 1: %v, cross-entropy %v", v, ce)
+	}
+	for _, bad := range []Mixed{{Label: Distillation{}, Teacher: CrossEntropy{}, Weight: 0.5}, {Label: CrossEntropy{}, Teacher: Distillation{}, Weight: 1.5}, {Weight: 0.5}} {
+		if _, err := bad.Value(logits, classes, tg, nil); err == nil {
+			t.Errorf("%+v: no error", bad)
 		}
 	}
 }

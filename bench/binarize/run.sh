@@ -351,18 +351,20 @@ defaults-ste-distill-tune)
 	tune_run fmnist-resnet iters16 1 --iters 16
 	;;
 defaults-sensitive-distill)
-	# Distillation against cross-entropy with the current defaults (sensitive weights kept),
-	# read on the validation split only.
+	# Distillation and cross-entropy with distillation mixed in (their mean) against
+	# cross-entropy, with the current defaults (sensitive weights kept), read on the
+	# validation split only.
 	D=docs/results/defaults/sensitive/distill
 	mkdir -p $D
 	for net in fmnist-mlp fmnist-cnn fmnist-resnet; do
 		for seed in 1 2 3; do
-			for loss in ce distill; do
+			for loss in ce distill ce+distill; do
 				$QTOOL binarize testmodels/$net.onnx --data $TRAIN --limit 10000 --eval-data $TEST --seed $seed --loss $loss \
 					-o /tmp/defaults-bench-distill.onnx --json > $D/$net-$loss-$seed.json 2> $D/$net-$loss-$seed.log
 			done
 		done
 	done
+	python3 bench/binarize/defaults_distill.py $D > $D/table.md
 	;;
 sensitive-unlabelled)
 	# --keep sensitive without labels (drops expected from the full-precision model's own
