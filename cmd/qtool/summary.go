@@ -325,11 +325,11 @@ func printSummary(w io.Writer, s *binarizeSummary) {
 	}
 	fmt.Fprintf(w, "data         %s\n", splitText(s))
 	if s.Sensitive != nil && len(s.Sensitive.Kept) > 0 {
+		costs, from, note := "costs", "", ""
 		if s.Sensitive.Basis == "expected" {
-			fmt.Fprintf(w, "kept         %s in full precision: their binarization alone is expected to cost significant validation accuracy, from the full-precision model's probabilities (--keep sensitive; no labels)\n", sensitiveText(s.Sensitive))
-		} else {
-			fmt.Fprintf(w, "kept         %s in full precision: their binarization alone costs significant validation accuracy (--keep sensitive)\n", sensitiveText(s.Sensitive))
+			costs, from, note = "is expected to cost", ", from the full-precision model's probabilities", "; no labels"
 		}
+		fmt.Fprintf(w, "kept         %s in full precision: their binarization alone %s significant validation accuracy%s (--keep sensitive%s)\n", sensitiveText(s.Sensitive), costs, from, note)
 	}
 	if s.Labelled {
 		fmt.Fprintf(w, "accuracy     FP %s%s → binarized %s%s (drop %.2f pp), agreement %.2f %%, on %s\n", pctText(s.FPAccuracy), ciText(s.FPAccuracyCI), pctText(s.BinAccuracy), ciText(s.AccuracyCI), s.DropPP, s.Agreement, s.AccuracySplit)
