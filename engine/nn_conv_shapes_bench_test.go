@@ -323,3 +323,27 @@ func BenchmarkConvPhased(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkConvWinogradFew times small planes with few tiles (ResNet-18's 7 × 7 layers at
+// 224 px, batch 1 and 2) on the Winograd path and off it (noWinograd: the direct or
+// narrow path), alternating: the numbers winoFewCols and winoFewCh rest on. Run it with
+// AVX-512 and under GODEBUG=cpu.avx512f=off:
+//
+//	go test ./engine -run '^$' -bench ConvWinogradFew -benchtime 100x
+func BenchmarkConvWinogradFew(b *testing.B) {
+	for _, s := range []struct {
+		name string
+		x, w []int
+	}{
+		{"512@7b1", []int{1, 512, 7, 7}, []int{512, 512, 3, 3}},
+		{"512@7b2", []int{2, 512, 7, 7}, []int{512, 512, 3, 3}},
+		{"256@7b1", []int{1, 256, 7, 7}, []int{256, 256, 3, 3}},
+		{"256@8b1", []int{1, 256, 8, 8}, []int{256, 256, 3, 3}},
+		{"512@10b1", []int{1, 512, 10, 10}, []int{512, 512, 3, 3}},
+	} {
+		b.Run(s.name, func(b *testing.B) {
+			n := nntNode("Conv", 13, 3, 1, attrInts("pads", 1, 1, 1, 1), attrInts("kernel_shape", 3, 3))
+			abConvBench(b, n, s.x, s.w, "wino/off", func(k *convKernel) { k.noWinograd = true }, func(k *convKernel) bool { return k.direct.wu != nil })
+		})
+	}
+}

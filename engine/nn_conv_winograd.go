@@ -44,13 +44,23 @@ const (
 // 1.3–1.6×, timed interleaved in one process on an AVX-512 Emerald Rapids (2026-11-28).
 // The same shapes lost with 64 channels (7 × 7 and 8 × 8: 0.93–0.97×), on 4 × 4 planes
 // (0.75× at 128 channels: a transform call per image and channel covers 4 tiles), and at
-// batch 1 or 2 (16 or 32 tiles: the 16 transformed weight matrices, 16 MiB at 512
-// channels, stream from memory for too few products). An image's outputs are then the
-// Winograd path's in a batch of 4 and the direct path's alone: they differ by float32
-// rounding, as any two paths do, and each batch size's are reproducible.
+// batch 1 or 2 (16 or 32 tiles, the workers then sharing 8 or 16 tiles by rows).
+//
+// Since the workers share the output channels where the tiles are too few to share
+// (winoSplit), planes of 256 channels or more take the path from winoFewCols tiles (one
+// 7 × 7 or 8 × 8 plane): per layer, two workers, against the direct path, alternating
+// (BenchmarkConvWinogradFew, Zen 5, 2026-12-02), on the AVX2 path 512 channels at 7 × 7
+// 0.74× the time at batch 1 and 0.54× at batch 2, at 10 × 10 0.64× (batch 1), 256 at 7 × 7
+// 0.63× and 0.55×, at 8 × 8 0.53×; with AVX-512 0.91–0.98× (0.78× at 10 × 10). With 128
+// channels it gained nothing at batch 1 (0.96× on the AVX2 path, 1.12× with AVX-512).
+// An image's outputs can then be the Winograd path's in a batch and the direct path's
+// alone: they differ by float32 rounding, as any two paths do, and each batch size's
+// are reproducible.
 const (
 	winoSmallPlane = 5
 	winoSmallCh    = 128
+	winoFewCols    = 16
+	winoFewCh      = 256
 )
 
 // winoChunk is the size, in float32 values, of a chunk's transformed input or product
@@ -61,6 +71,12 @@ const (
 	winoChunk   = 1 << 17
 	winoMinCols = 64
 )
+
+// winoPad puts a cache line between the transformed input's (and the products') 16
+// matrices. Their sizes, channels × tiles, are mostly multiples of 4 KiB, so the 16
+// values the transforms store (or load) for a tile would otherwise share one set of the
+// L1 cache, which holds 8 to 12 of them.
+const winoPad = 16
 
 // winogradOK reports whether the Winograd path runs d: only with the assembly transforms
 // and tile kernel (AVX-512, or AVX2 and FMA), and not with a fused pool (which the direct
@@ -77,8 +93,11 @@ func (k *convKernel) winogradOK(d *convDims, pg *nnGeom) bool {
 	if oh >= winoMinPlane && ow >= winoMinPlane {
 		return true
 	}
-	return oh >= winoSmallPlane && ow >= winoSmallPlane && d.Cg >= winoSmallCh && d.Mg >= winoSmallCh &&
-		d.N*((oh+1)/2)*((ow+1)/2) >= winoMinCols
+	if oh < winoSmallPlane || ow < winoSmallPlane {
+		return false
+	}
+	tiles, ch := d.N*((oh+1)/2)*((ow+1)/2), min(d.Cg, d.Mg)
+	return tiles >= winoMinCols && ch >= winoSmallCh || tiles >= winoFewCols && ch >= winoFewCh
 }
 
 // winoFilter sets u[ξ] for ξ = 4i + j to (G g Gᵀ)[i][j] of the 3×3 filter g (row-major),
@@ -311,22 +330,46 @@ func (k *convKernel) forwardWinograd(ctx *Context, d *convDims, x, w []float32, 
 	}
 	R := (TH + nch - 1) / nch
 	Tmax := G * R * TW
-	qsize, vsize, msize := 4*(R+1)*S, 16*C*Tmax, 16*M*Tmax
+	qsize, vsize, msize := 4*(R+1)*S, 16*(C*winoCols(Tmax)+winoPad), 16*(M*winoCols(Tmax)+winoPad)
 	items := (d.N + G - 1) / G * nch
 	nw := nnWorkers(ctx, items)
+	// A batch with fewer tiles than a full panel of 16 for every worker (small planes
+	// at batch 1: winogradOK) is one chunk whose workers share the output channels, not
+	// the tiles: split by rows, two workers on ResNet-18's 7 × 7 planes had 8 tiles each,
+	// half of every panel empty, and the layer ran no faster on two workers than on one.
+	// Each output is the same sums either way (TestConvWinogradWorkersAgree).
+	split := d.N*TH*TW < 16*ctx.Workers
+	if split {
+		R, Tmax = TH, d.N*TH*TW
+		qsize, vsize, msize = 4*(R+1)*S, 16*(C*winoCols(Tmax)+winoPad), 16*(M*winoCols(Tmax)+winoPad)
+		nw = nnWorkers(ctx, RB)
+	}
 	work := k.direct.workers(nw)
 	// Every value of the quarter planes, the transformed input and the products is
 	// written before it is read: graph's shared scratch.
 	per := qsize + vsize + msize
+	if split {
+		// One transformed input and one product for all; quarter planes per worker.
+		per = qsize
+	}
 	// Trained weights are transformed anew at every step: into the scratch too.
 	un := 0
 	if wk.p == nil {
 		un = winoWeightsLen(d)
 	}
-	scr, shared := ctx.scratch(&k.direct.winoScratch, un+nw*per)
+	whole := 0
+	if split {
+		whole = vsize + msize
+	}
+	scr, shared := ctx.scratch(&k.direct.winoScratch, un+whole+nw*per)
 	defer ctx.releaseScratch(shared)
 	u := k.winoWeights(ctx, d, w, wk, scr[:un:un])
 	scr = scr[un:]
+	var sv, sm []float32
+	if split {
+		sv, sm = scr[:vsize:vsize], scr[vsize:whole:whole]
+		scr = scr[whole:]
+	}
 	for i := range work {
 		work[i].wino = scr[i*per : (i+1)*per : (i+1)*per]
 	}
@@ -345,6 +388,10 @@ func (k *convKernel) forwardWinograd(ctx *Context, d *convDims, x, w []float32, 
 	if act != nil && act.relu {
 		flags |= winoRelu
 	}
+	if split {
+		winoSplit(ctx, d, x, u, bias, y, act, res, ys, flags, work, sv, sm)
+		return
+	}
 	var next atomic.Int64
 	nnEach(ctx, nw, nw, func(wk, _, _ int) {
 		wr := &work[wk]
@@ -361,40 +408,116 @@ func (k *convKernel) forwardWinograd(ctx *Context, d *convDims, x, w []float32, 
 			rows := t1 - t0
 			per := rows * TW // tiles of one image
 			T := (i1 - i0) * per
+			Tp := winoCols(T)
+			ldv, ldm := C*Tp+winoPad, M*Tp+winoPad
 			qp := (rows + 1) * S
 			for i := i0; i < i1; i++ {
 				for ch := 0; ch < C; ch++ {
 					xc := x[(i*d.C+ch)*H*W : (i*d.C+ch+1)*H*W]
 					winoQuarters(q, qp, S, t0, rows, xc, H, W, g.pb[1], g.pb[2])
-					winoIn(q, qp, S, TW, rows, v[ch*T+(i-i0)*per:], C*T)
+					winoIn(q, qp, S, TW, rows, v[ch*Tp+(i-i0)*per:], ldv)
 				}
 			}
-			wr.pan = panels(wr.pan[:0], 0, 0, T)
+			winoClearCols(v, ldv, C, T, Tp)
+			wr.pan = panels(wr.pan[:0], 0, 0, Tp)
 			for xi := 0; xi < 16; xi++ {
-				wr.multiply(C, M, u[xi*RB*C*8:(xi+1)*RB*C*8], nil, v[xi*C*T:(xi+1)*C*T], T, nil, mb[xi*M*T:(xi+1)*M*T], T, wr.pan, 0, nil)
+				wr.multiply(C, M, u[xi*RB*C*8:(xi+1)*RB*C*8], nil, v[xi*ldv:xi*ldv+C*Tp], Tp, nil, mb[xi*ldm:xi*ldm+M*Tp], Tp, wr.pan, 0, nil)
 			}
-			ohr := min(2*rows, OH-2*t0)
-			for i := i0; i < i1; i++ {
-				for m := 0; m < M; m++ {
-					off := (i*M+m)*OH*OW + 2*t0*OW
-					var bv float32
-					if bias != nil {
-						bv = bias[m]
-					}
-					var rs []float32
-					if res != nil {
-						rs = res[off : off+ohr*OW]
-					}
-					yoff := i*ys + m*OH*OW + 2*t0*OW
-					yo := y[yoff : yoff+ohr*OW]
-					winoOut(mb[m*T+(i-i0)*per:], M*T, TW, rows, yo, OW, ohr, bv, rs, flags)
-					if act != nil && !act.relu {
-						act.applyNoBias(yo, yo)
-					}
-				}
+			winoOuts(d, mb, ldm, Tp, i0, i1, 0, M, t0, rows, ys, flags, bias, y, res, act)
+		}
+	})
+}
+
+// winoSplit is forwardWinograd for a batch of fewer tiles than winoMinCols: the whole
+// batch one chunk (tile rows [0, TH) of every image), its channels' input transforms
+// shared out over the workers, then its output channels' row blocks, each worker making
+// the 16 products and the output transforms of its own. Each output is the same chain of
+// operations as in a chunk of its own, so the split changes no bit.
+func winoSplit(ctx *Context, d *convDims, x, u, bias, y []float32, act *nnClamp, res []float32, ys, flags int, work []convWork, v, mb []float32) {
+	g := &d.g
+	C, M := d.Cg, d.Mg
+	H, W := g.in[1], g.in[2]
+	OH, OW := g.out[1], g.out[2]
+	TH, TW := (OH+1)/2, (OW+1)/2
+	S := TW + 1
+	RB := (M + 7) / 8
+	per := TH * TW
+	T := d.N * per
+	Tp := winoCols(T)
+	ldv, ldm := C*Tp+winoPad, M*Tp+winoPad
+	qp := (TH + 1) * S
+	nw := len(work)
+	nnEach(ctx, nw, C, func(wk, lo, hi int) {
+		q := work[wk].wino[:4*qp]
+		for ch := lo; ch < hi; ch++ {
+			for i := 0; i < d.N; i++ {
+				xc := x[(i*d.C+ch)*H*W : (i*d.C+ch+1)*H*W]
+				winoQuarters(q, qp, S, 0, TH, xc, H, W, g.pb[1], g.pb[2])
+				winoIn(q, qp, S, TW, TH, v[ch*Tp+i*per:], ldv)
 			}
 		}
 	})
+	winoClearCols(v, ldv, C, T, Tp)
+	nnEach(ctx, nw, RB, func(wk, lo, hi int) {
+		wr := &work[wk]
+		m0, m1 := lo*8, min(hi*8, M)
+		wr.pan = panels(wr.pan[:0], 0, 0, Tp)
+		for xi := 0; xi < 16; xi++ {
+			ua := u[xi*RB*C*8 : (xi+1)*RB*C*8]
+			wr.multiply(C, m1-m0, ua[lo*C*8:hi*C*8], nil, v[xi*ldv:xi*ldv+C*Tp], Tp, nil, mb[xi*ldm+m0*Tp:xi*ldm+M*Tp], Tp, wr.pan, 0, nil)
+		}
+		winoOuts(d, mb, ldm, Tp, 0, d.N, m0, m1, 0, TH, ys, flags, bias, y, res, act)
+	})
+}
+
+// winoOuts writes output channels [m0, m1) of images [i0, i1), tile rows [t0, t0+rows),
+// from the products in mb (Tp values a row, the image's tiles after the previous
+// images', ldm between the 16 matrices), with the bias, residual and activation.
+func winoOuts(d *convDims, mb []float32, ldm, Tp, i0, i1, m0, m1, t0, rows, ys, flags int, bias, y, res []float32, act *nnClamp) {
+	M, OH, OW := d.Mg, d.g.out[1], d.g.out[2]
+	TW := (OW + 1) / 2
+	per := rows * TW
+	ohr := min(2*rows, OH-2*t0)
+	for i := i0; i < i1; i++ {
+		for m := m0; m < m1; m++ {
+			off := (i*M+m)*OH*OW + 2*t0*OW
+			var bv float32
+			if bias != nil {
+				bv = bias[m]
+			}
+			var rs []float32
+			if res != nil {
+				rs = res[off : off+ohr*OW]
+			}
+			yoff := i*ys + m*OH*OW + 2*t0*OW
+			yo := y[yoff : yoff+ohr*OW]
+			winoOut(mb[m*Tp+(i-i0)*per:], ldm, TW, rows, yo, OW, ohr, bv, rs, flags)
+			if act != nil && !act.relu {
+				act.applyNoBias(yo, yo)
+			}
+		}
+	}
+}
+
+// winoCols is the row length of the transformed input and of the products for T tiles:
+// whole panels of 16, so that every panel is full and takes the tile kernel's widest
+// form (on the AVX2 path the six-row kernel, where a partial panel took the four-row
+// one with masked loads: a third of ResNet-18's 14 × 14 layers at batch 1). The lanes
+// past T are summed like the others and never read back: lanes do not mix.
+func winoCols(T int) int { return (T + 15) &^ 15 }
+
+// winoClearCols zeroes columns [T, Tp) of the C rows of the 16 transformed-input
+// matrices (ldv apart), which winoIn does not write: scratch may hold any bits, and
+// subnormal ones would slow the lanes they feed on some CPUs.
+func winoClearCols(v []float32, ldv, C, T, Tp int) {
+	if Tp == T {
+		return
+	}
+	for xi := 0; xi < 16; xi++ {
+		for ch := 0; ch < C; ch++ {
+			clear(v[xi*ldv+ch*Tp+T : xi*ldv+(ch+1)*Tp])
+		}
+	}
 }
 
 // reluBits is Relu as the Relu kernel computes it: every value whose sign bit is set

@@ -120,12 +120,17 @@ var winoCases = []convCase{
 	// images, the last one short, and an odd plane whose last tiles are half outside.
 	{name: "small_planes_batch5", x: []int{5, 128, 7, 7}, w: []int{128, 128, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 	{name: "small_odd_plane_batch8", x: []int{8, 128, 5, 6}, w: []int{136, 128, 3, 3}, pads: []int{1, 1, 1, 1}},
+	// Fewer tiles than the workers can share by rows: the output channels shared
+	// (winoSplit) from two workers on, a last row block of 4 channels, an odd plane; at
+	// batch 2 from three workers on.
+	{name: "few_tiles_batch1", x: []int{1, 256, 7, 8}, w: []int{260, 256, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+	{name: "few_tiles_batch2", x: []int{2, 256, 7, 7}, w: []int{256, 256, 3, 3}, pads: []int{1, 1, 1, 1}},
 }
 
 // TestWinogradSmallPlanes checks where planes below winoMinPlane take the Winograd path:
-// with 128 channels or more in and out and at least winoMinCols tiles in the batch, and
-// not with fewer channels, fewer tiles or planes below winoSmallPlane (where the
-// measurements in winoSmallPlane's comment had it lose).
+// with 128 channels or more in and out and at least winoMinCols tiles in the batch, or 256
+// channels and winoFewCols tiles, and not with fewer channels, fewer tiles or planes
+// below winoSmallPlane (where the measurements in winoSmallPlane's comment had it lose).
 func TestWinogradSmallPlanes(t *testing.T) {
 	if !winoFast() {
 		t.Skip("no AVX-512 or AVX2+FMA on this CPU: the Winograd path does not run")
@@ -135,8 +140,10 @@ func TestWinogradSmallPlanes(t *testing.T) {
 		want bool
 	}{
 		{[]int{4, 512, 7, 7}, []int{512, 512, 3, 3}, true},   // 64 tiles
-		{[]int{3, 512, 7, 7}, []int{512, 512, 3, 3}, false},  // 48 tiles
-		{[]int{1, 512, 7, 7}, []int{512, 512, 3, 3}, false},  // batch 1
+		{[]int{3, 128, 7, 7}, []int{128, 128, 3, 3}, false},  // 48 tiles, 128 channels
+		{[]int{1, 512, 7, 7}, []int{512, 512, 3, 3}, true},   // 16 tiles, 512 channels
+		{[]int{1, 256, 7, 7}, []int{255, 256, 3, 3}, false},  // 255 out
+		{[]int{1, 256, 6, 6}, []int{256, 256, 3, 3}, false},  // 9 tiles
 		{[]int{32, 64, 7, 7}, []int{64, 64, 3, 3}, false},    // 64 channels
 		{[]int{32, 256, 7, 7}, []int{64, 256, 3, 3}, false},  // 64 out
 		{[]int{32, 128, 5, 5}, []int{128, 128, 3, 3}, true},  // 5 × 5
