@@ -120,9 +120,10 @@ var winoCases = []convCase{
 	// images, the last one short, and an odd plane whose last tiles are half outside.
 	{name: "small_planes_batch5", x: []int{5, 128, 7, 7}, w: []int{128, 128, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 	{name: "small_odd_plane_batch8", x: []int{8, 128, 5, 6}, w: []int{136, 128, 3, 3}, pads: []int{1, 1, 1, 1}},
-	// Fewer tiles than the workers can share by rows: the output channels shared
-	// (winoSplit) from two workers on, a last row block of 4 channels, an odd plane; at
-	// batch 2 from three workers on.
+	// Few tiles: the workers share the output channels (winoSplit), with a last row
+	// block of 4 channels and an odd plane; at 64 to 127 tiles (resnet_like,
+	// small_planes_batch5) from two workers on, one worker making tile rows as above, so
+	// that TestConvWinogradWorkersAgree compares the two.
 	{name: "few_tiles_batch1", x: []int{1, 256, 7, 8}, w: []int{260, 256, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 	{name: "few_tiles_batch2", x: []int{2, 256, 7, 7}, w: []int{256, 256, 3, 3}, pads: []int{1, 1, 1, 1}},
 }
