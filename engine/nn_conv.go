@@ -75,6 +75,7 @@ type convKernel struct {
 	noDWLanes    bool // tests: one plane at a time where the lanes path runs (forwardDWLanes)
 	forceDirect  bool // tests: the direct path for planes smaller than convDirectMinPlane too
 	noWinograd   bool // tests: the direct path's products even where the Winograd path runs
+	noWino4      bool // tests: Winograd in 2 × 2 tiles even where 4 × 4 ones run
 	streamMin    int  // tests: convStreamMin when positive; negative: never non-temporal stores
 	noPixelSplit bool // tests: batch 1's pointwise products split by output channels, never by pixels
 	noRingPool   bool // tests: a fused pool after a chunked column matrix reads the whole output, not pooledChunks' ring

@@ -49,6 +49,7 @@ type convWork struct {
 	padFor  padGeom   // the layout xpad's zero padding was made for
 	pan     []convPanel
 	wino    []float32 // the Winograd path's quarter planes, transformed input and products: scratch
+	w4      wino4Tabs // the F(4×4) transforms' offset tables, kept while their strides hold
 	land    []float32 // a panel pair's tiles before their SiLU is streamed to the output
 	ring    []float32 // an image's latest output rows, every channel, before a fused MaxPool (pooledChunks)
 	// remB and remC are remainders' column matrix (CgK × 32) and landing area (Mg × 32).

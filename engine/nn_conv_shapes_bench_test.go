@@ -347,3 +347,27 @@ func BenchmarkConvWinogradFew(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkConvWinograd4 times ResNet-18's 3×3 layers in 4 × 4 tiles (F(4×4, 3×3)) and in
+// 2 × 2 tiles (noWino4), alternating, at batch 1 and 8: the numbers wino4MinPlane rests on.
+// Run it with AVX-512 and under GODEBUG=cpu.avx512f=off:
+//
+//	go test ./engine -run '^$' -bench ConvWinograd4 -benchtime 50x
+func BenchmarkConvWinograd4(b *testing.B) {
+	for _, s := range []struct {
+		name  string
+		C, HW int
+	}{
+		{"64@56", 64, 56}, {"128@28", 128, 28}, {"256@14", 256, 14}, {"512@7", 512, 7},
+	} {
+		for _, batch := range []int{1, 8} {
+			b.Run(fmt.Sprintf("%s/b%d", s.name, batch), func(b *testing.B) {
+				n := nntNode("Conv", 13, 3, 1, attrInts("pads", 1, 1, 1, 1), attrInts("kernel_shape", 3, 3))
+				x, w := []int{batch, s.C, s.HW, s.HW}, []int{s.C, s.C, 3, 3}
+				abConvBench(b, n, x, w, "f4/f2", func(k *convKernel) { k.noWino4 = true }, func(k *convKernel) bool {
+					return len(k.direct.wu) == winoWeightsLen(&convDims{Mg: s.C, Cg: s.C}, 4)
+				})
+			})
+		}
+	}
+}

@@ -120,40 +120,47 @@ func winoFilter(u *[16]float32, g []float32) {
 	}
 }
 
-// winoWeightsLen is the length of winoWeights' result.
-func winoWeightsLen(d *convDims) int { return 16 * ((d.Mg + 7) / 8) * 8 * d.Cg }
+// winoWeightsLen is the length of winoWeights' result for tiles of n × n outputs.
+func winoWeightsLen(d *convDims, n int) int { return (n + 2) * (n + 2) * ((d.Mg + 7) / 8) * 8 * d.Cg }
 
 // winoWeights returns the transformed weights, per ξ the M × C matrix Uξ packed for the
 // tile kernel (packRows): kept while the weights are (as packWeights keeps its own) when
 // they are a frozen parameter, else made into dst (winoWeightsLen values, all written),
 // the call's scratch: trained weights change at every step.
-func (k *convKernel) winoWeights(ctx *Context, d *convDims, w []float32, wk weightKey, dst []float32) []float32 {
+func (k *convKernel) winoWeights(ctx *Context, d *convDims, w []float32, wk weightKey, dst []float32, tile int) []float32 {
 	c := &k.direct
 	M, C := d.Mg, d.Cg
 	RB := (M + 7) / 8
 	n := RB * C * 8
+	xis := (tile + 2) * (tile + 2)
 	var wu []float32
 	if wk.p != nil {
-		if c.wuKey.current(wk) && len(c.wu) == 16*n {
+		// The length tells the two tile sizes' transforms apart.
+		if c.wuKey.current(wk) && len(c.wu) == xis*n {
 			return c.wu
 		}
-		c.wu = nnGrow(c.wu, 16*n)
+		c.wu = nnGrow(c.wu, xis*n)
 		c.wuKey = wk
 		wu = c.wu
 	} else {
-		wu = dst[:16*n]
+		wu = dst[:xis*n]
 	}
 	ctx.Parallel(RB, 1, func(lo, hi int) {
-		var u [16]float32
+		var u [36]float32
 		for rb := lo; rb < hi; rb++ {
 			for r := 0; r < 8; r++ {
 				m := rb*8 + r
 				for ch := 0; ch < C; ch++ {
-					u = [16]float32{}
+					u = [36]float32{}
 					if m < M {
-						winoFilter(&u, w[(m*C+ch)*9:(m*C+ch+1)*9])
+						g := w[(m*C+ch)*9 : (m*C+ch+1)*9]
+						if tile == 4 {
+							winoFilter4(&u, g)
+						} else {
+							winoFilter((*[16]float32)(u[:16]), g)
+						}
 					}
-					for xi := 0; xi < 16; xi++ {
+					for xi := 0; xi < xis; xi++ {
 						wu[xi*n+(rb*C+ch)*8+r] = u[xi]
 					}
 				}
@@ -294,18 +301,54 @@ func winoCheck(q []float32, qp, S, tw, rows int, v []float32, ldv int) {
 	}
 }
 
-// forwardWinograd is Forward on the Winograd path (winogradOK): y = act(W ∗ x + bias
-// (+ res)).
-func (k *convKernel) forwardWinograd(ctx *Context, d *convDims, x, w []float32, wk weightKey, bias, y []float32, act *nnClamp, res []float32) {
-	g := &d.g
-	C, M := d.Cg, d.Mg
+// winoTiles is the geometry of a Winograd convolution's tiles: n × n outputs each (2 for
+// F(2×2, 3×3), 4 for F(4×4, 3×3)), xis = (n+2)² transformed matrices, th × tw tiles a
+// plane, and s, the row length of the planes the input transform reads (tw + 1).
+type winoTiles struct {
+	n, xis, th, tw, s int
+}
+
+func newWinoTiles(d *convDims, n int) winoTiles {
+	th, tw := (d.g.out[1]+n-1)/n, (d.g.out[2]+n-1)/n
+	return winoTiles{n: n, xis: (n + 2) * (n + 2), th: th, tw: tw, s: tw + 1}
+}
+
+// planesLen is the scratch the input planes of rows tile rows take.
+func (t *winoTiles) planesLen(rows int) int {
+	if t.n == 4 {
+		return wino4PlanesLen(rows, t.s)
+	}
+	return 4 * (rows + 1) * t.s
+}
+
+// in transforms channel xc (an h × w plane) over tile rows [t0, t0+rows) into v (ldv
+// between the matrices), through the planes in q.
+func (t *winoTiles) in(q []float32, t0, rows int, xc []float32, g *nnGeom, v []float32, ldv int, tabs *wino4Tabs) {
 	H, W := g.in[1], g.in[2]
-	OH, OW := g.out[1], g.out[2]
-	TH, TW := (OH+1)/2, (OW+1)/2
-	S := TW + 1
+	if t.n == 4 {
+		pp := wino4PlaneSize(rows, t.s)
+		wino4Planes(q, pp, t.s, t0, rows, xc, H, W, g.pb[1], g.pb[2], q[8*pp:])
+		winoIn4(q, pp, t.s, t.tw, rows, v, ldv, tabs)
+		return
+	}
+	pp := (rows + 1) * t.s
+	winoQuarters(q, pp, t.s, t0, rows, xc, H, W, g.pb[1], g.pb[2])
+	winoIn(q, pp, t.s, t.tw, rows, v, ldv)
+}
+
+// forwardWinograd is Forward on the Winograd path (winogradOK): y = act(W ∗ x + bias
+// (+ res)), in tiles of 4 × 4 outputs where wino4OK says so, else 2 × 2.
+func (k *convKernel) forwardWinograd(ctx *Context, d *convDims, x, w []float32, wk weightKey, bias, y []float32, act *nnClamp, res []float32) {
+	C, M := d.Cg, d.Mg
+	nt := 2
+	if k.wino4OK(d, wk) {
+		nt = 4
+	}
+	t := newWinoTiles(d, nt)
+	TH, TW, xis := t.th, t.tw, t.xis
 	RB := (M + 7) / 8
 	// The distance between images' outputs: their size, or a Concat's row (ystride).
-	ys := M * OH * OW
+	ys := M * d.g.out[1] * d.g.out[2]
 	if k.ystride > 0 {
 		ys = k.ystride
 	}
@@ -313,7 +356,7 @@ func (k *convKernel) forwardWinograd(ctx *Context, d *convDims, x, w []float32, 
 	// has enough tiles for the products to use each transformed weight many times,
 	// whole images otherwise. Either way each tile's output is made the same way, so that
 	// it does not depend on the batch or on how it is shared out.
-	cols := max(winoMinCols, winoChunk/(16*max(C, M)))
+	cols := max(winoMinCols, winoChunk/(xis*max(C, M)))
 	G, nch := 1, 1
 	if TH*TW >= cols {
 		rmax := max(1, cols/TW)
@@ -330,7 +373,6 @@ func (k *convKernel) forwardWinograd(ctx *Context, d *convDims, x, w []float32, 
 	}
 	R := (TH + nch - 1) / nch
 	Tmax := G * R * TW
-	qsize, vsize, msize := 4*(R+1)*S, 16*(C*winoCols(Tmax)+winoPad), 16*(M*winoCols(Tmax)+winoPad)
 	items := (d.N + G - 1) / G * nch
 	nw := nnWorkers(ctx, items)
 	// A batch of few tiles (small planes at batch 1: winogradOK) is one chunk whose
@@ -343,21 +385,21 @@ func (k *convKernel) forwardWinograd(ctx *Context, d *convDims, x, w []float32, 
 	split := d.N*TH*TW < 64*ctx.Workers
 	if split {
 		R, Tmax = TH, d.N*TH*TW
-		qsize, vsize, msize = 4*(R+1)*S, 16*(C*winoCols(Tmax)+winoPad), 16*(M*winoCols(Tmax)+winoPad)
 		nw = nnWorkers(ctx, RB)
 	}
+	qsize, vsize, msize := t.planesLen(R), xis*(C*winoCols(Tmax)+winoPad), xis*(M*winoCols(Tmax)+winoPad)
 	work := k.direct.workers(nw)
-	// Every value of the quarter planes, the transformed input and the products is
-	// written before it is read: graph's shared scratch.
+	// Every value of the planes, the transformed input and the products is written
+	// before it is read: graph's shared scratch.
 	per := qsize + vsize + msize
 	if split {
-		// One transformed input and one product for all; quarter planes per worker.
+		// One transformed input and one product for all; planes per worker.
 		per = qsize
 	}
 	// Trained weights are transformed anew at every step: into the scratch too.
 	un := 0
 	if wk.p == nil {
-		un = winoWeightsLen(d)
+		un = winoWeightsLen(d, nt)
 	}
 	whole := 0
 	if split {
@@ -365,7 +407,7 @@ func (k *convKernel) forwardWinograd(ctx *Context, d *convDims, x, w []float32, 
 	}
 	scr, shared := ctx.scratch(&k.direct.winoScratch, un+whole+nw*per)
 	defer ctx.releaseScratch(shared)
-	u := k.winoWeights(ctx, d, w, wk, scr[:un:un])
+	u := k.winoWeights(ctx, d, w, wk, scr[:un:un], nt)
 	scr = scr[un:]
 	var sv, sm []float32
 	if split {
@@ -391,9 +433,10 @@ func (k *convKernel) forwardWinograd(ctx *Context, d *convDims, x, w []float32, 
 		flags |= winoRelu
 	}
 	if split {
-		winoSplit(ctx, d, x, u, bias, y, act, res, ys, flags, work, sv, sm)
+		winoSplit(ctx, d, &t, x, u, bias, y, act, res, ys, flags, work, sv, sm)
 		return
 	}
+	CHW := d.g.in[1] * d.g.in[2]
 	var next atomic.Int64
 	nnEach(ctx, nw, nw, func(wk, _, _ int) {
 		wr := &work[wk]
@@ -412,77 +455,66 @@ func (k *convKernel) forwardWinograd(ctx *Context, d *convDims, x, w []float32, 
 			T := (i1 - i0) * per
 			Tp := winoCols(T)
 			ldv, ldm := C*Tp+winoPad, M*Tp+winoPad
-			qp := (rows + 1) * S
 			for i := i0; i < i1; i++ {
 				for ch := 0; ch < C; ch++ {
-					xc := x[(i*d.C+ch)*H*W : (i*d.C+ch+1)*H*W]
-					winoQuarters(q, qp, S, t0, rows, xc, H, W, g.pb[1], g.pb[2])
-					winoIn(q, qp, S, TW, rows, v[ch*Tp+(i-i0)*per:], ldv)
+					t.in(q, t0, rows, x[(i*d.C+ch)*CHW:(i*d.C+ch+1)*CHW], &d.g, v[ch*Tp+(i-i0)*per:], ldv, &wr.w4)
 				}
 			}
-			winoClearCols(v, ldv, C, T, Tp)
+			winoClearCols(v, ldv, xis, C, T, Tp)
 			wr.pan = panels(wr.pan[:0], 0, 0, Tp)
-			for xi := 0; xi < 16; xi++ {
+			for xi := 0; xi < xis; xi++ {
 				wr.multiply(C, M, u[xi*RB*C*8:(xi+1)*RB*C*8], nil, v[xi*ldv:xi*ldv+C*Tp], Tp, nil, mb[xi*ldm:xi*ldm+M*Tp], Tp, wr.pan, 0, nil)
 			}
-			winoOuts(d, mb, ldm, Tp, i0, i1, 0, M, t0, rows, ys, flags, bias, y, res, act)
+			winoOuts(d, &t, mb, ldm, Tp, i0, i1, 0, M, t0, rows, ys, flags, bias, y, res, act, &wr.w4)
 		}
 	})
 }
 
-// winoSplit is forwardWinograd for a batch of few tiles: the whole
-// batch one chunk (tile rows [0, TH) of every image), its channels' input transforms
-// shared out over the workers, then its output channels' row blocks, each worker making
-// the 16 products and the output transforms of its own. Each output is the same chain of
-// operations as in a chunk of its own, so the split changes no bit.
-func winoSplit(ctx *Context, d *convDims, x, u, bias, y []float32, act *nnClamp, res []float32, ys, flags int, work []convWork, v, mb []float32) {
-	g := &d.g
+// winoSplit is forwardWinograd for a batch of few tiles: the whole batch one chunk (tile
+// rows [0, TH) of every image), its channels' input transforms shared out over the
+// workers, then its output channels' row blocks, each worker making the products and the
+// output transforms of its own. Each output is the same chain of operations as in a
+// chunk of its own, so the split changes no bit.
+func winoSplit(ctx *Context, d *convDims, t *winoTiles, x, u, bias, y []float32, act *nnClamp, res []float32, ys, flags int, work []convWork, v, mb []float32) {
 	C, M := d.Cg, d.Mg
-	H, W := g.in[1], g.in[2]
-	OH, OW := g.out[1], g.out[2]
-	TH, TW := (OH+1)/2, (OW+1)/2
-	S := TW + 1
 	RB := (M + 7) / 8
-	per := TH * TW
+	per := t.th * t.tw
 	T := d.N * per
 	Tp := winoCols(T)
 	ldv, ldm := C*Tp+winoPad, M*Tp+winoPad
-	qp := (TH + 1) * S
+	CHW := d.g.in[1] * d.g.in[2]
 	nw := len(work)
 	nnEach(ctx, nw, C, func(wk, lo, hi int) {
-		q := work[wk].wino[:4*qp]
+		q, tabs := work[wk].wino, &work[wk].w4
 		for ch := lo; ch < hi; ch++ {
 			for i := 0; i < d.N; i++ {
-				xc := x[(i*d.C+ch)*H*W : (i*d.C+ch+1)*H*W]
-				winoQuarters(q, qp, S, 0, TH, xc, H, W, g.pb[1], g.pb[2])
-				winoIn(q, qp, S, TW, TH, v[ch*Tp+i*per:], ldv)
+				t.in(q, 0, t.th, x[(i*d.C+ch)*CHW:(i*d.C+ch+1)*CHW], &d.g, v[ch*Tp+i*per:], ldv, tabs)
 			}
 		}
 	})
-	winoClearCols(v, ldv, C, T, Tp)
+	winoClearCols(v, ldv, t.xis, C, T, Tp)
 	nnEach(ctx, nw, RB, func(wk, lo, hi int) {
 		wr := &work[wk]
 		m0, m1 := lo*8, min(hi*8, M)
 		wr.pan = panels(wr.pan[:0], 0, 0, Tp)
-		for xi := 0; xi < 16; xi++ {
+		for xi := 0; xi < t.xis; xi++ {
 			ua := u[xi*RB*C*8 : (xi+1)*RB*C*8]
 			wr.multiply(C, m1-m0, ua[lo*C*8:hi*C*8], nil, v[xi*ldv:xi*ldv+C*Tp], Tp, nil, mb[xi*ldm+m0*Tp:xi*ldm+M*Tp], Tp, wr.pan, 0, nil)
 		}
-		winoOuts(d, mb, ldm, Tp, 0, d.N, m0, m1, 0, TH, ys, flags, bias, y, res, act)
+		winoOuts(d, t, mb, ldm, Tp, 0, d.N, m0, m1, 0, t.th, ys, flags, bias, y, res, act, &wr.w4)
 	})
 }
 
 // winoOuts writes output channels [m0, m1) of images [i0, i1), tile rows [t0, t0+rows),
 // from the products in mb (Tp values a row, the image's tiles after the previous
-// images', ldm between the 16 matrices), with the bias, residual and activation.
-func winoOuts(d *convDims, mb []float32, ldm, Tp, i0, i1, m0, m1, t0, rows, ys, flags int, bias, y, res []float32, act *nnClamp) {
+// images', ldm between the matrices), with the bias, residual and activation.
+func winoOuts(d *convDims, t *winoTiles, mb []float32, ldm, Tp, i0, i1, m0, m1, t0, rows, ys, flags int, bias, y, res []float32, act *nnClamp, tabs *wino4Tabs) {
 	M, OH, OW := d.Mg, d.g.out[1], d.g.out[2]
-	TW := (OW + 1) / 2
-	per := rows * TW
-	ohr := min(2*rows, OH-2*t0)
+	per := rows * t.tw
+	ohr := min(t.n*rows, OH-t.n*t0)
 	for i := i0; i < i1; i++ {
 		for m := m0; m < m1; m++ {
-			off := (i*M+m)*OH*OW + 2*t0*OW
+			off := (i*M+m)*OH*OW + t.n*t0*OW
 			var bv float32
 			if bias != nil {
 				bv = bias[m]
@@ -491,9 +523,13 @@ func winoOuts(d *convDims, mb []float32, ldm, Tp, i0, i1, m0, m1, t0, rows, ys, 
 			if res != nil {
 				rs = res[off : off+ohr*OW]
 			}
-			yoff := i*ys + m*OH*OW + 2*t0*OW
+			yoff := i*ys + m*OH*OW + t.n*t0*OW
 			yo := y[yoff : yoff+ohr*OW]
-			winoOut(mb[m*Tp+(i-i0)*per:], ldm, TW, rows, yo, OW, ohr, bv, rs, flags)
+			if t.n == 4 {
+				winoOut4(mb[m*Tp+(i-i0)*per:], ldm, t.tw, rows, yo, OW, ohr, bv, rs, flags, tabs)
+			} else {
+				winoOut(mb[m*Tp+(i-i0)*per:], ldm, t.tw, rows, yo, OW, ohr, bv, rs, flags)
+			}
 			if act != nil && !act.relu {
 				act.applyNoBias(yo, yo)
 			}
@@ -508,14 +544,14 @@ func winoOuts(d *convDims, mb []float32, ldm, Tp, i0, i1, m0, m1, t0, rows, ys, 
 // past T are summed like the others and never read back: lanes do not mix.
 func winoCols(T int) int { return (T + 15) &^ 15 }
 
-// winoClearCols zeroes columns [T, Tp) of the C rows of the 16 transformed-input
+// winoClearCols zeroes columns [T, Tp) of the C rows of the xis transformed-input
 // matrices (ldv apart), which winoIn does not write: scratch may hold any bits, and
 // subnormal ones would slow the lanes they feed on some CPUs.
-func winoClearCols(v []float32, ldv, C, T, Tp int) {
+func winoClearCols(v []float32, ldv, xis, C, T, Tp int) {
 	if Tp == T {
 		return
 	}
-	for xi := 0; xi < 16; xi++ {
+	for xi := 0; xi < xis; xi++ {
 		for ch := 0; ch < C; ch++ {
 			clear(v[xi*ldv+ch*Tp+T : xi*ldv+(ch+1)*Tp])
 		}

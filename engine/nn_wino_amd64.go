@@ -2,7 +2,10 @@
 
 package engine
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // winoInAVX512 is winoInGo for CPUs with AVX-512F; mlast holds the lanes of a row's
 // last block of 16 tiles.
@@ -77,4 +80,57 @@ func winoOut(m []float32, ldm, tw, rows int, y []float32, ow, ohr int, bias floa
 	default:
 		winoOutGo(m, ldm, tw, rows, y, ow, ohr, bias, res, flags)
 	}
+}
+
+// winoIn4AVX2 is winoIn4Go in AVX2, 8 tiles to a block (see nn_wino4_amd64.s).
+//
+//go:noescape
+func winoIn4AVX2(p *float32, offs *[36]int64, rows, tw, rowStep int, v *float32, voffs *[36]int64, mlast *int32)
+
+// winoOut4AVX2 is winoOut4Go in AVX2, 8 tiles to a block (see nn_wino4_amd64.s).
+//
+//go:noescape
+func winoOut4AVX2(m *float32, moffs *[36]int64, tw, rows int, y *float32, ow, ohr int, bias float32, res *float32, flags int, mlast, ones, masks *int32)
+
+// wino4Fast reports whether the F(4×4) transforms have their AVX2 form.
+func wino4Fast() bool { return convTileAVX2OK() }
+
+// winoOnes is winoOut4AVX2's mask of a whole block's 32 pixels.
+var winoOnes = [32]int32{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}
+
+// winoIn4 is the input transform (winoIn4Go), in AVX2 where the CPU has it (AVX-512
+// CPUs too: the transforms are a few per cent of the path's time).
+func winoIn4(p []float32, pp, S, tw, rows int, v []float32, ldv int, tabs *wino4Tabs) {
+	wino4Check(p, pp, S, tw, rows, v, ldv)
+	if !convTileAVX2OK() {
+		winoIn4Go(p, pp, S, tw, rows, v, ldv)
+		return
+	}
+	t := tabs.in(pp, S, ldv)
+	last := tw - (tw-1)/8*8
+	winoIn4AVX2(&p[0], &t.offs, rows, tw, 8*S, &v[0], &t.voffs, &avx2LaneMasks[8-last])
+}
+
+// winoOut4 is the output transform (winoOut4Go), in AVX2 where the CPU has it.
+func winoOut4(m []float32, ldm, tw, rows int, y []float32, ow, ohr int, bias float32, res []float32, flags int, tabs *wino4Tabs) {
+	wino4OutCheck(m, ldm, tw, rows, y, ow, ohr, res, flags)
+	if !convTileAVX2OK() {
+		winoOut4Go(m, ldm, tw, rows, y, ow, ohr, bias, res, flags)
+		return
+	}
+	t := tabs.out(ldm)
+	if flags&winoBias == 0 {
+		bias = float32(math.Copysign(0, -1)) // x + (−0) is x, −0 included
+	}
+	rp := &y[0]
+	if flags&winoRes != 0 {
+		rp = &res[0]
+	}
+	last := tw - (tw-1)/8*8
+	n := ow - 32*((tw-1)/8) // pixels of a row's last block
+	var masks [32]int32
+	for i := range n {
+		masks[i] = -1
+	}
+	winoOut4AVX2(&m[0], &t.moffs, tw, rows, &y[0], ow, ohr, bias, rp, flags, &avx2LaneMasks[8-last], &winoOnes[0], &masks[0])
 }
