@@ -157,17 +157,7 @@ func winoOut4Go(m []float32, ldm, tw, rows int, y []float32, ow, ohr int, bias f
 					if ox >= ow {
 						break
 					}
-					v := out[b]
-					if flags&winoBias != 0 {
-						v += bias
-					}
-					if flags&winoRes != 0 {
-						v += res[oy*ow+ox]
-					}
-					if flags&winoRelu != 0 {
-						v = reluBits(v)
-					}
-					y[oy*ow+ox] = v
+					y[oy*ow+ox] = winoEpilogue(out[b], bias, res, oy*ow+ox, flags)
 				}
 			}
 		}

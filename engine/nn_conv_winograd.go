@@ -276,17 +276,7 @@ func winoOutGo(m []float32, ldm, tw, rows int, y []float32, ow, ohr int, bias fl
 					if ox >= ow {
 						continue
 					}
-					v := out[b]
-					if flags&winoBias != 0 {
-						v += bias
-					}
-					if flags&winoRes != 0 {
-						v += res[oy*ow+ox]
-					}
-					if flags&winoRelu != 0 {
-						v = reluBits(v)
-					}
-					y[oy*ow+ox] = v
+					y[oy*ow+ox] = winoEpilogue(out[b], bias, res, oy*ow+ox, flags)
 				}
 			}
 		}
@@ -556,6 +546,21 @@ func winoClearCols(v []float32, ldv, xis, C, T, Tp int) {
 			clear(v[xi*ldv+ch*Tp+T : xi*ldv+(ch+1)*Tp])
 		}
 	}
+}
+
+// winoEpilogue is an output transform's last steps on output v at index i: + bias,
+// + res[i], Relu, as flags say, in that order.
+func winoEpilogue(v, bias float32, res []float32, i, flags int) float32 {
+	if flags&winoBias != 0 {
+		v += bias
+	}
+	if flags&winoRes != 0 {
+		v += res[i]
+	}
+	if flags&winoRelu != 0 {
+		v = reluBits(v)
+	}
+	return v
 }
 
 // reluBits is Relu as the Relu kernel computes it: every value whose sign bit is set
