@@ -919,10 +919,10 @@ func TestConvGemmTileBlocks(t *testing.T) {
 }
 
 // TestConvForwardDirectOK checks which forward passes leave the direct path on the AVX2
-// path (forwardDirectOK): one image through a 3×3 layer on rows of 7 or 11 (ResNet-18's
-// last stage at 224 px, a stride-2 layer to it) takes the column matrix, while rows of
-// 13, a pointwise layer on rows of 7, a batch of 4 on rows of 7, and a layer the Winograd
-// path takes keep it. With AVX-512 (packed lanes) every one keeps it.
+// path (forwardDirectOK): one image through a 3×3 layer of 32 channels on rows of 7 or
+// 11, or a stride-2 layer to rows of 7, takes the column matrix, while rows of 13, a
+// pointwise layer on rows of 7, a batch of 4 on rows of 7, and layers the Winograd path
+// takes (64 channels on the AVX2 path) keep it. With AVX-512 (packed lanes) every one keeps it.
 func TestConvForwardDirectOK(t *testing.T) {
 	if !convDirectOK() {
 		t.Skip("no AVX-512 or AVX2+FMA tile kernel on this CPU: the direct path does not run")
@@ -931,7 +931,8 @@ func TestConvForwardDirectOK(t *testing.T) {
 		c      convCase
 		narrow bool // leaves the direct path on the AVX2 path
 	}{
-		{convCase{name: "3x3_rows_of_7", x: []int{1, 64, 7, 7}, w: []int{64, 64, 3, 3}, pads: []int{1, 1, 1, 1}}, true},
+		{convCase{name: "3x3_rows_of_7", x: []int{1, 32, 7, 7}, w: []int{32, 32, 3, 3}, pads: []int{1, 1, 1, 1}}, true},
+		{convCase{name: "3x3_rows_of_7_64ch", x: []int{1, 64, 7, 7}, w: []int{64, 64, 3, 3}, pads: []int{1, 1, 1, 1}}, false},
 		{convCase{name: "stride2_to_rows_of_7", x: []int{1, 32, 14, 14}, w: []int{64, 32, 3, 3}, strides: []int{2, 2}, pads: []int{1, 1, 1, 1}}, true},
 		{convCase{name: "3x3_rows_of_11", x: []int{1, 16, 9, 11}, w: []int{16, 16, 3, 3}, pads: []int{1, 1, 1, 1}}, true},
 		{convCase{name: "3x3_rows_of_13", x: []int{1, 16, 9, 13}, w: []int{16, 16, 3, 3}, pads: []int{1, 1, 1, 1}}, false},

@@ -326,7 +326,9 @@ func BenchmarkConvPhased(b *testing.B) {
 
 // BenchmarkConvWinogradFew times small planes with few tiles (ResNet-18's 7 × 7 layers at
 // 224 px, batch 1 and 2) on the Winograd path and off it (noWinograd: the direct or
-// narrow path), alternating: the numbers winoFewCols and winoFewCh rest on. Run it with
+// narrow path), alternating: the numbers winoFewCols, winoFewCh and winoAVX2Ch rest on
+// (the 64- and 128-channel shapes at batches 1 to 32: ResNet-18's first stages at 32 px
+// and the like, which only the AVX2 path sends to the Winograd path). Run it with
 // AVX-512 and under GODEBUG=cpu.avx512f=off:
 //
 //	go test ./engine -run '^$' -bench ConvWinogradFew -benchtime 100x
@@ -340,6 +342,17 @@ func BenchmarkConvWinogradFew(b *testing.B) {
 		{"256@7b1", []int{1, 256, 7, 7}, []int{256, 256, 3, 3}},
 		{"256@8b1", []int{1, 256, 8, 8}, []int{256, 256, 3, 3}},
 		{"512@10b1", []int{1, 512, 10, 10}, []int{512, 512, 3, 3}},
+		{"64@8b1", []int{1, 64, 8, 8}, []int{64, 64, 3, 3}},
+		{"64@7b1", []int{1, 64, 7, 7}, []int{64, 64, 3, 3}},
+		{"64@8b2", []int{2, 64, 8, 8}, []int{64, 64, 3, 3}},
+		{"64@8b3", []int{3, 64, 8, 8}, []int{64, 64, 3, 3}},
+		{"64@8b4", []int{4, 64, 8, 8}, []int{64, 64, 3, 3}},
+		{"64@8b32", []int{32, 64, 8, 8}, []int{64, 64, 3, 3}},
+		{"64@7b8", []int{8, 64, 7, 7}, []int{64, 64, 3, 3}},
+		{"128@8b2", []int{2, 128, 8, 8}, []int{128, 128, 3, 3}},
+		{"32@8b1", []int{1, 32, 8, 8}, []int{32, 32, 3, 3}},
+		{"128@8b1", []int{1, 128, 8, 8}, []int{128, 128, 3, 3}},
+		{"128@7b1", []int{1, 128, 7, 7}, []int{128, 128, 3, 3}},
 	} {
 		b.Run(s.name, func(b *testing.B) {
 			n := nntNode("Conv", 13, 3, 1, attrInts("pads", 1, 1, 1, 1), attrInts("kernel_shape", 3, 3))

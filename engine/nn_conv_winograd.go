@@ -56,11 +56,22 @@ const (
 // An image's outputs can then be the Winograd path's in a batch and the direct path's
 // alone: they differ by float32 rounding, as any two paths do, and each batch size's
 // are reproducible.
+//
+// On the AVX2 path (no AVX-512 tile kernel) both channel counts are winoAVX2Ch: there
+// the alternative at batch 1 is an im2col product (rows under convAVX2MinRow make no
+// direct panel) and otherwise the direct path's half-empty 16-lane panels on 8-pixel rows.
+// BenchmarkConvWinogradFew under GODEBUG=cpu.avx512f=off (Zen 5, 2026-12-03, two runs):
+// 64 channels at 8 × 8 0.54–0.60× the time at batch 1, 0.78–0.82× at batch 2 and 3,
+// 0.92× at 4 and 0.72× at 32 (ResNet-18's first stage at 32 px), at 7 × 7 0.69× at
+// batch 1 and 0.87–0.97× at 8; 128 channels at 8 × 8 0.56× (batch 1) and 0.68–0.70×
+// (batch 2); 32 channels level (0.97–1.03×). With AVX-512 the same 64-channel shapes
+// lose (1.05–1.30×), so its thresholds stay.
 const (
 	winoSmallPlane = 5
 	winoSmallCh    = 128
 	winoFewCols    = 16
 	winoFewCh      = 256
+	winoAVX2Ch     = 64
 )
 
 // winoChunk is the size, in float32 values, of a chunk's transformed input or product
@@ -97,7 +108,11 @@ func (k *convKernel) winogradOK(d *convDims, pg *nnGeom) bool {
 		return false
 	}
 	tiles, ch := d.N*((oh+1)/2)*((ow+1)/2), min(d.Cg, d.Mg)
-	return tiles >= winoMinCols && ch >= winoSmallCh || tiles >= winoFewCols && ch >= winoFewCh
+	smallCh, fewCh := winoSmallCh, winoFewCh
+	if !convTileOK() {
+		smallCh, fewCh = winoAVX2Ch, winoAVX2Ch
+	}
+	return tiles >= winoMinCols && ch >= smallCh || tiles >= winoFewCols && ch >= fewCh
 }
 
 // winoFilter sets u[ξ] for ξ = 4i + j to (G g Gᵀ)[i][j] of the 3×3 filter g (row-major),

@@ -10,14 +10,14 @@ import (
 	"github.com/qtool/qtool/internal/ortref"
 )
 
-// TestConvWinogradAgainstOnnxruntime runs winoCases as one-node models (convOnnxruntime),
+// TestConvWinogradAgainstOnnxruntime runs winoCasesHere as one-node models (convOnnxruntime),
 // weight and bias as initializers: frozen, as the Winograd path runs inference.
 func TestConvWinogradAgainstOnnxruntime(t *testing.T) {
 	ortref.Require(t)
 	if !winoFast() {
 		t.Skip("no AVX-512 or AVX2+FMA on this CPU: the Winograd path does not run")
 	}
-	for i, c := range winoCases {
+	for i, c := range winoCasesHere() {
 		t.Run(c.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(41, uint64(i)))
 			n, _, _, _ := c.node(11)

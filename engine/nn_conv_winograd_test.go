@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -128,32 +129,58 @@ var winoCases = []convCase{
 	{name: "few_tiles_batch2", x: []int{2, 256, 7, 7}, w: []int{256, 256, 3, 3}, pads: []int{1, 1, 1, 1}},
 }
 
+// winoAVX2Cases are convolutions only the AVX2 path sends to the Winograd path (its
+// channel threshold, winoAVX2Ch): ResNet-18's first stage at 32 px at batch 1 (16 tiles
+// shared by output channels, 64 of them: 8 row blocks), an odd plane of 72 output
+// channels at batch 2, and 64 channels on 7 × 7 planes at batch 32 (chunks of whole images).
+var winoAVX2Cases = []convCase{
+	{name: "avx2_64ch_8x8_batch1", x: []int{1, 64, 8, 8}, w: []int{64, 64, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+	{name: "avx2_odd_72out_batch2", x: []int{2, 64, 7, 9}, w: []int{72, 64, 3, 3}, pads: []int{1, 1, 1, 1}},
+	{name: "avx2_64ch_7x7_batch32", x: []int{32, 64, 7, 7}, w: []int{64, 64, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+}
+
+// winoCasesHere is winoCases, and on the AVX2 path winoAVX2Cases too.
+func winoCasesHere() []convCase {
+	if convTileOK() {
+		return winoCases
+	}
+	return append(slices.Clone(winoCases), winoAVX2Cases...)
+}
+
 // TestWinogradSmallPlanes checks where planes below winoMinPlane take the Winograd path:
-// with 128 channels or more in and out and at least winoMinCols tiles in the batch, or 256
-// channels and winoFewCols tiles, and not with fewer channels, fewer tiles or planes
-// below winoSmallPlane (where the measurements in winoSmallPlane's comment had it lose).
+// with AVX-512, with 128 channels or more in and out and at least winoMinCols tiles in
+// the batch, or 256 channels and winoFewCols tiles; on the AVX2 path with 64 channels and
+// winoFewCols tiles; and not with fewer channels, fewer tiles or planes below
+// winoSmallPlane (where the measurements in winoSmallPlane's comment had it lose).
 func TestWinogradSmallPlanes(t *testing.T) {
 	if !winoFast() {
 		t.Skip("no AVX-512 or AVX2+FMA on this CPU: the Winograd path does not run")
 	}
 	for _, c := range []struct {
-		x, w []int
-		want bool
+		x, w       []int
+		want, avx2 bool // with AVX-512, on the AVX2 path
 	}{
-		{[]int{4, 512, 7, 7}, []int{512, 512, 3, 3}, true},   // 64 tiles
-		{[]int{3, 128, 7, 7}, []int{128, 128, 3, 3}, false},  // 48 tiles, 128 channels
-		{[]int{1, 512, 7, 7}, []int{512, 512, 3, 3}, true},   // 16 tiles, 512 channels
-		{[]int{1, 256, 7, 7}, []int{255, 256, 3, 3}, false},  // 255 out
-		{[]int{1, 256, 6, 6}, []int{256, 256, 3, 3}, false},  // 9 tiles
-		{[]int{32, 64, 7, 7}, []int{64, 64, 3, 3}, false},    // 64 channels
-		{[]int{32, 256, 7, 7}, []int{64, 256, 3, 3}, false},  // 64 out
-		{[]int{32, 128, 5, 5}, []int{128, 128, 3, 3}, true},  // 5 × 5
-		{[]int{32, 512, 4, 4}, []int{512, 512, 3, 3}, false}, // 4 × 4
-		{[]int{1, 64, 12, 12}, []int{64, 64, 3, 3}, true},    // winoMinPlane: any batch
+		{[]int{4, 512, 7, 7}, []int{512, 512, 3, 3}, true, true},    // 64 tiles
+		{[]int{3, 128, 7, 7}, []int{128, 128, 3, 3}, false, true},   // 48 tiles, 128 channels
+		{[]int{1, 512, 7, 7}, []int{512, 512, 3, 3}, true, true},    // 16 tiles, 512 channels
+		{[]int{1, 256, 7, 7}, []int{255, 256, 3, 3}, false, true},   // 255 out
+		{[]int{1, 256, 6, 6}, []int{256, 256, 3, 3}, false, false},  // 9 tiles
+		{[]int{32, 64, 7, 7}, []int{64, 64, 3, 3}, false, true},     // 64 channels
+		{[]int{32, 256, 7, 7}, []int{64, 256, 3, 3}, false, true},   // 64 out
+		{[]int{1, 64, 8, 8}, []int{64, 64, 3, 3}, false, true},      // 16 tiles, 64 channels
+		{[]int{1, 64, 8, 8}, []int{63, 64, 3, 3}, false, false},     // 63 out
+		{[]int{8, 48, 8, 8}, []int{48, 48, 3, 3}, false, false},     // 48 channels
+		{[]int{32, 128, 5, 5}, []int{128, 128, 3, 3}, true, true},   // 5 × 5
+		{[]int{32, 512, 4, 4}, []int{512, 512, 3, 3}, false, false}, // 4 × 4
+		{[]int{1, 64, 12, 12}, []int{64, 64, 3, 3}, true, true},     // winoMinPlane: any batch
 	} {
 		k, d := pad1Dims(t, c.x, c.w)
-		if got := k.winogradOK(&d, nil); got != c.want {
-			t.Errorf("x %v, w %v: winogradOK %v, want %v", c.x, c.w, got, c.want)
+		want := c.want
+		if !convTileOK() {
+			want = c.avx2
+		}
+		if got := k.winogradOK(&d, nil); got != want {
+			t.Errorf("x %v, w %v: winogradOK %v, want %v (AVX-512 tile kernel %v)", c.x, c.w, got, want, convTileOK())
 		}
 	}
 }
@@ -168,7 +195,7 @@ func TestConvWinograd(t *testing.T) {
 	if !winoFast() {
 		t.Skip("no AVX-512 or AVX2+FMA on this CPU: the Winograd path does not run")
 	}
-	for _, c := range winoCases {
+	for _, c := range winoCasesHere() {
 		for _, workers := range []int{1, 2, 3} {
 			t.Run(fmt.Sprintf("%s/w%d", c.name, workers), func(t *testing.T) {
 				r := rand.New(rand.NewPCG(21, uint64(workers)))
@@ -243,7 +270,7 @@ func TestConvWinogradWorkersAgree(t *testing.T) {
 	if !winoFast() {
 		t.Skip("no AVX-512 or AVX2+FMA on this CPU: the Winograd path does not run")
 	}
-	for _, c := range winoCases {
+	for _, c := range winoCasesHere() {
 		t.Run(c.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(31, 32))
 			n, _, _, _ := c.node(11)
