@@ -31,10 +31,20 @@ import (
 // and writing back its chunk while its 16 transformed matrices are in the cache.
 
 // Below these the transforms' passes cost more than the products save (BenchmarkConvShape).
+//
+// On the AVX2 path the input channels may be as few as winoAVX2MinC: there the direct
+// path's products run at half AVX-512's width while the transforms are a smaller share,
+// and BenchmarkConvWinogradFew under GODEBUG=cpu.avx512f=off (Zen 5, 2026-12-03, two runs)
+// has the Winograd path at 0.60–0.66× the direct path's time for 16 → 64 channels on
+// 55 × 55 planes (SqueezeNet's first expand layers) at batch 1 and 4, 0.51–0.53× for 24 →
+// 64 at 28 × 28, 0.87–0.92× for 16 → 32 at 14 × 14 and 0.94× for 16 → 16 at 28 × 28 (8
+// input channels gained too, 0.81–0.86×, but no network measured here has such a layer).
+// With AVX-512 16 → 64 gained 5–10 % and 24 → 64 17 %, so winoMinC stays there.
 const (
 	winoMinC     = 32 // input channels
 	winoMinM     = 16 // output channels
 	winoMinPlane = 12 // output rows and columns
+	winoAVX2MinC = 16
 )
 
 // Smaller planes, down to winoSmallPlane rows and columns, take the path too when both
@@ -97,7 +107,14 @@ func (k *convKernel) winogradOK(d *convDims, pg *nnGeom) bool {
 	if !winoFast() || k.noWinograd || pg != nil || k.group != 1 || d.depthwise || d.pointwise ||
 		g.nd != 2 || g.in[0] != 1 || g.k[0] != 1 || g.out[0] != 1 ||
 		g.k[1] != 3 || g.k[2] != 3 || g.s[1] != 1 || g.s[2] != 1 || g.d[1] != 1 || g.d[2] != 1 ||
-		d.Cg < winoMinC || d.Mg < winoMinM {
+		d.Mg < winoMinM {
+		return false
+	}
+	minC := winoMinC
+	if !convTileOK() {
+		minC = winoAVX2MinC
+	}
+	if d.Cg < minC {
 		return false
 	}
 	oh, ow := g.out[1], g.out[2]

@@ -130,13 +130,15 @@ var winoCases = []convCase{
 }
 
 // winoAVX2Cases are convolutions only the AVX2 path sends to the Winograd path (its
-// channel threshold, winoAVX2Ch): ResNet-18's first stage at 32 px at batch 1 (16 tiles
-// shared by output channels, 64 of them: 8 row blocks), an odd plane of 72 output
-// channels at batch 2, and 64 channels on 7 × 7 planes at batch 32 (chunks of whole images).
+// channel thresholds, winoAVX2Ch and winoAVX2MinC): ResNet-18's first stage at 32 px at
+// batch 1 (16 tiles shared by output channels, 64 of them: 8 row blocks), an odd plane of
+// 72 output channels at batch 2, 64 channels on 7 × 7 planes at batch 32 (chunks of whole
+// images), and 16 input channels on an odd plane (SqueezeNet's first expand layers).
 var winoAVX2Cases = []convCase{
 	{name: "avx2_64ch_8x8_batch1", x: []int{1, 64, 8, 8}, w: []int{64, 64, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 	{name: "avx2_odd_72out_batch2", x: []int{2, 64, 7, 9}, w: []int{72, 64, 3, 3}, pads: []int{1, 1, 1, 1}},
 	{name: "avx2_64ch_7x7_batch32", x: []int{32, 64, 7, 7}, w: []int{64, 64, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
+	{name: "avx2_16in_odd_plane", x: []int{2, 16, 29, 31}, w: []int{64, 16, 3, 3}, pads: []int{1, 1, 1, 1}, bias: true},
 }
 
 // winoCasesHere is winoCases, and on the AVX2 path winoAVX2Cases too.
@@ -150,8 +152,9 @@ func winoCasesHere() []convCase {
 // TestWinogradSmallPlanes checks where planes below winoMinPlane take the Winograd path:
 // with AVX-512, with 128 channels or more in and out and at least winoMinCols tiles in
 // the batch, or 256 channels and winoFewCols tiles; on the AVX2 path with 64 channels and
-// winoFewCols tiles; and not with fewer channels, fewer tiles or planes below
-// winoSmallPlane (where the measurements in winoSmallPlane's comment had it lose).
+// winoFewCols tiles; from 32 input channels with AVX-512 and 16 on the AVX2 path; and not
+// with fewer channels, fewer tiles or planes below winoSmallPlane (where the measurements
+// in winoSmallPlane's comment had it lose).
 func TestWinogradSmallPlanes(t *testing.T) {
 	if !winoFast() {
 		t.Skip("no AVX-512 or AVX2+FMA on this CPU: the Winograd path does not run")
@@ -173,6 +176,9 @@ func TestWinogradSmallPlanes(t *testing.T) {
 		{[]int{32, 128, 5, 5}, []int{128, 128, 3, 3}, true, true},   // 5 × 5
 		{[]int{32, 512, 4, 4}, []int{512, 512, 3, 3}, false, false}, // 4 × 4
 		{[]int{1, 64, 12, 12}, []int{64, 64, 3, 3}, true, true},     // winoMinPlane: any batch
+		{[]int{1, 16, 12, 12}, []int{64, 16, 3, 3}, false, true},    // 16 in
+		{[]int{1, 15, 12, 12}, []int{64, 15, 3, 3}, false, false},   // 15 in
+		{[]int{1, 32, 12, 12}, []int{15, 32, 3, 3}, false, false},   // 15 out
 	} {
 		k, d := pad1Dims(t, c.x, c.w)
 		want := c.want
