@@ -76,8 +76,9 @@ const (
 // 64 channels at 8 × 8 0.54–0.60× the time at batch 1, 0.78–0.82× at batch 2 and 3,
 // 0.92× at 4 and 0.72× at 32 (ResNet-18's first stage at 32 px), at 7 × 7 0.69× at
 // batch 1 and 0.87–0.97× at 8; 128 channels at 8 × 8 0.56× (batch 1) and 0.68–0.70×
-// (batch 2); 32 channels level (0.97–1.03×). With AVX-512 the same 64-channel shapes
-// lose (1.05–1.30×), so its thresholds stay.
+// (batch 2); 32 channels level (0.97–1.03×). With AVX-512 the 64-channel shapes lose at
+// batches 4 to 32 (1.05–1.30×) and are level at batch 1 (0.92 and 1.15× in two runs), and
+// 128 channels at batch 1 gained 4–15 %, so its thresholds stay.
 const (
 	winoSmallPlane = 5
 	winoSmallCh    = 128
