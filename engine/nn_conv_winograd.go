@@ -113,9 +113,10 @@ func (k *convKernel) winogradOK(d *convDims, pg *nnGeom) bool {
 		d.Mg < winoMinM {
 		return false
 	}
-	minC := winoMinC
+	// The AVX2 path's thresholds, where the direct path's products run at half width.
+	minC, smallCh, fewCh := winoMinC, winoSmallCh, winoFewCh
 	if !convTileOK() {
-		minC = winoAVX2MinC
+		minC, smallCh, fewCh = winoAVX2MinC, winoAVX2Ch, winoAVX2Ch
 	}
 	if d.Cg < minC {
 		return false
@@ -128,10 +129,6 @@ func (k *convKernel) winogradOK(d *convDims, pg *nnGeom) bool {
 		return false
 	}
 	tiles, ch := d.N*((oh+1)/2)*((ow+1)/2), min(d.Cg, d.Mg)
-	smallCh, fewCh := winoSmallCh, winoFewCh
-	if !convTileOK() {
-		smallCh, fewCh = winoAVX2Ch, winoAVX2Ch
-	}
 	return tiles >= winoMinCols && ch >= smallCh || tiles >= winoFewCols && ch >= fewCh
 }
 
