@@ -180,6 +180,10 @@ type Options struct {
 	// NoBNRecalib keeps the BatchNorm running statistics instead of re-estimating them
 	// with the binary weights.
 	NoBNRecalib bool
+	// ProjectX makes an ADMM run score and export P(x), the projection of its trained
+	// weights, instead of y (network.Config.ProjectX): what the paper's reference code
+	// reports. For reproducing its tables from random initialisation, where y oscillates.
+	ProjectX bool
 	// StatSamples is how many calibration samples f(x), f(y) and the criterion are
 	// measured on; zero means 2048.
 	StatSamples int
@@ -518,6 +522,7 @@ func (o Options) config(loss train.Loss) (network.Config, error) {
 		cfg.Export, cfg.ScoreStart = network.IterateBest, o.scoreStart
 	}
 	cfg.ScoreRecalibrated = !o.NoBNRecalib
+	cfg.ProjectX = o.ProjectX
 	// A tensor without gradient falls back to the grid's scale.
 	cfg.ScaleFree = o.RhoScale != RhoAbsolute
 	cfg.GradientRho = o.RhoScale == RhoGradient

@@ -443,3 +443,67 @@ func TestBestIterateStart(t *testing.T) {
 		sameParams(t, g, g2)
 	}
 }
+
+// TestProjectX: under ProjectX an ADMM run exports snap(P(x)) of its exported iterate,
+// not its y, and the best iterate is P(x) of the iteration it names (a run stopped there
+// exports the same weights bit for bit). Negative control: at the small ρ used, y and
+// P(x) differ, so exporting y would fail the first check.
+func TestProjectX(t *testing.T) {
+	ctx := context.Background()
+	for _, grid := range []Grid{Binary, BinaryChannel} {
+		t.Run(string(grid), func(t *testing.T) {
+			small := func(c *Config) { c.ProjectX = true; c.Rho = admmq.Schedule{Rho0: 1e-6, Growth: 1, Every: 1} }
+			last, _, m := newRunWith(t, grid, small)
+			if err := last.Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			differ := 0
+			var want [][]float32
+			for i, p := range last.params {
+				px := make([]float32, len(p.Value.F))
+				if err := last.targets[i].Set.Project32(px, p.Value.F, last.targets[i].Layout); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, snap(grid, px, last.targets[i]).Values)
+				for j, v := range snap(grid, last.y[i], last.targets[i]).Values {
+					if v != want[i][j] {
+						differ++
+					}
+				}
+			}
+			if differ == 0 {
+				t.Fatal("control: y equals P(x) everywhere, so the test cannot tell them apart")
+			}
+			t.Logf("%d weights of y differ from P(x)", differ)
+			ws, err := last.Finish(ctx, m, grid, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, w := range ws {
+				for j, v := range w.Values {
+					if math.Float32bits(v) != math.Float32bits(want[i][j]) {
+						t.Fatalf("%s[%d] = %v, want snap(P(x)) %v", w.Name, j, v, want[i][j])
+					}
+				}
+			}
+
+			long, g, m := newRunWith(t, grid, func(c *Config) { small(c); c.Export = IterateBest })
+			if err := long.Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			e := long.Exported()
+			t.Logf("exported iteration %d of %d", e, long.cfg.Iters)
+			if _, err := long.Finish(ctx, m, grid, true); err != nil {
+				t.Fatal(err)
+			}
+			short, g2, m2 := newRunWith(t, grid, func(c *Config) { small(c); c.Iters = e })
+			if err := short.Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := short.Finish(ctx, m2, grid, true); err != nil {
+				t.Fatal(err)
+			}
+			sameParams(t, g, g2)
+		})
+	}
+}

@@ -135,6 +135,13 @@ type Config struct {
 	// validation before, 77.4 % after two iterations), and the bare projection is then the
 	// better file.
 	ScoreStart bool
+	// ProjectX makes an ADMM run score and export P(x), the projection of the trained
+	// weights, instead of its auxiliary y: what the paper's reference code reports (its
+	// test() measures the model with every weight replaced by sign(x)). From a random
+	// start at a small ρ the scaled dual accumulates x − y ≈ −y while |x| ≪ 1, so y
+	// alternates between the signs of x and their opposites from one iteration to the
+	// next; P(x) does not. Other methods' y already is P(x) at the end of an iteration.
+	ProjectX bool
 }
 
 // Iterate says which outer iteration's state Finish exports.
@@ -457,12 +464,24 @@ func (r *Run) splitChanges(st *IterStats) error {
 // keepBest records the state after this iteration when its score on Data.Eval beats the
 // best so far (strictly: the earliest best wins ties, so that a run whose y stops moving
 // exports the first iterate that reached it).
-func (r *Run) keepBest(st *IterStats) {
+func (r *Run) keepBest(st *IterStats) error {
 	if r.cfg.Export != IterateBest || !st.HasAccuracy {
-		return
+		return nil
 	}
 	if r.best != nil && !(st.Accuracy > r.best.Score) {
-		return
+		return nil
+	}
+	// y, or under ProjectX the P(x) scored (a grid point, which Finish's gridY keeps),
+	// before anything is overwritten.
+	ys := make([][]float32, len(r.y))
+	for i, y := range r.y {
+		ys[i] = slices.Clone(y)
+		if r.cfg.ProjectX && IsADMM(r.cfg.Method) {
+			var err error
+			if ys[i], err = r.iterateY(i); err != nil {
+				return err
+			}
+		}
 	}
 	if r.best == nil {
 		r.best = &snapshot{}
@@ -476,10 +495,7 @@ func (r *Run) keepBest(st *IterStats) {
 		}
 	}
 	slices.SortFunc(b.Params, func(a, b namedParam) int { return strings.Compare(a.Name, b.Name) })
-	b.Y = b.Y[:0]
-	for _, y := range r.y {
-		b.Y = append(b.Y, slices.Clone(y))
-	}
+	b.Y = ys
 	for i := range r.history {
 		r.history[i].Best = false
 	}
@@ -487,6 +503,7 @@ func (r *Run) keepBest(st *IterStats) {
 		r.start.Best = false
 	}
 	st.Best = true
+	return nil
 }
 
 // Exported returns the 1-based outer iteration whose state Finish exports: the best
@@ -536,7 +553,9 @@ func (r *Run) Run(ctx context.Context) error {
 		if err := r.measure(ctx, &st, st.Rho); err != nil {
 			return err
 		}
-		r.keepBest(&st)
+		if err := r.keepBest(&st); err != nil {
+			return err
+		}
 		r.start = &st
 	}
 	for r.iter < r.cfg.Iters {
@@ -676,7 +695,9 @@ func (r *Run) iteration(ctx context.Context) error {
 	if err := r.splitChanges(&st); err != nil {
 		return err
 	}
-	r.keepBest(&st)
+	if err := r.keepBest(&st); err != nil {
+		return err
+	}
 	st.Seconds = time.Since(start).Seconds()
 	r.history = append(r.history, st)
 	r.iter++
@@ -747,6 +768,19 @@ func (r *Run) gridY(i int) ([]float32, error) {
 	return out, err
 }
 
+// iterateY returns the grid point that iteration scores and Finish exports: gridY, or
+// under ProjectX (ADMM) the projection of x.
+func (r *Run) iterateY(i int) ([]float32, error) {
+	if !r.cfg.ProjectX || !IsADMM(r.cfg.Method) {
+		return r.gridY(i)
+	}
+	out := make([]float32, len(r.y[i]))
+	if err := r.targets[i].Set.Project32(out, r.params[i].Value.F, r.targets[i].Layout); err != nil {
+		return nil, fmt.Errorf("network: projecting %s: %w", r.targets[i].Name, err)
+	}
+	return out, nil
+}
+
 // withWeights runs fn with the targeted weights set to w, then restores x.
 func (r *Run) withWeights(w [][]float32, fn func() error) error {
 	saved := make([][]float32, len(r.params))
@@ -780,7 +814,7 @@ func (r *Run) measure(ctx context.Context, st *IterStats, rho float64) error {
 	ys := make([][]float32, len(r.params))
 	var pen, res2 float64
 	for i, p := range r.params {
-		if ys[i], err = r.gridY(i); err != nil {
+		if ys[i], err = r.iterateY(i); err != nil {
 			return err
 		}
 		if IsADMM(r.cfg.Method) {
@@ -976,6 +1010,14 @@ func (r *Run) Finish(ctx context.Context, m *onnxio.Model, grid Grid, recalib bo
 		r.g.ParamsChanged()
 		for i := range r.y {
 			copy(r.y[i], b.Y[i])
+		}
+	} else if r.cfg.ProjectX && IsADMM(r.cfg.Method) {
+		for i := range r.y {
+			px, err := r.iterateY(i)
+			if err != nil {
+				return nil, err
+			}
+			copy(r.y[i], px)
 		}
 	}
 	var ws []Weight

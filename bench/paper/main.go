@@ -84,6 +84,7 @@ func main() {
 	rhoScale := flag.String("rho-scale", string(binarize.RhoAbsolute), "ADMM: absolute (the paper's), grid or gradient")
 	start := flag.String("start", string(binarize.StartPretrained), "ADMM: x starts at the random init (pretrained, the paper's code) or on its projection (grid)")
 	flag.BoolVar(&s.noBNRecalib, "no-bn-recalib", false, "keep the BatchNorm statistics gathered while training x, as the paper's code does, instead of re-estimating them with the exported weights")
+	flag.BoolVar(&s.projectX, "project-x", false, "ADMM: score and export P(x), the projection of the trained weights, instead of y, as the paper's code reports (its test() replaces every weight by sign(x))")
 	flag.BoolVar(&s.validation, "validation", false, "report the accuracy on the validation split (10 % of the training images) and never open the test set: for choosing -rho and its schedule")
 	flag.BoolVar(&s.verbose, "v", false, "log each outer iteration of every run")
 	grid := flag.String("grid", string(network.Binary), "grid of every binarized weight: binary (±1, the paper's) or binary-channel (±α per output channel, α refitted in every y-update)")
@@ -109,6 +110,7 @@ type scratch struct {
 	rhoScale    binarize.RhoScale
 	start       binarize.Start
 	noBNRecalib bool
+	projectX    bool
 	keep        []string
 	grid        network.Grid
 	validation  bool
@@ -210,6 +212,7 @@ func binarizeRun(ctx context.Context, m *onnxio.Model, tr, te calib.Dataset, alg
 		Method: method, Iters: iters, InnerEpochs: inner, Seed: seed, BLAS: impl, Workers: workers,
 		Selection: network.Selection{Keep: sc.keep}, Grid: sc.grid,
 		Rho: sc.rho, RhoScale: sc.rhoScale, Start: sc.start, NoBNRecalib: sc.noBNRecalib,
+		ProjectX: sc.projectX,
 	})
 	if err != nil {
 		return 0, err
