@@ -20,7 +20,8 @@
 // the BatchNorm statistics gathered while training, as the paper's code does. -keep
 // first,last keeps the first and last weights in float, qtool's practice and not the
 // paper's, for the stand-in whose one-channel stem and unscaled ±1 classifier make every
-// all-binary network poor.
+// all-binary network poor. -project-x scores and exports sign(x), the projection of the
+// trained weights, instead of ADMM's y: the paper's code measures that, never y.
 //
 //	go run ./bench/paper -model mlp -width 256 -seeds 5 -iters 4 -inner-epochs 1 -out docs/results/paper/mlp-256
 //	go run ./bench/paper -model mlp -width 4096 -seeds 5 -iters 8 -inner-epochs 5 -out docs/results/paper/mlp
@@ -290,8 +291,12 @@ func write(out string, runs []run, algos []string, name string, nTrain, nTest, i
 	if sc.start == binarize.StartGrid {
 		start = "its projection on the grid"
 	}
-	fmt.Fprintf(&s, "Budget: %d training images (10 %% of them binarize's validation split), %s, %d outer iterations × %d epochs (FP: %d epochs of Adam, lr 1e-3). Grid: %s. ADMM: ρ %+v read as %s, x starts at %s; BatchNorm statistics re-estimated: %v; kept in float: %s; every other setting is qtool's default.\n\n",
-		nTrain, split, iters, inner, iters*inner, sc.grid, sc.rho, sc.rhoScale, start, !sc.noBNRecalib, strings.Join(sc.keep, ","))
+	iterate := "y"
+	if sc.projectX {
+		iterate = "P(x) (the paper's code's measure)"
+	}
+	fmt.Fprintf(&s, "Budget: %d training images (10 %% of them binarize's validation split), %s, %d outer iterations × %d epochs (FP: %d epochs of Adam, lr 1e-3). Grid: %s. ADMM: ρ %+v read as %s, x starts at %s, %s scored and exported; BatchNorm statistics re-estimated: %v; kept in float: %s; every other setting is qtool's default.\n\n",
+		nTrain, split, iters, inner, iters*inner, sc.grid, sc.rho, sc.rhoScale, start, iterate, !sc.noBNRecalib, strings.Join(sc.keep, ","))
 	what := "test"
 	if sc.validation {
 		what = "validation"
