@@ -9,7 +9,8 @@ import (
 
 // The convolution shapes that dominate the CPU profiles of bench/realnets (ResNet-18 at
 // 224 px: 3×3 unit-stride layers; SqueezeNet 1.1: the fire modules' 1×1 squeeze and
-// expand layers and 3×3 expand layers), at batch 4, forward only, bias and Relu fused as
+// expand layers and 3×3 expand layers; MobileNetV2: the 1×1 expansions and projections
+// that hold its batch-32 rows near the AVX2 path's target), at batch 4, forward only, bias and Relu fused as
 // the exported models run them, the weights frozen. Compare runs of two builds back to back:
 //
 //	go test ./engine -run '^$' -bench ConvShape -benchtime 20x
@@ -27,6 +28,11 @@ func BenchmarkConvShape(b *testing.B) {
 		{"squeeze1x1_128to16@55", 128, 16, 55, 1},
 		{"squeeze1x1_16to64@55", 16, 64, 55, 1},
 		{"squeeze1x1_512to64@13", 512, 64, 13, 1},
+		{"mb1x1_96to576@14", 96, 576, 14, 1},
+		{"mb1x1_576to96@14", 576, 96, 14, 1},
+		{"mb1x1_960to160@7", 960, 160, 7, 1},
+		{"mb1x1_320to1280@7", 320, 1280, 7, 1},
+		{"mb1x1_192to32@28", 192, 32, 28, 1},
 	} {
 		b.Run(fmt.Sprintf("%s", s.name), func(b *testing.B) {
 			r := rand.New(rand.NewPCG(2, 2))
