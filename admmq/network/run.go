@@ -203,7 +203,8 @@ type IterStats struct {
 	// mode, the weights moving).
 	TrainLoss float64 `json:"train_loss"`
 	// FX and FY are the loss of the network with weights x and with weights y (the grid
-	// point; P_A(y) for ADMM-S) over the fixed calibration subset, in inference mode.
+	// point; P_A(y) for ADMM-S; P(x) under Config.ProjectX) over the fixed calibration
+	// subset, in inference mode.
 	FX float64 `json:"f_x"`
 	FY float64 `json:"f_y"`
 	// Lagrangian is L(x, y, λ) = f(x) + ⟨λ, x − y⟩ + ρ/2‖x − y‖² (ADMM variants; f(x) otherwise).
@@ -230,7 +231,8 @@ type IterStats struct {
 	// Best marks the iteration whose state Finish exports under IterateBest, as far as
 	// the run has got: it is set on the best iteration so far and cleared on the others.
 	Best bool `json:"best,omitempty"`
-	// Accuracy is the held-out top-1 accuracy of y (agreement with the teacher without labels).
+	// Accuracy is the held-out top-1 accuracy of y, or of P(x) under Config.ProjectX
+	// (agreement with the teacher without labels).
 	Accuracy    float64 `json:"accuracy"`
 	HasAccuracy bool    `json:"has_accuracy"`
 	Agreement   float64 `json:"agreement"`
