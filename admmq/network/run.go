@@ -475,14 +475,16 @@ func (r *Run) keepBest(st *IterStats) error {
 	}
 	// y, or under ProjectX the P(x) scored (a grid point, which Finish's gridY keeps),
 	// before anything is overwritten.
+	px := r.cfg.ProjectX && IsADMM(r.cfg.Method)
 	ys := make([][]float32, len(r.y))
 	for i, y := range r.y {
-		ys[i] = slices.Clone(y)
-		if r.cfg.ProjectX && IsADMM(r.cfg.Method) {
-			var err error
-			if ys[i], err = r.iterateY(i); err != nil {
-				return err
-			}
+		if !px {
+			ys[i] = slices.Clone(y)
+			continue
+		}
+		var err error
+		if ys[i], err = r.iterateY(i); err != nil {
+			return err
 		}
 	}
 	if r.best == nil {
