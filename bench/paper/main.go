@@ -89,6 +89,8 @@ func main() {
 	flag.BoolVar(&s.validation, "validation", false, "report the accuracy on the validation split (10 % of the training images) and never open the test set: for choosing -rho and its schedule")
 	flag.BoolVar(&s.verbose, "v", false, "log each outer iteration of every run")
 	grid := flag.String("grid", string(network.Binary), "grid of every binarized weight: binary (±1, the paper's) or binary-channel (±α per output channel, α refitted in every y-update)")
+	flag.Float64Var(&s.lr, "lr", 0, "base learning rate of the binarized runs (0: binarize's default, 1e-2, the paper's MLP rate; its CIFAR-10 runs use 1e-3)")
+	lrSchedule := flag.String("lr-schedule", string(binarize.StepLR), "learning-rate schedule of the binarized runs: step (×0.1 at half the epochs), constant or cosine")
 	keep := flag.String("keep", binarize.KeepNone, "weights kept in float, as binarize's Selection.Keep: none (the paper's) or a comma-separated list of first, last, depthwise")
 	flag.Parse()
 	s.keep = strings.Split(*keep, ",")
@@ -98,6 +100,7 @@ func main() {
 		os.Exit(2)
 	}
 	s.rhoScale, s.start = binarize.RhoScale(*rhoScale), binarize.Start(*start)
+	s.lrSchedule = binarize.LRSchedule(*lrSchedule)
 	if err := bench(*model, *width, *firstSeed, *seeds, *trainN, *testN, *iters, *inner, strings.Split(*algos, ","), *out, *blasMode, *workers, s); err != nil {
 		fmt.Fprintln(os.Stderr, "paper:", err)
 		os.Exit(1)
@@ -112,6 +115,8 @@ type scratch struct {
 	start       binarize.Start
 	noBNRecalib bool
 	projectX    bool
+	lr          float64
+	lrSchedule  binarize.LRSchedule
 	keep        []string
 	grid        network.Grid
 	validation  bool
@@ -201,6 +206,14 @@ func bench(model string, width int, firstSeed uint64, seeds int, trainN, testN, 
 	return nil
 }
 
+// lrText names the binarized runs' base learning rate; 0 leaves binarize's default.
+func lrText(lr float64) string {
+	if lr == 0 {
+		return "1e-2 (binarize's default)"
+	}
+	return fmt.Sprintf("%g", lr)
+}
+
 // binarizeRun returns the accuracy of algo's exported model on te, or on the validation
 // split when te is nil.
 func binarizeRun(ctx context.Context, m *onnxio.Model, tr, te calib.Dataset, algo string, iters, inner int, seed uint64, impl gblas.Float32, workers int, sc scratch) (float64, error) {
@@ -213,7 +226,7 @@ func binarizeRun(ctx context.Context, m *onnxio.Model, tr, te calib.Dataset, alg
 		Method: method, Iters: iters, InnerEpochs: inner, Seed: seed, BLAS: impl, Workers: workers,
 		Selection: network.Selection{Keep: sc.keep}, Grid: sc.grid,
 		Rho: sc.rho, RhoScale: sc.rhoScale, Start: sc.start, NoBNRecalib: sc.noBNRecalib,
-		ProjectX: sc.projectX,
+		ProjectX: sc.projectX, LR: sc.lr, Schedule: sc.lrSchedule,
 	})
 	if err != nil {
 		return 0, err
@@ -295,8 +308,8 @@ func write(out string, runs []run, algos []string, name string, nTrain, nTest, i
 	if sc.projectX {
 		iterate = "P(x) (the paper's code's measure)"
 	}
-	fmt.Fprintf(&s, "Budget: %d training images (10 %% of them binarize's validation split), %s, %d outer iterations × %d epochs (FP: %d epochs of Adam, lr 1e-3). Grid: %s. ADMM: ρ %+v read as %s, x starts at %s, %s scored and exported; BatchNorm statistics re-estimated: %v; kept in float: %s; every other setting is qtool's default.\n\n",
-		nTrain, split, iters, inner, iters*inner, sc.grid, sc.rho, sc.rhoScale, start, iterate, !sc.noBNRecalib, strings.Join(sc.keep, ","))
+	fmt.Fprintf(&s, "Budget: %d training images (10 %% of them binarize's validation split), %s, %d outer iterations × %d epochs (FP: %d epochs of Adam, lr 1e-3). Grid: %s. ADMM: ρ %+v read as %s, x starts at %s, %s scored and exported; BatchNorm statistics re-estimated: %v; kept in float: %s; learning rate %s, %s schedule; every other setting is qtool's default.\n\n",
+		nTrain, split, iters, inner, iters*inner, sc.grid, sc.rho, sc.rhoScale, start, iterate, !sc.noBNRecalib, strings.Join(sc.keep, ","), lrText(sc.lr), sc.lrSchedule)
 	what := "test"
 	if sc.validation {
 		what = "validation"
