@@ -570,3 +570,59 @@ func npzWithout(t *testing.T, src, dst, name string) {
 		t.Fatal(err)
 	}
 }
+
+// TestBinarizeSignsLine: the summary's signs line states the level changes the JSON
+// history records, summed over the iterations, and tells an ADMM run that changed none
+// how to let them move; a baseline that changed none gets no ADMM advice.
+func TestBinarizeSignsLine(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		extra []string
+		moved bool // whether the history must record level changes
+		hint  bool
+	}{
+		{"ste", []string{"--algo", "ste"}, true, false},
+		{"admm-q held by a large rho", []string{"--rho", "100"}, false, true},
+		{"pgd", []string{"--algo", "pgd"}, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			text, code, err := runArgs(t, binArgs(fmnistModel, fmnistCalib, filepath.Join(dir, "t.onnx"), c.extra...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %v\n%s", code, err, text)
+			}
+			app := newApp()
+			var stdout, stderr strings.Builder
+			app.Writer, app.ErrWriter = &stdout, &stderr
+			args := binArgs(fmnistModel, fmnistCalib, filepath.Join(dir, "j.onnx"), append(c.extra, "--json")...)
+			if err := run(context.Background(), app, append([]string{"qtool"}, args...)); err != nil {
+				t.Fatalf("%v\n%s", err, stderr.String())
+			}
+			var s binarizeSummary
+			if err := json.Unmarshal([]byte(stdout.String()), &s); err != nil {
+				t.Fatal(err)
+			}
+			sum := 0.0
+			for _, h := range s.History {
+				sum += h.FlippedPct
+			}
+			if c.moved != (sum > 0) {
+				t.Fatalf("history's level changes sum to %v %%: the case wants moved = %v", sum, c.moved)
+			}
+			line := regexp.MustCompile(`(?m)^signs +(.*)$`).FindStringSubmatch(text)
+			if line == nil {
+				t.Fatalf("no signs line in\n%s", text)
+			}
+			want := fmt.Sprintf("%.3g %% of the binarized values changed level, summed over the 2 iterations", sum)
+			if !c.moved {
+				want = "no binarized value changed level in 2 iterations: the signs are those the run started from"
+			}
+			if !strings.HasPrefix(line[1], want) {
+				t.Errorf("signs line %q, want it to start %q", line[1], want)
+			}
+			if got := strings.Contains(line[1], "--rho"); got != c.hint {
+				t.Errorf("signs line %q: advice on --rho %v, want %v", line[1], got, c.hint)
+			}
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/qtool/qtool/admmq"
 	"github.com/qtool/qtool/admmq/network"
 	"github.com/qtool/qtool/binarize"
 	"github.com/qtool/qtool/export"
@@ -352,11 +353,38 @@ func printSummary(w io.Writer, s *binarizeSummary) {
 			fmt.Fprintf(w, "exported     iteration %d of %d (%s)\n", s.ExportedIter, n, why)
 		}
 	}
+	if t := signsText(s); t != "" {
+		fmt.Fprintf(w, "signs        %s\n", t)
+	}
 	fmt.Fprintf(w, "time         %.1f s (%s BLAS)\n", s.Seconds, s.BLAS)
 	writeFidelity(w, s.Outputs)
 	for _, g := range s.Gates {
 		fmt.Fprintf(w, "gate         %s\n", g)
 	}
+}
+
+// signsText says how many binarized values changed grid level (sign) over the run's
+// iterations, the per-iteration counts summed. An ADMM run that changed none exported the
+// signs it started from: at the defaults that happens on nets whose every sign change
+// costs validation accuracy (README, Known gaps), and a user comparing it with PGD should
+// know that ρ, not the method, decided it.
+func signsText(s *binarizeSummary) string {
+	iters, sum := 0, 0.0
+	for _, h := range s.History {
+		iters = max(iters, h.Iter)
+		sum += h.FlippedPct
+	}
+	if iters == 0 {
+		return ""
+	}
+	if sum > 0 {
+		return fmt.Sprintf("%.3g %% of the binarized values changed level, summed over the %d iterations", sum, iters)
+	}
+	t := fmt.Sprintf("no binarized value changed level in %d iterations: the signs are those the run started from", iters)
+	if network.IsADMM(admmq.Method(s.Algo)) {
+		t += " (a smaller --rho, or more iterations, lets them move)"
+	}
+	return t
 }
 
 // splitText says how the data were split and what each split is for.
