@@ -378,9 +378,16 @@ func signsText(s *binarizeSummary) string {
 		return ""
 	}
 	if sum > 0 {
+		if iters == 1 {
+			return fmt.Sprintf("%.3g %% of the binarized values changed level in the one iteration", sum)
+		}
 		return fmt.Sprintf("%.3g %% of the binarized values changed level, summed over the %d iterations", sum, iters)
 	}
-	t := fmt.Sprintf("no binarized value changed level in %d iterations: the signs are those the run started from", iters)
+	n := fmt.Sprintf("%d iterations", iters)
+	if iters == 1 {
+		n = "1 iteration"
+	}
+	t := fmt.Sprintf("no binarized value changed level in %s: the signs are those the run started from", n)
 	if network.IsADMM(admmq.Method(s.Algo)) {
 		t += " (a smaller --rho, or more iterations, lets them move)"
 	}
