@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -89,6 +90,7 @@ func TestTypedErrors(t *testing.T) {
 		{"Method", func(o *Options) { o.Method = admmq.ADMMQ }},
 		{"Iters", func(o *Options) { o.Iters = -1 }},
 		{"Rho", func(o *Options) { o.Rho.Rho0 = -1 }},
+		{"UnnormalizedGrowth", func(o *Options) { o.UnnormalizedGrowth = math.Inf(1) }},
 		{"Selection", func(o *Options) {
 			o.Selection = network.Selection{Keep: []string{"first"}, Only: []string{"fc1.weight"}}
 		}},

@@ -109,3 +109,31 @@ func TestRhoScalesReported(t *testing.T) {
 		}
 	}
 }
+
+// TestUnnormalizedGrowthDefault: ρ grows where no normalisation follows under the default
+// gradient-relative ρ only; the paper's absolute ρ and the grid scale keep their schedule
+// unless told, and an explicit factor stands under every scale.
+func TestUnnormalizedGrowthDefault(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		want float64
+	}{
+		{Options{}, DefaultUnnormalizedGrowth},
+		{Options{RhoScale: RhoGradient, UnnormalizedGrowth: 1}, 1},
+		{Options{AbsoluteRho: true}, 1},
+		{Options{RhoScale: RhoGrid}, 1},
+		{Options{RhoScale: RhoAbsolute, UnnormalizedGrowth: 3}, 3},
+	} {
+		o := c.o.withDefaults()
+		if o.UnnormalizedGrowth != c.want {
+			t.Errorf("%+v: growth %v, want %v", c.o, o.UnnormalizedGrowth, c.want)
+		}
+		cfg, err := o.config(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.UnnormalizedGrowth != c.want {
+			t.Errorf("%+v: network growth %v, want %v", c.o, cfg.UnnormalizedGrowth, c.want)
+		}
+	}
+}

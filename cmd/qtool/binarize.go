@@ -39,6 +39,7 @@ func algoFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "balance-rho", Category: cat, Usage: "adapt ρ by residual balancing (Boyd et al. 2011 §3.4.1: ×2 when ‖x−y‖ > 10·‖ρΔy‖, ÷2 in the reverse case)"},
 		&cli.Float64Flag{Name: "rho-growth", Category: cat, Value: 1, Usage: "multiply ρ by `G` every --rho-every iterations (1: constant, the paper's analysis)"},
 		&cli.IntFlag{Name: "rho-every", Category: cat, Value: 1, Usage: "grow ρ every `K` outer iterations"},
+		&cli.Float64Flag{Name: "rho-growth-unnormalized", Category: cat, Value: d.UnnormalizedGrowth, Usage: "multiply, every outer iteration, the ρ of each weight that no normalisation follows by `G`, on top of --rho-growth (1: constant; the default applies with --rho-scale gradient, the other scales default to 1): without a normalisation to absorb the binary weights' error, x must end on y"},
 		&cli.Float64Flag{Name: "p", Category: cat, Value: d.P, Usage: "ADMM-R: probability that a weight's y is updated"},
 		&cli.Float64Flag{Name: "beta", Category: cat, Value: d.Beta, Usage: "ADMM-S: soft-projection β"},
 		&cli.IntFlag{Name: "iters", Category: cat, Value: d.Iters, Usage: "outer (ADMM) iterations"},

@@ -58,7 +58,7 @@ func flagError(err error, c *cli.Context, model string) error {
 // binarizeOptions maps the flags onto binarize.Options and checks them before any work.
 // A flag set to 0 is refused here where the library reads 0 as "the default".
 func binarizeOptions(c *cli.Context, be backend, method admmq.Method) (binarize.Options, error) {
-	for _, f := range []string{"iters", "inner-epochs", "lr", "rho", "temperature"} {
+	for _, f := range []string{"iters", "inner-epochs", "lr", "rho", "temperature", "rho-growth-unnormalized"} {
 		if c.IsSet(f) && c.Float64(f) == 0 && c.Int(f) == 0 {
 			return binarize.Options{}, usagef("--%s 0: want a positive number", f)
 		}
@@ -80,6 +80,10 @@ func binarizeOptions(c *cli.Context, be backend, method admmq.Method) (binarize.
 		AbsoluteRho: c.Bool("absolute-rho"), BalanceRho: c.Bool("balance-rho"), RemeasureRho: c.Bool("rho-remeasure"), StatSamples: c.Int("stat-samples"),
 		Seed: c.Uint64("seed"), Version: version,
 		BLAS: be.BLAS, Workers: be.Workers, MaxMemory: be.MaxMemory,
+	}
+	// Unset, the library's default applies, which depends on --rho-scale.
+	if c.IsSet("rho-growth-unnormalized") {
+		o.UnnormalizedGrowth = c.Float64("rho-growth-unnormalized")
 	}
 	// --validation 0 means none; the library reads 0 as its default.
 	if o.Validation = c.Float64("validation"); o.Validation == 0 {
