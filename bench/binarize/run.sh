@@ -427,25 +427,27 @@ defaults-unseen)
 	;;
 torchvision-unseen)
 	# Issue 15: the defaults on a real architecture whose exporter folded BatchNorm into the
-	# convolutions (so no normalisation follows any weight): torchvision ResNet-18
-	# pretrained on 20 000 Fashion-MNIST training images (bench/budget/pretrain.py), the
+	# convolutions (so no normalisation follows any weight): torchvision ResNet-18 and
+	# MobileNetV2 pretrained on 20 000 Fashion-MNIST training images (bench/budget/pretrain.py), the
 	# calibration data it never saw as in defaults-unseen, seeds 1-3, 8 iterations × 1
 	# epoch (the default is 8 × 5: a 2-core budget), PGD and ADMM-Q with and without the
 	# growth of ρ where no normalisation follows.
 	D=docs/results/defaults/unseen/torchvision
 	U=$(mktemp -d)
 	mkdir -p $D
-	[ -s .cache/budget/resnet18-fmnist.onnx ] || python3 bench/budget/pretrain.py resnet18
 	python3 bench/budget/testsplit.py $U
-	for seed in 1 2 3; do
-		for tag in growth constant pgd; do
-			case $tag in growth) a="";; constant) a="--rho-growth-unnormalized 1";; pgd) a="--algo pgd";; esac
-			$QTOOL binarize .cache/budget/resnet18-fmnist.onnx --data $U/test-calib.npz --eval-data $U/test-heldout.npz \
-				--seed $seed --iters 8 --inner-epochs 1 $a -o $U/out.onnx --json > $D/resnet18-$tag-$seed.json 2> $D/resnet18-$tag-$seed.log
+	for m in resnet18 mobilenet_v2; do
+		[ -s .cache/budget/$m-fmnist.onnx ] || python3 bench/budget/pretrain.py $m
+		for seed in 1 2 3; do
+			for tag in growth constant pgd; do
+				case $tag in growth) a="";; constant) a="--rho-growth-unnormalized 1";; pgd) a="--algo pgd";; esac
+				$QTOOL binarize .cache/budget/$m-fmnist.onnx --data $U/test-calib.npz --eval-data $U/test-heldout.npz \
+					--seed $seed --iters 8 --inner-epochs 1 $a -o $U/out.onnx --json > $D/$m-$tag-$seed.json 2> $D/$m-$tag-$seed.log
+			done
 		done
 	done
 	rm -rf $U
-	python3 bench/binarize/defaults_unseen.py $D resnet18 pgd,constant,growth > $D/table.md
+	python3 bench/binarize/defaults_unseen.py $D resnet18,mobilenet_v2 pgd,constant,growth > $D/table.md
 	;;
 esac
 done
