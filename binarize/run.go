@@ -102,9 +102,12 @@ type Result struct {
 	// Start is the validation record of that projection (nil under Options.LastIterate or
 	// without a validation split).
 	Start *network.IterStats
-	// RhoScales is each target's factor on Options.Rho (network.Run.RhoScales): tensor t's
-	// ρ at iteration r is Rho.Rho(r)·RhoScales[t] (ADMM variants but ADMM-S).
-	RhoScales []float64
+	// RhoScales is each target's factor on Options.Rho (network.Run.RhoScales) and
+	// RhoGrowths its factor per iteration (network.Run.Growths: UnnormalizedGrowth where no
+	// normalisation follows, else 1): tensor t's ρ at iteration r is
+	// Rho.Rho(r)·RhoScales[t]·RhoGrowths[t]^r (ADMM variants but ADMM-S).
+	RhoScales  []float64
+	RhoGrowths []float64
 	// FullPrecision and Binarized are measured on ReportSplit: the model as given,
 	// and the exported file as read back against the full-precision model, with the
 	// fidelity of every output in Binarized.Outputs.
@@ -459,6 +462,7 @@ func Run(ctx context.Context, model *onnxio.Model, data Data, o Options) (*Resul
 	res.History = run.History()
 	res.Start = run.Start()
 	res.RhoScales = run.RhoScales()
+	res.RhoGrowths = run.Growths()
 	ws, err := run.Finish(ctx, m, o.Grid, !o.NoBNRecalib)
 	res.Exported = run.Exported()
 	if err != nil {

@@ -93,6 +93,13 @@ func TestUnnormalizedGrowth(t *testing.T) {
 		if got := grown.TensorRhos()[i]; math.Abs(got-want) > 1e-9*want {
 			t.Errorf("%s (normalised %v): ρ %g after 4 iterations, want %g", tg.Name, tg.Normalized, got, want)
 		}
+		wantG := 1.0
+		if !tg.Normalized {
+			wantG = G
+		}
+		if got := grown.Growths()[i]; got != wantG {
+			t.Errorf("%s (normalised %v): growth %v, want %v", tg.Name, tg.Normalized, got, wantG)
+		}
 		if got := flat.TensorRhos()[i]; got != 1e-3 {
 			t.Errorf("%s without growth: ρ %g, want 1e-3", tg.Name, got)
 		}

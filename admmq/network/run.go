@@ -572,6 +572,16 @@ func (r *Run) growth(i, it int) float64 {
 	return 1
 }
 
+// Growths returns each target's factor on its ρ per iteration (Config.UnnormalizedGrowth
+// where it applies, 1 elsewhere), in target order.
+func (r *Run) Growths() []float64 {
+	out := make([]float64, len(r.rhoScale))
+	for i := range out {
+		out[i] = r.growth(i, 1)
+	}
+	return out
+}
+
 // TensorRhos returns each target's ρ at the last iteration run (before the first, at the
 // first), in target order: the schedule's ρ times RhoScales and the
 // Config.UnnormalizedGrowth factor.

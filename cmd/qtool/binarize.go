@@ -258,9 +258,10 @@ func doBinarize(ctx context.Context, c *cli.Context) error {
 		sum.Start = &iterRecords([]network.IterStats{*res.Start}, perSample(res))[0]
 	}
 	if network.IsADMM(method) && method != admmq.ADMMS {
-		sum.RhoFactors = map[string]float64{}
+		sum.RhoFactors, sum.RhoGrowths = map[string]float64{}, map[string]float64{}
 		for i, t := range res.Targets {
 			sum.RhoFactors[t.Name] = res.RhoScales[i]
+			sum.RhoGrowths[t.Name] = res.RhoGrowths[i]
 		}
 	}
 	if res.Binarized.Labelled {

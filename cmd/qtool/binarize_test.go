@@ -602,6 +602,16 @@ func TestBinarizeSignsLine(t *testing.T) {
 			if err := json.Unmarshal([]byte(stdout.String()), &s); err != nil {
 				t.Fatal(err)
 			}
+			// fmnist-mlp's binarized weights all have a BatchNormalization after them: their
+			// ρ does not grow; a baseline has no ρ to report.
+			if c.hint != (len(s.RhoGrowths) == len(s.Targets)) {
+				t.Errorf("rho_growths %v for %d weights", s.RhoGrowths, len(s.Targets))
+			}
+			for name, g := range s.RhoGrowths {
+				if g != 1 {
+					t.Errorf("%s: ρ growth %v, want 1 (normalised)", name, g)
+				}
+			}
 			sum := 0.0
 			for _, h := range s.History {
 				sum += h.FlippedPct

@@ -79,7 +79,10 @@ type binarizeSummary struct {
 	// was chosen as the last (--last-iterate), not by the best validation accuracy.
 	ExportedIter int `json:"exported_iter"`
 	// RhoFactors is each binarized weight's factor on --rho (see --rho-scale), by name.
-	RhoFactors  map[string]float64 `json:"rho_factors,omitempty"`
+	RhoFactors map[string]float64 `json:"rho_factors,omitempty"`
+	// RhoGrowths is each binarized weight's factor on its ρ per outer iteration: the
+	// growth where no normalisation follows (--rho-growth-unnormalized), else 1.
+	RhoGrowths  map[string]float64 `json:"rho_growths,omitempty"`
 	LastIterate bool               `json:"last_iterate,omitempty"`
 	Seconds     float64            `json:"seconds"`
 	BLAS        string             `json:"blas"`
