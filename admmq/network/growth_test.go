@@ -41,22 +41,11 @@ func growthRun(t *testing.T, m *onnxio.Model, method admmq.Method, growth float6
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, err := Targets(m, Binary, Selection{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Precondition(g, ts); err != nil {
-		t.Fatal(err)
-	}
-	d := openCalib(t, 256)
-	r, err := New(m, g, ts, Config{
+	r, ts := binaryRun(t, m, g, Config{
 		Method: method, Rho: admmq.Schedule{Rho0: 1e-3}, P: 0.3, Beta: 1e3, UnnormalizedGrowth: growth,
 		Iters: 4, InnerEpochs: 1, Schedule: train.Constant{LR: 1e-2}, Seed: 3, StatSamples: 64,
 		Workers: 1, StartOnGrid: true,
-	}, dataOf(t, d, d, 64, 3))
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	if err := r.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +79,7 @@ func TestUnnormalizedGrowth(t *testing.T) {
 			want *= math.Pow(G, 3) // iteration 3 (0-based) ran last
 			last = i
 		}
-		if got := grown.TensorRhos()[i]; math.Abs(got-want) > 1e-9*want {
+		if got := grown.tensorRhos()[i]; math.Abs(got-want) > 1e-9*want {
 			t.Errorf("%s (normalised %v): ρ %g after 4 iterations, want %g", tg.Name, tg.Normalized, got, want)
 		}
 		wantG := 1.0
@@ -100,7 +89,7 @@ func TestUnnormalizedGrowth(t *testing.T) {
 		if got := grown.Growths()[i]; got != wantG {
 			t.Errorf("%s (normalised %v): growth %v, want %v", tg.Name, tg.Normalized, got, wantG)
 		}
-		if got := flat.TensorRhos()[i]; got != 1e-3 {
+		if got := flat.tensorRhos()[i]; got != 1e-3 {
 			t.Errorf("%s without growth: ρ %g, want 1e-3", tg.Name, got)
 		}
 	}
@@ -126,7 +115,7 @@ func TestUnnormalizedGrowth(t *testing.T) {
 	}
 	for _, m := range []admmq.Method{admmq.PGD, admmq.ADMMS} {
 		r, ts := growthRun(t, cut, m, G)
-		for i, v := range r.TensorRhos() {
+		for i, v := range r.tensorRhos() {
 			if v != 1e-3 {
 				t.Errorf("%s: %s's ρ %g, want the schedule's 1e-3", m, ts[i].Name, v)
 			}

@@ -122,6 +122,18 @@ func TestPreconditionKeepsFunction(t *testing.T) {
 func newRun(t *testing.T, algo admmq.Method, iters int, ck func([]byte) error) (*Run, *engine.Graph, *onnxio.Model) {
 	t.Helper()
 	m, g := load(t, mlpPath)
+	r, _ := binaryRun(t, m, g, Config{
+		Method: algo, Rho: admmq.Schedule{Rho0: 1e-3, Growth: 2, Every: 1}, P: 0.3, Beta: 1e3,
+		Iters: iters, InnerEpochs: 1, Schedule: train.Constant{LR: 1e-2}, Seed: 3, StatSamples: 64,
+		Workers: 1, Checkpoint: ck,
+	})
+	return r, g, m
+}
+
+// binaryRun makes a run of cfg over every weight of m on the ±1 grid (preconditioned), on
+// 256 calibration samples in batches of 64, and returns it with its targets.
+func binaryRun(t *testing.T, m *onnxio.Model, g *engine.Graph, cfg Config) (*Run, []Target) {
+	t.Helper()
 	ts, err := Targets(m, Binary, Selection{})
 	if err != nil {
 		t.Fatal(err)
@@ -130,15 +142,11 @@ func newRun(t *testing.T, algo admmq.Method, iters int, ck func([]byte) error) (
 		t.Fatal(err)
 	}
 	d := openCalib(t, 256)
-	r, err := New(m, g, ts, Config{
-		Method: algo, Rho: admmq.Schedule{Rho0: 1e-3, Growth: 2, Every: 1}, P: 0.3, Beta: 1e3,
-		Iters: iters, InnerEpochs: 1, Schedule: train.Constant{LR: 1e-2}, Seed: 3, StatSamples: 64,
-		Workers: 1, Checkpoint: ck,
-	}, dataOf(t, d, d, 64, 3))
+	r, err := New(m, g, ts, cfg, dataOf(t, d, d, 64, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r, g, m
+	return r, ts
 }
 
 // TestRestoreBitIdentical: a run restored from the checkpoint of its first iteration ends

@@ -300,9 +300,6 @@ type Run struct {
 	// function of the model, so not checkpointed); rhoFactor is residual balancing's.
 	rhoScale  []float64
 	rhoFactor float64
-	// rhoGrow is each tensor's factor from Config.UnnormalizedGrowth at the current
-	// iteration (1 for the others), set at the start of every iteration.
-	rhoGrow []float64
 	// gradRho is set while GradientRho's factors are still to be measured (at the first
 	// iteration: they are then checkpointed, since y⁰ is gone by a resume).
 	gradRho bool
@@ -420,7 +417,6 @@ func New(m *onnxio.Model, g *engine.Graph, targets []Target, cfg Config, data Da
 			k = admmq.ScaleFreeRho(y)
 		}
 		r.rhoScale = append(r.rhoScale, k)
-		r.rhoGrow = append(r.rhoGrow, 1)
 		if cfg.Method == admmq.ADMMS {
 			r.zt = append(r.zt, make([]float32, len(x)))
 		}
@@ -551,16 +547,10 @@ func trainable(c onnxio.Classification) bool {
 	return false
 }
 
-// tensorRho is target i's ρ when the iteration's is rho.
+// tensorRho is target i's ρ when the iteration's is rho: during an iteration r.iter is
+// its index, so the growth is that iteration's.
 func (r *Run) tensorRho(i int, rho float64) float64 {
-	return rho * r.rhoScale[i] * r.rhoGrow[i]
-}
-
-// setGrowth sets rhoGrow for iteration it.
-func (r *Run) setGrowth(it int) {
-	for i := range r.rhoGrow {
-		r.rhoGrow[i] = r.growth(i, it)
-	}
+	return rho * r.rhoScale[i] * r.growth(i, r.iter)
 }
 
 // growth is target i's factor from Config.UnnormalizedGrowth at iteration it.
@@ -582,10 +572,10 @@ func (r *Run) Growths() []float64 {
 	return out
 }
 
-// TensorRhos returns each target's ρ at the last iteration run (before the first, at the
+// tensorRhos returns each target's ρ at the last iteration run (before the first, at the
 // first), in target order: the schedule's ρ times RhoScales and the
 // Config.UnnormalizedGrowth factor.
-func (r *Run) TensorRhos() []float64 {
+func (r *Run) tensorRhos() []float64 {
 	it := max(r.iter-1, 0)
 	out := make([]float64, len(r.rhoScale))
 	for i := range out {
@@ -646,7 +636,6 @@ func (r *Run) iteration(ctx context.Context) error {
 	rho := r.cfg.Rho.Rho(it) * r.rhoFactor
 	st := IterStats{Iter: it + 1, Rho: rho}
 	admm := IsADMM(r.cfg.Method)
-	r.setGrowth(it)
 	if r.gradRho || (admm && it > 0 && r.cfg.GradientRho && r.cfg.RemeasureRho && r.cfg.Method != admmq.ADMMS) {
 		if err := r.measureGradientRho(ctx); err != nil {
 			return err
