@@ -3,8 +3,8 @@ defaults-unseen): for each network and setting, the validation accuracy of the e
 iterate (the split a choice reads), the signs flipped over the run, and the held-out
 accuracy, each with its paired 95 % t interval against the first setting (the defaults,
 ρ̄ = 1, unless told) over seeds 1-3.
-Usage: defaults_unseen.py [DIR [NET,... [TAG,...]]] (TAG: defaults, pgd, constant, growth or
-rhoR, the first the reference of the Δ columns; by default the three shipped nets and the
+Usage: defaults_unseen.py [DIR [NET,... [TAG,...]]] (TAG: defaults, pgd, constant, growth, rhoR or
+growRxG (ρ̄ = R growing ×G), the first the reference of the Δ columns; by default the three shipped nets and the
 defaults, PGD and the ρ̄ ladder)"""
 import json
 import os
@@ -27,6 +27,9 @@ def label(tag):
         return "ADMM-Q, ρ̄ = 1 constant (--rho-growth-unnormalized 1)"
     if tag == "growth":
         return "ADMM-Q, defaults (ρ̄ = 1, ×10 an iteration where no normalisation follows)"
+    if tag.startswith("grow"):
+        r, g = tag[len("grow"):].split("x")
+        return "ADMM-Q, ρ̄ = %s growing ×%s an iteration" % (r, g)
     return "ADMM-Q, ρ̄ = " + tag[len("rho"):]
 
 
