@@ -80,6 +80,9 @@ func (k *softmaxKernel) Forward(ctx *Context, in, out []*Tensor) error {
 	if err := k.layout(in[0].Shape); err != nil {
 		return err
 	}
+	if k.outer*k.d*k.inner == 0 {
+		return nil // rows of no elements: nothing to normalise (and no row length to divide by)
+	}
 	k.x, k.y = in[0].F, out[0].F
 	if k.inner == 1 {
 		ctx.Parallel(k.outer, max(1, softmaxGrain/max(1, k.d)), k.fwd)

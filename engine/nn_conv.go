@@ -136,6 +136,9 @@ func (k *convKernel) dims(x, w []int, b *Tensor) (convDims, error) {
 		return d, n.Errorf("weight W has shape %v, want rank %d like X %v", w, len(x), x)
 	}
 	d.N, d.C, d.M, d.Cg = x[0], x[1], w[0], w[1]
+	if d.C < 1 || d.M < 1 {
+		return d, n.Errorf("X %v and W %v: a convolution needs at least one input and one output channel", x, w)
+	}
 	if d.Cg*k.group != d.C {
 		return d, n.Errorf("X has %d channels but W %v with group %d expects %d", d.C, w, k.group, d.Cg*k.group)
 	}

@@ -61,6 +61,9 @@ func (k *convTransposeKernel) dims(x, w []int, b *Tensor) (convTDims, error) {
 		return d, n.Errorf("weight W has shape %v, want rank %d like X %v", w, len(x), x)
 	}
 	d.N, d.C, d.Cg, d.Mg = x[0], x[1], w[0], w[1]
+	if d.C < 1 || d.Mg < 1 {
+		return d, n.Errorf("X %v and W %v: a transposed convolution needs at least one input and one output channel", x, w)
+	}
 	if d.Cg != d.C {
 		return d, n.Errorf("X has %d channels but W %v has %d", d.C, w, d.Cg)
 	}
@@ -99,6 +102,9 @@ func (k *convTransposeKernel) dims(x, w []int, b *Tensor) (convTDims, error) {
 	for i := 0; i < nd; i++ {
 		j := off + i
 		in := x[2+i]
+		if in < 1 {
+			return d, n.Errorf("input X %v has an empty spatial axis", x)
+		}
 		g.out[j] = in
 		op := 0
 		if k.outPadding != nil {

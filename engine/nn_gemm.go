@@ -142,7 +142,9 @@ func (k *gemmKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error 
 		return err
 	}
 	a, b := in[0].F, in[1].F
-	if gin[0] != nil && kk > 0 {
+	// An empty product (a zero dimension) has no terms: A's and B's gradients get nothing.
+	prod := m > 0 && n > 0 && kk > 0
+	if gin[0] != nil && prod {
 		// d op(A) = alpha·gY·op(B)ᵀ; with transA, dA is its transpose alpha·op(B)·gYᵀ.
 		if !k.transA {
 			nnSgemm(ctx.BLAS, false, !k.transB, m, kk, n, k.alpha, gy.F, b, 1, gin[0].F)
@@ -150,7 +152,7 @@ func (k *gemmKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) error 
 			nnSgemm(ctx.BLAS, k.transB, true, kk, m, n, k.alpha, b, gy.F, 1, gin[0].F)
 		}
 	}
-	if len(gin) > 1 && gin[1] != nil && kk > 0 {
+	if len(gin) > 1 && gin[1] != nil && prod {
 		// d op(B) = alpha·op(A)ᵀ·gY; with transB, dB is alpha·gYᵀ·op(A).
 		if !k.transB {
 			nnSgemm(ctx.BLAS, !k.transA, false, kk, n, m, k.alpha, a, gy.F, 1, gin[1].F)
@@ -370,6 +372,9 @@ func (k *matMulKernel) Backward(ctx *Context, in, out, gout, gin []*Tensor) erro
 	d, err := k.cached(in[0].Shape, in[1].Shape)
 	if err != nil {
 		return err
+	}
+	if d.m*d.n*d.k == 0 {
+		return nil // an empty product: every gradient term is a sum of none
 	}
 	a, b := in[0].F, in[1].F
 	ga, gb := gin[0], gin[1]

@@ -185,6 +185,11 @@ func (w *nnWindow) params(n *Node, g *nnGeom, kernel []int) error {
 	if w.pads != nil && len(w.pads) != 2*nd {
 		return n.Errorf("pads %v does not match %d spatial dimensions", w.pads, nd)
 	}
+	for _, v := range kernel {
+		if v < 1 {
+			return n.Errorf("kernel %v has an axis of size %d: every axis needs at least 1", kernel, v)
+		}
+	}
 	g.nd = nd
 	off := nnMaxSpatial - nd
 	for j := 0; j < nnMaxSpatial; j++ {
@@ -219,6 +224,9 @@ func (w *nnWindow) resolve(n *Node, img, kernel []int) (nnGeom, error) {
 	}
 	off := nnMaxSpatial - g.nd
 	for i, v := range img {
+		if v < 1 {
+			return g, n.Errorf("input spatial size %v has an empty axis", img)
+		}
 		j := off + i
 		g.in[j] = v
 		ek := (g.k[j]-1)*g.d[j] + 1
