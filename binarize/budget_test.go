@@ -550,3 +550,65 @@ func TestBudgetUnrefined(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetGrossMiss: with the sensitivities lying about b (cheap on every grid), trial
+// 1 puts every weight on the 1-bit grid and misses by more than twice the allowance.
+// With three trials, too few to relax its three weights one at a time, trial 2 takes the
+// widest grids (int8) and meets, and trial 3 bisects: the first of trial 1's selection
+// moves on top of int8, one weight on trial 1's grid and the others on int8. The control:
+// with four trials the old rule relaxes b.
+func TestBudgetGrossMiss(t *testing.T) {
+	m, d, o, a := chainWithLies(t, "b")
+	drop := 0.02
+	res, err := Budget(context.Background(), m, Data{Calib: d}, o, BudgetOptions{Constraint: Constraint{MaxDrop: &drop}, Analysis: a, MaxTrials: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Trials) != 3 {
+		t.Fatalf("%d trials, want 3: a gross miss, the widest grids, a bisection", len(res.Trials))
+	}
+	first, second, third := res.Trials[0], res.Trials[1], res.Trials[2]
+	if first.Met || first.DropBound <= grossMiss*drop || !first.Widened || first.Relaxed != "" {
+		t.Fatalf("trial 1: met %v, bound %.3f, widened %v, relaxed %q; want a miss over %g× the allowance, then the widest grids",
+			first.Met, first.DropBound, first.Widened, first.Relaxed, grossMiss)
+	}
+	for _, ch := range second.Choices {
+		if ch.Grid != network.Int8 {
+			t.Errorf("trial 2: %s on %q, want int8 (the widest grid)", ch.Weight, ch.Grid)
+		}
+	}
+	if !second.Met || second.Bisect != 1 {
+		t.Fatalf("trial 2: met %v, bisect %d; want the int8 trial to meet and the next to take 1 of trial 1's 3 moves", second.Met, second.Bisect)
+	}
+	moved := 0
+	for i, ch := range third.Choices {
+		if ch.Grid != network.Int8 {
+			moved++
+			if ch.Grid != first.Choices[i].Grid {
+				t.Errorf("trial 3: %s on %q, want int8 or trial 1's %q", ch.Weight, ch.Grid, first.Choices[i].Grid)
+			}
+		}
+	}
+	if third.Bisect != 0 || third.Relaxed != "" || third.Widened || third.Tightened {
+		t.Errorf("trial 3, the last: %+v names a next step that no trial took", third)
+	}
+	// Weights' bytes, not the file's: on matrices this small the packed format's unpacking
+	// nodes outweigh what they save.
+	if moved != 1 || third.PredictedBytes >= second.PredictedBytes {
+		t.Errorf("trial 3: %d weights off int8, %d B of weights against the int8 trial's %d B; want one, and fewer bytes", moved, third.PredictedBytes, second.PredictedBytes)
+	}
+	for i, tr := range res.Trials {
+		if c := res.Trials[res.Chosen]; !c.Met || tr.Met && tr.FileBytes < c.FileBytes {
+			t.Errorf("chosen trial %d (met %v, %d B), trial %d met with %d B; want the smallest file that met", res.Chosen+1, c.Met, c.FileBytes, i+1, tr.FileBytes)
+		}
+	}
+
+	// Control: trials enough to relax every weight below int8 once keep the old rule.
+	res, err = Budget(context.Background(), m, Data{Calib: d}, o, BudgetOptions{Constraint: Constraint{MaxDrop: &drop}, Analysis: a, MaxTrials: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr := res.Trials[0]; tr.Widened || tr.Relaxed != "b" {
+		t.Errorf("four trials: trial 1 widened %v, relaxed %q; want b relaxed", tr.Widened, tr.Relaxed)
+	}
+}

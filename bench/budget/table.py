@@ -74,7 +74,7 @@ for m in ["fmnist-cnn", "fmnist-resnet", "mobilenet_v2-fmnist", "resnet18-fmnist
         for t in b["trials"]:
             vd = t.get("validation_drop_pct")
             vd = "—" if vd is None else f"{vd:.2f}"
-            nxt = "relax " + t["relaxed"] if t.get("relaxed") else ("2× allowance" if t.get("tightened") else ("every weight on its widest grid" if t.get("widened") else ""))
+            nxt = "relax " + t["relaxed"] if t.get("relaxed") else ("2× allowance" if t.get("tightened") else ("every weight on its widest grid" if t.get("widened") else ("trial 1's first %d moves on the widest grids" % t["bisect_moves"] if t.get("bisect_moves") else "")))
             print(f"| {t['trial']} | {t['allowance_scale']:g}× | {t['file_bytes']} | {t['predicted_drop_pct']:.2f} | {vd} | {t.get('validation_drop_bound_pct', float('nan')):.2f} | {t['met']} | {nxt} |")
         last = b["trials"][b["chosen_trial"] - 1] if b["chosen_trial"] > 0 else b["trials"][-1]
         what = "the file written" if b["chosen_trial"] > 0 else "the last trial; no file was written"

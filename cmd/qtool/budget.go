@@ -77,6 +77,8 @@ type trialJSON struct {
 	Relaxed        string       `json:"relaxed,omitempty"`
 	Tightened      bool         `json:"tightened,omitempty"`
 	Widened        bool         `json:"widened,omitempty"`
+	// Bisect: the next trial takes this many of trial 1's selection moves on the widest grids.
+	Bisect int `json:"bisect_moves,omitempty"`
 	// Unrefined: the file is the bare projection, which beat every fine-tuned iterate.
 	Unrefined      bool    `json:"unrefined,omitempty"`
 	AllowanceScale float64 `json:"allowance_scale"`
@@ -95,7 +97,7 @@ func trialRecords(a *binarize.Analysis, ts []binarize.Trial) []trialJSON {
 	for i, t := range ts {
 		r := trialJSON{Trial: i + 1, PredictedBytes: t.PredictedBytes, FileBytes: t.FileBytes,
 			PredictedDrop: toPct(t.Predicted.Drop), Validation: scoreRecord(t.Validation), Met: t.Met, DropBound: toPct(t.DropBound),
-			Missed: t.Missed, Relaxed: t.Relaxed, Tightened: t.Tightened, Widened: t.Widened, Unrefined: t.Unrefined, AllowanceScale: t.Scale, Seconds: roundTo(t.Seconds, 3)}
+			Missed: t.Missed, Relaxed: t.Relaxed, Tightened: t.Tightened, Widened: t.Widened, Bisect: t.Bisect, Unrefined: t.Unrefined, AllowanceScale: t.Scale, Seconds: roundTo(t.Seconds, 3)}
 		if !math.IsInf(t.Predicted.SQNR, 0) {
 			v := roundTo(t.Predicted.SQNR, 3)
 			r.PredictedSQNR = &v
@@ -227,6 +229,8 @@ func writeTrials(w io.Writer, b *budgetJSON) {
 			next = "2× allowance"
 		case t.Widened:
 			next = "every weight on its widest grid"
+		case t.Bisect > 0:
+			next = fmt.Sprintf("trial 1's first %d moves on the widest grids", t.Bisect)
 		}
 		fmt.Fprintf(tw, "%d\t%g×\t%d\t%.2f pp\t%s\t%v\t%s\t\n", t.Trial, t.AllowanceScale, t.FileBytes, t.PredictedDrop, vd, t.Met, next)
 	}
